@@ -1,0 +1,1 @@
+print("notify: not built yet")

@@ -1,0 +1,1 @@
+print("notifyd: not built yet")
