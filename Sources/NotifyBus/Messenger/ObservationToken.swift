@@ -1,0 +1,36 @@
+import Synchronization
+
+/// Keeps a closure observer registered: cancel it, or let it be deallocated, and delivery stops.
+///
+/// Returned by ``Messenger/observe(_:)`` and its variants. Hold on to it for as long as you want messages;
+/// a token that is discarded right away stops the observation right away.
+/// A token also names its observer to ``Messenger/send(_:from:)``, so an observer can send without hearing
+/// its own message.
+public final class ObservationToken: Sendable {
+    private let onCancel = Mutex<(@Sendable () -> Void)?>(nil)
+    private let cancelled = Atomic<Bool>(false)
+
+    /// A token whose identity names a registration that does not exist yet; ``arm(_:)`` completes it.
+    init() {}
+
+    /// Sets what cancelling does. The messenger registers the observer under this token's identity first, so the
+    /// two are made in two steps.
+    func arm(_ action: @escaping @Sendable () -> Void) {
+        onCancel.withLock { $0 = action }
+    }
+
+    /// Stops the observation. Safe to call more than once, from any thread, and from inside the observer.
+    public func cancel() {
+        cancelled.store(true, ordering: .releasing)
+        let action = onCancel.withLock { action in
+            defer { action = nil }
+            return action
+        }
+        action?()
+    }
+
+    /// Whether ``cancel()`` has been called.
+    public var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
+
+    deinit { cancel() }
+}
