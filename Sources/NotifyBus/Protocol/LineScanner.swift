@@ -1,0 +1,146 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Byte-level helpers for the line part of frames: where a line ends, its tokens, its numbers.
+///
+/// Both decoders parse straight out of the receive buffer with these, so reading a frame costs no allocation
+/// beyond the `String` of its topic.
+enum LineScanner {
+    static let lineFeed = UInt8(ascii: "\n")
+    static let carriageReturn = UInt8(ascii: "\r")
+    static let space = UInt8(ascii: " ")
+    static let tab = UInt8(ascii: "\t")
+    static let hash = UInt8(ascii: "#")
+
+    enum LineSearch: Equatable {
+        /// A line whose content is `bytes[start..<contentEnd]` (without `\r\n` or `\n`); the next line starts at `next`.
+        case found(contentEnd: Int, next: Int)
+        /// No line break yet, and the line could still be short enough.
+        case incomplete
+        /// The line is longer than allowed (with or without its line break).
+        case tooLong
+    }
+
+    /// Finds the line that starts at `start`, allowing at most `maxLength` bytes of content before its line break.
+    static func findLine(in bytes: UnsafeRawBufferPointer, from start: Int, maxLength: Int) -> LineSearch {
+        // The line break may sit at most maxLength + 1 bytes in (after a `\r`); look no further than that.
+        let window = min(bytes.count - start, maxLength + 2)
+        guard window > 0, let base = bytes.baseAddress else { return .incomplete }
+        guard let found = memchr(base + start, Int32(lineFeed), window) else {
+            return window == maxLength + 2 ? .tooLong : .incomplete
+        }
+        let lineFeedIndex = base.distance(to: UnsafeRawPointer(found))
+        var contentEnd = lineFeedIndex
+        if contentEnd > start && bytes[contentEnd - 1] == carriageReturn { contentEnd -= 1 }
+        if contentEnd - start > maxLength { return .tooLong }
+        return .found(contentEnd: contentEnd, next: lineFeedIndex + 1)
+    }
+
+    enum LineBreak: Equatable {
+        /// A `\n` (length 1) or `\r\n` (length 2).
+        case present(length: Int)
+        /// The bytes end before one can tell.
+        case needMoreData
+        /// Something else is there.
+        case absent
+    }
+
+    /// What follows a payload at `index`: the line break that must end it, or not.
+    static func lineBreak(in bytes: UnsafeRawBufferPointer, at index: Int) -> LineBreak {
+        guard index < bytes.count else { return .needMoreData }
+        switch bytes[index] {
+        case lineFeed:
+            return .present(length: 1)
+        case carriageReturn:
+            guard index + 1 < bytes.count else { return .needMoreData }
+            return bytes[index + 1] == lineFeed ? .present(length: 2) : .absent
+        default:
+            return .absent
+        }
+    }
+
+    /// Parses `bytes[range]` as an unsigned decimal number of 1 to 20 digits that fits in 64 bits.
+    static func unsigned(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> UInt64? {
+        guard !range.isEmpty, range.count <= 20 else { return nil }
+        var value: UInt64 = 0
+        for index in range {
+            let digit = bytes[index] &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times10.addingReportingOverflow(UInt64(digit))
+            guard !overflow1, !overflow2 else { return nil }
+            value = sum
+        }
+        return value
+    }
+
+    /// Whether `bytes[range]` spells `word` (given in upper case), ignoring ASCII case.
+    static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ word: StaticString) -> Bool {
+        guard range.count == word.utf8CodeUnitCount else { return false }
+        let expected = word.utf8Start
+        var offset = 0
+        for index in range {
+            var byte = bytes[index]
+            if byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") { byte -= 0x20 }
+            if byte != expected[offset] { return false }
+            offset += 1
+        }
+        return true
+    }
+
+    /// Whether `bytes[range]` spells `word` exactly.
+    static func equals(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ word: StaticString) -> Bool {
+        guard range.count == word.utf8CodeUnitCount else { return false }
+        return memcmp(bytes.baseAddress! + range.lowerBound, word.utf8Start, range.count) == 0
+    }
+
+    /// `bytes[range]` as printable text for an error sentence: at most 64 characters, controls escaped.
+    static func quoted(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> String {
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[range.lowerBound..<min(range.upperBound, range.lowerBound + 64)])
+        var text = ""
+        for scalar in String(decoding: slice, as: UTF8.self).unicodeScalars {
+            if scalar.value < 0x20 || scalar.value == 0x7F {
+                text += "\\x" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
+            } else {
+                text.unicodeScalars.append(scalar)
+            }
+        }
+        return "\"" + text + (range.count > 64 ? "…" : "") + "\""
+    }
+}
+
+/// Walks the space- or tab-separated tokens of one line.
+struct Tokenizer {
+    private let bytes: UnsafeRawBufferPointer
+    private var position: Int
+    private let end: Int
+
+    init(_ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int) {
+        self.bytes = bytes
+        self.position = start
+        self.end = end
+    }
+
+    /// The next token's range, or nil at the end of the line.
+    mutating func next() -> Range<Int>? {
+        while position < end && isBlank(bytes[position]) { position += 1 }
+        guard position < end else { return nil }
+        let start = position
+        while position < end && !isBlank(bytes[position]) { position += 1 }
+        return start..<position
+    }
+
+    /// Everything after the current position, without leading blanks (for the sentence of an `ERR`).
+    mutating func rest() -> Range<Int> {
+        while position < end && isBlank(bytes[position]) { position += 1 }
+        defer { position = end }
+        return position..<end
+    }
+
+    private func isBlank(_ byte: UInt8) -> Bool { byte == LineScanner.space || byte == LineScanner.tab }
+}

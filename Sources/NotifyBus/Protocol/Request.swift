@@ -1,0 +1,62 @@
+public import NIOCore
+
+/// One request from a client, as read from or written to the wire.
+public struct Request: Sendable, Hashable {
+    /// The id that every reply to this request echoes, if the client gave one.
+    public var id: UInt64?
+    /// What the client asks for.
+    public var command: Command
+
+    /// Creates a request.
+    public init(id: UInt64? = nil, _ command: Command) {
+        self.id = id
+        self.command = command
+    }
+}
+
+/// What a client can ask the daemon to do (see PROTOCOL.md, "Requests").
+public enum Command: Sendable, Hashable {
+    /// Publish `payload` to `topic`.
+    case publish(Topic, payload: ByteBuffer, PublishOptions)
+    /// Subscribe the connection to a pattern.
+    case subscribe(TopicPattern, SubscribeOptions)
+    /// Remove the connection's subscription with exactly this pattern.
+    case unsubscribe(TopicPattern)
+    /// Read a topic's buffered message without subscribing.
+    case latest(Topic)
+    /// Forget a topic's buffered message without sending anything.
+    case clear(Topic)
+    /// List the known topics, all or those matching a pattern.
+    case topics(TopicPattern?)
+    /// Read the daemon's counters.
+    case stats
+    /// Ask for a `PONG`; since replies keep request order, it also confirms every earlier request was handled.
+    case ping
+    /// Whether the connection receives its own publishes (true by default).
+    case setEcho(Bool)
+}
+
+/// How a message is published.
+public struct PublishOptions: Sendable, Hashable {
+    /// Whether the message becomes the topic's buffered latest message (true unless `noretain`).
+    public var retain: Bool
+    /// Whether the server confirms the publish with `OK <seq>`.
+    public var acknowledge: Bool
+
+    /// Creates publish options; the default retains and asks for no acknowledgement, as on the wire.
+    public init(retain: Bool = true, acknowledge: Bool = false) {
+        self.retain = retain
+        self.acknowledge = acknowledge
+    }
+}
+
+/// How a subscription starts.
+public struct SubscribeOptions: Sendable, Hashable {
+    /// Whether the buffered message of each matching topic is delivered before live ones.
+    public var latestFirst: Bool
+
+    /// Creates subscribe options; by default only live messages are delivered.
+    public init(latestFirst: Bool = false) {
+        self.latestFirst = latestFirst
+    }
+}

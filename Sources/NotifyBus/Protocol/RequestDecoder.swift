@@ -1,0 +1,278 @@
+public import NIOCore
+
+/// What the server's decoder makes of the next frame: a request to carry out, or an error to send back.
+public enum DecodedRequest: Sendable, Hashable {
+    /// A well-formed request.
+    case request(Request)
+    /// A refused frame. Send it back as `ERR`; if ``ProtocolError/closesConnection`` is set, close the connection
+    /// after that, as the decoder no longer knows where the next frame starts.
+    case failure(ProtocolError)
+}
+
+/// Reads client requests from bytes that may arrive split at any point (see PROTOCOL.md).
+///
+/// The decoder is a function of the bytes it is given, with one piece of state: how many bytes of a refused
+/// payload are still to be skipped. A `PUB` whose size is over the limit is refused as soon as its line is read,
+/// and its payload is discarded as it arrives, never buffered. A line longer than the limit is refused once that
+/// many bytes are in, without waiting for its end. So the bytes held for one connection never exceed one line plus
+/// one allowed payload.
+///
+/// Use it with NIO's `ByteToMessageHandler`, or feed it with `NIOSingleStepByteToMessageProcessor` where there is
+/// no channel (tests, fuzzing).
+public struct RequestDecoder: NIOSingleStepByteToMessageDecoder {
+    public typealias InboundOut = DecodedRequest
+
+    /// The sizes this decoder accepts.
+    public let limits: ProtocolLimits
+
+    /// Payload bytes of a refused `PUB` still to be discarded.
+    private var bytesToSkip = 0
+    /// Set after an error that closes the connection: everything after it is ignored.
+    private var hasFailed = false
+
+    /// Creates a decoder enforcing `limits`.
+    public init(limits: ProtocolLimits = .default) {
+        self.limits = limits
+    }
+
+    /// Decodes the next frame, or returns nil when more bytes are needed.
+    public mutating func decode(buffer: inout ByteBuffer) -> DecodedRequest? {
+        while true {
+            if hasFailed {
+                buffer.moveReaderIndex(to: buffer.writerIndex)
+                return nil
+            }
+            if bytesToSkip > 0 {
+                let skipped = min(bytesToSkip, buffer.readableBytes)
+                buffer.moveReaderIndex(forwardBy: skipped)
+                bytesToSkip -= skipped
+                if bytesToSkip > 0 { return nil }
+            }
+            let limits = self.limits
+            let step = buffer.withUnsafeReadableBytes { RequestParser(bytes: $0, limits: limits).parseFrame() }
+            switch step {
+            case .needMoreData:
+                return nil
+            case .emptyLine(let consumed):
+                buffer.moveReaderIndex(forwardBy: consumed)
+            case .request(let request, let consumed):
+                buffer.moveReaderIndex(forwardBy: consumed)
+                return .request(request)
+            case .publish(let id, let topic, let options, let payloadOffset, let size, let consumed):
+                let payload = buffer.getSlice(at: buffer.readerIndex + payloadOffset, length: size)!
+                buffer.moveReaderIndex(forwardBy: consumed)
+                return .request(Request(id: id, .publish(topic, payload: payload, options)))
+            case .failure(let error, let consumed, let payloadToSkip):
+                buffer.moveReaderIndex(forwardBy: consumed)
+                bytesToSkip = payloadToSkip
+                if error.closesConnection {
+                    hasFailed = true
+                    buffer.moveReaderIndex(to: buffer.writerIndex)
+                }
+                return .failure(error)
+            }
+        }
+    }
+
+    /// At the end of input, decodes what is complete; a frame cut off by the client going away is dropped, as there
+    /// is nobody left to answer.
+    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) -> DecodedRequest? {
+        if let decoded = decode(buffer: &buffer) { return decoded }
+        buffer.moveReaderIndex(to: buffer.writerIndex)
+        return nil
+    }
+}
+
+/// One attempt to parse the frame at the start of `bytes`; pure, so it can simply be repeated when more bytes come.
+private struct RequestParser {
+    enum Step {
+        case needMoreData
+        case emptyLine(consumed: Int)
+        case request(Request, consumed: Int)
+        case publish(id: UInt64?, topic: Topic, options: PublishOptions, payloadOffset: Int, size: Int, consumed: Int)
+        case failure(ProtocolError, consumed: Int, payloadToSkip: Int)
+    }
+
+    let bytes: UnsafeRawBufferPointer
+    let limits: ProtocolLimits
+
+    static let operations = "PUB SUB UNSUB LATEST CLEAR TOPICS STATS PING OPT"
+
+    func parseFrame() -> Step {
+        let lineEnd: Int
+        let next: Int
+        switch LineScanner.findLine(in: bytes, from: 0, maxLength: limits.maxLine) {
+        case .incomplete:
+            return .needMoreData
+        case .tooLong:
+            let error = ProtocolError(
+                .malformed,
+                "line is longer than \(limits.maxLine) bytes (max_line) without a line break; closing the connection",
+                closesConnection: true
+            )
+            return .failure(error, consumed: 0, payloadToSkip: 0)
+        case .found(let contentEnd, let nextLine):
+            lineEnd = contentEnd
+            next = nextLine
+        }
+
+        var tokens = Tokenizer(bytes, from: 0, to: lineEnd)
+        guard var verb = tokens.next() else { return .emptyLine(consumed: next) }
+
+        var id: UInt64?
+        if bytes[verb.lowerBound] == LineScanner.hash {
+            guard let parsed = LineScanner.unsigned(bytes, verb.lowerBound + 1..<verb.upperBound) else {
+                let sentence = "request id \(LineScanner.quoted(bytes, verb)) is not # followed by a number from 0 to \(UInt64.max)"
+                return .failure(ProtocolError(.malformed, sentence), consumed: next, payloadToSkip: 0)
+            }
+            id = parsed
+            guard let afterID = tokens.next() else {
+                let sentence = "request id \(LineScanner.quoted(bytes, verb)) is not followed by an operation"
+                return .failure(ProtocolError(.malformed, sentence, requestID: id), consumed: next, payloadToSkip: 0)
+            }
+            verb = afterID
+        }
+
+        func fail(_ code: ErrorCode, _ sentence: String, skipping: Int = 0) -> Step {
+            .failure(ProtocolError(code, sentence, requestID: id), consumed: next, payloadToSkip: skipping)
+        }
+        func done(_ command: Command) -> Step {
+            .request(Request(id: id, command), consumed: next)
+        }
+        func topic(_ range: Range<Int>) -> Result<Topic, ProtocolError> {
+            topicOrPattern(range, kind: .topic).map { Topic(unchecked: $0) }
+        }
+        func pattern(_ range: Range<Int>) -> Result<TopicPattern, ProtocolError> {
+            topicOrPattern(range, kind: .pattern).map { TopicPattern(unchecked: $0) }
+        }
+        func topicOrPattern(_ range: Range<Int>, kind: TopicSyntax.Kind) -> Result<String, ProtocolError> {
+            TopicSyntax.string(from: UnsafeRawBufferPointer(rebasing: bytes[range]), kind: kind, maxLength: limits.maxTopic)
+                .mapError { ProtocolError(.invalidTopic, $0.description, requestID: id) }
+        }
+
+        let verbIs = { (word: StaticString) in LineScanner.equalsIgnoringCase(bytes, verb, word) }
+
+        if verbIs("PUB") {
+            let usage = "PUB <topic> <size> [noretain] [ack], then the payload and a line break"
+            guard let topicRange = tokens.next(), let sizeRange = tokens.next() else {
+                return fail(.malformed, "PUB needs a topic and a payload size: \(usage)")
+            }
+            guard let declared = LineScanner.unsigned(bytes, sizeRange), declared <= UInt64(Int.max) else {
+                return fail(.malformed, "payload size \(LineScanner.quoted(bytes, sizeRange)) is not a number: \(usage)")
+            }
+            let size = Int(declared)
+            var options = PublishOptions()
+            while let option = tokens.next() {
+                if LineScanner.equalsIgnoringCase(bytes, option, "NORETAIN") {
+                    options.retain = false
+                } else if LineScanner.equalsIgnoringCase(bytes, option, "ACK") {
+                    options.acknowledge = true
+                } else {
+                    let sentence = "unknown option \(LineScanner.quoted(bytes, option)) for PUB; the options are noretain and ack"
+                    return fail(.malformed, sentence, skipping: size)
+                }
+            }
+            if size > limits.maxPayload {
+                let sentence = "payload of \(size) bytes is over this server's limit of \(limits.maxPayload) bytes (max_payload)"
+                return fail(.payloadTooLarge, sentence, skipping: size)
+            }
+            let parsedTopic: Topic
+            switch topic(topicRange) {
+            case .success(let valid): parsedTopic = valid
+            case .failure(let error): return .failure(error, consumed: next, payloadToSkip: size)
+            }
+            guard next + size <= bytes.count else { return .needMoreData }
+            switch LineScanner.lineBreak(in: bytes, at: next + size) {
+            case .present(let breakLength):
+                return .publish(
+                    id: id,
+                    topic: parsedTopic,
+                    options: options,
+                    payloadOffset: next,
+                    size: size,
+                    consumed: next + size + breakLength
+                )
+            case .needMoreData:
+                return .needMoreData
+            case .absent:
+                let sentence =
+                    "the \(size)-byte payload is not followed by a line break; the size on the PUB line must be the"
+                    + " exact number of payload bytes. Closing the connection"
+                return .failure(
+                    ProtocolError(.malformed, sentence, requestID: id, closesConnection: true),
+                    consumed: next,
+                    payloadToSkip: 0
+                )
+            }
+        }
+
+        if verbIs("SUB") {
+            guard let patternRange = tokens.next() else {
+                return fail(.malformed, "SUB needs a pattern: SUB <pattern> [latest]")
+            }
+            var options = SubscribeOptions()
+            while let option = tokens.next() {
+                guard LineScanner.equalsIgnoringCase(bytes, option, "LATEST") else {
+                    return fail(.malformed, "unknown option \(LineScanner.quoted(bytes, option)) for SUB; the only option is latest")
+                }
+                options.latestFirst = true
+            }
+            switch pattern(patternRange) {
+            case .success(let valid): return done(.subscribe(valid, options))
+            case .failure(let error): return .failure(error, consumed: next, payloadToSkip: 0)
+            }
+        }
+
+        if verbIs("UNSUB") {
+            guard let patternRange = tokens.next(), tokens.next() == nil else {
+                return fail(.malformed, "UNSUB takes one pattern: UNSUB <pattern>")
+            }
+            switch pattern(patternRange) {
+            case .success(let valid): return done(.unsubscribe(valid))
+            case .failure(let error): return .failure(error, consumed: next, payloadToSkip: 0)
+            }
+        }
+
+        if verbIs("LATEST") || verbIs("CLEAR") {
+            let name = verbIs("LATEST") ? "LATEST" : "CLEAR"
+            guard let topicRange = tokens.next(), tokens.next() == nil else {
+                return fail(.malformed, "\(name) takes one topic: \(name) <topic>")
+            }
+            switch topic(topicRange) {
+            case .success(let valid): return done(name == "LATEST" ? .latest(valid) : .clear(valid))
+            case .failure(let error): return .failure(error, consumed: next, payloadToSkip: 0)
+            }
+        }
+
+        if verbIs("TOPICS") {
+            guard let patternRange = tokens.next() else { return done(.topics(nil)) }
+            guard tokens.next() == nil else {
+                return fail(.malformed, "TOPICS takes at most one pattern: TOPICS [<pattern>]")
+            }
+            switch pattern(patternRange) {
+            case .success(let valid): return done(.topics(valid))
+            case .failure(let error): return .failure(error, consumed: next, payloadToSkip: 0)
+            }
+        }
+
+        if verbIs("STATS") || verbIs("PING") {
+            let name = verbIs("STATS") ? "STATS" : "PING"
+            guard tokens.next() == nil else { return fail(.malformed, "\(name) takes no arguments") }
+            return done(name == "STATS" ? .stats : .ping)
+        }
+
+        if verbIs("OPT") {
+            guard let option = tokens.next(), tokens.next() == nil else {
+                return fail(.malformed, "OPT takes one option: OPT noecho or OPT echo")
+            }
+            if LineScanner.equalsIgnoringCase(bytes, option, "NOECHO") { return done(.setEcho(false)) }
+            if LineScanner.equalsIgnoringCase(bytes, option, "ECHO") { return done(.setEcho(true)) }
+            return fail(.malformed, "unknown option \(LineScanner.quoted(bytes, option)) for OPT; the options are noecho and echo")
+        }
+
+        return fail(
+            .unknownOperation,
+            "unknown operation \(LineScanner.quoted(bytes, verb)); the operations are \(RequestParser.operations)"
+        )
+    }
+}

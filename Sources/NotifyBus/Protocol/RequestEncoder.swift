@@ -1,0 +1,44 @@
+public import NIOCore
+
+extension ByteBuffer {
+    /// Writes `request` as its frame (PROTOCOL.md, "Requests").
+    /// - Returns: the number of bytes written.
+    @discardableResult
+    public mutating func writeRequest(_ request: Request) -> Int {
+        var written = writeRequestID(request.id)
+        switch request.command {
+        case .publish(let topic, let payload, let options):
+            written += writeStaticString("PUB ") + writeString(topic.name) + writeStaticString(" ")
+            written += writeDecimal(UInt64(payload.readableBytes))
+            if !options.retain { written += writeStaticString(" noretain") }
+            if options.acknowledge { written += writeStaticString(" ack") }
+            written += writeStaticString("\n") + writeImmutableBuffer(payload)
+        case .subscribe(let pattern, let options):
+            written += writeStaticString("SUB ") + writeString(pattern.text)
+            if options.latestFirst { written += writeStaticString(" latest") }
+        case .unsubscribe(let pattern):
+            written += writeStaticString("UNSUB ") + writeString(pattern.text)
+        case .latest(let topic):
+            written += writeStaticString("LATEST ") + writeString(topic.name)
+        case .clear(let topic):
+            written += writeStaticString("CLEAR ") + writeString(topic.name)
+        case .topics(let pattern):
+            written += writeStaticString("TOPICS")
+            if let pattern { written += writeStaticString(" ") + writeString(pattern.text) }
+        case .stats:
+            written += writeStaticString("STATS")
+        case .ping:
+            written += writeStaticString("PING")
+        case .setEcho(let echo):
+            written += writeStaticString(echo ? "OPT echo" : "OPT noecho")
+        }
+        return written + writeStaticString("\n")
+    }
+
+    /// Writes `#<id> ` when there is an id.
+    @usableFromInline
+    mutating func writeRequestID(_ id: UInt64?) -> Int {
+        guard let id else { return 0 }
+        return writeStaticString("#") + writeDecimal(id) + writeStaticString(" ")
+    }
+}

@@ -1,0 +1,102 @@
+/// One frame from the server, as read from or written to the wire (see PROTOCOL.md).
+public enum ServerFrame: Sendable, Hashable {
+    /// The greeting sent once on connect.
+    case hello(ServerGreeting)
+    /// Success; `value` is the sequence number for an acknowledged publish, absent otherwise.
+    case ok(requestID: UInt64?, value: UInt64?)
+    /// The answer to `PING`.
+    case pong(requestID: UInt64?)
+    /// A refused request.
+    case error(ProtocolError)
+    /// A message for one of the connection's subscriptions (`MSG`).
+    case delivery(Delivery)
+    /// The buffered message of a topic, answering `LATEST` (`LAST`).
+    case latest(requestID: UInt64?, Delivery)
+    /// The known topics, answering `TOPICS`.
+    case topics(requestID: UInt64?, [TopicInfo])
+    /// The daemon's counters, answering `STATS`.
+    case stats(requestID: UInt64?, ServerStats)
+}
+
+/// What the server says about itself on connect.
+public struct ServerGreeting: Sendable, Hashable {
+    /// The protocol version this document describes.
+    public static let currentVersion: UInt64 = 1
+
+    /// The server's name, `notifyd`.
+    public var server: String
+    /// The protocol version.
+    public var version: UInt64
+    /// The sizes the server accepts.
+    public var limits: ProtocolLimits
+
+    /// Creates a greeting.
+    public init(server: String = "notifyd", version: UInt64 = ServerGreeting.currentVersion, limits: ProtocolLimits) {
+        self.server = server
+        self.version = version
+        self.limits = limits
+    }
+}
+
+/// One line of a `TOPICS` reply: what the daemon knows about a topic.
+public struct TopicInfo: Sendable, Hashable {
+    /// The topic.
+    public var topic: Topic
+    /// Its last sequence number.
+    public var sequence: UInt64
+    /// The size of its buffered message, or nil when nothing is buffered.
+    public var retainedBytes: Int?
+    /// Messages published to it since the daemon started.
+    public var published: UInt64
+    /// Deliveries of its messages since the daemon started.
+    public var delivered: UInt64
+    /// When its last message was published.
+    public var lastPublished: PublishTime?
+
+    /// Creates a topic description.
+    public init(
+        topic: Topic,
+        sequence: UInt64,
+        retainedBytes: Int?,
+        published: UInt64,
+        delivered: UInt64,
+        lastPublished: PublishTime?
+    ) {
+        self.topic = topic
+        self.sequence = sequence
+        self.retainedBytes = retainedBytes
+        self.published = published
+        self.delivered = delivered
+        self.lastPublished = lastPublished
+    }
+}
+
+/// The daemon's counters, in the order the server sent them.
+public struct ServerStats: Sendable, Hashable {
+    /// One named counter.
+    public struct Counter: Sendable, Hashable {
+        /// The counter's name, such as `connections` (PROTOCOL.md lists them).
+        public var name: String
+        /// Its value.
+        public var value: UInt64
+
+        /// Creates a counter.
+        public init(name: String, value: UInt64) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    /// The counters, in the server's order.
+    public var counters: [Counter]
+
+    /// Creates a set of counters.
+    public init(counters: [Counter]) {
+        self.counters = counters
+    }
+
+    /// The value of the counter called `name`, if the server sent it.
+    public subscript(name: String) -> UInt64? {
+        counters.first { $0.name == name }?.value
+    }
+}

@@ -1,0 +1,271 @@
+public import NIOCore
+
+/// Reads server frames from bytes that may arrive split at any point (see PROTOCOL.md). The client's half of the
+/// codec.
+///
+/// A line whose verb it does not know is skipped, so a newer server's payload-less frames do not break an older
+/// client. Anything else it cannot read throws ``ServerFrameDecoder/Malformed``: a client cannot resynchronise with
+/// a server it does not understand.
+public struct ServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
+    public typealias InboundOut = ServerFrame
+
+    /// The server sent something this decoder cannot read.
+    public struct Malformed: Error, Sendable, Hashable, CustomStringConvertible {
+        /// What was wrong.
+        public var reason: String
+        public var description: String { "the daemon sent a frame this client cannot read: \(reason)" }
+    }
+
+    /// The longest line accepted; generous, since the server is trusted to follow its own limits.
+    public var maxLine: Int
+    /// The largest payload accepted.
+    public var maxPayload: Int
+
+    /// Creates a decoder.
+    public init(maxLine: Int = 64 * 1024, maxPayload: Int = 256 << 20) {
+        self.maxLine = maxLine
+        self.maxPayload = maxPayload
+    }
+
+    /// Decodes the next frame, or returns nil when more bytes are needed.
+    public mutating func decode(buffer: inout ByteBuffer) throws(Malformed) -> ServerFrame? {
+        while true {
+            let parser = ServerFrameParser(maxLine: maxLine, maxPayload: maxPayload)
+            let step = buffer.withUnsafeReadableBytes { parser.parse($0) }
+            switch step {
+            case .needMoreData:
+                return nil
+            case .skip(let consumed):
+                buffer.moveReaderIndex(forwardBy: consumed)
+            case .frame(let frame, let consumed):
+                buffer.moveReaderIndex(forwardBy: consumed)
+                return frame
+            case .message(let kind, let id, let header, let payloadOffset, let size, let consumed):
+                let payload = buffer.getSlice(at: buffer.readerIndex + payloadOffset, length: size)!
+                buffer.moveReaderIndex(forwardBy: consumed)
+                let delivery = Delivery(
+                    topic: header.topic,
+                    sequence: header.sequence,
+                    time: header.time,
+                    publisher: header.publisher,
+                    payload: payload
+                )
+                switch kind {
+                case .delivery: return .delivery(delivery)
+                case .latest: return .latest(requestID: id, delivery)
+                }
+            case .malformed(let reason):
+                throw Malformed(reason: reason)
+            }
+        }
+    }
+
+    /// At the end of input, decodes what is complete; bytes of a frame cut off by the end throw.
+    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws(Malformed) -> ServerFrame? {
+        if let frame = try decode(buffer: &buffer) { return frame }
+        guard buffer.readableBytes == 0 else {
+            let count = buffer.readableBytes
+            buffer.moveReaderIndex(to: buffer.writerIndex)
+            throw Malformed(reason: "the connection ended inside a frame (\(count) bytes left unread)")
+        }
+        return nil
+    }
+}
+
+/// The fields of a `MSG` or `LAST` line.
+private struct MessageHeader {
+    var topic: Topic
+    var sequence: UInt64
+    var time: PublishTime
+    var publisher: Publisher
+}
+
+/// One attempt to parse the server frame at the start of `bytes`; pure, so it can be repeated when more bytes come.
+private struct ServerFrameParser {
+    enum Step {
+        case needMoreData
+        case skip(consumed: Int)
+        case frame(ServerFrame, consumed: Int)
+        case message(MessageFrameKind, id: UInt64?, MessageHeader, payloadOffset: Int, size: Int, consumed: Int)
+        case malformed(String)
+    }
+
+    let maxLine: Int
+    let maxPayload: Int
+
+    func parse(_ bytes: UnsafeRawBufferPointer) -> Step {
+        let lineEnd: Int
+        let next: Int
+        switch LineScanner.findLine(in: bytes, from: 0, maxLength: maxLine) {
+        case .incomplete: return .needMoreData
+        case .tooLong: return .malformed("a line is longer than \(maxLine) bytes")
+        case .found(let contentEnd, let nextLine):
+            lineEnd = contentEnd
+            next = nextLine
+        }
+        var tokens = Tokenizer(bytes, from: 0, to: lineEnd)
+        guard var verb = tokens.next() else { return .skip(consumed: next) }
+        var id: UInt64?
+        if bytes[verb.lowerBound] == LineScanner.hash {
+            guard let parsed = LineScanner.unsigned(bytes, verb.lowerBound + 1..<verb.upperBound),
+                let following = tokens.next()
+            else { return .malformed("bad request id \(LineScanner.quoted(bytes, verb))") }
+            id = parsed
+            verb = following
+        }
+        let verbIs = { (word: StaticString) in LineScanner.equals(bytes, verb, word) }
+
+        if verbIs("MSG") || verbIs("LAST") {
+            let kind: MessageFrameKind = verbIs("MSG") ? .delivery : .latest
+            guard let header = messageHeader(bytes, &tokens), let sizeRange = tokens.next(),
+                let size = LineScanner.unsigned(bytes, sizeRange), size <= UInt64(maxPayload), tokens.next() == nil
+            else { return .malformed("bad message line \(LineScanner.quoted(bytes, 0..<lineEnd))") }
+            let payloadSize = Int(size)
+            guard next + payloadSize <= bytes.count else { return .needMoreData }
+            switch LineScanner.lineBreak(in: bytes, at: next + payloadSize) {
+            case .present(let length):
+                return .message(
+                    kind,
+                    id: id,
+                    header,
+                    payloadOffset: next,
+                    size: payloadSize,
+                    consumed: next + payloadSize + length
+                )
+            case .needMoreData: return .needMoreData
+            case .absent: return .malformed("a \(payloadSize)-byte payload is not followed by a line break")
+            }
+        }
+        if verbIs("OK") {
+            guard let valueRange = tokens.next() else { return .frame(.ok(requestID: id, value: nil), consumed: next) }
+            guard let value = LineScanner.unsigned(bytes, valueRange), tokens.next() == nil else {
+                return .malformed("bad OK line \(LineScanner.quoted(bytes, 0..<lineEnd))")
+            }
+            return .frame(.ok(requestID: id, value: value), consumed: next)
+        }
+        if verbIs("PONG") {
+            return .frame(.pong(requestID: id), consumed: next)
+        }
+        if verbIs("ERR") {
+            guard let codeRange = tokens.next() else { return .malformed("ERR without a code") }
+            let code = ErrorCode(rawValue: string(bytes, codeRange))
+            let message = string(bytes, tokens.rest())
+            return .frame(.error(ProtocolError(code, message, requestID: id)), consumed: next)
+        }
+        if verbIs("HELLO") {
+            guard let serverRange = tokens.next(), let versionRange = tokens.next(),
+                let version = LineScanner.unsigned(bytes, versionRange)
+            else { return .malformed("bad greeting \(LineScanner.quoted(bytes, 0..<lineEnd))") }
+            var limits = ProtocolLimits.default
+            while let pair = tokens.next() {
+                guard let (key, value) = keyValue(bytes, pair), let number = LineScanner.unsigned(bytes, value) else {
+                    continue
+                }
+                let clamped = Int(clamping: number)
+                if LineScanner.equals(bytes, key, "max_payload") { limits.maxPayload = clamped }
+                if LineScanner.equals(bytes, key, "max_topic") { limits.maxTopic = clamped }
+                if LineScanner.equals(bytes, key, "max_line") { limits.maxLine = clamped }
+            }
+            let greeting = ServerGreeting(server: string(bytes, serverRange), version: version, limits: limits)
+            return .frame(.hello(greeting), consumed: next)
+        }
+        if verbIs("TOPICS") || verbIs("STATS") {
+            let isTopics = verbIs("TOPICS")
+            guard let countRange = tokens.next(), let count = LineScanner.unsigned(bytes, countRange),
+                tokens.next() == nil
+            else { return .malformed("bad list header \(LineScanner.quoted(bytes, 0..<lineEnd))") }
+            var topics: [TopicInfo] = []
+            var counters: [ServerStats.Counter] = []
+            var offset = next
+            var remaining = count
+            while remaining > 0 {
+                switch LineScanner.findLine(in: bytes, from: offset, maxLength: maxLine) {
+                case .incomplete: return .needMoreData
+                case .tooLong: return .malformed("a list line is longer than \(maxLine) bytes")
+                case .found(let contentEnd, let nextLine):
+                    if isTopics {
+                        guard let info = topicInfo(bytes, offset..<contentEnd) else {
+                            return .malformed("bad TOPICS line \(LineScanner.quoted(bytes, offset..<contentEnd))")
+                        }
+                        topics.append(info)
+                    } else {
+                        var fields = Tokenizer(bytes, from: offset, to: contentEnd)
+                        guard let name = fields.next(), let valueRange = fields.next(),
+                            let value = LineScanner.unsigned(bytes, valueRange)
+                        else { return .malformed("bad STATS line \(LineScanner.quoted(bytes, offset..<contentEnd))") }
+                        counters.append(ServerStats.Counter(name: string(bytes, name), value: value))
+                    }
+                    offset = nextLine
+                }
+                remaining -= 1
+            }
+            let frame: ServerFrame =
+                isTopics ? .topics(requestID: id, topics) : .stats(requestID: id, ServerStats(counters: counters))
+            return .frame(frame, consumed: offset)
+        }
+        // A frame this version does not know; newer servers only add ones without payloads (PROTOCOL.md).
+        return .skip(consumed: next)
+    }
+
+    private func messageHeader(_ bytes: UnsafeRawBufferPointer, _ tokens: inout Tokenizer) -> MessageHeader? {
+        guard let topicRange = tokens.next(), case .success(let name) = topicName(bytes, topicRange),
+            let sequenceRange = tokens.next(), let sequence = LineScanner.unsigned(bytes, sequenceRange),
+            let timeRange = tokens.next(), let time = LineScanner.unsigned(bytes, timeRange),
+            let uidRange = tokens.next(), let uid = LineScanner.unsigned(bytes, uidRange), uid <= UInt32.max,
+            let pidRange = tokens.next(), let pid = LineScanner.unsigned(bytes, pidRange), pid <= Int32.max,
+            let unitRange = tokens.next()
+        else { return nil }
+        let unit = LineScanner.equals(bytes, unitRange, "-") ? nil : string(bytes, unitRange)
+        return MessageHeader(
+            topic: Topic(unchecked: name),
+            sequence: sequence,
+            time: PublishTime(microsecondsSinceEpoch: time),
+            publisher: Publisher(uid: UInt32(uid), pid: Int32(pid), unit: unit)
+        )
+    }
+
+    private func topicInfo(_ bytes: UnsafeRawBufferPointer, _ line: Range<Int>) -> TopicInfo? {
+        var fields = Tokenizer(bytes, from: line.lowerBound, to: line.upperBound)
+        guard let topicRange = fields.next(), case .success(let name) = topicName(bytes, topicRange) else {
+            return nil
+        }
+        var info = TopicInfo(
+            topic: Topic(unchecked: name),
+            sequence: 0,
+            retainedBytes: nil,
+            published: 0,
+            delivered: 0,
+            lastPublished: nil
+        )
+        while let field = fields.next() {
+            guard let (key, valueRange) = keyValue(bytes, field) else { return nil }
+            let value = LineScanner.unsigned(bytes, valueRange)
+            if LineScanner.equals(bytes, key, "seq") {
+                info.sequence = value ?? 0
+            } else if LineScanner.equals(bytes, key, "retained") {
+                info.retainedBytes = value.map { Int(clamping: $0) }
+            } else if LineScanner.equals(bytes, key, "published") {
+                info.published = value ?? 0
+            } else if LineScanner.equals(bytes, key, "delivered") {
+                info.delivered = value ?? 0
+            } else if LineScanner.equals(bytes, key, "time") {
+                info.lastPublished = value.map { PublishTime(microsecondsSinceEpoch: $0) }
+            }
+        }
+        return info
+    }
+
+    private func topicName(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Result<String, TopicError> {
+        TopicSyntax.string(from: UnsafeRawBufferPointer(rebasing: bytes[range]), kind: .topic, maxLength: Topic.maxLength)
+    }
+
+    /// Splits `key=value`.
+    private func keyValue(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> (Range<Int>, Range<Int>)? {
+        guard let equals = range.first(where: { bytes[$0] == UInt8(ascii: "=") }) else { return nil }
+        return (range.lowerBound..<equals, equals + 1..<range.upperBound)
+    }
+
+    private func string(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> String {
+        String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+    }
+}

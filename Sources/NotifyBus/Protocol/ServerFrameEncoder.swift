@@ -1,0 +1,160 @@
+public import NIOCore
+
+/// Which of the two frames that carry a message to write.
+public enum MessageFrameKind: Sendable {
+    /// `MSG`: a delivery to a subscriber. Never carries a request id.
+    case delivery
+    /// `LAST`: the answer to `LATEST`.
+    case latest
+}
+
+extension ByteBuffer {
+    /// Writes the greeting line.
+    @discardableResult
+    public mutating func writeGreeting(_ greeting: ServerGreeting) -> Int {
+        writeStaticString("HELLO ") + writeString(greeting.server) + writeStaticString(" ")
+            + writeDecimal(greeting.version)
+            + writeStaticString(" max_payload=") + writeDecimal(UInt64(greeting.limits.maxPayload))
+            + writeStaticString(" max_topic=") + writeDecimal(UInt64(greeting.limits.maxTopic))
+            + writeStaticString(" max_line=") + writeDecimal(UInt64(greeting.limits.maxLine))
+            + writeStaticString("\n")
+    }
+
+    /// Writes `OK`, with the value (the sequence number of an acknowledged publish) when there is one.
+    @discardableResult
+    public mutating func writeOK(requestID: UInt64?, value: UInt64? = nil) -> Int {
+        var written = writeRequestID(requestID) + writeStaticString("OK")
+        if let value { written += writeStaticString(" ") + writeDecimal(value) }
+        return written + writeStaticString("\n")
+    }
+
+    /// Writes `PONG`.
+    @discardableResult
+    public mutating func writePong(requestID: UInt64?) -> Int {
+        writeRequestID(requestID) + writeStaticString("PONG\n")
+    }
+
+    /// Writes `ERR <code> <sentence>`; control characters in the sentence become spaces so it stays one line.
+    @discardableResult
+    public mutating func writeError(_ error: ProtocolError) -> Int {
+        var written = writeRequestID(error.requestID) + writeStaticString("ERR ") + writeString(error.code.rawValue)
+        written += writeStaticString(" ")
+        for byte in error.message.utf8 {
+            written += writeInteger(byte < 0x20 || byte == 0x7F ? LineScanner.space : byte)
+        }
+        return written + writeStaticString("\n")
+    }
+
+    /// Writes a `MSG` frame for `delivery`.
+    @discardableResult
+    public mutating func writeDelivery(_ delivery: Delivery) -> Int {
+        writeMessageFrame(
+            .delivery,
+            requestID: nil,
+            topic: delivery.topic.name,
+            sequence: delivery.sequence,
+            time: delivery.time,
+            publisher: delivery.publisher,
+            payload: delivery.payload
+        )
+    }
+
+    /// Writes a `LAST` frame for `delivery`, answering the `LATEST` request `requestID`.
+    @discardableResult
+    public mutating func writeLatest(requestID: UInt64?, _ delivery: Delivery) -> Int {
+        writeMessageFrame(
+            .latest,
+            requestID: requestID,
+            topic: delivery.topic.name,
+            sequence: delivery.sequence,
+            time: delivery.time,
+            publisher: delivery.publisher,
+            payload: delivery.payload
+        )
+    }
+
+    /// Writes a message frame from its parts, so the broker need not assemble a ``Delivery`` first.
+    /// `requestID` is ignored for ``MessageFrameKind/delivery``.
+    @discardableResult
+    public mutating func writeMessageFrame(
+        _ kind: MessageFrameKind,
+        requestID: UInt64?,
+        topic: String,
+        sequence: UInt64,
+        time: PublishTime,
+        publisher: Publisher,
+        payload: ByteBuffer
+    ) -> Int {
+        reserveCapacity(minimumWritableBytes: topic.utf8.count + payload.readableBytes + 80)
+        var written: Int
+        switch kind {
+        case .delivery: written = writeStaticString("MSG ")
+        case .latest: written = writeRequestID(requestID) + writeStaticString("LAST ")
+        }
+        written += writeString(topic) + writeStaticString(" ") + writeDecimal(sequence) + writeStaticString(" ")
+        written += writeDecimal(time.microsecondsSinceEpoch) + writeStaticString(" ")
+        written += writeDecimal(UInt64(publisher.uid)) + writeStaticString(" ")
+        written += writeDecimal(Int64(publisher.pid)) + writeStaticString(" ")
+        written += writeUnit(publisher.unit) + writeStaticString(" ")
+        written += writeDecimal(UInt64(payload.readableBytes)) + writeStaticString("\n")
+        return written + writeImmutableBuffer(payload) + writeStaticString("\n")
+    }
+
+    /// A unit name, or `-`: only names that are one printable token can go on the line.
+    private mutating func writeUnit(_ unit: String?) -> Int {
+        guard let unit, !unit.isEmpty, unit != "-",
+            unit.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F })
+        else { return writeStaticString("-") }
+        return writeString(unit)
+    }
+
+    /// Writes a `TOPICS` reply.
+    @discardableResult
+    public mutating func writeTopics(requestID: UInt64?, _ topics: [TopicInfo]) -> Int {
+        var written = writeRequestID(requestID) + writeStaticString("TOPICS ") + writeDecimal(UInt64(topics.count))
+        written += writeStaticString("\n")
+        for info in topics {
+            written += writeString(info.topic.name) + writeStaticString(" seq=") + writeDecimal(info.sequence)
+            written += writeStaticString(" retained=")
+            if let bytes = info.retainedBytes {
+                written += writeDecimal(UInt64(bytes))
+            } else {
+                written += writeStaticString("-")
+            }
+            written += writeStaticString(" published=") + writeDecimal(info.published)
+            written += writeStaticString(" delivered=") + writeDecimal(info.delivered)
+            if let time = info.lastPublished {
+                written += writeStaticString(" time=") + writeDecimal(time.microsecondsSinceEpoch)
+            }
+            written += writeStaticString("\n")
+        }
+        return written
+    }
+
+    /// Writes a `STATS` reply. Names must be single tokens.
+    @discardableResult
+    public mutating func writeStats(requestID: UInt64?, _ stats: ServerStats) -> Int {
+        var written = writeRequestID(requestID) + writeStaticString("STATS ")
+        written += writeDecimal(UInt64(stats.counters.count)) + writeStaticString("\n")
+        for counter in stats.counters {
+            written += writeString(counter.name) + writeStaticString(" ") + writeDecimal(counter.value)
+            written += writeStaticString("\n")
+        }
+        return written
+    }
+
+    /// Writes any server frame.
+    @discardableResult
+    public mutating func writeServerFrame(_ frame: ServerFrame) -> Int {
+        switch frame {
+        case .hello(let greeting): return writeGreeting(greeting)
+        case .ok(let id, let value): return writeOK(requestID: id, value: value)
+        case .pong(let id): return writePong(requestID: id)
+        case .error(let error): return writeError(error)
+        case .delivery(let delivery): return writeDelivery(delivery)
+        case .latest(let id, let delivery): return writeLatest(requestID: id, delivery)
+        case .topics(let id, let topics): return writeTopics(requestID: id, topics)
+        case .stats(let id, let stats): return writeStats(requestID: id, stats)
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+
+@Suite("Protocol round trips")
+struct ProtocolRoundTripTests {
+    @Test("random requests survive encoding and decoding, split at random points")
+    func requests() throws {
+        var random = SeededRandom(seed: SeededRandom.seed(default: 7))
+        for round in 0..<60 {
+            let requests = (0..<Int.random(in: 1...60, using: &random)).map { _ in ProtocolSamples.request(&random) }
+            var wire = ByteBuffer()
+            for request in requests { wire.writeRequest(request) }
+            let chunks = ProtocolSamples.chunks(of: wire, &random)
+            let (decoded, _) = try decodeAll(RequestDecoder(), chunks: chunks)
+            #expect(decoded == requests.map { .request($0) }, "round \(round)")
+        }
+    }
+
+    @Test("random server frames survive encoding and decoding, split at random points")
+    func serverFrames() throws {
+        var random = SeededRandom(seed: SeededRandom.seed(default: 11))
+        for round in 0..<60 {
+            let frames = (0..<Int.random(in: 1...60, using: &random)).map { _ in ProtocolSamples.serverFrame(&random) }
+            var wire = ByteBuffer()
+            for frame in frames { wire.writeServerFrame(frame) }
+            let chunks = ProtocolSamples.chunks(of: wire, &random)
+            let (decoded, _) = try decodeAll(ServerFrameDecoder(), chunks: chunks)
+            #expect(decoded == frames, "round \(round)")
+        }
+    }
+
+    @Test("a request split at every single byte decodes the same")
+    func byteByByte() throws {
+        var random = SeededRandom(seed: 3)
+        let requests = (0..<40).map { _ in ProtocolSamples.request(&random) }
+        var wire = ByteBuffer()
+        for request in requests { wire.writeRequest(request) }
+        var chunks: [ByteBuffer] = []
+        while let byte = wire.readSlice(length: 1) { chunks.append(byte) }
+        #expect(try decodeAll(RequestDecoder(), chunks: chunks).outputs == requests.map { .request($0) })
+    }
+
+    @Test("the wire form matches PROTOCOL.md")
+    func wireForm() {
+        var buffer = ByteBuffer()
+        let publisher = Publisher(uid: 1000, pid: 4242)
+        buffer.writeRequest(Request(id: 7, .publish(try! Topic("demo.bye"), payload: ByteBuffer(string: "bye"), PublishOptions())))
+        buffer.writeRequest(Request(.publish(try! Topic("demo.x"), payload: ByteBuffer(string: "hi"), PublishOptions(retain: false, acknowledge: true))))
+        buffer.writeRequest(Request(.subscribe(try! TopicPattern("demo.>"), SubscribeOptions(latestFirst: true))))
+        buffer.writeGreeting(ServerGreeting(limits: .default))
+        buffer.writeMessageFrame(
+            .delivery,
+            requestID: 9,
+            topic: "demo.hello",
+            sequence: 1,
+            time: PublishTime(microsecondsSinceEpoch: 1_795_305_600_123_456),
+            publisher: publisher,
+            payload: ByteBuffer(string: "world")
+        )
+        buffer.writeOK(requestID: 8, value: 1)
+        buffer.writeError(ProtocolError(.notFound, "nothing\nbuffered", requestID: 3))
+        #expect(
+            String(buffer: buffer) == """
+                #7 PUB demo.bye 3
+                bye
+                PUB demo.x 2 noretain ack
+                hi
+                SUB demo.> latest
+                HELLO notifyd 1 max_payload=1048576 max_topic=255 max_line=1024
+                MSG demo.hello 1 1795305600123456 1000 4242 - 5
+                world
+                #8 OK 1
+                #3 ERR not-found nothing buffered
+
+                """
+        )
+    }
+
+    @Test("decimal writing", arguments: [0, 9, 10, 99, 1_000_000, UInt64.max])
+    func decimal(_ value: UInt64) {
+        var buffer = ByteBuffer()
+        #expect(buffer.writeDecimal(value) == String(value).utf8.count)
+        #expect(String(buffer: buffer) == String(value))
+    }
+
+    @Test("publish times print as RFC 3339 in UTC", arguments: [
+        (UInt64(0), "1970-01-01T00:00:00.000000Z"),
+        (951_782_400_000_001, "2000-02-29T00:00:00.000001Z"),
+        (1_795_305_600_123_456, "2026-11-22T00:00:00.123456Z"),
+        (1_234_567_890_999_999, "2009-02-13T23:31:30.999999Z"),
+        (4_102_444_799_000_000, "2099-12-31T23:59:59.000000Z"),
+    ])
+    func rfc3339(_ micros: UInt64, _ expected: String) {
+        #expect(PublishTime(microsecondsSinceEpoch: micros).rfc3339 == expected)
+    }
+}
