@@ -56,6 +56,15 @@ let package = Package(
             path: "Sources/notify-cli",
             swiftSettings: strictSettings
         ),
+        .executableTarget(
+            name: "NotifyBusBenchmarks",
+            dependencies: [
+                "NotifyBus",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Benchmarks/NotifyBusBenchmarks",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "NotifyBusTests",
             dependencies: [

@@ -1,0 +1,8 @@
+// Micro-benchmarks of the NotifyBus library: `swift run -c release NotifyBusBenchmarks [name-filter]`.
+// Figures are printed, never asserted: compare medians within one run, as these machines are shared.
+
+var harness = Harness()
+harness.filter = CommandLine.arguments.dropFirst().first
+print("NotifyBus micro-benchmarks: median of \(harness.runs) runs (fastest–slowest), release build expected")
+subscriptionIndexBenchmarks(&harness)
+codecBenchmarks(&harness)
