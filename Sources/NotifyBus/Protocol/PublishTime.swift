@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// When the daemon accepted a publish: microseconds since 1970-01-01 00:00:00 UTC.
 public struct PublishTime: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// Microseconds since the Unix epoch, UTC.
@@ -6,6 +14,13 @@ public struct PublishTime: Sendable, Hashable, Comparable, CustomStringConvertib
     /// Creates a time from microseconds since the Unix epoch.
     public init(microsecondsSinceEpoch: UInt64) {
         self.microsecondsSinceEpoch = microsecondsSinceEpoch
+    }
+
+    /// The current wall-clock time.
+    public static func now() -> PublishTime {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return PublishTime(microsecondsSinceEpoch: UInt64(spec.tv_sec) * 1_000_000 + UInt64(spec.tv_nsec / 1_000))
     }
 
     public static func < (lhs: PublishTime, rhs: PublishTime) -> Bool {

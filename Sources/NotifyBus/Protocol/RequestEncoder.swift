@@ -36,6 +36,7 @@ extension ByteBuffer {
     }
 
     /// Writes `#<id> ` when there is an id.
+    @discardableResult
     @usableFromInline
     mutating func writeRequestID(_ id: UInt64?) -> Int {
         guard let id else { return 0 }

@@ -1,0 +1,334 @@
+internal import DequeModule
+import NIOCore
+
+/// The heart of notifyd: topics, subscriptions, buffered latest messages, sequence numbers and fan-out, without
+/// any I/O. The daemon feeds it decoded requests and gives it a ``SessionTransport`` per connection; tests do the
+/// same with buffers.
+///
+/// ## Threading
+/// A broker and its sessions belong to one thread (the daemon's single event loop). No method is thread-safe, and
+/// none needs a lock: that is what keeps the per-message path short.
+///
+/// ## Data structures
+/// - `topics`: topic name -> `TopicState` (sequence, buffered message, counters, cached subscriber list).
+/// - `index`: pattern -> sessions, answering which sessions a topic's messages go to.
+/// - `Session.patterns`: session -> patterns, the other direction, kept in step with `index` by `subscribe`,
+///   `unsubscribe` and `close` only.
+/// - `subscriptionGeneration` changes whenever `index` does; a topic's cached subscriber list is recomputed from
+///   `index` when its generation is stale, so a publish normally costs one hash lookup plus one write per subscriber.
+///
+/// ## Batching
+/// Frames are queued on sessions as work is done and sent by ``flush()``, which the daemon calls once per batch of
+/// reads: many deliveries to one subscriber cost one flush.
+public final class Broker {
+    /// The limits enforced.
+    public let configuration: BrokerConfiguration
+
+    private var topics: [ByteKey: TopicState] = [:]
+    /// Topics with no buffered message, oldest first: the ones forgotten when `maxTopics` is reached. A topic may
+    /// be listed after it gained a buffered message or was forgotten; such entries are skipped.
+    private var forgettableTopics = Deque<ByteKey>()
+    private let index = SubscriptionIndex<Session>()
+    private var subscriptionGeneration: UInt64 = 0
+    private var matchStamp: UInt64 = 0
+    private var sessionsToFlush: [Session] = []
+    private var nextSessionID: UInt64 = 1
+    private let clock: () -> PublishTime
+    private let allocator = ByteBufferAllocator()
+    private let greeting: ByteBuffer
+
+    private var counters: BrokerStatistics
+
+    /// What the broker holds now and has done since it started.
+    public var statistics: BrokerStatistics {
+        var current = counters
+        current.subscriptions = index.count
+        current.topics = topics.count
+        return current
+    }
+
+    /// Creates a broker.
+    /// - Parameters:
+    ///   - configuration: the limits to enforce.
+    ///   - clock: the time stamped on publishes; tests pass their own.
+    public init(configuration: BrokerConfiguration = .default, clock: @escaping () -> PublishTime = PublishTime.now) {
+        self.configuration = configuration
+        self.clock = clock
+        self.counters = BrokerStatistics(startTime: clock())
+        var greeting = ByteBuffer()
+        greeting.writeGreeting(ServerGreeting(limits: configuration.protocolLimits))
+        self.greeting = greeting
+    }
+
+    // MARK: - Connections
+
+    /// Registers a new connection and queues the greeting to it.
+    public func open(peer: PeerCredentials, transport: any SessionTransport) -> Session {
+        let session = Session(id: nextSessionID, peer: peer, transport: transport)
+        nextSessionID += 1
+        counters.connections += 1
+        queue(greeting, to: session)
+        return session
+    }
+
+    /// Forgets a connection that is gone: its subscriptions end, and nothing more is sent to it.
+    public func close(_ session: Session) {
+        guard !session.isClosed else { return }
+        session.isClosed = true
+        counters.connections -= 1
+        if !session.patterns.isEmpty {
+            for pattern in session.patterns { index.remove(session, for: pattern) }
+            session.patterns.removeAll()
+            subscriptionGeneration &+= 1
+        }
+    }
+
+    /// Sends every frame queued since the last flush, one flush per connection, and closes the connections that
+    /// asked for it.
+    public func flush() {
+        guard !sessionsToFlush.isEmpty else { return }
+        let sessions = sessionsToFlush
+        sessionsToFlush.removeAll(keepingCapacity: true)
+        for session in sessions {
+            session.hasUnflushedFrames = false
+            guard !session.isClosed else { continue }
+            session.transport.flush()
+            if session.closesAfterFlush {
+                session.transport.close()
+                close(session)
+            }
+        }
+    }
+
+    // MARK: - Requests
+
+    /// Carries out one decoded frame from `session`, queuing its replies and deliveries.
+    public func handle(_ decoded: DecodedRequest, from session: Session) {
+        guard !session.isClosed, !session.closesAfterFlush else { return }
+        switch decoded {
+        case .request(let request):
+            handle(request, from: session)
+        case .failure(let error):
+            reply(error, to: session)
+            if error.closesConnection { session.closesAfterFlush = true }
+        }
+    }
+
+    private func handle(_ request: Request, from session: Session) {
+        let id = request.id
+        switch request.command {
+        case .publish(let topic, let payload, let options):
+            publish(topic, payload: payload, options: options, id: id, from: session)
+        case .subscribe(let pattern, let options):
+            subscribe(session, to: pattern, latestFirst: options.latestFirst, id: id)
+        case .unsubscribe(let pattern):
+            unsubscribe(session, from: pattern, id: id)
+        case .latest(let topic):
+            latest(topic, id: id, for: session)
+        case .clear(let topic):
+            clear(topic, id: id, for: session)
+        case .topics(let pattern):
+            var reply = allocator.buffer(capacity: 64)
+            reply.writeTopics(requestID: id, topicInfos(matching: pattern))
+            queue(reply, to: session)
+        case .stats:
+            var reply = allocator.buffer(capacity: 256)
+            reply.writeStats(requestID: id, statistics.counters(now: clock()))
+            queue(reply, to: session)
+        case .ping:
+            var reply = allocator.buffer(capacity: 32)
+            reply.writePong(requestID: id)
+            queue(reply, to: session)
+        case .setEcho(let echo):
+            session.receivesOwnMessages = echo
+            replyOK(id, to: session)
+        }
+    }
+
+    // MARK: - Publish
+
+    private func publish(_ topic: Topic, payload: ByteBuffer, options: PublishOptions, id: UInt64?, from session: Session) {
+        if topic.isReserved {
+            let sentence = "topic \"\(topic.name)\" starts with $, which is reserved for the daemon; publish to a name without a leading $"
+            return reply(ProtocolError(.notPermitted, sentence, requestID: id), to: session)
+        }
+        guard let state = topicState(for: topic) else {
+            let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message"
+                + " (its limit); clear some with CLEAR, or publish with noretain to an existing topic"
+            return reply(ProtocolError(.limitReached, sentence, requestID: id), to: session)
+        }
+        state.sequence += 1
+        let time = clock()
+        state.lastPublished = time
+        state.published += 1
+        counters.messagesIn += 1
+        counters.bytesIn += UInt64(payload.readableBytes)
+
+        // Encoded once; every subscriber is handed the same buffer.
+        var frame = allocator.buffer(capacity: topic.name.utf8.count + payload.readableBytes + 80)
+        frame.writeMessageFrame(
+            .delivery,
+            requestID: nil,
+            topic: topic.name,
+            sequence: state.sequence,
+            time: time,
+            publisher: session.publisher,
+            payload: payload
+        )
+
+        var deliveries: UInt64 = 0
+        for subscriber in subscribers(of: state) where subscriber !== session || session.receivesOwnMessages {
+            queue(frame, to: subscriber)
+            deliveries += 1
+        }
+        state.delivered += deliveries
+        counters.messagesOut += deliveries
+        counters.bytesOut += deliveries * UInt64(payload.readableBytes)
+
+        if options.retain {
+            if let old = state.retained {
+                counters.retainedBytes -= UInt64(old.payloadSize)
+            } else {
+                counters.retainedTopics += 1
+            }
+            state.retained = RetainedMessage(frame: frame, payloadSize: payload.readableBytes)
+            counters.retainedBytes += UInt64(payload.readableBytes)
+        }
+        if options.acknowledge { replyOK(id, value: state.sequence, to: session) }
+    }
+
+    /// The state of `topic`, created if new; nil if the topic table is full of topics holding buffered messages.
+    private func topicState(for topic: Topic) -> TopicState? {
+        let key = ByteKey(topic.name)
+        if let state = topics[key] { return state }
+        while topics.count >= configuration.maxTopics {
+            guard let oldest = forgettableTopics.popFirst() else { return nil }
+            if let state = topics[oldest], state.retained == nil { topics[oldest] = nil }
+        }
+        let state = TopicState(topic: topic)
+        topics[key] = state
+        forgettableTopics.append(key)
+        return state
+    }
+
+    /// The sessions that receive `state`'s messages, each once, recomputed only after subscriptions changed.
+    private func subscribers(of state: TopicState) -> [Session] {
+        if state.subscribersGeneration == subscriptionGeneration { return state.subscribers }
+        matchStamp &+= 1
+        let stamp = matchStamp
+        var list: [Session] = []
+        index.forEachMatch(of: state.topic) { session in
+            if session.matchStamp != stamp {
+                session.matchStamp = stamp
+                list.append(session)
+            }
+        }
+        state.subscribers = list
+        state.subscribersGeneration = subscriptionGeneration
+        return list
+    }
+
+    // MARK: - Subscriptions
+
+    private func subscribe(_ session: Session, to pattern: TopicPattern, latestFirst: Bool, id: UInt64?) {
+        if !session.patterns.contains(pattern) {
+            guard session.patterns.count < configuration.maxSubscriptionsPerConnection else {
+                let sentence = "this connection already holds \(configuration.maxSubscriptionsPerConnection) subscriptions"
+                    + " (the limit per connection); unsubscribe from some, or use a wildcard pattern"
+                return reply(ProtocolError(.limitReached, sentence, requestID: id), to: session)
+            }
+            session.patterns.insert(pattern)
+            index.insert(session, for: pattern)
+            subscriptionGeneration &+= 1
+        }
+        if latestFirst {
+            // Nothing runs between these writes and the OK, so the next live message follows without a gap.
+            forEachRetained(matching: pattern) { state, retained in
+                queue(retained.frame, to: session)
+                state.delivered += 1
+                counters.messagesOut += 1
+                counters.bytesOut += UInt64(retained.payloadSize)
+            }
+        }
+        replyOK(id, to: session)
+    }
+
+    private func unsubscribe(_ session: Session, from pattern: TopicPattern, id: UInt64?) {
+        guard session.patterns.remove(pattern) != nil else {
+            let sentence = "this connection has no subscription to \"\(pattern.text)\"; UNSUB takes the pattern exactly as it was subscribed"
+            return reply(ProtocolError(.notFound, sentence, requestID: id), to: session)
+        }
+        index.remove(session, for: pattern)
+        subscriptionGeneration &+= 1
+        replyOK(id, to: session)
+    }
+
+    private func forEachRetained(matching pattern: TopicPattern, _ body: (TopicState, RetainedMessage) -> Void) {
+        if pattern.isLiteral {
+            if let state = topics[ByteKey(pattern.text)], let retained = state.retained { body(state, retained) }
+            return
+        }
+        for state in topics.values {
+            if let retained = state.retained, pattern.matches(state.topic) { body(state, retained) }
+        }
+    }
+
+    // MARK: - Latest and clear
+
+    private func latest(_ topic: Topic, id: UInt64?, for session: Session) {
+        guard let retained = topics[ByteKey(topic.name)]?.retained else {
+            let sentence = "nothing is buffered for topic \"\(topic.name)\"; it has no messages yet, was cleared, or was published with noretain"
+            return reply(ProtocolError(.notFound, sentence, requestID: id), to: session)
+        }
+        // `LAST` is the retained `MSG` frame with another verb and the request id.
+        var header = allocator.buffer(capacity: 28)
+        header.writeRequestID(id)
+        header.writeStaticString("LAST")
+        queue(header, to: session)
+        let verbLength = 3  // "MSG"
+        queue(retained.frame.getSlice(at: retained.frame.readerIndex + verbLength, length: retained.frame.readableBytes - verbLength)!, to: session)
+    }
+
+    private func clear(_ topic: Topic, id: UInt64?, for session: Session) {
+        let key = ByteKey(topic.name)
+        if let state = topics[key], let retained = state.retained {
+            state.retained = nil
+            counters.retainedTopics -= 1
+            counters.retainedBytes -= UInt64(retained.payloadSize)
+            forgettableTopics.append(key)
+        }
+        replyOK(id, to: session)
+    }
+
+    private func topicInfos(matching pattern: TopicPattern?) -> [TopicInfo] {
+        var infos: [TopicInfo] = []
+        for state in topics.values where pattern?.matches(state.topic) ?? true {
+            infos.append(state.info)
+        }
+        infos.sort { $0.topic < $1.topic }
+        return infos
+    }
+
+    // MARK: - Output
+
+    private func queue(_ frame: ByteBuffer, to session: Session) {
+        guard !session.isClosed else { return }
+        session.transport.write(frame)
+        if !session.hasUnflushedFrames {
+            session.hasUnflushedFrames = true
+            sessionsToFlush.append(session)
+        }
+    }
+
+    private func replyOK(_ id: UInt64?, value: UInt64? = nil, to session: Session) {
+        var reply = allocator.buffer(capacity: 32)
+        reply.writeOK(requestID: id, value: value)
+        queue(reply, to: session)
+    }
+
+    private func reply(_ error: ProtocolError, to session: Session) {
+        var reply = allocator.buffer(capacity: error.message.utf8.count + 40)
+        reply.writeError(error)
+        queue(reply, to: session)
+    }
+}

@@ -1,0 +1,43 @@
+/// The broker's counters, as `STATS` reports them (PROTOCOL.md lists the names).
+public struct BrokerStatistics: Sendable, Hashable {
+    /// When the broker started.
+    public let startTime: PublishTime
+    /// Connections open now.
+    public internal(set) var connections = 0
+    /// Subscriptions held now, over all connections.
+    public internal(set) var subscriptions = 0
+    /// Topics with a buffered message.
+    public internal(set) var retainedTopics = 0
+    /// Payload bytes of the buffered messages.
+    public internal(set) var retainedBytes: UInt64 = 0
+    /// Publishes accepted.
+    public internal(set) var messagesIn: UInt64 = 0
+    /// Deliveries queued to subscribers.
+    public internal(set) var messagesOut: UInt64 = 0
+    /// Payload bytes of the publishes accepted.
+    public internal(set) var bytesIn: UInt64 = 0
+    /// Payload bytes of the deliveries.
+    public internal(set) var bytesOut: UInt64 = 0
+    /// Topics known (set when reported).
+    public internal(set) var topics = 0
+
+    init(startTime: PublishTime) {
+        self.startTime = startTime
+    }
+
+    func counters(now: PublishTime) -> ServerStats {
+        let uptime = (now.microsecondsSinceEpoch &- startTime.microsecondsSinceEpoch) / 1_000_000
+        return ServerStats(counters: [
+            .init(name: "connections", value: UInt64(connections)),
+            .init(name: "subscriptions", value: UInt64(subscriptions)),
+            .init(name: "topics", value: UInt64(topics)),
+            .init(name: "retained", value: UInt64(retainedTopics)),
+            .init(name: "retained_bytes", value: retainedBytes),
+            .init(name: "messages_in", value: messagesIn),
+            .init(name: "messages_out", value: messagesOut),
+            .init(name: "bytes_in", value: bytesIn),
+            .init(name: "bytes_out", value: bytesOut),
+            .init(name: "uptime_seconds", value: uptime),
+        ])
+    }
+}

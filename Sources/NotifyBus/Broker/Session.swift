@@ -1,0 +1,39 @@
+/// One client connection as the broker sees it: who it is, what it subscribed to, where its frames go.
+///
+/// Created by ``Broker/open(peer:transport:)`` and owned by the broker's thread, like all broker state; its
+/// identity is what the subscription index stores.
+public final class Session: Hashable {
+    /// A number unique among the broker's sessions, for logs.
+    public let id: UInt64
+    /// The peer, from the kernel.
+    public let peer: PeerCredentials
+    /// The identity stamped on this session's publishes (the same for all of them, so it is made once).
+    let publisher: Publisher
+    let transport: any SessionTransport
+
+    /// The patterns this session subscribed to; the subscription index holds the other direction.
+    var patterns: Set<TopicPattern> = []
+    /// Whether the session receives its own publishes.
+    var receivesOwnMessages = true
+    /// Whether frames were queued since the last flush.
+    var hasUnflushedFrames = false
+    /// Whether the connection is to be closed once flushed (after an error that loses framing).
+    var closesAfterFlush = false
+    var isClosed = false
+    /// The last stamp of a subscriber-list computation that counted this session; deduplicates a session that
+    /// several of its patterns match.
+    var matchStamp: UInt64 = 0
+
+    init(id: UInt64, peer: PeerCredentials, transport: any SessionTransport) {
+        self.id = id
+        self.peer = peer
+        self.publisher = peer.publisher
+        self.transport = transport
+    }
+
+    /// The number of subscriptions held.
+    public var subscriptionCount: Int { patterns.count }
+
+    public static func == (lhs: Session, rhs: Session) -> Bool { lhs === rhs }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}

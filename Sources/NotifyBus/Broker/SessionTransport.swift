@@ -1,0 +1,15 @@
+public import NIOCore
+
+/// Where the broker sends a connection's frames.
+///
+/// The daemon implements it on a NIO channel, tests with a buffer. The broker calls it only from the thread that
+/// owns the broker.
+public protocol SessionTransport: AnyObject {
+    /// Queues `frame` for the connection, after everything queued before. The same buffer may be queued to many
+    /// connections: it is encoded once.
+    func write(_ frame: ByteBuffer)
+    /// Sends what was queued. The broker calls it once per batch of work, not per frame.
+    func flush()
+    /// Closes the connection after what was queued has been sent.
+    func close()
+}

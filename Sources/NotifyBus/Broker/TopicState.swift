@@ -1,0 +1,41 @@
+import NIOCore
+
+/// What the broker keeps per topic: its sequence, its buffered message, its counters, and who listens to it.
+final class TopicState {
+    let topic: Topic
+    /// The last sequence number given out; the next message gets one more.
+    var sequence: UInt64 = 0
+    /// The buffered latest message, kept as the `MSG` frame that delivered it: replaying it to a new subscriber
+    /// costs no encoding, and the frame is a tight copy that does not pin a receive buffer.
+    var retained: RetainedMessage?
+    var published: UInt64 = 0
+    var delivered: UInt64 = 0
+    var lastPublished: PublishTime?
+
+    /// The sessions that receive this topic's messages, each once, valid while `subscribersGeneration` equals the
+    /// broker's subscription generation.
+    var subscribers: [Session] = []
+    var subscribersGeneration: UInt64 = .max
+
+    init(topic: Topic) {
+        self.topic = topic
+    }
+
+    var info: TopicInfo {
+        TopicInfo(
+            topic: topic,
+            sequence: sequence,
+            retainedBytes: retained?.payloadSize,
+            published: published,
+            delivered: delivered,
+            lastPublished: lastPublished
+        )
+    }
+}
+
+/// A topic's buffered message: the `MSG` frame as delivered.
+struct RetainedMessage {
+    /// `MSG <topic> <seq> <time> <uid> <pid> <unit> <size>\n<payload>\n`
+    var frame: ByteBuffer
+    var payloadSize: Int
+}

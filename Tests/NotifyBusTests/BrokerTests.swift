@@ -1,0 +1,251 @@
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+
+@Suite("Broker (no socket)")
+struct BrokerTests {
+    @Test("a new connection is greeted with the version and limits")
+    func greeting() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        #expect(try client.transport.frames() == [.hello(ServerGreeting(limits: .default))])
+        #expect(client.transport.flushes == 1)
+    }
+
+    @Test("a publish reaches every matching subscriber with its sequence, time and the kernel's identity")
+    func publishSubscribe() throws {
+        let harness = BrokerHarness()
+        let subscriber = harness.connect(uid: 1, pid: 10)
+        let publisher = harness.connect(uid: 1000, pid: 4242)
+        subscriber.send("SUB backup.>\n")
+        #expect(try subscriber.received() == [.ok(requestID: nil, value: nil)])
+
+        publisher.send("PUB backup.nightly 4\ndone\nPUB backup.nightly 3\nnew\nPUB other 1\nx\n")
+        let frames = try subscriber.received().compactMap(delivery)
+        #expect(frames.map(\.topic.name) == ["backup.nightly", "backup.nightly"])
+        #expect(frames.map(\.sequence) == [1, 2])
+        #expect(frames.map(\.text) == ["done", "new"])
+        #expect(frames.map(\.publisher) == [Publisher(uid: 1000, pid: 4242), Publisher(uid: 1000, pid: 4242)])
+        #expect(frames[0].time < frames[1].time)
+        #expect(try publisher.received() == [], "no acknowledgement was asked for")
+    }
+
+    @Test("patterns with * and >, and reserved topics out of reach of leading wildcards")
+    func patterns() throws {
+        let harness = BrokerHarness()
+        let star = harness.connect()
+        let rest = harness.connect()
+        let all = harness.connect()
+        let daemon = harness.connect()
+        star.send("SUB a.*.c\n")
+        rest.send("SUB a.>\n")
+        all.send("SUB >\n")
+        daemon.send("SUB $notifyd.>\n")
+        for client in [star, rest, all, daemon] { _ = try client.received() }
+        let publisher = harness.connect()
+        publisher.send("PUB a.b.c 1\n1\nPUB a.b 1\n2\nPUB a 1\n3\nPUB a.b.c.d 1\n4\n")
+        #expect(try star.deliveries() == ["1"])
+        #expect(try rest.deliveries() == ["1", "2", "4"])
+        #expect(try all.deliveries() == ["1", "2", "3", "4"])
+        #expect(try daemon.deliveries() == [])
+    }
+
+    @Test("a connection gets a message once, however many of its patterns match, and the buffer is shared")
+    func onceAndShared() throws {
+        let harness = BrokerHarness()
+        let first = harness.connect()
+        let second = harness.connect()
+        first.send("SUB a.b\nSUB a.*\nSUB a.>\nSUB >\n")
+        second.send("SUB a.b\n")
+        _ = try first.received()
+        _ = try second.received()
+        harness.connect().send("PUB a.b 2\nhi\n")
+        #expect(try first.deliveries() == ["hi"])
+        #expect(try second.deliveries() == ["hi"])
+        let firstFrame = first.transport.written.last!
+        let secondFrame = second.transport.written.last!
+        let sameStorage = firstFrame.withUnsafeReadableBytes { a in secondFrame.withUnsafeReadableBytes { b in a.baseAddress == b.baseAddress } }
+        #expect(sameStorage, "a delivery is encoded once and the same bytes go to every subscriber")
+    }
+
+    @Test("one flush per connection per batch, however many deliveries")
+    func oneFlushPerBatch() throws {
+        let harness = BrokerHarness()
+        let subscriber = harness.connect()
+        subscriber.send("SUB t\n")
+        let before = subscriber.transport.flushes
+        harness.connect().send(String(repeating: "PUB t 1\nx\n", count: 100))
+        #expect(try subscriber.deliveries().count == 100)
+        #expect(subscriber.transport.flushes == before + 1)
+    }
+
+    @Test("the latest message is buffered unless noretain; LATEST reads it, CLEAR forgets it and keeps the sequence")
+    func latestAndClear() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        client.send("#1 LATEST t\n")
+        #expect(try client.received().map(errorCode) == [.notFound])
+
+        client.send("PUB t 3\none\nPUB t 3 noretain\ntwo\n#2 LATEST t\n")
+        guard case .latest(let id, let last) = try client.received().first else { Issue.record("no LAST"); return }
+        #expect(id == 2 && last.text == "one" && last.sequence == 1)
+
+        client.send("#3 CLEAR t\n#4 LATEST t\n#5 CLEAR t\n")
+        let frames = try client.received()
+        #expect(frames.first == .ok(requestID: 3, value: nil))
+        #expect(frames.dropFirst().first.flatMap(errorCode) == .notFound)
+        #expect(frames.last == .ok(requestID: 5, value: nil), "clearing an empty topic is not an error")
+
+        client.send("PUB t 5 ack\nthree\n")
+        #expect(try client.received() == [.ok(requestID: nil, value: 3)], "the sequence continues after CLEAR")
+    }
+
+    @Test("SUB latest delivers each matching buffered message, then OK, then live ones, with no gap")
+    func latestFirst() throws {
+        let harness = BrokerHarness()
+        let publisher = harness.connect()
+        publisher.send("PUB s.a 2\na1\nPUB s.b 2\nb1\nPUB s.b 2 noretain\nb2\nPUB x 1\nx\n")
+        let subscriber = harness.connect()
+        subscriber.send("#7 SUB s.* latest\n")
+        let frames = try subscriber.received()
+        #expect(frames.last == .ok(requestID: 7, value: nil))
+        let replayed = frames.compactMap(delivery).map { "\($0.topic.name)#\($0.sequence)=\($0.text!)" }.sorted()
+        #expect(replayed == ["s.a#1=a1", "s.b#1=b1"], "the buffered message, which b2 (noretain) did not replace")
+        publisher.send("PUB s.a 2\na2\n")
+        #expect(try subscriber.received().compactMap(delivery).map(\.sequence) == [2])
+    }
+
+    @Test("a connection may stop receiving its own publishes")
+    func noEcho() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        client.send("SUB t\nPUB t 1\na\n")
+        #expect(try client.deliveries() == ["a"])
+        client.send("#1 OPT noecho\nPUB t 1\nb\n")
+        #expect(try client.received() == [.ok(requestID: 1, value: nil)])
+        client.send("OPT echo\nPUB t 1\nc\n")
+        #expect(try client.deliveries() == ["c"])
+    }
+
+    @Test("publishing to a reserved $ topic is not permitted; subscribing to one is")
+    func reserved() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        client.send("#9 PUB $notifyd.x 1\nx\nSUB $notifyd.>\n")
+        let frames = try client.received()
+        guard case .error(let error) = frames.first else { Issue.record("expected ERR"); return }
+        #expect(error.code == .notPermitted && error.requestID == 9)
+        #expect(frames.last == .ok(requestID: nil, value: nil))
+        #expect(harness.broker.statistics.topics == 0, "a refused publish leaves no trace")
+    }
+
+    @Test("UNSUB stops deliveries; UNSUB of something not subscribed is not-found")
+    func unsubscribe() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        client.send("SUB a.>\nUNSUB a.>\n#2 UNSUB a.>\n")
+        let frames = try client.received()
+        #expect(frames.count == 3 && frames[2].flatMapError == .notFound)
+        harness.connect().send("PUB a.b 1\nx\n")
+        #expect(try client.deliveries() == [])
+        #expect(harness.broker.statistics.subscriptions == 0)
+    }
+
+    @Test("a closed connection's subscriptions end and nothing more is written to it")
+    func closeConnection() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        client.send("SUB a\nSUB b.>\n")
+        #expect(harness.broker.statistics.subscriptions == 2)
+        #expect(harness.broker.statistics.connections == 1)
+        harness.broker.close(client.session)
+        #expect(harness.broker.statistics.subscriptions == 0)
+        #expect(harness.broker.statistics.connections == 0)
+        let writes = client.transport.written.count
+        harness.connect().send("PUB a 1\nx\n")
+        #expect(client.transport.written.count == writes)
+    }
+
+    @Test("a frame error that loses framing is answered, then the connection is closed after the flush")
+    func fatalError() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        client.send("PUB a 2\nabc\nPING\n")
+        #expect(try client.received().map(errorCode) == [.malformed])
+        #expect(client.transport.closed)
+        #expect(harness.broker.statistics.connections == 0)
+    }
+
+    @Test("the subscription limit per connection is enforced")
+    func subscriptionLimit() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxSubscriptionsPerConnection = 2
+        let harness = BrokerHarness(configuration: configuration)
+        let client = harness.connect()
+        client.send("SUB a\nSUB b\nSUB a\n#3 SUB c\n")
+        let frames = try client.received()
+        #expect(frames.count == 4)
+        #expect(frames[3].flatMapError == .limitReached)
+        let other = harness.connect()
+        other.send("SUB c\n")
+        #expect(try other.received() == [.ok(requestID: nil, value: nil)], "another connection is not affected")
+    }
+
+    @Test("past maxTopics, topics without a buffered message are forgotten, oldest first; buffered ones never")
+    func topicLimit() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxTopics = 3
+        let harness = BrokerHarness(configuration: configuration)
+        let client = harness.connect()
+        client.send("PUB r1 1\nx\nPUB n1 1 noretain\nx\nPUB n2 1 noretain\nx\nPUB n3 1 noretain\nx\n")
+        #expect(try client.received() == [])
+        #expect(harness.broker.statistics.topics == 3)
+        client.send("TOPICS\n")
+        guard case .topics(_, let infos) = try client.received().first else { Issue.record("no TOPICS"); return }
+        #expect(infos.map(\.topic.name) == ["n2", "n3", "r1"])
+        client.send("PUB r2 1\nx\nPUB r3 1\nx\n#1 PUB r4 1\nx\n")
+        #expect(try client.received().map(errorCode) == [.limitReached])
+        client.send("LATEST r1\n")
+        #expect(try client.received().count == 1)
+    }
+
+    @Test("TOPICS lists topics with their counters; STATS counts what happened")
+    func topicsAndStats() throws {
+        let harness = BrokerHarness()
+        let subscriber = harness.connect()
+        subscriber.send("SUB m.>\n")
+        let client = harness.connect()
+        client.send("PUB m.a 3\nabc\nPUB m.a 2 noretain\nde\nPUB z 1\nx\n#4 TOPICS m.>\n#5 STATS\n")
+        let frames = try client.received()
+        guard case .topics(let id, let infos) = frames.first, case .stats(_, let stats) = frames.last else {
+            Issue.record("unexpected \(frames)")
+            return
+        }
+        #expect(id == 4)
+        #expect(infos.count == 1)
+        #expect(infos[0].topic.name == "m.a" && infos[0].sequence == 2 && infos[0].retainedBytes == 3)
+        #expect(infos[0].published == 2 && infos[0].delivered == 2)
+        #expect(stats["connections"] == 2 && stats["subscriptions"] == 1 && stats["topics"] == 2)
+        #expect(stats["retained"] == 2 && stats["retained_bytes"] == 4)
+        #expect(stats["messages_in"] == 3 && stats["messages_out"] == 2)
+        #expect(stats["bytes_in"] == 6 && stats["bytes_out"] == 5)
+        #expect(stats["uptime_seconds"] != nil)
+    }
+
+    @Test("decoder errors are answered with their id and the connection keeps working")
+    func recoverableErrors() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        client.send("#1 PUB a..b 1\nx\n#2 FROB\n#3 PING\n")
+        let frames = try client.received()
+        #expect(frames.count == 3)
+        #expect(frames[0].flatMapError == .invalidTopic)
+        #expect(frames[1].flatMapError == .unknownOperation)
+        #expect(frames[2] == .pong(requestID: 3))
+    }
+}
+
+extension ServerFrame {
+    var flatMapError: ErrorCode? { errorCode(self) }
+}

@@ -1,0 +1,89 @@
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+
+/// A transport that keeps what the broker wrote, as the buffers it was handed (so tests can tell a shared buffer).
+final class RecordingTransport: SessionTransport {
+    var written: [ByteBuffer] = []
+    var flushes = 0
+    var closed = false
+    /// Bytes written but not yet taken by `frames()`.
+    private var unread = ByteBuffer()
+    private var decoder = NIOSingleStepByteToMessageProcessor(ServerFrameDecoder())
+
+    func write(_ frame: ByteBuffer) {
+        written.append(frame)
+        unread.writeImmutableBuffer(frame)
+    }
+    func flush() { flushes += 1 }
+    func close() { closed = true }
+
+    /// The frames written since the last call.
+    func frames() throws -> [ServerFrame] {
+        var frames: [ServerFrame] = []
+        try decoder.process(buffer: unread) { frames.append($0) }
+        unread.clear()
+        return frames
+    }
+}
+
+/// A broker with a clock that ticks one microsecond per publish, and helpers to speak the protocol to it.
+final class BrokerHarness {
+    var now: UInt64 = 1_795_305_600_000_000
+    private(set) var broker: Broker!
+
+    init(configuration: BrokerConfiguration = .default) {
+        broker = Broker(configuration: configuration) { [unowned self] in
+            now += 1
+            return PublishTime(microsecondsSinceEpoch: now)
+        }
+    }
+
+    final class Client {
+        let session: Session
+        let transport: RecordingTransport
+        let harness: BrokerHarness
+        private var decoder: NIOSingleStepByteToMessageProcessor<RequestDecoder>
+
+        init(harness: BrokerHarness, session: Session, transport: RecordingTransport, limits: ProtocolLimits) {
+            self.harness = harness
+            self.session = session
+            self.transport = transport
+            self.decoder = NIOSingleStepByteToMessageProcessor(RequestDecoder(limits: limits))
+        }
+
+        /// Sends protocol text as one read batch: decode, handle each frame, flush.
+        func send(_ text: String) {
+            try! decoder.process(buffer: ByteBuffer(string: text)) { harness.broker.handle($0, from: session) }
+            harness.broker.flush()
+        }
+
+        /// Frames received since the last call, without the greeting.
+        func received() throws -> [ServerFrame] {
+            try transport.frames().filter { if case .hello = $0 { false } else { true } }
+        }
+
+        /// The payloads of the deliveries received since the last call, as text.
+        func deliveries() throws -> [String] {
+            try received().compactMap { if case .delivery(let d) = $0 { d.text } else { nil } }
+        }
+    }
+
+    func connect(uid: UInt32 = 1000, pid: Int32 = 4242) -> Client {
+        let transport = RecordingTransport()
+        let session = broker.open(peer: PeerCredentials(pid: pid, uid: uid, gid: uid), transport: transport)
+        broker.flush()
+        return Client(harness: self, session: session, transport: transport, limits: broker.configuration.protocolLimits)
+    }
+}
+
+func delivery(_ frame: ServerFrame) -> Delivery? {
+    if case .delivery(let delivery) = frame { return delivery }
+    return nil
+}
+
+func errorCode(_ frame: ServerFrame) -> ErrorCode? {
+    if case .error(let error) = frame { return error.code }
+    return nil
+}
