@@ -1,0 +1,173 @@
+import NIOCore
+
+/// The client's end of a connection: gives every request an id, matches replies to the requests waiting for them,
+/// and hands deliveries to the local subscriptions whose patterns match.
+///
+/// Like every `ChannelHandler`, it is used only on its channel's event loop; ``NotifyClient`` reaches it through
+/// `NIOLoopBound`.
+final class ClientChannelHandler: ChannelInboundHandler {
+    typealias InboundIn = ServerFrame
+    typealias OutboundOut = ByteBuffer
+
+    /// A subscription of this client: its patterns and the stream its deliveries go to.
+    struct LocalSubscription {
+        let patterns: [TopicPattern]
+        let continuation: AsyncThrowingStream<Delivery, any Error>.Continuation
+    }
+
+    private var context: ChannelHandlerContext?
+    private let greeting: EventLoopPromise<ServerGreeting>
+    private var nextRequestID: UInt64 = 1
+    /// Requests whose reply someone waits for, by id. Requests without one (publishes without ack) are not
+    /// listed: an `ERR` with an id found nowhere here belongs to one of them.
+    private var waiting: [UInt64: EventLoopPromise<ServerFrame>] = [:]
+    /// Errors that fire-and-forget requests received, for the next `flush` to report.
+    private var deferredErrors: [ProtocolError] = []
+    private var subscriptions: [UInt64: LocalSubscription] = [:]
+    private var nextSubscriptionID: UInt64 = 1
+    /// Local subscription id per pattern, to route deliveries without testing every pattern.
+    private let routes = SubscriptionIndex<UInt64>()
+    /// How many local subscriptions hold each pattern; the daemon holds it once.
+    private var patternUsers: [TopicPattern: Int] = [:]
+    private var closedByUser = false
+    private var failure: NotifyClientError?
+
+    init(greeting: EventLoopPromise<ServerGreeting>) {
+        self.greeting = greeting
+    }
+
+    /// Completes with the daemon's greeting, the first frame it sends.
+    var greetingFuture: EventLoopFuture<ServerGreeting> { greeting.futureResult }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    // MARK: - Sending
+
+    /// Sends `command`; `reply`, if given, receives the reply frame (an `ERR` included). `written` completes once
+    /// the bytes are handed to the kernel.
+    func send(_ command: Command, reply: EventLoopPromise<ServerFrame>?, written: EventLoopPromise<Void>?) {
+        guard let context, failure == nil, !closedByUser else {
+            let error = failure ?? NotifyClientError(.connectionClosed, "the connection to the daemon is closed")
+            reply?.fail(error)
+            written?.fail(error)
+            return
+        }
+        let id = nextRequestID
+        nextRequestID += 1
+        if let reply { waiting[id] = reply }
+        var buffer = context.channel.allocator.buffer(capacity: 64 + command.payloadSize)
+        buffer.writeRequest(Request(id: id, command))
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
+    }
+
+    /// Takes the errors that fire-and-forget requests got since the last call.
+    func takeDeferredErrors() -> [ProtocolError] {
+        defer { deferredErrors.removeAll() }
+        return deferredErrors
+    }
+
+    /// Registers a local subscription before its `SUB` requests go out, so buffered messages sent in reply are
+    /// routed to it. Returns its id and the patterns the daemon must be asked for (those no other local
+    /// subscription holds).
+    func addSubscription(_ subscription: LocalSubscription) -> (id: UInt64, newPatterns: [TopicPattern]) {
+        let id = nextSubscriptionID
+        nextSubscriptionID += 1
+        subscriptions[id] = subscription
+        var newPatterns: [TopicPattern] = []
+        for pattern in Set(subscription.patterns) {
+            routes.insert(id, for: pattern)
+            patternUsers[pattern, default: 0] += 1
+            if patternUsers[pattern] == 1 { newPatterns.append(pattern) }
+        }
+        return (id, newPatterns)
+    }
+
+    /// Ends a local subscription; patterns no other local subscription holds are unsubscribed at the daemon.
+    func removeSubscription(_ id: UInt64) {
+        guard let subscription = subscriptions.removeValue(forKey: id) else { return }
+        subscription.continuation.finish()
+        for pattern in Set(subscription.patterns) {
+            routes.remove(id, for: pattern)
+            patternUsers[pattern, default: 1] -= 1
+            if patternUsers[pattern] == 0 {
+                patternUsers[pattern] = nil
+                if context != nil, failure == nil, !closedByUser {
+                    send(.unsubscribe(pattern), reply: nil, written: nil)
+                }
+            }
+        }
+    }
+
+    /// Closes the connection on the user's behalf: subscriptions end normally, waiting requests fail.
+    func close() {
+        closedByUser = true
+        context?.close(promise: nil)
+    }
+
+    // MARK: - Receiving
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .hello(let serverGreeting):
+            greeting.succeed(serverGreeting)
+        case .delivery(let delivery):
+            var seen: Set<UInt64> = []
+            routes.forEachMatch(of: delivery.topic) { id in
+                if seen.insert(id).inserted { subscriptions[id]?.continuation.yield(delivery) }
+            }
+        case .error(let error):
+            if let id = error.requestID, let promise = waiting.removeValue(forKey: id) {
+                promise.succeed(.error(error))
+            } else {
+                deferredErrors.append(error)
+            }
+        case .ok(let id, _), .pong(let id), .latest(let id, _), .topics(let id, _), .stats(let id, _):
+            let frame = unwrapInboundIn(data)
+            if let id, let promise = waiting.removeValue(forKey: id) { promise.succeed(frame) }
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if failure == nil {
+            if let malformed = error as? ServerFrameDecoder.Malformed {
+                failure = NotifyClientError(.protocolViolation, malformed.description)
+            } else {
+                failure = NotifyClientError(.connectionClosed, "the connection to the daemon failed: \(error)")
+            }
+        }
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        let error =
+            failure
+            ?? NotifyClientError(
+                .connectionClosed,
+                closedByUser ? "the connection was closed" : "the daemon closed the connection (did it stop?)"
+            )
+        failure = error
+        greeting.fail(error)
+        for promise in waiting.values { promise.fail(error) }
+        waiting.removeAll()
+        for subscription in subscriptions.values {
+            if closedByUser {
+                subscription.continuation.finish()
+            } else {
+                subscription.continuation.finish(throwing: error)
+            }
+        }
+        subscriptions.removeAll()
+        self.context = nil
+        context.fireChannelInactive()
+    }
+}
+
+extension Command {
+    /// The payload size of a publish, to size the buffer it is encoded into.
+    var payloadSize: Int {
+        if case .publish(_, let payload, _) = self { return payload.readableBytes }
+        return 0
+    }
+}

@@ -1,0 +1,242 @@
+public import NIOCore
+import NIOPosix
+
+/// A connection to notifyd, for any Swift program: publish, subscribe, read and clear buffered messages, list
+/// topics, read counters.
+///
+/// ```swift
+/// let client = try await NotifyClient.connect()
+/// try await client.publishAcknowledged("done", to: Topic("backup.status"))
+/// for try await delivery in try await client.subscribe(to: [TopicPattern("backup.>")]) {
+///     print(delivery.topic, delivery.text ?? "")
+/// }
+/// ```
+///
+/// All methods may be called from any task; requests are sent in call order on one connection, and the daemon
+/// handles them in that order. Errors thrown are ``NotifyClientError``s.
+public final class NotifyClient: Sendable {
+    /// The socket this client connected to.
+    public let socketPath: String
+    /// What the daemon announced on connect: protocol version and limits.
+    public let greeting: ServerGreeting
+
+    private let channel: any Channel
+    private let handler: NIOLoopBound<ClientChannelHandler>
+
+    private init(socketPath: String, greeting: ServerGreeting, channel: any Channel, handler: NIOLoopBound<ClientChannelHandler>) {
+        self.socketPath = socketPath
+        self.greeting = greeting
+        self.channel = channel
+        self.handler = handler
+    }
+
+    deinit {
+        channel.close(promise: nil)
+    }
+
+    /// Connects to the daemon and waits for its greeting.
+    /// - Parameters:
+    ///   - socketPath: the socket; nil resolves it as the daemon does (see ``SocketPath/resolve(explicit:environment:uid:)``).
+    ///   - group: the event loops to use; the process-wide NIO singleton when nil.
+    public static func connect(
+        to socketPath: String? = nil,
+        group: (any EventLoopGroup)? = nil
+    ) async throws -> NotifyClient {
+        let path = SocketPath.resolve(explicit: socketPath)
+        let group = group ?? MultiThreadedEventLoopGroup.singleton
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: group)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let greeting = channel.eventLoop.makePromise(of: ServerGreeting.self)
+                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ServerFrameDecoder()))
+                        try channel.pipeline.syncOperations.addHandler(ClientChannelHandler(greeting: greeting))
+                    }
+                }
+                .connect(unixDomainSocketPath: path)
+                .get()
+        } catch {
+            throw NotifyClientError.connecting(to: path, errno: (error as? IOError)?.errnoCode, detail: "\(error)")
+        }
+        let (handler, greeting) = try await channel.eventLoop.submit {
+            let handler = try channel.pipeline.syncOperations.handler(type: ClientChannelHandler.self)
+            return (NIOLoopBound(handler, eventLoop: channel.eventLoop), handler.greetingFuture)
+        }.get()
+        do {
+            let serverGreeting = try await greeting.get()
+            return NotifyClient(socketPath: path, greeting: serverGreeting, channel: channel, handler: handler)
+        } catch {
+            channel.close(promise: nil)
+            throw NotifyClientError(.unreachable, "\(path) accepted the connection but sent no greeting: is a notifyd listening there? (\(error))")
+        }
+    }
+
+    // MARK: - Publishing
+
+    /// Publishes `payload` to `topic` without waiting for the daemon to confirm it; returns once the bytes are
+    /// written. An error the daemon sends back is thrown by the next ``flush()``.
+    /// - Parameter retain: whether the message becomes the topic's buffered latest message.
+    public func publish(_ payload: ByteBuffer, to topic: Topic, retain: Bool = true) async throws {
+        try checkSize(payload)
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        let command = Command.publish(topic, payload: payload, PublishOptions(retain: retain, acknowledge: false))
+        let handler = self.handler
+        channel.eventLoop.execute { handler.value.send(command, reply: nil, written: written) }
+        do {
+            try await written.futureResult.get()
+        } catch {
+            throw NotifyClientError(.connectionClosed, "could not send to the daemon: \(error)")
+        }
+    }
+
+    /// Publishes `text` (as UTF-8) to `topic` without waiting for confirmation (see ``publish(_:to:retain:)-(ByteBuffer,_,_)``).
+    public func publish(_ text: String, to topic: Topic, retain: Bool = true) async throws {
+        try await publish(ByteBuffer(string: text), to: topic, retain: retain)
+    }
+
+    /// Publishes `payload` to `topic` and waits until the daemon accepted it.
+    /// - Returns: the message's sequence number within its topic.
+    @discardableResult
+    public func publishAcknowledged(_ payload: ByteBuffer, to topic: Topic, retain: Bool = true) async throws -> UInt64 {
+        try checkSize(payload)
+        let frame = try await exchange(.publish(topic, payload: payload, PublishOptions(retain: retain, acknowledge: true)))
+        guard case .ok(_, let sequence?) = frame else { throw unexpected(frame, for: "PUB ack") }
+        return sequence
+    }
+
+    /// Publishes `text` (as UTF-8) to `topic` and waits until the daemon accepted it.
+    @discardableResult
+    public func publishAcknowledged(_ text: String, to topic: Topic, retain: Bool = true) async throws -> UInt64 {
+        try await publishAcknowledged(ByteBuffer(string: text), to: topic, retain: retain)
+    }
+
+    /// Waits until the daemon has handled everything sent before, and throws the first error that a
+    /// fire-and-forget ``publish(_:to:retain:)-(ByteBuffer,_,_)`` received since the last flush.
+    public func flush() async throws {
+        let frame = try await exchange(.ping)
+        guard case .pong = frame else { throw unexpected(frame, for: "PING") }
+        let handler = self.handler
+        let errors = try await channel.eventLoop.submit { handler.value.takeDeferredErrors() }.get()
+        if let first = errors.first { throw NotifyClientError.refused(first) }
+    }
+
+    // MARK: - Subscribing
+
+    /// Subscribes to `patterns` and returns the matching deliveries as they come.
+    ///
+    /// With `latestFirst`, the buffered message of each matching topic comes first, then live ones, with no gap and
+    /// no repeat in between. The subscription ends when the sequence is no longer iterated (the daemon is told);
+    /// it throws if the connection is lost.
+    public func subscribe(to patterns: [TopicPattern], latestFirst: Bool = false) async throws -> NotifySubscription {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: Delivery.self, throwing: (any Error).self)
+        let handler = self.handler
+        let eventLoop = channel.eventLoop
+        let options = SubscribeOptions(latestFirst: latestFirst)
+        let replies = try await eventLoop.submit {
+            let local = ClientChannelHandler.LocalSubscription(patterns: patterns, continuation: continuation)
+            let (id, newPatterns) = handler.value.addSubscription(local)
+            continuation.onTermination = { _ in eventLoop.execute { handler.value.removeSubscription(id) } }
+            // With latestFirst, every pattern is asked for its buffered messages, even one already held.
+            return (latestFirst ? patterns : newPatterns).map { pattern in
+                let reply = eventLoop.makePromise(of: ServerFrame.self)
+                handler.value.send(.subscribe(pattern, options), reply: reply, written: nil)
+                return reply.futureResult
+            }
+        }.get()
+        for reply in replies {
+            let frame = try await reply.get()
+            if case .error(let error) = frame {
+                continuation.finish()
+                throw NotifyClientError.refused(error)
+            }
+        }
+        return NotifySubscription(stream: stream)
+    }
+
+    // MARK: - Buffered messages
+
+    /// The buffered latest message of `topic`, or nil when nothing is buffered.
+    public func latest(_ topic: Topic) async throws -> Delivery? {
+        let frame = try await exchange(.latest(topic), notFoundIsNil: true)
+        switch frame {
+        case .latest(_, let delivery): return delivery
+        case nil: return nil
+        case let other?: throw unexpected(other, for: "LATEST")
+        }
+    }
+
+    /// Forgets the buffered message of `topic` without sending anything.
+    public func clear(_ topic: Topic) async throws {
+        let frame = try await exchange(.clear(topic))
+        guard case .ok = frame else { throw unexpected(frame, for: "CLEAR") }
+    }
+
+    // MARK: - Introspection
+
+    /// The topics the daemon knows, all or those matching `pattern`, in name order.
+    public func topics(matching pattern: TopicPattern? = nil) async throws -> [TopicInfo] {
+        let frame = try await exchange(.topics(pattern))
+        guard case .topics(_, let topics) = frame else { throw unexpected(frame, for: "TOPICS") }
+        return topics
+    }
+
+    /// The daemon's counters.
+    public func stats() async throws -> ServerStats {
+        let frame = try await exchange(.stats)
+        guard case .stats(_, let stats) = frame else { throw unexpected(frame, for: "STATS") }
+        return stats
+    }
+
+    /// Whether this connection receives its own publishes (it does unless told otherwise).
+    public func setEcho(_ enabled: Bool) async throws {
+        let frame = try await exchange(.setEcho(enabled))
+        guard case .ok = frame else { throw unexpected(frame, for: "OPT") }
+    }
+
+    /// Closes the connection. Subscriptions end normally; calls still waiting fail.
+    public func close() async {
+        let handler = self.handler
+        channel.eventLoop.execute { handler.value.close() }
+        try? await channel.closeFuture.get()
+    }
+
+    // MARK: - Internals
+
+    private func exchange(_ command: Command) async throws -> ServerFrame {
+        // Without notFoundIsNil the result is never nil.
+        try await exchange(command, notFoundIsNil: false)!
+    }
+
+    private func exchange(_ command: Command, notFoundIsNil: Bool) async throws -> ServerFrame? {
+        let reply = channel.eventLoop.makePromise(of: ServerFrame.self)
+        let handler = self.handler
+        channel.eventLoop.execute { handler.value.send(command, reply: reply, written: nil) }
+        let frame = try await reply.futureResult.get()
+        if case .error(let error) = frame {
+            if notFoundIsNil && error.code == .notFound { return nil }
+            throw NotifyClientError.refused(error)
+        }
+        return frame
+    }
+
+    private func checkSize(_ payload: ByteBuffer) throws {
+        if payload.readableBytes > greeting.limits.maxPayload {
+            throw NotifyClientError.payloadTooLarge(payload.readableBytes, limit: greeting.limits.maxPayload)
+        }
+    }
+
+    private func unexpected(_ frame: ServerFrame, for request: String) -> NotifyClientError {
+        NotifyClientError.unexpected(frame, for: request)
+    }
+}
+
+/// The deliveries of a subscription, as they come: `for try await delivery in subscription`.
+public struct NotifySubscription: AsyncSequence, Sendable {
+    public typealias Element = Delivery
+    let stream: AsyncThrowingStream<Delivery, any Error>
+
+    public func makeAsyncIterator() -> AsyncThrowingStream<Delivery, any Error>.Iterator {
+        stream.makeAsyncIterator()
+    }
+}

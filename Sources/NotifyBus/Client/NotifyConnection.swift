@@ -1,0 +1,197 @@
+public import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A blocking connection to notifyd for one-shot work: publish a message, read or clear a buffered one, read the
+/// counters, and exit.
+///
+/// It starts no threads and needs no async context, which is what makes `notify send` cheap in a shell loop; the
+/// codec is the same as ``NotifyClient``'s. For subscriptions and long-lived use, take ``NotifyClient``.
+///
+/// Not thread-safe: use it from one thread at a time.
+public final class NotifyConnection {
+    /// The socket connected to.
+    public let socketPath: String
+    /// What the daemon announced on connect.
+    public private(set) var greeting = ServerGreeting(limits: .default)
+
+    private var descriptor: CInt
+    private var inbound = ByteBuffer()
+    private var decoder = ServerFrameDecoder()
+    private var nextRequestID: UInt64 = 1
+
+    /// Connects to the daemon and reads its greeting.
+    /// - Parameter socketPath: the socket; nil resolves it as the daemon does.
+    /// - Throws: ``NotifyClientError``.
+    public init(to socketPath: String? = nil) throws {
+        let path = SocketPath.resolve(explicit: socketPath)
+        self.socketPath = path
+        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else {
+            throw NotifyClientError(.unreachable, "cannot create a socket: \(String(cString: strerror(errno)))")
+        }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        guard path.utf8.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            close()
+            throw NotifyClientError(.invalidInput, "the socket path \(path) is longer than a Unix socket path may be")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: path.utf8)
+            raw[path.utf8.count] = 0
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard connected == 0 else {
+            let code = errno
+            close()
+            throw NotifyClientError.connecting(to: path, errno: code)
+        }
+        guard case .hello(let greeting) = try nextFrame() else {
+            close()
+            throw NotifyClientError(.unreachable, "\(path) did not greet like a notifyd; is a notifyd listening there?")
+        }
+        self.greeting = greeting
+    }
+
+    deinit { close() }
+
+    /// Publishes `payload` to `topic` and waits until the daemon accepted it.
+    /// - Returns: the message's sequence number within its topic.
+    @discardableResult
+    public func publishAcknowledged(_ payload: ByteBuffer, to topic: Topic, retain: Bool = true) throws -> UInt64 {
+        if payload.readableBytes > greeting.limits.maxPayload {
+            throw NotifyClientError.payloadTooLarge(payload.readableBytes, limit: greeting.limits.maxPayload)
+        }
+        let reply = try exchange(.publish(topic, payload: payload, PublishOptions(retain: retain, acknowledge: true)))
+        guard case .ok(_, let sequence?) = reply else { throw NotifyClientError.unexpected(reply, for: "PUB ack") }
+        return sequence
+    }
+
+    /// The buffered latest message of `topic`, or nil when nothing is buffered.
+    public func latest(_ topic: Topic) throws -> Delivery? {
+        do {
+            let reply = try exchange(.latest(topic))
+            guard case .latest(_, let delivery) = reply else { throw NotifyClientError.unexpected(reply, for: "LATEST") }
+            return delivery
+        } catch let error as NotifyClientError where error.refusal?.code == .notFound {
+            return nil
+        }
+    }
+
+    /// Forgets the buffered message of `topic` without sending anything.
+    public func clear(_ topic: Topic) throws {
+        let reply = try exchange(.clear(topic))
+        guard case .ok = reply else { throw NotifyClientError.unexpected(reply, for: "CLEAR") }
+    }
+
+    /// The topics the daemon knows, all or those matching `pattern`, in name order.
+    public func topics(matching pattern: TopicPattern? = nil) throws -> [TopicInfo] {
+        let reply = try exchange(.topics(pattern))
+        guard case .topics(_, let topics) = reply else { throw NotifyClientError.unexpected(reply, for: "TOPICS") }
+        return topics
+    }
+
+    /// The daemon's counters.
+    public func stats() throws -> ServerStats {
+        let reply = try exchange(.stats)
+        guard case .stats(_, let stats) = reply else { throw NotifyClientError.unexpected(reply, for: "STATS") }
+        return stats
+    }
+
+    /// Closes the connection; further calls fail.
+    public func close() {
+        if descriptor >= 0 {
+            _ = systemClose(descriptor)
+            descriptor = -1
+        }
+    }
+
+    // MARK: - Internals
+
+    /// Sends `command` and reads until its reply; an `ERR` reply is thrown.
+    private func exchange(_ command: Command) throws -> ServerFrame {
+        let id = nextRequestID
+        nextRequestID += 1
+        var request = ByteBuffer()
+        request.writeRequest(Request(id: id, command))
+        try send(request)
+        while true {
+            let frame = try nextFrame()
+            switch frame {
+            case .error(let error) where error.requestID == id || error.requestID == nil:
+                throw NotifyClientError.refused(error)
+            case .ok(let replyID?, _), .pong(let replyID?), .latest(let replyID?, _), .topics(let replyID?, _),
+                .stats(let replyID?, _):
+                if replyID == id { return frame }
+            default:
+                continue  // deliveries and replies to nothing of ours
+            }
+        }
+    }
+
+    private func send(_ buffer: ByteBuffer) throws {
+        guard descriptor >= 0 else { throw NotifyClientError(.connectionClosed, "the connection is closed") }
+        try buffer.withUnsafeReadableBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                // MSG_NOSIGNAL: a daemon that went away must give an error, not kill the process with SIGPIPE.
+                let written = systemSend(descriptor, bytes.baseAddress! + offset, bytes.count - offset, noSignal)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw NotifyClientError(.connectionClosed, "could not send to the daemon: \(String(cString: strerror(errno)))")
+                }
+                offset += written
+            }
+        }
+    }
+
+    private func nextFrame() throws -> ServerFrame {
+        while true {
+            do {
+                if let frame = try decoder.decode(buffer: &inbound) { return frame }
+            } catch {
+                throw NotifyClientError(.protocolViolation, error.description)
+            }
+            guard descriptor >= 0 else { throw NotifyClientError(.connectionClosed, "the connection is closed") }
+            var count = 0
+            inbound.writeWithUnsafeMutableBytes(minimumWritableBytes: 65_536) { space in
+                count = systemRead(descriptor, space.baseAddress!, space.count)
+                return max(count, 0)
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw NotifyClientError(.connectionClosed, "could not read from the daemon: \(String(cString: strerror(errno)))")
+            }
+            if count == 0 {
+                throw NotifyClientError(.connectionClosed, "the daemon closed the connection (did it stop?)")
+            }
+        }
+    }
+}
+
+#if canImport(Glibc)
+private let systemRead = Glibc.read
+private let systemSend = Glibc.send
+private let systemClose = Glibc.close
+private let noSignal = Int32(MSG_NOSIGNAL)
+#elseif canImport(Musl)
+private let systemRead = Musl.read
+private let systemSend = Musl.send
+private let systemClose = Musl.close
+private let noSignal = Int32(MSG_NOSIGNAL)
+#elseif canImport(Darwin)
+private let systemRead = Darwin.read
+private let systemSend = Darwin.send
+private let systemClose = Darwin.close
+private let noSignal: Int32 = 0  // Darwin: SO_NOSIGPIPE would be set on the socket instead
+#endif
