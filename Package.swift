@@ -42,6 +42,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
@@ -67,6 +68,14 @@ let package = Package(
         ),
         .testTarget(
             name: "NotifyBusTests",
+            dependencies: [
+                "NotifyBus",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "IntegrationTests",
             dependencies: [
                 "NotifyBus",
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -32,6 +32,7 @@ public final class Broker {
     private var subscriptionGeneration: UInt64 = 0
     private var matchStamp: UInt64 = 0
     private var sessionsToFlush: [Session] = []
+    private var openSessions: Set<Session> = []
     private var nextSessionID: UInt64 = 1
     private let clock: () -> PublishTime
     private let allocator = ByteBufferAllocator()
@@ -67,6 +68,7 @@ public final class Broker {
         let session = Session(id: nextSessionID, peer: peer, transport: transport)
         nextSessionID += 1
         counters.connections += 1
+        openSessions.insert(session)
         queue(greeting, to: session)
         return session
     }
@@ -76,6 +78,7 @@ public final class Broker {
         guard !session.isClosed else { return }
         session.isClosed = true
         counters.connections -= 1
+        openSessions.remove(session)
         if !session.patterns.isEmpty {
             for pattern in session.patterns { index.remove(session, for: pattern) }
             session.patterns.removeAll()
@@ -98,6 +101,16 @@ public final class Broker {
                 close(session)
             }
         }
+    }
+
+    /// Ends every connection for shutdown: each one's queued frames are sent, then it is closed.
+    public func shutdown() {
+        for session in openSessions { session.closesAfterFlush = true }
+        for session in openSessions where !session.hasUnflushedFrames {
+            session.hasUnflushedFrames = true
+            sessionsToFlush.append(session)
+        }
+        flush()
     }
 
     // MARK: - Requests

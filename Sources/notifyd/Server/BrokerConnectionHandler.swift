@@ -1,0 +1,81 @@
+import Logging
+import NIOCore
+import NotifyBus
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Connects one client's channel to the broker: opens a session with the peer's kernel credentials, hands decoded
+/// frames to the broker, and flushes once per batch of reads.
+///
+/// All connections and the broker live on one event loop, so calling the broker from here needs no lock.
+final class BrokerConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = DecodedRequest
+
+    private let broker: Broker
+    private let logger: Logger
+    private var session: Session?
+    private var transport: ChannelTransport?
+
+    init(broker: Broker, logger: Logger) {
+        self.broker = broker
+        self.logger = logger
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let peer: PeerCredentials
+        do {
+            peer = try PeerCredentials.ofPeer(of: context.channel)
+        } catch {
+            logger.warning("closing a connection whose peer credentials cannot be read", metadata: ["error": "\(error)"])
+            context.close(promise: nil)
+            return
+        }
+        let transport = ChannelTransport(context: context, logger: logger)
+        self.transport = transport
+        let session = broker.open(peer: peer, transport: transport)
+        self.session = session
+        logger.debug(
+            "connection opened",
+            metadata: ["session": "\(session.id)", "peer_uid": "\(peer.uid)", "peer_pid": "\(peer.pid)"]
+        )
+        broker.flush()
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let session else { return }
+        broker.handle(unwrapInboundIn(data), from: session)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        broker.flush()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        transport?.writabilityChanged(context.channel.isWritable)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if let session {
+            broker.close(session)
+            logger.debug("connection closed", metadata: ["session": "\(session.id)"])
+        }
+        broker.flush()
+        session = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A reset by a client that vanished is routine; anything else is worth a line.
+        if let io = error as? IOError, io.errnoCode == ECONNRESET || io.errnoCode == EPIPE {
+            logger.debug("connection reset by peer")
+        } else {
+            logger.warning("connection error; closing it", metadata: ["error": "\(error)"])
+        }
+        context.close(promise: nil)
+    }
+}
