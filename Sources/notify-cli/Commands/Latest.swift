@@ -1,0 +1,38 @@
+import ArgumentParser
+import NotifyBus
+
+struct Latest: ParsableCommand, ConnectingCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the buffered latest message of a topic.",
+        discussion: """
+            Exits 1 when nothing is buffered for the topic: it has no messages yet, was cleared, or only got \
+            messages sent with --no-retain. --format json prints the same object as notify subscribe --format json.
+            """
+    )
+
+    @ParentCommand var parent: Notify
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "The topic.")
+    var topic: String
+
+    @Option(name: .long, help: "raw or json.")
+    var format: DeliveryFormat = .raw
+
+    func validate() throws {
+        if format == .line { throw ValidationError("--format for latest is raw or json") }
+    }
+
+    func run() throws {
+        try runReportingFailures {
+            let topic = try parseTopic(topic)
+            let connection = try openConnection()
+            let delivery = try connection.latest(topic)
+            connection.close()
+            guard let delivery else {
+                throw CommandFailure(.nothingBuffered, "nothing is buffered for topic \"\(topic.name)\"")
+            }
+            StandardOutput.write(format.render(delivery))
+        }
+    }
+}

@@ -1,0 +1,37 @@
+import ArgumentParser
+import NotifyBus
+
+struct Stats: ParsableCommand, ConnectingCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the daemon's counters.",
+        discussion: """
+            connections and subscriptions open now; topics known and retained (with a buffered message) and their \
+            retained_bytes; messages_in (publishes) and messages_out (deliveries) with their payload bytes_in and \
+            bytes_out; uptime_seconds. Per-topic counters: notify topics.
+            """
+    )
+
+    @ParentCommand var parent: Notify
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(name: .long, help: "table or json.")
+    var format: TableFormat = .table
+
+    func run() throws {
+        try runReportingFailures {
+            let connection = try openConnection()
+            let stats = try connection.stats()
+            connection.close()
+            switch format {
+            case .table:
+                StandardOutput.write(renderTable([["COUNTER", "VALUE"]] + stats.counters.map { [$0.name, String($0.value)] }))
+            case .json:
+                var json = JSONWriter()
+                json.beginObject()
+                for counter in stats.counters { json.field(counter.name, counter.value) }
+                json.endObject()
+                StandardOutput.write(json.text + "\n")
+            }
+        }
+    }
+}

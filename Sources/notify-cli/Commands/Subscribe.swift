@@ -1,0 +1,92 @@
+import ArgumentParser
+import NotifyBus
+
+struct Subscribe: AsyncParsableCommand, ConnectingCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the messages published to topics matching the patterns, as they come.",
+        discussion: """
+            Each message is written to standard output as soon as it arrives (no buffering), so the output can be \
+            piped: notify subscribe 'backup.>' | grep failed.
+
+            Formats: raw prints the payload, line prints `topic payload`, json prints one object per line with \
+            topic, seq, time (RFC 3339), uid, pid, unit and payload (or payload_base64 when the payload is not \
+            UTF-8). raw and line end each message with a line break unless its payload already ends with one.
+
+            Without --count, notify subscribe runs until interrupted, until --timeout, or until the daemon goes away \
+            (exit 69). With --count, it exits 0 after that many messages, or 124 if --timeout comes first.
+            """
+    )
+
+    @ParentCommand var parent: Notify
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "Topics or patterns: * matches one token, a final > one or more.")
+    var patterns: [String]
+
+    @Option(name: .long, help: "Exit after this many messages.")
+    var count: Int?
+
+    @Option(name: .long, help: "Stop after this many seconds.")
+    var timeout: Double?
+
+    @Flag(name: .long, help: "Start with the buffered latest message of each matching topic.")
+    var latest = false
+
+    @Option(name: .long, help: "raw, line or json.")
+    var format: DeliveryFormat = .line
+
+    func validate() throws {
+        if patterns.isEmpty { throw ValidationError("give at least one topic or pattern to subscribe to") }
+        if let count, count < 1 { throw ValidationError("--count must be at least 1") }
+        if let timeout, timeout <= 0 { throw ValidationError("--timeout must be more than 0 seconds") }
+    }
+
+    func run() async throws {
+        try await runReportingFailures {
+            let patterns = try self.patterns.map(parsePattern)
+            let client = try await connect()
+            let subscription = try await client.subscribe(to: patterns, latestFirst: latest)
+            let format = self.format
+            let count = self.count
+            let outcome = try await withDeadline(seconds: timeout) {
+                var received = 0
+                for try await delivery in subscription {
+                    StandardOutput.write(format.render(delivery))
+                    received += 1
+                    if received == count { return }
+                }
+                throw CommandFailure(.unavailable, "the daemon closed the connection")
+            }
+            await client.close()
+            if outcome == .timedOut && count != nil {
+                throw CommandFailure(.timeout, "--timeout ran out before \(count!) messages came")
+            }
+        }
+    }
+}
+
+enum DeadlineOutcome {
+    case finished
+    case timedOut
+}
+
+/// Runs `body` until it returns, or until `seconds` have passed (then it is cancelled).
+func withDeadline(seconds: Double?, _ body: @escaping @Sendable () async throws -> Void) async throws -> DeadlineOutcome {
+    guard let seconds else {
+        try await body()
+        return .finished
+    }
+    return try await withThrowingTaskGroup(of: DeadlineOutcome.self) { group in
+        group.addTask {
+            try await body()
+            return .finished
+        }
+        group.addTask {
+            try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+            return .timedOut
+        }
+        let first = try await group.next()!
+        group.cancelAll()
+        return first
+    }
+}

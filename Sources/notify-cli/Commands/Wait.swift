@@ -1,0 +1,50 @@
+import ArgumentParser
+import NotifyBus
+
+struct Wait: AsyncParsableCommand, ConnectingCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Wait for a message on a topic and print it.",
+        discussion: """
+            Prints the topic's buffered message if it matches, else waits for the next one that does, and exits 0. \
+            Without --equals any message matches. Exits 124 if --timeout runs out first.
+
+            Example: notify wait backup.status --equals done --timeout 3600 && start-the-next-job
+            """
+    )
+
+    @ParentCommand var parent: Notify
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "The topic (or pattern) to wait on.")
+    var topic: String
+
+    @Option(name: .long, help: "Wait for a message whose payload is exactly this text.")
+    var equals: String?
+
+    @Option(name: .long, help: "Give up after this many seconds.")
+    var timeout: Double?
+
+    func validate() throws {
+        if let timeout, timeout <= 0 { throw ValidationError("--timeout must be more than 0 seconds") }
+    }
+
+    func run() async throws {
+        try await runReportingFailures {
+            let pattern = try parsePattern(topic)
+            let client = try await connect()
+            let subscription = try await client.subscribe(to: [pattern], latestFirst: true)
+            let expected = equals.map { Array($0.utf8) }
+            let outcome = try await withDeadline(seconds: timeout) {
+                for try await delivery in subscription where expected == nil || delivery.bytes == expected {
+                    StandardOutput.write(DeliveryFormat.raw.render(delivery))
+                    return
+                }
+                throw CommandFailure(.unavailable, "the daemon closed the connection")
+            }
+            await client.close()
+            if outcome == .timedOut {
+                throw CommandFailure(.timeout, "--timeout ran out before a matching message came")
+            }
+        }
+    }
+}

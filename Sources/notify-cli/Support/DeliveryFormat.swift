@@ -1,0 +1,78 @@
+import ArgumentParser
+import NotifyBus
+
+/// How a delivered message is printed.
+enum DeliveryFormat: String, ExpressibleByArgument, CaseIterable {
+    /// The payload alone.
+    case raw
+    /// `topic payload`.
+    case line
+    /// One JSON object per message.
+    case json
+
+    /// The bytes to print for `delivery`, ending with exactly one line break.
+    ///
+    /// `raw` and `line` add a line break unless the payload ends with one, so `echo hi | notify send t` then
+    /// `notify latest t` prints `hi` once. Exact bytes: use `json`, whose `payload_base64` carries any payload.
+    func render(_ delivery: Delivery) -> [UInt8] {
+        switch self {
+        case .raw:
+            return DeliveryFormat.terminated(delivery.bytes)
+        case .line:
+            return DeliveryFormat.terminated(Array(delivery.topic.name.utf8) + [UInt8(ascii: " ")] + delivery.bytes)
+        case .json:
+            return Array((DeliveryFormat.json(delivery) + "\n").utf8)
+        }
+    }
+
+    /// The JSON object of a delivery: topic, seq, time (RFC 3339), uid, pid, unit, and the payload as a string when
+    /// it is UTF-8, else as base64 in `payload_base64`.
+    static func json(_ delivery: Delivery) -> String {
+        var json = JSONWriter()
+        json.beginObject()
+        json.field("topic", delivery.topic.name)
+        json.field("seq", delivery.sequence)
+        json.field("time", delivery.time.rfc3339)
+        json.field("uid", UInt64(delivery.publisher.uid))
+        json.key("pid")
+        json.number(Int64(delivery.publisher.pid))
+        json.field("unit", delivery.publisher.unit)
+        if let text = delivery.text {
+            json.field("payload", text)
+        } else {
+            json.field("payload_base64", Base64.encode(delivery.bytes))
+        }
+        json.endObject()
+        return json.text
+    }
+
+    private static func terminated(_ bytes: [UInt8]) -> [UInt8] {
+        bytes.last == UInt8(ascii: "\n") ? bytes : bytes + [UInt8(ascii: "\n")]
+    }
+}
+
+/// How a list or table is printed.
+enum TableFormat: String, ExpressibleByArgument, CaseIterable {
+    /// Aligned columns for people.
+    case table
+    /// One JSON document for programs.
+    case json
+}
+
+/// Left-aligned columns separated by two spaces.
+func renderTable(_ rows: [[String]]) -> String {
+    guard let header = rows.first else { return "" }
+    var widths = header.map(\.count)
+    for row in rows {
+        for (column, cell) in row.enumerated() { widths[column] = max(widths[column], cell.count) }
+    }
+    var out = ""
+    for row in rows {
+        var line = ""
+        for (column, cell) in row.enumerated() {
+            line += column == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[column] - cell.count + 2)
+        }
+        out += line + "\n"
+    }
+    return out
+}

@@ -1,0 +1,117 @@
+import ArgumentParser
+import NotifyBus
+
+/// The exit statuses of `notify`, one meaning each, so shell scripts can tell what happened
+/// (the numbers follow sysexits.h where one fits).
+enum ExitStatus: Int32 {
+    case success = 0
+    /// `latest` found nothing buffered.
+    case nothingBuffered = 1
+    /// Bad command line (argument parser errors exit with 64 too).
+    case usage = 64
+    /// Invalid input: a bad topic or pattern, a payload over the daemon's limit.
+    case invalidInput = 65
+    /// The daemon is not reachable, or went away.
+    case unavailable = 69
+    /// The daemon sent something this client does not understand (a bug somewhere).
+    case software = 70
+    /// The daemon refused for now: a limit was reached.
+    case temporaryFailure = 75
+    /// Not permitted: the socket's permissions, or the daemon's policy.
+    case notPermitted = 77
+    /// The time given with --timeout ran out.
+    case timeout = 124
+
+    /// The table printed in `notify --help` and the README.
+    static let help = """
+        Exit status:
+          0    success
+          1    latest: nothing is buffered for the topic
+          64   usage error (bad options or arguments)
+          65   invalid input: a bad topic or pattern, a payload over the limit
+          69   the daemon is unreachable, or closed the connection
+          70   the daemon answered something this notify does not understand
+          75   the daemon refused for now: one of its limits was reached
+          77   not permitted (socket permissions, reserved $ topics)
+          124  --timeout ran out
+        """
+}
+
+/// A failure that ends the command: the sentence for stderr and the exit status.
+struct CommandFailure: Error {
+    let status: ExitStatus
+    let message: String
+
+    init(_ status: ExitStatus, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    /// The exit status and sentence for a client error.
+    init(_ error: NotifyClientError) {
+        message = error.message
+        switch error.kind {
+        case .unreachable, .connectionClosed: status = .unavailable
+        case .notPermitted: status = .notPermitted
+        case .invalidInput: status = .invalidInput
+        case .protocolViolation: status = .software
+        case .refused:
+            switch error.refusal?.code {
+            case .invalidTopic?, .payloadTooLarge?: status = .invalidInput
+            case .notPermitted?: status = .notPermitted
+            case .limitReached?: status = .temporaryFailure
+            case .notFound?: status = .nothingBuffered
+            case .unavailable?: status = .unavailable
+            default: status = .software
+            }
+        }
+    }
+}
+
+/// Runs a command body, turning failures into a line on stderr and the matching exit status.
+func runReportingFailures(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch {
+        throw ExitCode(report(error))
+    }
+}
+
+/// Runs a command body, turning failures into a line on stderr and the matching exit status.
+func runReportingFailures(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch {
+        throw ExitCode(report(error))
+    }
+}
+
+/// Prints a failure on stderr and returns its exit status; other errors are left to the argument parser.
+func report(_ error: any Error) -> Int32 {
+    let failure: CommandFailure
+    switch error {
+    case let known as CommandFailure: failure = known
+    case let client as NotifyClientError: failure = CommandFailure(client)
+    default: return ExitCode.failure.rawValue
+    }
+    StandardError.writeLine("notify: \(failure.message)")
+    return failure.status.rawValue
+}
+
+/// Validates a topic given on the command line.
+func parseTopic(_ text: String) throws -> Topic {
+    do {
+        return try Topic(text)
+    } catch {
+        throw CommandFailure(.invalidInput, "invalid topic: \(error)")
+    }
+}
+
+/// Validates a pattern given on the command line.
+func parsePattern(_ text: String) throws -> TopicPattern {
+    do {
+        return try TopicPattern(text)
+    } catch {
+        throw CommandFailure(.invalidInput, "invalid pattern: \(error)")
+    }
+}

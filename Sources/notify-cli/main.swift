@@ -1,1 +1,0 @@
-print("notify: not built yet")
