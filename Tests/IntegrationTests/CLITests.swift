@@ -1,0 +1,194 @@
+import Foundation
+import NotifyBus
+import Testing
+
+/// The `notify` command against a real daemon: what it prints and what its exit status means.
+@Suite("notify against a real notifyd")
+struct CLITests {
+    @Test("send, latest, clear: the README's round trip")
+    func sendLatestClear() async throws {
+        let daemon = try await TestDaemon.start()
+        let sent = try await daemon.notify(["send", "demo.hello", "world"])
+        #expect(sent.status == 0 && sent.stderr.isEmpty)
+
+        let latest = try await daemon.notify(["latest", "demo.hello"])
+        #expect(latest.status == 0)
+        #expect(latest.output == "world\n")
+
+        #expect(try await daemon.notify(["clear", "demo.hello"]).status == 0)
+        let cleared = try await daemon.notify(["latest", "demo.hello"])
+        #expect(cleared.status == 1, "exit 1: nothing buffered")
+        #expect(cleared.output.isEmpty)
+        #expect(cleared.stderr.contains("nothing is buffered for topic \"demo.hello\""))
+        try await daemon.stop()
+    }
+
+    @Test("send reads stdin byte for byte when no message is given; --no-retain keeps the buffered message")
+    func stdinAndNoRetain() async throws {
+        let daemon = try await TestDaemon.start()
+        let binary: [UInt8] = [0, 1, 2, 0xFF, 0x0A, 0x0D, 0x20]
+        #expect(try await daemon.notify(["send", "bin"], input: binary).status == 0)
+        let json = try await daemon.notify(["latest", "bin", "--format", "json"])
+        #expect(json.output.contains("\"payload_base64\":\"AAEC/woNIA==\""))
+        #expect(!json.output.contains("\"payload\":"))
+
+        #expect(try await daemon.notify(["send", "text", "kept"]).status == 0)
+        #expect(try await daemon.notify(["send", "text", "passing", "--no-retain"]).status == 0)
+        #expect(try await daemon.notify(["latest", "text"]).output == "kept\n")
+        let topics = try await daemon.notify(["topics", "--format", "json"])
+        #expect(topics.output.contains("{\"topic\":\"text\",\"seq\":2,\"retained_bytes\":4,\"published\":2,\"delivered\":0,"))
+        try await daemon.stop()
+    }
+
+    @Test("latest --format json prints topic, seq, RFC 3339 time, uid, pid, unit and payload")
+    func latestJSON() async throws {
+        let daemon = try await TestDaemon.start()
+        let client = try await daemon.client()
+        try await client.publishAcknowledged("say \"hi\"\n", to: Topic("j.k"))
+        let result = try await daemon.notify(["latest", "j.k", "--format", "json"])
+        let object = try #require(JSONSerialization.jsonObject(with: Data(result.stdout)) as? [String: Any])
+        #expect(object["topic"] as? String == "j.k")
+        #expect(object["seq"] as? Int == 1)
+        #expect(object["payload"] as? String == "say \"hi\"\n")
+        #expect(object["uid"] as? Int == Int(getuid()))
+        #expect(object["pid"] as? Int == Int(getpid()), "the publisher is this test process, per SO_PEERCRED")
+        #expect(object.keys.contains("unit"))
+        let time = try #require(object["time"] as? String)
+        #expect(time.hasSuffix("Z") && time.count == "2026-11-22T00:00:00.000000Z".count)
+        await client.close()
+        try await daemon.stop()
+    }
+
+    @Test("subscribe with * and > patterns prints what matches, flushed per message, in the chosen format")
+    func subscribePatterns() async throws {
+        let daemon = try await TestDaemon.start()
+        // The marker proves the subscription is in place before the test publishes: --latest delivers it first.
+        #expect(try await daemon.notify(["send", "a.ready", "marker"]).status == 0)
+        let subscriber = try startNotify(["subscribe", "a.ready", "a.*.c", "a.x.>", "--latest", "--count", "5"], socket: daemon.socketPath)
+        try await subscriber.standardOutput.wait("the subscriber to start") { $0.contains("a.ready marker") }
+        for (topic, message) in [("a.b.c", "1"), ("a.b", "no"), ("a.x.y", "2"), ("a.x.y.z", "3"), ("a.x", "no"), ("b.b.c", "no"), ("a.q.c", "4")] {
+            #expect(try await daemon.notify(["send", topic, message]).status == 0)
+        }
+        #expect(try await subscriber.exitStatus() == 0)
+        #expect(subscriber.standardOutput.lines == ["a.ready marker", "a.b.c 1", "a.x.y 2", "a.x.y.z 3", "a.q.c 4"])
+        try await daemon.stop()
+    }
+
+    @Test("subscribe output reaches a pipe as each message comes, before the subscriber exits")
+    func subscribeIsUnbuffered() async throws {
+        let daemon = try await TestDaemon.start()
+        #expect(try await daemon.notify(["send", "p.start", "go"]).status == 0)
+        let subscriber = try startNotify(["subscribe", "p.>", "--latest", "--format", "raw"], socket: daemon.socketPath)
+        try await subscriber.standardOutput.wait("the marker") { $0 == "go\n" }
+        #expect(try await daemon.notify(["send", "p.one", "first"]).status == 0)
+        try await subscriber.standardOutput.wait("the first message while the subscriber runs") { $0 == "go\nfirst\n" }
+        subscriber.signal(SIGTERM)
+        _ = try await subscriber.exitStatus()
+        try await daemon.stop()
+    }
+
+    @Test("wait prints the buffered message if it matches, else the next one that does; 124 on timeout")
+    func waitCommand() async throws {
+        let daemon = try await TestDaemon.start()
+        #expect(try await daemon.notify(["send", "job.state", "running"]).status == 0)
+        let already = try await daemon.notify(["wait", "job.state"])
+        #expect(already.status == 0 && already.output == "running\n")
+
+        let waiter = try startNotify(["wait", "job.state", "--equals", "done"], socket: daemon.socketPath)
+        #expect(try await daemon.notify(["send", "job.state", "still running"]).status == 0)
+        #expect(try await daemon.notify(["send", "job.state", "done"]).status == 0)
+        #expect(try await waiter.exitStatus() == 0)
+        #expect(waiter.standardOutput.text == "done\n")
+
+        let timedOut = try await daemon.notify(["wait", "job.state", "--equals", "never", "--timeout", "0.2"])
+        #expect(timedOut.status == 124)
+        let subscribeTimeout = try await daemon.notify(["subscribe", "quiet", "--count", "1", "--timeout", "0.2"])
+        #expect(subscribeTimeout.status == 124)
+        let subscribeWindow = try await daemon.notify(["subscribe", "quiet", "--timeout", "0.2"])
+        #expect(subscribeWindow.status == 0, "without --count, the timeout is the planned end")
+        try await daemon.stop()
+    }
+
+    @Test("topics and stats, as tables and as JSON")
+    func topicsAndStats() async throws {
+        let daemon = try await TestDaemon.start()
+        for topic in ["t.one", "t.two", "other"] { #expect(try await daemon.notify(["send", topic, "x"]).status == 0) }
+        let table = try await daemon.notify(["topics", "t.>"])
+        #expect(table.status == 0)
+        let rows = table.output.split(separator: "\n")
+        #expect(rows.count == 3 && rows[0].hasPrefix("TOPIC") && rows[1].hasPrefix("t.one") && rows[2].hasPrefix("t.two"))
+        let stats = try await daemon.notify(["stats", "--format", "json"])
+        let object = try #require(JSONSerialization.jsonObject(with: Data(stats.stdout)) as? [String: Any])
+        #expect(object["topics"] as? Int == 3 && object["messages_in"] as? Int == 3 && object["connections"] as? Int == 1)
+        #expect(try await daemon.notify(["stats"]).output.contains("retained_bytes"))
+        try await daemon.stop()
+    }
+
+    @Test("exit statuses: 65 invalid input, 77 not permitted, 69 unreachable, 64 usage")
+    func exitStatuses() async throws {
+        let daemon = try await TestDaemon.start(arguments: ["--max-payload", "10"])
+        let badTopic = try await daemon.notify(["send", "a..b", "x"])
+        #expect(badTopic.status == 65 && badTopic.stderr.contains("empty token"))
+        let badPattern = try await daemon.notify(["subscribe", "a.>.b"])
+        #expect(badPattern.status == 65)
+        let tooLarge = try await daemon.notify(["send", "big", "more than ten bytes"])
+        #expect(tooLarge.status == 65 && tooLarge.stderr.contains("at most 10 bytes"))
+        let reserved = try await daemon.notify(["send", "$notifyd.x", "x"])
+        #expect(reserved.status == 77 && reserved.stderr.contains("reserved"))
+        let usage = try await daemon.notify(["send"])
+        #expect(usage.status == 64)
+        let unknown = try await daemon.notify(["frobnicate"])
+        #expect(unknown.status == 64)
+        try await daemon.stop()
+
+        let gone = try await notify(["send", "a", "b"], socket: daemon.socketPath)
+        #expect(gone.status == 69)
+        #expect(gone.stderr.contains(daemon.socketPath) && gone.stderr.contains("start it with"))
+    }
+
+    @Test("the quick send path and the argument parser's behave the same")
+    func quickPathMatchesParser() async throws {
+        let daemon = try await TestDaemon.start(arguments: ["--max-payload", "10"])
+        // Each pair: a form the quick path takes, and the same request in a form only the parser takes (an
+        // option spelled differently, or after `--`).
+        let pairs: [([String], [String])] = [
+            (["send", "q.a", "one"], ["send", "--", "q.a", "one"]),
+            (["send", "a..b", "x"], ["send", "--", "a..b", "x"]),
+            (["send", "$x", "x"], ["send", "--", "$x", "x"]),
+            (["send", "q.b", "far too long for ten"], ["send", "--", "q.b", "far too long for ten"]),
+            (["send", "q.c", "x", "--no-retain"], ["send", "--no-retain", "--", "q.c", "x"]),
+            (["--socket", daemon.socketPath, "send", "q.d", "x"], ["send", "--socket=\(daemon.socketPath)", "--", "q.d", "x"]),
+            (["send", "--socket", "/nonexistent.sock", "q.e", "x"], ["--socket", "/nonexistent.sock", "send", "--", "q.e", "x"]),
+        ]
+        for (quick, parsed) in pairs {
+            let a = try await daemon.notify(quick)
+            let b = try await daemon.notify(parsed)
+            #expect(a.status == b.status, "\(quick) vs \(parsed)")
+            #expect(a.stderr == b.stderr, "\(quick) vs \(parsed)")
+        }
+        let retained = try await daemon.notify(["latest", "q.c"])
+        #expect(retained.status == 1, "--no-retain on both paths")
+        try await daemon.stop()
+    }
+
+    @Test("send --lines delivers 10,000 lines as 10,000 messages, in order, over one connection")
+    func tenThousandLines() async throws {
+        let daemon = try await TestDaemon.start()
+        let client = try await daemon.client()
+        let subscription = try await client.subscribe(to: [TopicPattern("lines")])
+        let count = 10_000
+        let input = (1...count).map { "line \($0)" }.joined(separator: "\n") + "\n"
+        let sender = try await daemon.notify(["send", "lines", "--lines"], input: Array(input.utf8))
+        #expect(sender.status == 0, "\(sender.stderr)")
+        var received: [String] = []
+        for try await delivery in subscription {
+            received.append(delivery.text ?? "")
+            if received.count == count { break }
+        }
+        #expect(received == (1...count).map { "line \($0)" })
+        let stats = try await client.stats()
+        #expect(stats["connections"] == 1, "the sender used one connection and closed it")
+        await client.close()
+        try await daemon.stop()
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import NotifyBus
+import Testing
+
+/// Starting and stopping the real daemon: its socket file, a stale one, a rival.
+@Suite("notifyd start and stop")
+struct DaemonLifecycleTests {
+    @Test("a killed daemon's stale socket is replaced on restart")
+    func staleSocketReplaced() async throws {
+        let directory = try TemporaryDirectory()
+        let first = try await TestDaemon.start(in: directory)
+        #expect(try await first.notify(["send", "s", "before"]).status == 0)
+        try await first.kill()
+        #expect(FileManager.default.fileExists(atPath: first.socketPath), "SIGKILL leaves the socket file behind")
+        let refused = try await first.notify(["send", "s", "x"])
+        #expect(refused.status == 69 && refused.stderr.contains("stale"))
+
+        let second = try await TestDaemon.start(in: directory)
+        #expect(second.log.contains("replaced a stale socket"))
+        #expect(try await second.notify(["send", "s", "after"]).status == 0)
+        #expect(try await second.notify(["latest", "s"]).output == "after\n")
+        try await second.stop()
+    }
+
+    @Test("a second daemon on the same socket refuses to start and leaves the first one serving")
+    func secondDaemonRefuses() async throws {
+        let first = try await TestDaemon.start()
+        let second = try TestDaemon.launch(in: first.directory)
+        #expect(try await second.child.exitStatus() == 73)
+        #expect(second.log.contains("another notifyd is running on \(first.socketPath)"))
+        #expect(try await first.notify(["send", "still", "here"]).status == 0)
+        try await first.stop()
+    }
+
+    @Test("a path that is not a socket is never removed")
+    func notASocket() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path + "/notifyd.sock"
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("precious".utf8)))
+        let daemon = try TestDaemon.launch(in: directory)
+        #expect(try await daemon.child.exitStatus() == 73)
+        #expect(daemon.log.contains("is not a socket"))
+        #expect(FileManager.default.contents(atPath: path) == Data("precious".utf8))
+    }
+
+    @Test("SIGTERM stops the daemon gracefully: subscribers get what they are owed, the socket file goes")
+    func gracefulStop() async throws {
+        let daemon = try await TestDaemon.start()
+        let client = try await daemon.client()
+        let subscription = try await client.subscribe(to: [TopicPattern("bye")])
+        try await client.publishAcknowledged("last words", to: Topic("bye"))
+        #expect(try await daemon.stop() == 0)
+        var received: [String] = []
+        do {
+            for try await delivery in subscription { received.append(delivery.text!) }
+        } catch let error as NotifyClientError {
+            #expect(error.kind == .connectionClosed)
+        }
+        #expect(received == ["last words"])
+        #expect(!FileManager.default.fileExists(atPath: daemon.socketPath))
+        #expect(daemon.log.contains("stopped"))
+    }
+
+    @Test("the daemon creates missing directories for its socket")
+    func createsDirectories() async throws {
+        let directory = try TemporaryDirectory()
+        let nested = try TestDaemon.launch(in: directory, arguments: ["--socket", directory.path + "/a/b/n.sock"])
+        try await nested.child.standardError.wait("listening") { $0.contains("listening") }
+        #expect(try await notify(["send", "x", "y"], socket: directory.path + "/a/b/n.sock").status == 0)
+        var info = stat()
+        stat(directory.path + "/a/b", &info)
+        #expect(info.st_mode & 0o777 == (getuid() == 0 ? 0o755 : 0o700))
+        try await nested.stop()
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+
+/// A plain Unix-socket connection for sending arbitrary bytes, well-formed or not, and reading what comes back.
+final class RawSocket {
+    private let descriptor: Int32
+    private(set) var received: [UInt8] = []
+
+    init(path: String) throws {
+        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: path.utf8)
+            raw[path.utf8.count] = 0
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else { throw TestFailure("connect to \(path) failed: errno \(errno)") }
+    }
+
+    deinit { close(descriptor) }
+
+    func send(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Foundation.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard written > 0 else { throw TestFailure("send failed: errno \(errno)") }
+            offset += written
+        }
+    }
+
+    func send(_ text: String) throws { try send(Array(text.utf8)) }
+
+    /// Reads until `condition` holds for all bytes received, the peer closes, or `timeout` passes.
+    /// - Returns: whether the condition holds.
+    @discardableResult
+    func read(timeout: Duration = .seconds(15), until condition: ([UInt8]) -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while !condition(received) {
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else { return false }
+            var interval = timeval(tv_sec: Int(remaining.components.seconds), tv_usec: Int(remaining.components.attoseconds / 1_000_000_000_000) + 1)
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { return condition(received) }
+            received += buffer[..<count]
+        }
+        return true
+    }
+
+    /// The lines received so far (payload lines included).
+    var lines: [String] { String(decoding: received, as: UTF8.self).split(separator: "\n").map(String.init) }
+
+    /// Whether the daemon closes the connection (reading reaches end of file) within `timeout`; what arrives
+    /// before that is kept.
+    func isClosedByPeer(timeout: Duration = .seconds(15)) -> Bool {
+        var interval = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count == 0 { return true }
+            if count < 0 { return false }
+            received += buffer[..<count]
+        }
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+import NotifyBus
+
+/// A real `notifyd` process on a socket in its own temporary directory.
+final class TestDaemon: Sendable {
+    let directory: TemporaryDirectory
+    let socketPath: String
+    let child: ChildProcess
+
+    /// Starts `notifyd` and waits until it says it listens.
+    static func start(in directory: TemporaryDirectory? = nil, arguments: [String] = []) async throws -> TestDaemon {
+        let daemon = try launch(in: directory ?? TemporaryDirectory(), arguments: arguments)
+        try await daemon.waitUntilListening()
+        return daemon
+    }
+
+    /// Starts `notifyd` without waiting: for tests of how it starts or fails to.
+    static func launch(in directory: TemporaryDirectory, arguments: [String] = []) throws -> TestDaemon {
+        try Binaries.checkBuilt()
+        return try TestDaemon(directory: directory, socketPath: directory.path + "/notifyd.sock", arguments: arguments)
+    }
+
+    private init(directory: TemporaryDirectory, socketPath: String, arguments: [String]) throws {
+        self.directory = directory
+        self.socketPath = socketPath
+        child = try ChildProcess(Binaries.notifyd, ["--socket", socketPath] + arguments)
+    }
+
+    func waitUntilListening() async throws {
+        try await child.standardError.wait("notifyd to listen on \(socketPath)") { $0.contains("listening") }
+    }
+
+    var log: String { child.standardError.text }
+
+    /// Stops the daemon with SIGTERM and returns its exit status.
+    @discardableResult
+    func stop() async throws -> Int32 {
+        child.signal(SIGTERM)
+        return try await child.exitStatus()
+    }
+
+    /// Kills the daemon with SIGKILL, as a crash would, and waits until it is gone.
+    func kill() async throws {
+        child.signal(SIGKILL)
+        _ = try await child.exitStatus()
+    }
+
+    /// A client-library connection to this daemon.
+    func client() async throws -> NotifyClient {
+        try await NotifyClient.connect(to: socketPath)
+    }
+
+    /// Runs `notify` against this daemon.
+    func notify(_ arguments: [String], input: [UInt8]? = nil, timeout: Duration = .seconds(60)) async throws -> CommandResult {
+        try await IntegrationTests.notify(arguments, socket: socketPath, input: input, timeout: timeout)
+    }
+}
