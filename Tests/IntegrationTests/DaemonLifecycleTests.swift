@@ -54,7 +54,7 @@ struct DaemonLifecycleTests {
         do {
             for try await delivery in subscription { received.append(delivery.text!) }
         } catch let error as NotifyClientError {
-            #expect(error.kind == .connectionClosed)
+            #expect(error.kind == .connectionClosed && error.message.contains("shutting down"))
         }
         #expect(received == ["last words"])
         #expect(!FileManager.default.fileExists(atPath: daemon.socketPath))

@@ -167,6 +167,31 @@ struct BrokerTests {
         #expect(client.transport.written.count == writes)
     }
 
+    @Test("a closed subscriber is not kept alive by the subscriber lists of topics it listened to")
+    func closedSessionsAreReleased() throws {
+        let harness = BrokerHarness()
+        weak var literalSession: Session?
+        weak var wildcardSession: Session?
+        weak var wildcardTransport: RecordingTransport?
+        do {
+            let literal = harness.connect()
+            let wildcard = harness.connect()
+            literal.send("SUB job.42.done\n")
+            wildcard.send("SUB job.*.done\n")
+            harness.connect().send("PUB job.42.done 2\nok\n")  // builds the topic's subscriber list
+            #expect(try literal.deliveries() == ["ok"] && wildcard.deliveries() == ["ok"])
+            literalSession = literal.session
+            wildcardSession = wildcard.session
+            wildcardTransport = wildcard.transport
+            harness.broker.close(literal.session)
+            harness.broker.close(wildcard.session)
+        }
+        #expect(literalSession == nil, "leaving a literal subscription empties that topic's list at once")
+        #expect(wildcardTransport == nil, "a closed session lets go of its connection even while a stale list holds it")
+        harness.connect().send("PUB job.42.done 2\nok\n")
+        #expect(wildcardSession == nil, "the next publish rebuilds the list without it")
+    }
+
     @Test("a frame error that loses framing is answered, then the connection is closed after the flush")
     func fatalError() throws {
         let harness = BrokerHarness()
@@ -231,6 +256,23 @@ struct BrokerTests {
         #expect(stats["messages_in"] == 3 && stats["messages_out"] == 2)
         #expect(stats["bytes_in"] == 6 && stats["bytes_out"] == 5)
         #expect(stats["uptime_seconds"] != nil)
+    }
+
+    @Test("shutdown sends every connection what it is owed, then ERR unavailable, then closes it")
+    func shutdown() throws {
+        let harness = BrokerHarness()
+        let subscriber = harness.connect()
+        subscriber.send("SUB t\n")
+        _ = try subscriber.received()
+        let idle = harness.connect()
+        harness.connect().send("PUB t 4\nlast\n")
+        harness.broker.shutdown()
+        let frames = try subscriber.received()
+        #expect(frames.compactMap(delivery).map(\.text) == ["last"])
+        #expect(frames.last.flatMap(errorCode) == .unavailable)
+        #expect(try idle.received().map(errorCode) == [.unavailable])
+        #expect(subscriber.transport.closed && idle.transport.closed)
+        #expect(harness.broker.statistics.connections == 0)
     }
 
     @Test("decoder errors are answered with their id and the connection keeps working")

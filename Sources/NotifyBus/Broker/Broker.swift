@@ -14,8 +14,10 @@ import NIOCore
 /// - `index`: pattern -> sessions, answering which sessions a topic's messages go to.
 /// - `Session.patterns`: session -> patterns, the other direction, kept in step with `index` by `subscribe`,
 ///   `unsubscribe` and `close` only.
-/// - `subscriptionGeneration` changes whenever `index` does; a topic's cached subscriber list is recomputed from
-///   `index` when its generation is stale, so a publish normally costs one hash lookup plus one write per subscriber.
+/// - Each topic caches the sessions its messages go to, so a publish normally costs one hash lookup plus one write
+///   per subscriber. A change to a literal subscription empties that one topic's cache at once; a change to a
+///   wildcard subscription bumps `wildcardGeneration`, and every cache is recomputed from `index` on its topic's
+///   next publish. Closed sessions drop their transport, so a stale cache never keeps a connection alive.
 ///
 /// ## Batching
 /// Frames are queued on sessions as work is done and sent by ``flush()``, which the daemon calls once per batch of
@@ -29,7 +31,7 @@ public final class Broker {
     /// be listed after it gained a buffered message or was forgotten; such entries are skipped.
     private var forgettableTopics = Deque<ByteKey>()
     private let index = SubscriptionIndex<Session>()
-    private var subscriptionGeneration: UInt64 = 0
+    private var wildcardGeneration: UInt64 = 0
     private var matchStamp: UInt64 = 0
     private var sessionsToFlush: [Session] = []
     private var openSessions: Set<Session> = []
@@ -76,14 +78,14 @@ public final class Broker {
     /// Forgets a connection that is gone: its subscriptions end, and nothing more is sent to it.
     public func close(_ session: Session) {
         guard !session.isClosed else { return }
-        session.isClosed = true
+        session.markClosed()
         counters.connections -= 1
         openSessions.remove(session)
-        if !session.patterns.isEmpty {
-            for pattern in session.patterns { index.remove(session, for: pattern) }
-            session.patterns.removeAll()
-            subscriptionGeneration &+= 1
+        for pattern in session.patterns {
+            index.remove(session, for: pattern)
+            subscriptionsChanged(for: pattern)
         }
+        session.patterns.removeAll()
     }
 
     /// Sends every frame queued since the last flush, one flush per connection, and closes the connections that
@@ -94,21 +96,21 @@ public final class Broker {
         sessionsToFlush.removeAll(keepingCapacity: true)
         for session in sessions {
             session.hasUnflushedFrames = false
-            guard !session.isClosed else { continue }
-            session.transport.flush()
+            guard let transport = session.transport else { continue }
+            transport.flush()
             if session.closesAfterFlush {
-                session.transport.close()
+                transport.close()
                 close(session)
             }
         }
     }
 
-    /// Ends every connection for shutdown: each one's queued frames are sent, then it is closed.
+    /// Ends every connection for shutdown: each one is sent what is queued for it and an `ERR unavailable`, then
+    /// closed.
     public func shutdown() {
-        for session in openSessions { session.closesAfterFlush = true }
-        for session in openSessions where !session.hasUnflushedFrames {
-            session.hasUnflushedFrames = true
-            sessionsToFlush.append(session)
+        for session in openSessions {
+            reply(ProtocolError(.unavailable, "the daemon is shutting down; reconnect once it is back"), to: session)
+            session.closesAfterFlush = true
         }
         flush()
     }
@@ -226,7 +228,7 @@ public final class Broker {
 
     /// The sessions that receive `state`'s messages, each once, recomputed only after subscriptions changed.
     private func subscribers(of state: TopicState) -> [Session] {
-        if state.subscribersGeneration == subscriptionGeneration { return state.subscribers }
+        if state.subscribersGeneration == wildcardGeneration { return state.subscribers }
         matchStamp &+= 1
         let stamp = matchStamp
         var list: [Session] = []
@@ -237,8 +239,17 @@ public final class Broker {
             }
         }
         state.subscribers = list
-        state.subscribersGeneration = subscriptionGeneration
+        state.subscribersGeneration = wildcardGeneration
         return list
+    }
+
+    /// Invalidates the cached subscriber lists that a change to `pattern` may have made wrong.
+    private func subscriptionsChanged(for pattern: TopicPattern) {
+        if pattern.isLiteral {
+            topics[ByteKey(pattern.text)]?.invalidateSubscribers()
+        } else {
+            wildcardGeneration &+= 1
+        }
     }
 
     // MARK: - Subscriptions
@@ -252,7 +263,7 @@ public final class Broker {
             }
             session.patterns.insert(pattern)
             index.insert(session, for: pattern)
-            subscriptionGeneration &+= 1
+            subscriptionsChanged(for: pattern)
         }
         if latestFirst {
             // Nothing runs between these writes and the OK, so the next live message follows without a gap.
@@ -272,7 +283,7 @@ public final class Broker {
             return reply(ProtocolError(.notFound, sentence, requestID: id), to: session)
         }
         index.remove(session, for: pattern)
-        subscriptionGeneration &+= 1
+        subscriptionsChanged(for: pattern)
         replyOK(id, to: session)
     }
 
@@ -325,8 +336,8 @@ public final class Broker {
     // MARK: - Output
 
     private func queue(_ frame: ByteBuffer, to session: Session) {
-        guard !session.isClosed else { return }
-        session.transport.write(frame)
+        guard let transport = session.transport else { return }
+        transport.write(frame)
         if !session.hasUnflushedFrames {
             session.hasUnflushedFrames = true
             sessionsToFlush.append(session)

@@ -9,7 +9,9 @@ public final class Session: Hashable {
     public let peer: PeerCredentials
     /// The identity stamped on this session's publishes (the same for all of them, so it is made once).
     let publisher: Publisher
-    let transport: any SessionTransport
+    /// Released when the session closes: a stale subscriber list may still reference the session for a while,
+    /// and must not keep the connection's channel alive with it.
+    private(set) var transport: (any SessionTransport)?
 
     /// The patterns this session subscribed to; the subscription index holds the other direction.
     var patterns: Set<TopicPattern> = []
@@ -19,7 +21,7 @@ public final class Session: Hashable {
     var hasUnflushedFrames = false
     /// Whether the connection is to be closed once flushed (after an error that loses framing).
     var closesAfterFlush = false
-    var isClosed = false
+    private(set) var isClosed = false
     /// The last stamp of a subscriber-list computation that counted this session; deduplicates a session that
     /// several of its patterns match.
     var matchStamp: UInt64 = 0
@@ -29,6 +31,12 @@ public final class Session: Hashable {
         self.peer = peer
         self.publisher = peer.publisher
         self.transport = transport
+    }
+
+    /// Marks the session closed and lets go of its connection.
+    func markClosed() {
+        isClosed = true
+        transport = nil
     }
 
     /// The number of subscriptions held.

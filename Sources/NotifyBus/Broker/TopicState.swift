@@ -12,10 +12,16 @@ final class TopicState {
     var delivered: UInt64 = 0
     var lastPublished: PublishTime?
 
-    /// The sessions that receive this topic's messages, each once, valid while `subscribersGeneration` equals the
-    /// broker's subscription generation.
+    /// The sessions that receive this topic's messages, each once; valid while `subscribersGeneration` equals the
+    /// broker's wildcard generation and `invalidateSubscribers` was not called since.
     var subscribers: [Session] = []
     var subscribersGeneration: UInt64 = .max
+
+    /// Forgets the subscriber list, and the sessions it holds, until the next publish recomputes it.
+    func invalidateSubscribers() {
+        subscribers = []
+        subscribersGeneration = .max
+    }
 
     init(topic: Topic) {
         self.topic = topic

@@ -120,6 +120,9 @@ final class ClientChannelHandler: ChannelInboundHandler {
         case .error(let error):
             if let id = error.requestID, let promise = waiting.removeValue(forKey: id) {
                 promise.succeed(.error(error))
+            } else if error.requestID == nil && error.code == .unavailable {
+                // The daemon is going away: say so when the connection ends, rather than just "closed".
+                failure = failure ?? NotifyClientError(.connectionClosed, error.message, refusal: error)
             } else {
                 deferredErrors.append(error)
             }

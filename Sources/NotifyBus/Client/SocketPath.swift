@@ -30,10 +30,15 @@ public enum SocketPath {
         return runtimeDirectory(environment: environment, uid: uid) + "/notifyd/notifyd.sock"
     }
 
-    /// The user's runtime directory as described for ``resolve(explicit:environment:uid:)``; `uid` defaults to the caller's.
+    /// The user's runtime directory as described for ``resolve(explicit:environment:uid:)``.
     public static func runtimeDirectory(environment: (String) -> String? = SocketPath.processEnvironment, uid: UInt32) -> String {
+        runtimeDirectory(environment: environment, uid: uid, perUserBase: "/run/user")
+    }
+
+    /// `perUserBase` is `/run/user` except in tests.
+    static func runtimeDirectory(environment: (String) -> String?, uid: UInt32, perUserBase: String) -> String {
         if let runtime = environment("XDG_RUNTIME_DIR"), runtime.hasPrefix("/") { return runtime }
-        let perUser = "/run/user/\(uid)"
+        let perUser = "\(perUserBase)/\(uid)"
         var info = stat()
         if stat(perUser, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == uid { return perUser }
         return "/tmp/notifyd-\(uid)"

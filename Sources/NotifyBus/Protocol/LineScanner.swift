@@ -144,3 +144,54 @@ struct Tokenizer {
 
     private func isBlank(_ byte: UInt8) -> Bool { byte == LineScanner.space || byte == LineScanner.tab }
 }
+
+/// The line that starts every frame, in both directions: `[#<id>] <VERB> <arguments…>`.
+struct FrameLine {
+    enum Parsed {
+        /// No line break yet, and the line could still be short enough.
+        case needMoreData
+        /// The line is longer than allowed.
+        case tooLong
+        /// A line with nothing on it; the next one starts at `next`.
+        case empty(next: Int)
+        /// `#…` that is not a number, or a number with no verb after it (then `id` is that number).
+        case badID(Range<Int>, id: UInt64?, next: Int)
+        case line(FrameLine)
+    }
+
+    /// The request id, if the line starts with one.
+    let id: UInt64?
+    /// Where the verb is.
+    let verb: Range<Int>
+    /// The tokens after the verb.
+    var arguments: Tokenizer
+    /// The end of the line's content (before `\r\n` or `\n`).
+    let end: Int
+    /// Where what follows the line starts: a payload, or the next frame.
+    let next: Int
+
+    /// Parses the line at the start of `bytes`.
+    static func parse(_ bytes: UnsafeRawBufferPointer, maxLength: Int) -> Parsed {
+        let end: Int
+        let next: Int
+        switch LineScanner.findLine(in: bytes, from: 0, maxLength: maxLength) {
+        case .incomplete: return .needMoreData
+        case .tooLong: return .tooLong
+        case .found(let contentEnd, let nextLine):
+            end = contentEnd
+            next = nextLine
+        }
+        var tokens = Tokenizer(bytes, from: 0, to: end)
+        guard var verb = tokens.next() else { return .empty(next: next) }
+        var id: UInt64?
+        if bytes[verb.lowerBound] == LineScanner.hash {
+            guard let parsed = LineScanner.unsigned(bytes, verb.lowerBound + 1..<verb.upperBound) else {
+                return .badID(verb, id: nil, next: next)
+            }
+            guard let following = tokens.next() else { return .badID(verb, id: parsed, next: next) }
+            id = parsed
+            verb = following
+        }
+        return .line(FrameLine(id: id, verb: verb, arguments: tokens, end: end, next: next))
+    }
+}

@@ -99,10 +99,9 @@ private struct RequestParser {
     static let operations = "PUB SUB UNSUB LATEST CLEAR TOPICS STATS PING OPT"
 
     func parseFrame() -> Step {
-        let lineEnd: Int
-        let next: Int
-        switch LineScanner.findLine(in: bytes, from: 0, maxLength: limits.maxLine) {
-        case .incomplete:
+        let line: FrameLine
+        switch FrameLine.parse(bytes, maxLength: limits.maxLine) {
+        case .needMoreData:
             return .needMoreData
         case .tooLong:
             let error = ProtocolError(
@@ -111,27 +110,21 @@ private struct RequestParser {
                 closesConnection: true
             )
             return .failure(error, consumed: 0, payloadToSkip: 0)
-        case .found(let contentEnd, let nextLine):
-            lineEnd = contentEnd
-            next = nextLine
+        case .empty(let next):
+            return .emptyLine(consumed: next)
+        case .badID(let range, let id?, let next):
+            let sentence = "request id \(LineScanner.quoted(bytes, range)) is not followed by an operation"
+            return .failure(ProtocolError(.malformed, sentence, requestID: id), consumed: next, payloadToSkip: 0)
+        case .badID(let range, nil, let next):
+            let sentence = "request id \(LineScanner.quoted(bytes, range)) is not # followed by a number from 0 to \(UInt64.max)"
+            return .failure(ProtocolError(.malformed, sentence), consumed: next, payloadToSkip: 0)
+        case .line(let parsed):
+            line = parsed
         }
-
-        var tokens = Tokenizer(bytes, from: 0, to: lineEnd)
-        guard var verb = tokens.next() else { return .emptyLine(consumed: next) }
-
-        var id: UInt64?
-        if bytes[verb.lowerBound] == LineScanner.hash {
-            guard let parsed = LineScanner.unsigned(bytes, verb.lowerBound + 1..<verb.upperBound) else {
-                let sentence = "request id \(LineScanner.quoted(bytes, verb)) is not # followed by a number from 0 to \(UInt64.max)"
-                return .failure(ProtocolError(.malformed, sentence), consumed: next, payloadToSkip: 0)
-            }
-            id = parsed
-            guard let afterID = tokens.next() else {
-                let sentence = "request id \(LineScanner.quoted(bytes, verb)) is not followed by an operation"
-                return .failure(ProtocolError(.malformed, sentence, requestID: id), consumed: next, payloadToSkip: 0)
-            }
-            verb = afterID
-        }
+        let id = line.id
+        let verb = line.verb
+        let next = line.next
+        var tokens = line.arguments
 
         func fail(_ code: ErrorCode, _ sentence: String, skipping: Int = 0) -> Step {
             .failure(ProtocolError(code, sentence, requestID: id), consumed: next, payloadToSkip: skipping)
@@ -144,6 +137,13 @@ private struct RequestParser {
         }
         func pattern(_ range: Range<Int>) -> Result<TopicPattern, ProtocolError> {
             topicOrPattern(range, kind: .pattern).map { TopicPattern(unchecked: $0) }
+        }
+        /// The command made from a valid topic or pattern, or the `invalid-topic` error.
+        func with<Name>(_ name: Result<Name, ProtocolError>, _ make: (Name) -> Command) -> Step {
+            switch name {
+            case .success(let valid): return done(make(valid))
+            case .failure(let error): return .failure(error, consumed: next, payloadToSkip: 0)
+            }
         }
         func topicOrPattern(_ range: Range<Int>, kind: TopicSyntax.Kind) -> Result<String, ProtocolError> {
             TopicSyntax.string(from: UnsafeRawBufferPointer(rebasing: bytes[range]), kind: kind, maxLength: limits.maxTopic)
@@ -217,20 +217,14 @@ private struct RequestParser {
                 }
                 options.latestFirst = true
             }
-            switch pattern(patternRange) {
-            case .success(let valid): return done(.subscribe(valid, options))
-            case .failure(let error): return .failure(error, consumed: next, payloadToSkip: 0)
-            }
+            return with(pattern(patternRange)) { .subscribe($0, options) }
         }
 
         if verbIs("UNSUB") {
             guard let patternRange = tokens.next(), tokens.next() == nil else {
                 return fail(.malformed, "UNSUB takes one pattern: UNSUB <pattern>")
             }
-            switch pattern(patternRange) {
-            case .success(let valid): return done(.unsubscribe(valid))
-            case .failure(let error): return .failure(error, consumed: next, payloadToSkip: 0)
-            }
+            return with(pattern(patternRange)) { .unsubscribe($0) }
         }
 
         if verbIs("LATEST") || verbIs("CLEAR") {
@@ -238,10 +232,7 @@ private struct RequestParser {
             guard let topicRange = tokens.next(), tokens.next() == nil else {
                 return fail(.malformed, "\(name) takes one topic: \(name) <topic>")
             }
-            switch topic(topicRange) {
-            case .success(let valid): return done(name == "LATEST" ? .latest(valid) : .clear(valid))
-            case .failure(let error): return .failure(error, consumed: next, payloadToSkip: 0)
-            }
+            return with(topic(topicRange)) { name == "LATEST" ? .latest($0) : .clear($0) }
         }
 
         if verbIs("TOPICS") {
@@ -249,10 +240,7 @@ private struct RequestParser {
             guard tokens.next() == nil else {
                 return fail(.malformed, "TOPICS takes at most one pattern: TOPICS [<pattern>]")
             }
-            switch pattern(patternRange) {
-            case .success(let valid): return done(.topics(valid))
-            case .failure(let error): return .failure(error, consumed: next, payloadToSkip: 0)
-            }
+            return with(pattern(patternRange)) { .topics($0) }
         }
 
         if verbIs("STATS") || verbIs("PING") {

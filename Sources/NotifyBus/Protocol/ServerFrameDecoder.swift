@@ -94,25 +94,19 @@ private struct ServerFrameParser {
     let maxPayload: Int
 
     func parse(_ bytes: UnsafeRawBufferPointer) -> Step {
-        let lineEnd: Int
-        let next: Int
-        switch LineScanner.findLine(in: bytes, from: 0, maxLength: maxLine) {
-        case .incomplete: return .needMoreData
+        let line: FrameLine
+        switch FrameLine.parse(bytes, maxLength: maxLine) {
+        case .needMoreData: return .needMoreData
         case .tooLong: return .malformed("a line is longer than \(maxLine) bytes")
-        case .found(let contentEnd, let nextLine):
-            lineEnd = contentEnd
-            next = nextLine
+        case .empty(let next): return .skip(consumed: next)
+        case .badID(let range, _, _): return .malformed("bad request id \(LineScanner.quoted(bytes, range))")
+        case .line(let parsed): line = parsed
         }
-        var tokens = Tokenizer(bytes, from: 0, to: lineEnd)
-        guard var verb = tokens.next() else { return .skip(consumed: next) }
-        var id: UInt64?
-        if bytes[verb.lowerBound] == LineScanner.hash {
-            guard let parsed = LineScanner.unsigned(bytes, verb.lowerBound + 1..<verb.upperBound),
-                let following = tokens.next()
-            else { return .malformed("bad request id \(LineScanner.quoted(bytes, verb))") }
-            id = parsed
-            verb = following
-        }
+        let id = line.id
+        let verb = line.verb
+        let next = line.next
+        let lineEnd = line.end
+        var tokens = line.arguments
         let verbIs = { (word: StaticString) in LineScanner.equals(bytes, verb, word) }
 
         if verbIs("MSG") || verbIs("LAST") {

@@ -48,22 +48,18 @@ extension ByteBuffer {
     /// Writes a `MSG` frame for `delivery`.
     @discardableResult
     public mutating func writeDelivery(_ delivery: Delivery) -> Int {
-        writeMessageFrame(
-            .delivery,
-            requestID: nil,
-            topic: delivery.topic.name,
-            sequence: delivery.sequence,
-            time: delivery.time,
-            publisher: delivery.publisher,
-            payload: delivery.payload
-        )
+        writeMessageFrame(.delivery, requestID: nil, delivery)
     }
 
     /// Writes a `LAST` frame for `delivery`, answering the `LATEST` request `requestID`.
     @discardableResult
     public mutating func writeLatest(requestID: UInt64?, _ delivery: Delivery) -> Int {
+        writeMessageFrame(.latest, requestID: requestID, delivery)
+    }
+
+    private mutating func writeMessageFrame(_ kind: MessageFrameKind, requestID: UInt64?, _ delivery: Delivery) -> Int {
         writeMessageFrame(
-            .latest,
+            kind,
             requestID: requestID,
             topic: delivery.topic.name,
             sequence: delivery.sequence,
