@@ -291,3 +291,36 @@ struct BrokerTests {
 extension ServerFrame {
     var flatMapError: ErrorCode? { errorCode(self) }
 }
+
+extension BrokerTests {
+    @Test("clears and refusals are reported as events, with who did it and what about")
+    func events() throws {
+        let harness = BrokerHarness()
+        var events: [String] = []
+        harness.broker.onEvent = { event in
+            switch event {
+            case .cleared(let topic, let peer): events.append("cleared \(topic) by \(peer.uid)")
+            case .refused(let error, let subject, let peer): events.append("refused \(error.code) \(subject ?? "-") by \(peer.uid)")
+            case .stateNotSaved(let problem): events.append("not saved \(problem)")
+            }
+        }
+        let client = harness.connect(uid: 42)
+        client.send("PUB t 1\nx\nCLEAR t\nCLEAR t\nPUB $x 1\nx\nFROB\n")
+        #expect(events == ["cleared t by 42", "refused not-permitted $x by 42", "refused unknown-op - by 42"],
+                "the second CLEAR erased nothing, so it is no event")
+    }
+
+    @Test("reconfigure changes the greeting of new connections and the limits from then on")
+    func reconfigure() throws {
+        let harness = BrokerHarness()
+        let before = harness.connect()
+        var configuration = BrokerConfiguration.default
+        configuration.protocolLimits.maxPayload = 7
+        configuration.maxSubscriptionsPerConnection = 1
+        harness.broker.reconfigure(configuration)
+        let after = harness.connect()
+        #expect(try after.transport.frames() == [.hello(ServerGreeting(limits: configuration.protocolLimits))])
+        before.send("SUB a\n#2 SUB b\n")
+        #expect(try before.received().last.flatMap(errorCode) == .limitReached)
+    }
+}

@@ -22,9 +22,19 @@ import NIOCore
 /// ## Batching
 /// Frames are queued on sessions as work is done and sent by ``flush()``, which the daemon calls once per batch of
 /// reads: many deliveries to one subscriber cost one flush.
+///
+/// ## Persistence
+/// With a ``StateLog`` attached, every buffered message and a ceiling of every topic's sequence number are
+/// appended to it as they change, and the batch's records are written before the batch's replies are sent. A
+/// sequence ceiling is written ahead in steps of ``sequenceReserve``, so messages that are not retained cost one
+/// write per thousand; after a crash a topic continues above its ceiling (a gap, never a repeat), after a clean
+/// ``saveState()`` exactly where it was.
 public final class Broker {
-    /// The limits enforced.
-    public let configuration: BrokerConfiguration
+    /// The limits enforced; see ``reconfigure(_:)``.
+    public private(set) var configuration: BrokerConfiguration
+
+    /// Called with events worth logging; the broker's thread calls it.
+    public var onEvent: ((BrokerEvent) -> Void)?
 
     private var topics: [ByteKey: TopicState] = [:]
     /// Topics with no buffered message, oldest first: the ones forgotten when `maxTopics` is reached. A topic may
@@ -38,9 +48,17 @@ public final class Broker {
     private var nextSessionID: UInt64 = 1
     private let clock: () -> PublishTime
     private let allocator = ByteBufferAllocator()
-    private let greeting: ByteBuffer
+    private var greeting: ByteBuffer
 
     private var counters: BrokerStatistics
+    private var stateLog: StateLog?
+    /// Set when a write to the state log failed: the next flush rewrites the log from memory.
+    private var stateNeedsRewrite = false
+    /// The bytes of all buffered frames, to tell the state log how big a compacted copy would be.
+    private var retainedFrameBytes = 0
+
+    /// How far ahead of a topic's sequence number the state log's ceiling is written.
+    public static let sequenceReserve: UInt64 = 1_000
 
     /// What the broker holds now and has done since it started.
     public var statistics: BrokerStatistics {
@@ -58,9 +76,81 @@ public final class Broker {
         self.configuration = configuration
         self.clock = clock
         self.counters = BrokerStatistics(startTime: clock())
+        self.greeting = Broker.greeting(for: configuration)
+    }
+
+    /// Applies new limits: to new connections (the greeting and frame sizes they are told), and to what every
+    /// connection asks from now on (subscriptions beyond a lowered limit are kept, new ones refused).
+    public func reconfigure(_ configuration: BrokerConfiguration) {
+        self.configuration = configuration
+        greeting = Broker.greeting(for: configuration)
+    }
+
+    private static func greeting(for configuration: BrokerConfiguration) -> ByteBuffer {
         var greeting = ByteBuffer()
         greeting.writeGreeting(ServerGreeting(limits: configuration.protocolLimits))
-        self.greeting = greeting
+        return greeting
+    }
+
+    // MARK: - Persistence
+
+    /// Restores the topics the log remembers and keeps the log up to date from now on. Call it once, before the
+    /// first connection.
+    public func attach(_ log: StateLog, restoring contents: StateLog.Contents) {
+        var decoder = ServerFrameDecoder()
+        for (name, record) in contents.topics {
+            guard let topic = try? Topic(name) else { continue }
+            let state = TopicState(topic: topic)
+            state.sequence = record.sequence
+            state.persistedSequence = record.sequence
+            if let frame = record.retainedFrame {
+                var input = frame
+                if case .delivery(let delivery)? = try? decoder.decode(buffer: &input) {
+                    state.retained = RetainedMessage(frame: frame, payloadSize: delivery.payload.readableBytes)
+                    state.lastPublished = delivery.time
+                    counters.retainedTopics += 1
+                    counters.retainedBytes += UInt64(delivery.payload.readableBytes)
+                    retainedFrameBytes += frame.readableBytes
+                }
+            }
+            let key = ByteKey(name)
+            topics[key] = state
+            if state.retained == nil { forgettableTopics.append(key) }
+        }
+        stateLog = log
+    }
+
+    /// Writes the exact state to the log, compacted: on a clean shutdown, so a restart continues without gaps.
+    public func saveState() throws {
+        guard let stateLog else { return }
+        try stateLog.commit()
+        try compactState(stateLog)
+    }
+
+    /// Writes the batch's state records; runs before the batch's replies go out.
+    private func commitState() {
+        guard let stateLog else { return }
+        do {
+            if stateNeedsRewrite {
+                try compactState(stateLog)
+                stateNeedsRewrite = false
+            } else {
+                try stateLog.commit()
+                stateLog.setLiveSize(retainedFrameBytes + topics.count * 48)
+                if stateLog.wantsCompaction { try compactState(stateLog) }
+            }
+        } catch {
+            stateNeedsRewrite = true
+            onEvent?(.stateNotSaved("\(error)"))
+        }
+    }
+
+    private func compactState(_ log: StateLog) throws {
+        let records = topics.values.map { state in
+            (state.topic.name, StateLog.TopicRecord(sequence: state.sequence, retainedFrame: state.retained?.frame))
+        }
+        try log.compact(records)
+        for state in topics.values { state.persistedSequence = state.sequence }
     }
 
     // MARK: - Connections
@@ -91,6 +181,7 @@ public final class Broker {
     /// Sends every frame queued since the last flush, one flush per connection, and closes the connections that
     /// asked for it.
     public func flush() {
+        commitState()
         guard !sessionsToFlush.isEmpty else { return }
         let sessions = sessionsToFlush
         sessionsToFlush.removeAll(keepingCapacity: true)
@@ -124,7 +215,7 @@ public final class Broker {
         case .request(let request):
             handle(request, from: session)
         case .failure(let error):
-            reply(error, to: session)
+            refuse(error, subject: nil, to: session)
             if error.closesConnection { session.closesAfterFlush = true }
         }
     }
@@ -165,12 +256,12 @@ public final class Broker {
     private func publish(_ topic: Topic, payload: ByteBuffer, options: PublishOptions, id: UInt64?, from session: Session) {
         if topic.isReserved {
             let sentence = "topic \"\(topic.name)\" starts with $, which is reserved for the daemon; publish to a name without a leading $"
-            return reply(ProtocolError(.notPermitted, sentence, requestID: id), to: session)
+            return refuse(ProtocolError(.notPermitted, sentence, requestID: id), subject: topic.name, to: session)
         }
         guard let state = topicState(for: topic) else {
             let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message"
                 + " (its limit); clear some with CLEAR, or publish with noretain to an existing topic"
-            return reply(ProtocolError(.limitReached, sentence, requestID: id), to: session)
+            return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: topic.name, to: session)
         }
         state.sequence += 1
         let time = clock()
@@ -203,11 +294,20 @@ public final class Broker {
         if options.retain {
             if let old = state.retained {
                 counters.retainedBytes -= UInt64(old.payloadSize)
+                retainedFrameBytes -= old.frame.readableBytes
             } else {
                 counters.retainedTopics += 1
             }
             state.retained = RetainedMessage(frame: frame, payloadSize: payload.readableBytes)
             counters.retainedBytes += UInt64(payload.readableBytes)
+            retainedFrameBytes += frame.readableBytes
+            if let stateLog {
+                stateLog.appendRetained(frame)
+                state.persistedSequence = max(state.persistedSequence, state.sequence)
+            }
+        } else if let stateLog, state.sequence > state.persistedSequence {
+            state.persistedSequence = state.sequence + Broker.sequenceReserve
+            stateLog.appendSequence(topic.name, state.persistedSequence)
         }
         if options.acknowledge { replyOK(id, value: state.sequence, to: session) }
     }
@@ -259,7 +359,7 @@ public final class Broker {
             guard session.patterns.count < configuration.maxSubscriptionsPerConnection else {
                 let sentence = "this connection already holds \(configuration.maxSubscriptionsPerConnection) subscriptions"
                     + " (the limit per connection); unsubscribe from some, or use a wildcard pattern"
-                return reply(ProtocolError(.limitReached, sentence, requestID: id), to: session)
+                return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: pattern.text, to: session)
             }
             session.patterns.insert(pattern)
             index.insert(session, for: pattern)
@@ -319,7 +419,10 @@ public final class Broker {
             state.retained = nil
             counters.retainedTopics -= 1
             counters.retainedBytes -= UInt64(retained.payloadSize)
+            retainedFrameBytes -= retained.frame.readableBytes
             forgettableTopics.append(key)
+            stateLog?.appendCleared(topic.name)
+            onEvent?(.cleared(topic, by: session.peer))
         }
         replyOK(id, to: session)
     }
@@ -348,6 +451,12 @@ public final class Broker {
         var reply = allocator.buffer(capacity: 32)
         reply.writeOK(requestID: id, value: value)
         queue(reply, to: session)
+    }
+
+    /// Answers `error` and reports it as an event.
+    private func refuse(_ error: ProtocolError, subject: String?, to session: Session) {
+        reply(error, to: session)
+        onEvent?(.refused(error, subject: subject, by: session.peer))
     }
 
     private func reply(_ error: ProtocolError, to session: Session) {

@@ -11,6 +11,8 @@ final class TopicState {
     var published: UInt64 = 0
     var delivered: UInt64 = 0
     var lastPublished: PublishTime?
+    /// The sequence number the state log guarantees this topic will not go below after a restart.
+    var persistedSequence: UInt64 = 0
 
     /// The sessions that receive this topic's messages, each once; valid while `subscribersGeneration` equals the
     /// broker's wildcard generation and `invalidateSubscribers` was not called since.

@@ -111,7 +111,7 @@ public final class NotifyConnection {
     /// Closes the connection; further calls fail.
     public func close() {
         if descriptor >= 0 {
-            _ = systemClose(descriptor)
+            POSIX.close(descriptor)
             descriptor = -1
         }
     }
@@ -145,7 +145,7 @@ public final class NotifyConnection {
             var offset = 0
             while offset < bytes.count {
                 // MSG_NOSIGNAL: a daemon that went away must give an error, not kill the process with SIGPIPE.
-                let written = systemSend(descriptor, bytes.baseAddress! + offset, bytes.count - offset, noSignal)
+                let written = POSIX.sendWithoutSignal(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
                     throw NotifyClientError(.connectionClosed, "could not send to the daemon: \(String(cString: strerror(errno)))")
@@ -165,7 +165,7 @@ public final class NotifyConnection {
             guard descriptor >= 0 else { throw NotifyClientError(.connectionClosed, "the connection is closed") }
             var count = 0
             inbound.writeWithUnsafeMutableBytes(minimumWritableBytes: 65_536) { space in
-                count = systemRead(descriptor, space.baseAddress!, space.count)
+                count = POSIX.read(descriptor, space.baseAddress!, space.count)
                 return max(count, 0)
             }
             if count < 0 {
@@ -178,20 +178,3 @@ public final class NotifyConnection {
         }
     }
 }
-
-#if canImport(Glibc)
-private let systemRead = Glibc.read
-private let systemSend = Glibc.send
-private let systemClose = Glibc.close
-private let noSignal = Int32(MSG_NOSIGNAL)
-#elseif canImport(Musl)
-private let systemRead = Musl.read
-private let systemSend = Musl.send
-private let systemClose = Musl.close
-private let noSignal = Int32(MSG_NOSIGNAL)
-#elseif canImport(Darwin)
-private let systemRead = Darwin.read
-private let systemSend = Darwin.send
-private let systemClose = Darwin.close
-private let noSignal: Int32 = 0  // Darwin: SO_NOSIGPIPE would be set on the socket instead
-#endif

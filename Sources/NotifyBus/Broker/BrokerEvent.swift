@@ -1,0 +1,10 @@
+/// Something the broker did that an administrator may want to know about, reported through ``Broker/onEvent``;
+/// the daemon logs these, with who did it.
+public enum BrokerEvent: Sendable {
+    /// A client erased a topic's buffered message.
+    case cleared(Topic, by: PeerCredentials)
+    /// A request was refused. `subject` is the topic or pattern it was about, when there was one.
+    case refused(ProtocolError, subject: String?, by: PeerCredentials)
+    /// The state log could not be written; the broker rewrites it whole at its next chance.
+    case stateNotSaved(String)
+}

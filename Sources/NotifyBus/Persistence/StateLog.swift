@@ -1,0 +1,339 @@
+public import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The broker's state on disk: each topic's buffered message and sequence number, kept in an append-only log
+/// (`state.log` in the state directory) so that they survive a restart and a crash.
+///
+/// ## Durability
+/// The broker appends records as it works and calls ``commit()`` once per batch, before it sends any reply: an
+/// acknowledged publish has reached the kernel (one `write`) before its `OK` leaves, so it survives the daemon
+/// being killed. Surviving power loss as well takes `fsync`, which ``SyncPolicy`` chooses.
+///
+/// ## Safety
+/// Every record carries a length and a CRC-32 (see ``StateRecord``). Opening the log reads every intact record.
+/// A record cut short at the end (a crash mid-write) is dropped. Damage anywhere else is reported, the file is
+/// kept aside as `state.log.damaged-<time>` (never deleted), and the log is rewritten from what could be read.
+///
+/// ## Compaction
+/// Records pile up as topics are republished; once the file holds more than twice what is live (and at least
+/// 1 MiB), ``compact(_:)`` rewrites it from the broker's current state: into a temporary file, synced, then
+/// renamed over the log, so a crash at any point leaves one complete log.
+///
+/// Not thread-safe: it belongs to the broker's thread.
+public final class StateLog {
+    /// When the log is flushed to stable storage.
+    public enum SyncPolicy: String, Sendable, CaseIterable {
+        /// Never explicitly: the kernel writes it out within seconds. Survives the daemon's death, not the
+        /// machine's. The default, and the cheapest.
+        case never
+        /// After every commit: what was acknowledged survives power loss, at the cost of a disk flush per batch.
+        case always
+    }
+
+    /// What opening the log found.
+    public struct Contents {
+        /// Each topic's last known state, in no particular order.
+        public var topics: [String: TopicRecord] = [:]
+        /// What was wrong with the file, for the log; empty when it was intact.
+        public var problems: [String] = []
+        /// Where the damaged file was kept, if it was.
+        public var keptAside: String?
+    }
+
+    /// One topic as the log remembers it.
+    public struct TopicRecord {
+        /// The highest sequence number it may have given out.
+        public var sequence: UInt64 = 0
+        /// Its buffered message as the `MSG` frame, if it has one.
+        public var retainedFrame: ByteBuffer?
+    }
+
+    /// The directory holding the log.
+    public let directory: String
+    public let syncPolicy: SyncPolicy
+    private var descriptor: CInt
+    private let lockDescriptor: CInt
+    private var pending = ByteBuffer()
+    private var fileSize: Int
+    /// The size a freshly compacted log would have, as far as the broker reported it.
+    private var liveSize: Int
+    private static let header = Array("NOTIFYD STATE 1\n".utf8)
+    private static let minimumCompactionSize = 1 << 20
+    private let maxRecordBody: Int
+
+    var path: String { directory + "/state.log" }
+
+    /// Opens (or creates) the log in `directory` and reads what it holds.
+    /// - Parameters:
+    ///   - maxPayload: the largest payload a record may carry, to tell damage from a big record.
+    /// - Throws: ``StateLogError`` when the directory or file cannot be used at all (permissions, another daemon).
+    public static func open(directory: String, syncPolicy: SyncPolicy = .never, maxPayload: Int) throws -> (StateLog, Contents) {
+        try makeDirectory(directory)
+        let lock = POSIX.open(directory + "/state.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard lock >= 0 else { throw StateLogError.system("cannot open \(directory)/state.lock", errno) }
+        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            POSIX.close(lock)
+            if code == EWOULDBLOCK {
+                throw StateLogError(description: "another notifyd uses the state directory \(directory); give each daemon its own --state-dir")
+            }
+            throw StateLogError.system("cannot lock \(directory)/state.lock", code)
+        }
+        let path = directory + "/state.log"
+        let maxBody = maxPayload + 1024
+        var contents = Contents()
+        var intactSize = 0
+        if let bytes = try readFile(path) {
+            intactSize = load(bytes, into: &contents, maxBody: maxBody)
+            if !contents.problems.isEmpty {
+                contents.keptAside = try keepAside(path)
+            }
+        }
+        let log = try StateLog(directory: directory, syncPolicy: syncPolicy, lock: lock, fileSize: intactSize, maxBody: maxBody)
+        if !contents.problems.isEmpty || intactSize == 0 {
+            // A damaged file was kept aside, or there is none: start a clean log holding what was read.
+            try log.compact(contents.topics.map { ($0.key, $0.value) })
+        } else if intactSize < (try fileLength(path)) {
+            // A record cut short at the end: cut it off so appends start on a record boundary.
+            guard truncate(path, off_t(intactSize)) == 0 else { throw StateLogError.system("cannot truncate \(path)", errno) }
+            contents.problems.append("dropped an incomplete record at the end of \(path) (a write cut short by a crash)")
+        }
+        return (log, contents)
+    }
+
+    private init(directory: String, syncPolicy: SyncPolicy, lock: CInt, fileSize: Int, maxBody: Int) throws {
+        self.directory = directory
+        self.syncPolicy = syncPolicy
+        self.lockDescriptor = lock
+        self.fileSize = fileSize
+        self.liveSize = fileSize
+        self.maxRecordBody = maxBody
+        descriptor = POSIX.open(directory + "/state.log", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw StateLogError.system("cannot open \(directory)/state.log", errno) }
+    }
+
+    deinit {
+        POSIX.close(descriptor)
+        POSIX.close(lockDescriptor)
+    }
+
+    // MARK: - Writing
+
+    /// Records a topic's new buffered message (its `MSG` frame); written at the next ``commit()``.
+    public func appendRetained(_ frame: ByteBuffer) {
+        StateRecord.retained(frame: frame).write(to: &pending)
+    }
+
+    /// Records that `topic`'s sequence may reach `sequence`.
+    public func appendSequence(_ topic: String, _ sequence: UInt64) {
+        StateRecord.sequence(topic: topic, sequence).write(to: &pending)
+    }
+
+    /// Records that `topic`'s buffered message was cleared.
+    public func appendCleared(_ topic: String) {
+        StateRecord.cleared(topic: topic).write(to: &pending)
+    }
+
+    /// Tells the log how big a compacted copy would be, to decide when to compact.
+    public func setLiveSize(_ bytes: Int) {
+        liveSize = bytes
+    }
+
+    /// Whether the file holds enough dead records that ``compact(_:)`` is worth it.
+    public var wantsCompaction: Bool {
+        fileSize > StateLog.minimumCompactionSize && fileSize > 2 * liveSize
+    }
+
+    /// Writes what was appended since the last commit, with one `write` (and an `fsync` under
+    /// ``SyncPolicy/always``).
+    /// - Throws: ``StateLogError``; the records of this batch are then lost from disk (the broker still has
+    ///   them and will write them with its next compaction).
+    public func commit() throws {
+        guard pending.readableBytes > 0 else { return }
+        defer { pending.clear() }
+        try StateLog.writeAll(descriptor, pending, path: path)
+        fileSize += pending.readableBytes
+        if syncPolicy == .always, fsync(descriptor) != 0 {
+            throw StateLogError.system("cannot sync \(path)", errno)
+        }
+    }
+
+    /// Rewrites the log from `topics` (name, state): into `state.log.tmp`, synced, then renamed over `state.log`,
+    /// so there is a complete log whenever the process dies.
+    public func compact(_ topics: [(String, TopicRecord)]) throws {
+        var snapshot = ByteBuffer(bytes: StateLog.header)
+        for (topic, record) in topics {
+            if let frame = record.retainedFrame {
+                StateRecord.retained(frame: frame).write(to: &snapshot)
+            }
+            // Exact, not a ceiling: a clean restart continues without a gap.
+            StateRecord.sequence(topic: topic, record.sequence).write(to: &snapshot)
+        }
+        let temporary = path + ".tmp"
+        let file = POSIX.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard file >= 0 else { throw StateLogError.system("cannot create \(temporary)", errno) }
+        do {
+            try StateLog.writeAll(file, snapshot, path: temporary)
+            guard fsync(file) == 0 else { throw StateLogError.system("cannot sync \(temporary)", errno) }
+        } catch {
+            POSIX.close(file)
+            throw error
+        }
+        POSIX.close(file)
+        guard rename(temporary, path) == 0 else { throw StateLogError.system("cannot replace \(path)", errno) }
+        StateLog.syncDirectory(directory)
+        // Records appended but not committed belong after the snapshot, which already holds their effect.
+        pending.clear()
+        POSIX.close(descriptor)
+        descriptor = POSIX.open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+        guard descriptor >= 0 else { throw StateLogError.system("cannot reopen \(path)", errno) }
+        fileSize = snapshot.readableBytes
+        liveSize = snapshot.readableBytes
+    }
+
+    // MARK: - Reading
+
+    /// Applies every intact record of `bytes` to `contents`; returns how many leading bytes were intact records.
+    static func load(_ bytes: ByteBuffer, into contents: inout Contents, maxBody: Int) -> Int {
+        guard bytes.readableBytes >= header.count,
+            bytes.getBytes(at: bytes.readerIndex, length: header.count) == header
+        else {
+            contents.problems.append("the file does not start with the notifyd state header")
+            return 0
+        }
+        var offset = bytes.readerIndex + header.count
+        var intactEnd = offset
+        var damagedFrom: Int?
+        var decoder = ServerFrameDecoder(maxPayload: maxBody)
+        while offset < bytes.writerIndex {
+            switch StateRecord.read(bytes, at: offset, maxBodySize: maxBody) {
+            case .record(let record, let size):
+                if let start = damagedFrom {
+                    contents.problems.append("skipped \(offset - start) damaged bytes at offset \(start)")
+                    damagedFrom = nil
+                }
+                apply(record, to: &contents, decoder: &decoder, offset: offset)
+                offset += size
+                intactEnd = offset
+            case .truncated where damagedFrom == nil:
+                // A write cut short: the end of the log.
+                return intactEnd - bytes.readerIndex
+            case .truncated, .damaged:
+                if damagedFrom == nil { damagedFrom = offset }
+                offset += 1  // look for the next record marker
+            }
+        }
+        if let start = damagedFrom {
+            contents.problems.append("skipped \(bytes.writerIndex - start) damaged bytes at offset \(start)")
+        }
+        return intactEnd - bytes.readerIndex
+    }
+
+    private static func apply(_ record: StateRecord, to contents: inout Contents, decoder: inout ServerFrameDecoder, offset: Int) {
+        switch record {
+        case .retained(let frame):
+            var input = frame
+            guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input), input.readableBytes == 0 else {
+                contents.problems.append("a buffered message at offset \(offset) is not a message frame; skipped")
+                return
+            }
+            var topic = contents.topics[delivery.topic.name] ?? TopicRecord()
+            topic.retainedFrame = frame
+            topic.sequence = max(topic.sequence, delivery.sequence)
+            contents.topics[delivery.topic.name] = topic
+        case .sequence(let name, let sequence):
+            contents.topics[name, default: TopicRecord()].sequence = max(contents.topics[name]?.sequence ?? 0, sequence)
+        case .cleared(let name):
+            contents.topics[name]?.retainedFrame = nil
+        }
+    }
+
+    // MARK: - Files
+
+    private static func makeDirectory(_ directory: String) throws {
+        var components: [Substring] = []
+        for component in directory.split(separator: "/") {
+            components.append(component)
+            let partial = (directory.hasPrefix("/") ? "/" : "") + components.joined(separator: "/")
+            if mkdir(partial, 0o700) != 0 && errno != EEXIST {
+                throw StateLogError.system("cannot create the state directory \(partial)", errno)
+            }
+        }
+    }
+
+    private static func readFile(_ path: String) throws -> ByteBuffer? {
+        let file = POSIX.open(path, O_RDONLY | O_CLOEXEC)
+        if file < 0 {
+            if errno == ENOENT { return nil }
+            throw StateLogError.system("cannot read \(path)", errno)
+        }
+        defer { POSIX.close(file) }
+        var buffer = ByteBuffer()
+        while true {
+            var count = 0
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 1 << 16) { space in
+                count = POSIX.read(file, space.baseAddress!, space.count)
+                return max(count, 0)
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw StateLogError.system("cannot read \(path)", errno)
+            }
+            if count == 0 { return buffer }
+        }
+    }
+
+    private static func fileLength(_ path: String) throws -> Int {
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw StateLogError.system("cannot stat \(path)", errno) }
+        return Int(info.st_size)
+    }
+
+    /// Renames a damaged log so that nothing is lost, and returns its new name.
+    private static func keepAside(_ path: String) throws -> String {
+        let aside = "\(path).damaged-\(PublishTime.now().microsecondsSinceEpoch / 1_000_000)"
+        guard rename(path, aside) == 0 else { throw StateLogError.system("cannot keep the damaged \(path) aside", errno) }
+        return aside
+    }
+
+    private static func writeAll(_ file: CInt, _ buffer: ByteBuffer, path: String) throws {
+        try buffer.withUnsafeReadableBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = POSIX.write(file, bytes.baseAddress! + offset, bytes.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw StateLogError.system("cannot write \(path)", errno)
+                }
+                offset += written
+            }
+        }
+    }
+
+    private static func syncDirectory(_ directory: String) {
+        let file = POSIX.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard file >= 0 else { return }
+        _ = fsync(file)
+        POSIX.close(file)
+    }
+}
+
+/// Why the state log cannot be used, or a write failed.
+public struct StateLogError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+
+    init(description: String) {
+        self.description = description
+    }
+
+    static func system(_ what: String, _ code: CInt) -> StateLogError {
+        StateLogError(description: "\(what): \(String(cString: strerror(code)))")
+    }
+}

@@ -1,0 +1,203 @@
+import Foundation
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+
+@Suite("State log")
+struct StateLogTests {
+    /// A fresh state directory, removed afterwards.
+    final class Directory {
+        let path: String
+        init() {
+            path = FileManager.default.temporaryDirectory.appendingPathComponent("statelog-\(UUID().uuidString)").path
+        }
+        deinit { try? FileManager.default.removeItem(atPath: path) }
+        var logPath: String { path + "/state.log" }
+        var files: [String] { (try? FileManager.default.contentsOfDirectory(atPath: path))?.sorted() ?? [] }
+    }
+
+    static func frame(_ topic: String, _ sequence: UInt64, _ payload: String) -> ByteBuffer {
+        var frame = ByteBuffer()
+        frame.writeMessageFrame(
+            .delivery,
+            requestID: nil,
+            topic: topic,
+            sequence: sequence,
+            time: PublishTime(microsecondsSinceEpoch: 1_795_305_600_000_000 + sequence),
+            publisher: Publisher(uid: 1, pid: 2),
+            payload: ByteBuffer(string: payload)
+        )
+        return frame
+    }
+
+    static func payload(_ record: StateLog.TopicRecord?) -> String? {
+        guard var frame = record?.retainedFrame else { return nil }
+        var decoder = ServerFrameDecoder()
+        guard case .delivery(let delivery)? = try? decoder.decode(buffer: &frame) else { return nil }
+        return delivery.text
+    }
+
+    @Test("what is committed is there after reopening")
+    func roundTrip() throws {
+        let directory = Directory()
+        do {
+            let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            #expect(contents.topics.isEmpty && contents.problems.isEmpty)
+            log.appendRetained(Self.frame("a", 1, "first"))
+            log.appendRetained(Self.frame("a", 2, "second"))
+            log.appendRetained(Self.frame("b", 1, "kept"))
+            log.appendSequence("b", 1_001)
+            log.appendRetained(Self.frame("c", 5, "gone"))
+            log.appendCleared("c")
+            try log.commit()
+        }
+        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        #expect(contents.problems.isEmpty)
+        #expect(Self.payload(contents.topics["a"]) == "second" && contents.topics["a"]?.sequence == 2)
+        #expect(Self.payload(contents.topics["b"]) == "kept" && contents.topics["b"]?.sequence == 1_001)
+        #expect(contents.topics["c"]?.retainedFrame == nil && contents.topics["c"]?.sequence == 5)
+    }
+
+    @Test("a record cut short at the end is dropped and the log goes on from the last whole record")
+    func tornTail() throws {
+        let directory = Directory()
+        do {
+            let (log, _) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            log.appendRetained(Self.frame("t", 1, "whole"))
+            try log.commit()
+        }
+        // A crash in the middle of the next write: only part of a record reached the file.
+        var partial = ByteBuffer()
+        StateRecord.retained(frame: Self.frame("t", 2, "torn")).write(to: &partial)
+        let handle = try #require(FileHandle(forWritingAtPath: directory.logPath))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(partial.readableBytesView.prefix(partial.readableBytes - 3)))
+        try handle.close()
+
+        do {
+            let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            #expect(Self.payload(contents.topics["t"]) == "whole")
+            #expect(contents.problems.count == 1 && contents.problems[0].contains("incomplete record"))
+            #expect(contents.keptAside == nil, "a torn tail is expected after a crash: nothing to keep aside")
+            log.appendRetained(Self.frame("t", 3, "after"))
+            try log.commit()
+        }
+        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        #expect(contents.problems.isEmpty, "appends continued on a record boundary")
+        #expect(Self.payload(contents.topics["t"]) == "after")
+    }
+
+    @Test("damage inside the file is reported, the file is kept aside, and the records after it are recovered")
+    func damage() throws {
+        let directory = Directory()
+        do {
+            let (log, _) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            log.appendRetained(Self.frame("one", 1, "before the damage"))
+            log.appendRetained(Self.frame("two", 1, "damaged"))
+            log.appendRetained(Self.frame("three", 1, "after the damage"))
+            try log.commit()
+        }
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: directory.logPath))
+        let original = bytes
+        let damaged = try #require(bytes.range(of: Data("damaged".utf8)))
+        bytes[damaged.lowerBound] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: directory.logPath))
+
+        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        #expect(Self.payload(contents.topics["one"]) == "before the damage")
+        #expect(contents.topics["two"] == nil, "a damaged record is never loaded")
+        #expect(Self.payload(contents.topics["three"]) == "after the damage")
+        #expect(contents.problems.contains { $0.contains("damaged bytes") })
+        let aside = try #require(contents.keptAside)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: aside)) == bytes, "the damaged file is kept, byte for byte")
+        #expect(bytes != original)
+        let (_, reopened) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        #expect(reopened.problems.isEmpty, "a clean log was written from what could be read")
+        #expect(Set(reopened.topics.keys) == ["one", "three"])
+    }
+
+    @Test("a file that is not a state log is kept aside, not deleted")
+    func notAStateLog() throws {
+        let directory = Directory()
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: directory.logPath))
+        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        #expect(contents.topics.isEmpty)
+        let aside = try #require(contents.keptAside)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: aside)) == Data("precious".utf8))
+    }
+
+    @Test("compaction rewrites the log to what is live")
+    func compaction() throws {
+        let directory = Directory()
+        do {
+            let (log, _) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let big = String(repeating: "x", count: 4_000)
+            for sequence in 1...600 {
+                log.appendRetained(Self.frame("hot", UInt64(sequence), big))
+                try log.commit()
+            }
+            log.setLiveSize(4_100)
+            #expect(log.wantsCompaction)
+            try log.compact([("hot", StateLog.TopicRecord(sequence: 600, retainedFrame: Self.frame("hot", 600, big)))])
+            #expect(!log.wantsCompaction)
+            let size = try FileManager.default.attributesOfItem(atPath: directory.logPath)[.size] as? Int ?? 0
+            #expect(size < 5_000)
+            #expect(!directory.files.contains("state.log.tmp"))
+        }
+        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        #expect(contents.topics["hot"]?.sequence == 600)
+    }
+
+    @Test("two daemons cannot share a state directory")
+    func exclusive() throws {
+        let directory = Directory()
+        let (first, _) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        #expect(throws: StateLogError.self) { try StateLog.open(directory: directory.path, maxPayload: 1 << 20) }
+        _ = first
+    }
+
+    @Test("through the broker: buffered messages and sequences survive a clean restart and a crash")
+    func brokerRestarts() throws {
+        let directory = Directory()
+        var lastSequence: UInt64 = 0
+        do {
+            let harness = BrokerHarness()
+            let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            harness.broker.attach(log, restoring: contents)
+            let client = harness.connect()
+            client.send("PUB kept 3\nold\nPUB kept 3\nnew\nPUB once 1 noretain\nx\nPUB gone 1\nx\nCLEAR gone\n")
+            try harness.broker.saveState()
+        }
+        do {
+            let harness = BrokerHarness()
+            let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            #expect(contents.problems.isEmpty)
+            harness.broker.attach(log, restoring: contents)
+            let client = harness.connect()
+            client.send("#1 LATEST kept\n#2 LATEST gone\n#3 PUB once 1 noretain ack\nx\n")
+            let frames = try client.received()
+            guard case .latest(_, let kept) = frames[0] else { Issue.record("no LAST: \(frames)"); return }
+            #expect(kept.text == "new" && kept.sequence == 2)
+            #expect(errorCode(frames[1]) == .notFound)
+            #expect(frames[2] == .ok(requestID: 3, value: 2), "a clean restart continues the sequence exactly")
+            // Now a crash: the records reach the file, but saveState never runs.
+            client.send("PUB once 1 noretain\nx\n#4 PUB once 1 ack noretain\nx\n")
+            guard case .ok(_, let value?) = try client.received().last else { Issue.record("no ack"); return }
+            lastSequence = value
+            #expect(lastSequence == 4)
+        }
+        let harness = BrokerHarness()
+        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        harness.broker.attach(log, restoring: contents)
+        let client = harness.connect()
+        client.send("#5 PUB once 1 ack\nx\nLATEST kept\n")
+        let frames = try client.received()
+        guard case .ok(_, let next?) = frames[0] else { Issue.record("no ack: \(frames)"); return }
+        #expect(next > lastSequence, "after a crash the sequence jumps ahead, never back")
+        #expect(next <= lastSequence + Broker.sequenceReserve + 1)
+        guard case .latest(_, let kept) = frames[1] else { Issue.record("no LAST"); return }
+        #expect(kept.text == "new")
+    }
+}
