@@ -19,19 +19,35 @@ struct Notifyd: AsyncParsableCommand {
         abstract: "The notifyd daemon: a notification center for one host, on a Unix socket.",
         discussion: """
             Any local process may publish to a named topic and subscribe to topics and patterns; the daemon keeps the \
-            latest message of each topic so a newcomer can ask for it. The protocol is described in PROTOCOL.md; the \
-            `notify` command is its client.
+            latest message of each topic, also across restarts, so a newcomer can ask for it. The protocol is \
+            described in PROTOCOL.md; the `notify` command is its client.
 
-            The socket is --socket, else $NOTIFYD_SOCKET, else /run/notifyd/notifyd.sock for root and \
+            SOCKET: --socket, else $NOTIFYD_SOCKET, else /run/notifyd/notifyd.sock for root and \
             $XDG_RUNTIME_DIR/notifyd/notifyd.sock for other users (/run/user/UID when XDG_RUNTIME_DIR is unset, \
             /tmp/notifyd-UID when that does not exist either). Missing directories are created. A socket left by a \
-            daemon that died is replaced; a live daemon's socket is never taken.
+            daemon that died is replaced; a live daemon's socket is never taken. Started by systemd with a socket \
+            (notifyd.socket), it serves that one and never removes it.
+
+            STATE: each topic's buffered message and sequence number are kept in --state-dir, else \
+            $STATE_DIRECTORY (systemd's StateDirectory=), else /var/lib/notifyd for root and \
+            $XDG_STATE_HOME/notifyd (~/.local/state/notifyd) for other users.
+
+            CONFIGURATION: --config, else /etc/notifyd/notifyd.conf for root and \
+            $XDG_CONFIG_HOME/notifyd/notifyd.conf for other users: YAML with the options' names as keys \
+            (log-level: debug, max-payload: 65536, ...). Options given here win over the file. SIGHUP reads the file \
+            again; a file that cannot be used is reported and the running configuration stays in force.
+
+            SYSTEMD: READY=1 once the socket listens and the state is loaded; STATUS= kept current; RELOADING=1 on \
+            SIGHUP; STOPPING=1 on SIGTERM; WATCHDOG=1 when WatchdogSec= is set. Logs go to the journal with fields \
+            (TOPIC, PEER_UID, PEER_PID, PEER_UNIT, MESSAGE_ID, ...) when stderr is connected to it, else to stderr \
+            as lines.
 
             SIGTERM or SIGINT stops the daemon gracefully: it stops accepting, sends every connection what it is \
-            owed (at most 5 seconds each), and removes its socket.
+            owed (at most 5 seconds each), saves its state, and removes the socket it created.
 
-            Exit status: 0 after a graceful stop; 64 for bad options; 73 when the socket cannot be claimed (another \
-            daemon runs there, or the path is unusable); 1 for any other failure.
+            Exit status: 0 after a graceful stop; 64 for bad options; 73 when the socket or the state directory \
+            cannot be used (another daemon uses it, or the path is unusable); 78 for a configuration file that \
+            cannot be used; 1 for any other failure.
             """,
         version: NotifydRelease.version
     )
@@ -39,49 +55,75 @@ struct Notifyd: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The socket to listen on.", valueName: "path"))
     var socket: String?
 
-    @Option(name: .long, help: "The least important log level shown: trace, debug, info, notice, warning, error or critical.")
-    var logLevel: Logger.Level = .info
+    @Option(name: .long, help: ArgumentHelp("The configuration file.", valueName: "path"))
+    var config: String?
 
-    @Option(name: .long, help: ArgumentHelp("The largest payload accepted, in bytes.", valueName: "bytes"))
-    var maxPayload: Int = ProtocolLimits.default.maxPayload
+    @Option(name: .customLong("state-dir"), help: ArgumentHelp("Where buffered messages are kept.", valueName: "path"))
+    var stateDirectory: String?
 
-    @Option(name: .long, help: ArgumentHelp("The most subscriptions one connection may hold.", valueName: "count"))
-    var maxSubscriptions: Int = BrokerConfiguration.default.maxSubscriptionsPerConnection
+    @Option(name: .long, help: "The least important log level shown: trace, debug, info, notice, warning, error or critical (default: info).")
+    var logLevel: Logger.Level?
 
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The most topics tracked; past it, topics without a buffered message are forgotten, oldest first.",
+            "When buffered messages reach the disk: never (the kernel writes them out; they survive the daemon's death) or always (an fsync per batch; they survive power loss). Default: never.",
+            valueName: "policy"
+        )
+    )
+    var sync: StateLog.SyncPolicy?
+
+    @Option(name: .long, help: ArgumentHelp("The largest payload accepted, in bytes (default: 1048576).", valueName: "bytes"))
+    var maxPayload: Int?
+
+    @Option(name: .long, help: ArgumentHelp("The most subscriptions one connection may hold (default: 10000).", valueName: "count"))
+    var maxSubscriptions: Int?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The most topics tracked; past it, topics without a buffered message are forgotten, oldest first (default: 1000000).",
             valueName: "count"
         )
     )
-    var maxTopics: Int = BrokerConfiguration.default.maxTopics
-
-    func validate() throws {
-        guard maxPayload >= 0 else { throw ValidationError("--max-payload must be 0 or more") }
-        guard maxSubscriptions >= 1 else { throw ValidationError("--max-subscriptions must be at least 1") }
-        guard maxTopics >= 1 else { throw ValidationError("--max-topics must be at least 1") }
-    }
+    var maxTopics: Int?
 
     func run() async throws {
-        let logLevel = self.logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = logLevel
-            return handler
+        let levelSetting = LogLevelSetting(logLevel ?? .info)
+        let toJournal = JournalLogHandler.standardErrorIsJournal()
+        LoggingSystem.bootstrap { _ -> any LogHandler in
+            toJournal
+                ? JournalLogHandler(identifier: "notifyd", levelSetting: levelSetting)
+                : StandardErrorLogHandler(identifier: "notifyd", levelSetting: levelSetting)
         }
         let logger = Logger(label: "notifyd")
-        let path = SocketPath.resolve(explicit: socket)
-        var limits = ProtocolLimits.default
-        limits.maxPayload = maxPayload
-        let configuration = BrokerConfiguration(
-            protocolLimits: limits,
-            maxSubscriptionsPerConnection: maxSubscriptions,
+        let overrides = DaemonSettings.Overrides(
+            socket: socket,
+            stateDirectory: stateDirectory,
+            logLevel: logLevel,
+            syncPolicy: sync,
+            maxPayload: maxPayload,
+            maxSubscriptions: maxSubscriptions,
             maxTopics: maxTopics
         )
+        let configurationFile = config
+        let settings: DaemonSettings
+        do {
+            settings = try await DaemonSettings.load(overrides: overrides, configurationFile: configurationFile)
+        } catch {
+            logger.critical("\(error)")
+            throw ExitCode(78)
+        }
+        levelSetting.current = settings.logLevel
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let server = NotifyServer(socketPath: path, configuration: configuration, eventLoop: group.next(), logger: logger)
+        let server = NotifyServer(
+            settings: settings,
+            reloadSettings: { try await DaemonSettings.load(overrides: overrides, configurationFile: configurationFile) },
+            levelSetting: levelSetting,
+            eventLoop: group.next(),
+            logger: logger
+        )
         let services = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: [server],
@@ -95,9 +137,14 @@ struct Notifyd: AsyncParsableCommand {
             logger.critical("\(error.description)")
             try? await group.shutdownGracefully()
             throw ExitCode(73)
+        } catch let error as StateLogError {
+            logger.critical("state directory: \(error.description)")
+            try? await group.shutdownGracefully()
+            throw ExitCode(73)
         }
         try await group.shutdownGracefully()
     }
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+extension StateLog.SyncPolicy: ExpressibleByArgument {}

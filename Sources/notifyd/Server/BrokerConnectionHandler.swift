@@ -26,22 +26,20 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        let peer: PeerCredentials
+        var peer: PeerCredentials
         do {
             peer = try PeerCredentials.ofPeer(of: context.channel)
         } catch {
-            logger.warning("closing a connection whose peer credentials cannot be read", metadata: ["error": "\(error)"])
+            logger.log(.connectionError, .warning, "closing a connection whose peer credentials cannot be read: \(error)")
             context.close(promise: nil)
             return
         }
-        let transport = ChannelTransport(context: context, logger: logger)
+        peer.unit = UnitLookup.unit(of: peer.pid)
+        let transport = ChannelTransport(context: context, peer: peer, logger: logger)
         self.transport = transport
         let session = broker.open(peer: peer, transport: transport)
         self.session = session
-        logger.debug(
-            "connection opened",
-            metadata: ["session": "\(session.id)", "peer_uid": "\(peer.uid)", "peer_pid": "\(peer.pid)"]
-        )
+        logger.debug("connection opened", metadata: peer.logMetadata.merging(["session": "\(session.id)"]) { $1 })
         broker.flush()
         context.fireChannelActive()
     }
@@ -74,7 +72,7 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         if let io = error as? IOError, io.errnoCode == ECONNRESET || io.errnoCode == EPIPE {
             logger.debug("connection reset by peer")
         } else {
-            logger.warning("connection error; closing it", metadata: ["error": "\(error)"])
+            logger.log(.connectionError, .warning, "connection error; closing it: \(error)", session?.peer.logMetadata ?? [:])
         }
         context.close(promise: nil)
     }

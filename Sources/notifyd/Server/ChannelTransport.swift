@@ -11,13 +11,16 @@ final class ChannelTransport: SessionTransport {
     static let maxBytesWhileBlocked = 64 << 20
 
     private let context: ChannelHandlerContext
+    private let peer: PeerCredentials
     private let logger: Logger
     private var bytesWhileBlocked = 0
+    private var framesWhileBlocked = 0
     private var isWritable = true
     private var isClosing = false
 
-    init(context: ChannelHandlerContext, logger: Logger) {
+    init(context: ChannelHandlerContext, peer: PeerCredentials, logger: Logger) {
         self.context = context
+        self.peer = peer
         self.logger = logger
     }
 
@@ -25,8 +28,13 @@ final class ChannelTransport: SessionTransport {
         guard !isClosing else { return }
         if !isWritable {
             bytesWhileBlocked += frame.readableBytes
+            framesWhileBlocked += 1
             if bytesWhileBlocked > ChannelTransport.maxBytesWhileBlocked {
-                logger.warning("closing a connection that stopped reading", metadata: ["queued_bytes": "\(bytesWhileBlocked)"])
+                // The frames queued since it stopped reading are lost with the connection.
+                var metadata = peer.logMetadata
+                metadata["dropped"] = "\(framesWhileBlocked)"
+                metadata["queued_bytes"] = "\(bytesWhileBlocked)"
+                logger.log(.subscriberDisconnected, .warning, "closing a connection that stopped reading", metadata)
                 isClosing = true
                 context.close(promise: nil)
                 return
@@ -62,6 +70,9 @@ final class ChannelTransport: SessionTransport {
 
     func writabilityChanged(_ writable: Bool) {
         isWritable = writable
-        if writable { bytesWhileBlocked = 0 }
+        if writable {
+            bytesWhileBlocked = 0
+            framesWhileBlocked = 0
+        }
     }
 }

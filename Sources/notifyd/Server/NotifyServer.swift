@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import NotifyBus
 import ServiceLifecycle
+import UnixSignals
 
 #if canImport(Glibc)
 import Glibc
@@ -13,67 +14,234 @@ import Musl
 /// Serves the protocol on a Unix socket until graceful shutdown: the daemon's one long-running service.
 ///
 /// One event loop runs the listener, every connection and the broker, so broker state is never shared between
-/// threads. On shutdown it stops accepting, sends every connection what it is owed, and waits for them to close
-/// (each gets `ChannelTransport.closeGrace` at most) before removing the socket file.
+/// threads. In order, it:
+/// 1. takes the socket systemd passed (socket activation), or claims its path;
+/// 2. loads the saved state;
+/// 3. tells the service manager it is ready (`READY=1`), then keeps `STATUS=` current and pings the watchdog;
+/// 4. on SIGHUP, reloads the configuration (`RELOADING=1`, then `READY=1`);
+/// 5. on SIGTERM or SIGINT (`STOPPING=1`), stops accepting, sends every connection what it is owed and
+///    `ERR unavailable` (each gets `ChannelTransport.closeGrace` at most), saves the exact state, and removes the
+///    socket file it created (never one systemd passed).
 struct NotifyServer: Service {
-    let socketPath: String
-    let configuration: BrokerConfiguration
+    let settings: DaemonSettings
+    /// Reads the configuration again, for SIGHUP.
+    let reloadSettings: @Sendable () async throws -> DaemonSettings
+    let levelSetting: LogLevelSetting
     let eventLoop: any EventLoop
     let logger: Logger
 
     func run() async throws {
-        let socketFile = try SocketFile(claiming: socketPath, logger: logger)
-        defer { socketFile.remove() }
-        let logger = self.logger
-        let limits = configuration.protocolLimits
-        let configuration = self.configuration
-        let state = try await eventLoop.submit {
-            NIOLoopBound(ServerState(broker: Broker(configuration: configuration)), eventLoop: eventLoop)
-        }.get()
+        let serviceManager = ServiceManager()
+        let inherited = try SocketActivation.inheritedListener()
+        let socketFile = try inherited == nil ? SocketFile(claiming: settings.socketPath, logger: logger) : nil
+        defer { socketFile?.remove() }
 
-        let listener = try await ServerBootstrap(group: eventLoop)
-            .serverChannelOption(.backlog, value: 256)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    state.value.connections[ObjectIdentifier(channel)] = channel
-                    channel.closeFuture.assumeIsolated().whenComplete { _ in
-                        state.value.connections[ObjectIdentifier(channel)] = nil
-                    }
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(RequestDecoder(limits: limits)))
-                    try channel.pipeline.syncOperations.addHandler(BrokerConnectionHandler(broker: state.value.broker, logger: logger))
-                }
+        let state = try await loadState()
+        let listener = try await listen(state: state, inherited: inherited)
+        socketFile?.setMode(systemWide: getuid() == 0)
+        let status = try await eventLoop.submit { StatusReporter(state: state) }.get()
+        var metadata: Logger.Metadata = ["socket": "\(settings.socketPath)", "state_dir": "\(settings.stateDirectory)"]
+        if inherited != nil { metadata["activation"] = "socket" }
+        logger.log(.started, .notice, "notifyd \(NotifydRelease.version) listening", metadata)
+        serviceManager.ready(status: try await status.text(on: eventLoop))
+        let timers = try await startTimers(status: status, serviceManager: serviceManager)
+
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask {
+                try await reloadOnHangup(state: state, status: status, serviceManager: serviceManager)
             }
-            .bind(unixDomainSocketPath: socketPath)
-            .get()
-        socketFile.setMode(systemWide: getuid() == 0)
-        logger.info("notifyd \(NotifydRelease.version) listening", metadata: ["socket": "\(socketPath)", "pid": "\(getpid())"])
-
-        try await withGracefulShutdownHandler {
-            try await listener.closeFuture.get()
-        } onGracefulShutdown: {
-            listener.close(promise: nil)
+            try await withGracefulShutdownHandler {
+                try await listener.closeFuture.get()
+            } onGracefulShutdown: {
+                serviceManager.stopping(status: "stopping: sending connections what they are owed")
+                listener.close(promise: nil)
+            }
+            group.cancelAll()
         }
+        for timer in timers { timer.cancel() }
 
-        logger.info("shutting down: sending connections what they are owed")
+        logger.log(.stopping, .notice, "stopping: sending connections what they are owed")
         let closed = try await eventLoop.submit {
             state.value.broker.shutdown()
             return state.value.connections.values.map(\.closeFuture)
         }.get()
         for future in closed { try? await future.get() }
-        logger.info("stopped")
+        try await eventLoop.submit {
+            do {
+                try state.value.broker.saveState()
+            } catch {
+                logger.log(.stateProblem, .error, "could not save the state on shutdown: \(error)")
+            }
+        }.get()
+        logger.log(.stopped, .notice, "stopped")
     }
-}
 
-/// What the server's event loop owns besides the broker: the open connections, to wait for them on shutdown.
-final class ServerState {
-    let broker: Broker
-    var connections: [ObjectIdentifier: any Channel] = [:]
+    /// Opens the state log and builds the broker from it, on the event loop that will own both.
+    private func loadState() async throws -> NIOLoopBound<ServerState> {
+        let settings = self.settings
+        let logger = self.logger
+        let eventLoop = self.eventLoop
+        let (state, report) = try await eventLoop.submit {
+            let (log, contents) = try StateLog.open(
+                directory: settings.stateDirectory,
+                syncPolicy: settings.syncPolicy,
+                maxPayload: settings.broker.protocolLimits.maxPayload
+            )
+            let broker = Broker(configuration: settings.broker)
+            broker.attach(log, restoring: contents)
+            let state = ServerState(broker: broker)
+            broker.onEvent = { [unowned state] event in state.log(event, logger: logger) }
+            let buffered = contents.topics.values.count { $0.retainedFrame != nil }
+            let report = (problems: contents.problems, keptAside: contents.keptAside, topics: contents.topics.count, buffered: buffered)
+            return (NIOLoopBound(state, eventLoop: eventLoop), report)
+        }.get()
+        for problem in report.problems {
+            logger.log(.stateProblem, .warning, "state: \(problem)", ["state_dir": "\(settings.stateDirectory)"])
+        }
+        if let aside = report.keptAside {
+            logger.log(.stateProblem, .error, "the damaged state file was kept as \(aside); what could be read is loaded")
+        }
+        logger.log(.stateLoaded, .info, "state loaded: \(report.topics) topics, \(report.buffered) buffered messages")
+        return state
+    }
 
-    init(broker: Broker) {
-        self.broker = broker
+    private func listen(state: NIOLoopBound<ServerState>, inherited: CInt?) async throws -> any Channel {
+        let logger = self.logger
+        let bootstrap = ServerBootstrap(group: eventLoop)
+            .serverChannelOption(.backlog, value: 256)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let server = state.value
+                    server.connections[ObjectIdentifier(channel)] = channel
+                    channel.closeFuture.assumeIsolated().whenComplete { _ in
+                        server.connections[ObjectIdentifier(channel)] = nil
+                    }
+                    // Limits as configured now: a reload changes them for new connections.
+                    let limits = server.broker.configuration.protocolLimits
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(RequestDecoder(limits: limits)))
+                    try channel.pipeline.syncOperations.addHandler(BrokerConnectionHandler(broker: server.broker, logger: logger))
+                }
+            }
+        if let inherited {
+            return try await bootstrap.withBoundSocket(inherited).get()
+        }
+        return try await bootstrap.bind(unixDomainSocketPath: settings.socketPath).get()
+    }
+
+    /// `STATUS=` every two seconds and the watchdog ping, both from the event loop, so a stuck loop shows.
+    private func startTimers(status: StatusReporter, serviceManager: ServiceManager) async throws -> [RepeatedTask] {
+        guard serviceManager.isPresent else { return [] }
+        var timers = [
+            eventLoop.scheduleRepeatedTask(initialDelay: .seconds(2), delay: .seconds(2)) { _ in
+                serviceManager.status(status.update())
+            }
+        ]
+        if let interval = serviceManager.watchdogInterval {
+            let half = TimeAmount.nanoseconds(Int64(interval.components.seconds) * 500_000_000 + interval.components.attoseconds / 2_000_000_000)
+            timers.append(eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: half) { _ in serviceManager.watchdog() })
+        }
+        return timers
+    }
+
+    /// Reloads the configuration on every SIGHUP; a file that cannot be used leaves the running configuration
+    /// in force.
+    private func reloadOnHangup(state: NIOLoopBound<ServerState>, status: StatusReporter, serviceManager: ServiceManager) async throws {
+        var current = settings
+        for await _ in await UnixSignalsSequence(trapping: .sighup) {
+            serviceManager.reloading()
+            do {
+                let (applied, ignored) = current.reloadable(from: try await reloadSettings())
+                levelSetting.current = applied.logLevel
+                try await eventLoop.submit { state.value.broker.reconfigure(applied.broker) }.get()
+                current = applied
+                var metadata: Logger.Metadata = ["log_level": "\(applied.logLevel)"]
+                if !ignored.isEmpty { metadata["needs_restart"] = "\(ignored.joined(separator: ","))" }
+                logger.log(.reloaded, .notice, "configuration reloaded", metadata)
+            } catch {
+                logger.log(.reloadFailed, .error, "configuration not reloaded, the previous one stays in force: \(error)")
+            }
+            serviceManager.ready(status: try await status.text(on: eventLoop))
+        }
     }
 }
 
 extension NotifyServer: CustomStringConvertible {
-    var description: String { "NotifyServer(socket: \(socketPath))" }
+    var description: String { "NotifyServer(socket: \(settings.socketPath))" }
+}
+
+/// What the server's event loop owns: the broker, the open connections (to wait for them on shutdown), and
+/// the rate limiter of the broker's log events.
+final class ServerState {
+    let broker: Broker
+    var connections: [ObjectIdentifier: any Channel] = [:]
+    private var limiter = EventRateLimiter()
+
+    init(broker: Broker) {
+        self.broker = broker
+    }
+
+    /// Logs a broker event: clears at info, refusals that concern an administrator (not permitted, limits) at
+    /// notice and the rest at debug, each kind rate-limited.
+    func log(_ event: BrokerEvent, logger: Logger) {
+        switch event {
+        case .cleared(let topic, let peer):
+            guard let metadata = admit(.messageCleared, peer.logMetadata.merging(["topic": "\(topic)"]) { $1 }) else { return }
+            logger.log(.messageCleared, .info, "buffered message of \(topic) cleared", metadata)
+        case .refused(let error, let subject, let peer):
+            var metadata = peer.logMetadata
+            metadata["code"] = "\(error.code)"
+            if let subject { metadata["topic"] = "\(subject)" }
+            let important = error.code == .notPermitted || error.code == .limitReached
+            guard let admitted = admit(.publishRefused, metadata) else { return }
+            logger.log(.publishRefused, important ? .notice : .debug, "refused: \(error.message)", admitted)
+        case .stateNotSaved(let problem):
+            guard let metadata = admit(.stateProblem, [:]) else { return }
+            logger.log(.stateProblem, .error, "the state could not be saved (\(problem)); it is rewritten at the next chance", metadata)
+        }
+    }
+
+    private func admit(_ event: DaemonEvent, _ metadata: Logger.Metadata) -> Logger.Metadata? {
+        let (admitted, suppressed) = limiter.admit(event)
+        guard admitted else { return nil }
+        var metadata = metadata
+        if suppressed > 0 { metadata["suppressed"] = "\(suppressed)" }
+        return metadata
+    }
+}
+
+/// The one-line status for `systemctl status`: connections, topics, subscriptions and message rates.
+final class StatusReporter: Sendable {
+    private let state: NIOLoopBound<ServerState>
+    private let previous: NIOLoopBound<Box>
+
+    private final class Box {
+        var messagesIn: UInt64 = 0
+        var messagesOut: UInt64 = 0
+        var time = NIODeadline.now()
+    }
+
+    /// Made on the event loop, where its state lives.
+    init(state: NIOLoopBound<ServerState>) {
+        self.state = state
+        self.previous = NIOLoopBound(Box(), eventLoop: state.eventLoop)
+    }
+
+    /// The status now, with rates since the last call. On the event loop.
+    func update() -> String {
+        let statistics = state.value.broker.statistics
+        let box = previous.value
+        let now = NIODeadline.now()
+        let seconds = max(Double((now - box.time).nanoseconds) / 1e9, 0.001)
+        let rateIn = Double(statistics.messagesIn - box.messagesIn) / seconds
+        let rateOut = Double(statistics.messagesOut - box.messagesOut) / seconds
+        box.messagesIn = statistics.messagesIn
+        box.messagesOut = statistics.messagesOut
+        box.time = now
+        return "\(statistics.connections) connections, \(statistics.topics) topics (\(statistics.retainedTopics) buffered), "
+            + "\(statistics.subscriptions) subscriptions, \(Int(rateIn)) msg/s in, \(Int(rateOut)) msg/s out"
+    }
+
+    func text(on eventLoop: any EventLoop) async throws -> String {
+        try await eventLoop.submit { self.update() }.get()
+    }
 }

@@ -38,7 +38,7 @@ struct SocketFile {
         guard unlink(path) == 0 || errno == ENOENT else {
             throw SocketFileError(description: "cannot remove the stale socket \(path): \(String(cString: strerror(errno)))")
         }
-        logger.notice("replaced a stale socket left by a daemon that is gone", metadata: ["socket": "\(path)"])
+        logger.log(.staleSocketReplaced, .notice, "replaced a stale socket left by a daemon that is gone", ["socket": "\(path)"])
     }
 
     /// Sets the socket file's mode once it is bound: the system socket is open to every local user, a user's is

@@ -8,23 +8,40 @@ final class TestDaemon: Sendable {
     let child: ChildProcess
 
     /// Starts `notifyd` and waits until it says it listens.
-    static func start(in directory: TemporaryDirectory? = nil, arguments: [String] = []) async throws -> TestDaemon {
-        let daemon = try launch(in: directory ?? TemporaryDirectory(), arguments: arguments)
+    static func start(
+        in directory: TemporaryDirectory? = nil,
+        arguments: [String] = [],
+        environment: [String: String]? = nil
+    ) async throws -> TestDaemon {
+        let daemon = try launch(in: directory ?? TemporaryDirectory(), arguments: arguments, environment: environment)
         try await daemon.waitUntilListening()
         return daemon
     }
 
     /// Starts `notifyd` without waiting: for tests of how it starts or fails to.
-    static func launch(in directory: TemporaryDirectory, arguments: [String] = []) throws -> TestDaemon {
+    static func launch(
+        in directory: TemporaryDirectory,
+        arguments: [String] = [],
+        environment: [String: String]? = nil
+    ) throws -> TestDaemon {
         try Binaries.checkBuilt()
-        return try TestDaemon(directory: directory, socketPath: directory.path + "/notifyd.sock", arguments: arguments)
+        return try TestDaemon(directory: directory, socketPath: directory.path + "/notifyd.sock", arguments: arguments, environment: environment)
     }
 
-    private init(directory: TemporaryDirectory, socketPath: String, arguments: [String]) throws {
+    private init(directory: TemporaryDirectory, socketPath: String, arguments: [String], environment: [String: String]?) throws {
         self.directory = directory
         self.socketPath = socketPath
-        child = try ChildProcess(Binaries.notifyd, ["--socket", socketPath] + arguments)
+        // Its own state directory and configuration file, so no test sees another's (or the machine's) state.
+        let configuration = directory.path + "/notifyd.conf"
+        if !FileManager.default.fileExists(atPath: configuration) {
+            _ = FileManager.default.createFile(atPath: configuration, contents: Data("# test daemon\n".utf8))
+        }
+        let own = ["--socket", socketPath, "--state-dir", directory.path + "/state", "--config", configuration]
+        child = try ChildProcess(Binaries.notifyd, own + arguments, environment: environment)
     }
+
+    var configurationPath: String { directory.path + "/notifyd.conf" }
+    var stateDirectory: String { directory.path + "/state" }
 
     func waitUntilListening() async throws {
         try await child.standardError.wait("notifyd to listen on \(socketPath)") { $0.contains("listening") }

@@ -1,0 +1,31 @@
+import Logging
+
+/// The kinds of event notifyd logs, each with a stable journal `MESSAGE_ID`, so an administrator can find them
+/// with `journalctl MESSAGE_ID=…` however the wording of the message changes.
+enum DaemonEvent: String, Hashable {
+    case started = "a70c2dcbd61748cb8346970c7821b0a5"
+    case stopping = "9c369642fcb04d62961d0a0fd9e9a65d"
+    case stopped = "f08c2ccf8e1b400c8334262d4f8f94de"
+    case reloaded = "9543775093d846bba6aafcef3c2bd42d"
+    case reloadFailed = "1625d94f564d455ab3a3f744db871b7d"
+    case staleSocketReplaced = "9979d9164ef84e39b4f7228cc94eb2cb"
+    case subscriberDisconnected = "6dca6176b9214287b5ba2261a046a6f5"
+    case messageCleared = "de9f50bd8d0740a481d146722b8bdbac"
+    case publishRefused = "d1ac439938a34eee8a3ee6267006cb0c"
+    case stateLoaded = "2867fe51ed1743d5a511391fa758ce40"
+    case stateProblem = "cbe95eda38ab43dc92c586228b50f1a3"
+    case connectionError = "9e6d49f0b42843d49ed8175cf55b9314"
+
+    /// The metadata key the journal handler turns into `MESSAGE_ID`.
+    static let metadataKey = "message_id"
+}
+
+extension Logger {
+    /// Logs `event` with its `MESSAGE_ID` and `metadata`, which the journal stores as fields (`peer_uid` becomes
+    /// `PEER_UID`).
+    func log(_ event: DaemonEvent, _ level: Logger.Level, _ message: @autoclosure () -> Logger.Message, _ metadata: Logger.Metadata = [:]) {
+        var metadata = metadata
+        metadata[DaemonEvent.metadataKey] = .string(event.rawValue)
+        log(level: level, message(), metadata: metadata)
+    }
+}

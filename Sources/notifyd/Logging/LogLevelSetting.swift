@@ -1,0 +1,18 @@
+import Logging
+import Synchronization
+
+/// The daemon's log level, shared by every logger so a configuration reload changes it everywhere at once.
+final class LogLevelSetting: Sendable {
+    private let level: Atomic<Int>
+
+    init(_ level: Logger.Level) {
+        self.level = Atomic(LogLevelSetting.allLevels.firstIndex(of: level)!)
+    }
+
+    var current: Logger.Level {
+        get { LogLevelSetting.allLevels[level.load(ordering: .relaxed)] }
+        set { level.store(LogLevelSetting.allLevels.firstIndex(of: newValue)!, ordering: .relaxed) }
+    }
+
+    private static let allLevels = Logger.Level.allCases
+}
