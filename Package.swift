@@ -84,6 +84,16 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
+            name: "NotifydTests",
+            dependencies: [
+                "notifyd",
+                "NotifyBus",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
             name: "IntegrationTests",
             dependencies: [
                 "NotifyBus",

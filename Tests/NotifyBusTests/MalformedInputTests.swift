@@ -199,7 +199,7 @@ struct MalformedInputTests {
                 try decodeAll(ServerFrameDecoder(), chunks: [ByteBuffer(string: input)])
             }
         }
-        #expect(throws: ServerFrameDecoder.Malformed.self) {
+        #expect(throws: ServerFrameDecoder.Truncated(bytesLeft: 20)) {
             try decodeAll(ServerFrameDecoder(), chunks: [ByteBuffer(string: "MSG a 1 2 3 4 - 5\nab")])
         }
         // Unknown payload-less frames from a newer server are skipped.

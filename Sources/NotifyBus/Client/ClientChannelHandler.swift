@@ -136,6 +136,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
         if failure == nil {
             if let malformed = error as? ServerFrameDecoder.Malformed {
                 failure = NotifyClientError(.protocolViolation, malformed.description)
+            } else if let truncated = error as? ServerFrameDecoder.Truncated {
+                failure = NotifyClientError(.connectionClosed, truncated.description)
             } else {
                 failure = NotifyClientError(.connectionClosed, "the connection to the daemon failed: \(error)")
             }

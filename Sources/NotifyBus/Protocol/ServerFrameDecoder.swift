@@ -60,13 +60,21 @@ public struct ServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
         }
     }
 
-    /// At the end of input, decodes what is complete; bytes of a frame cut off by the end throw.
-    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws(Malformed) -> ServerFrame? {
+    /// The connection ended in the middle of a frame: the daemon closed it (stopping, or dropping a subscriber
+    /// that fell too far behind) while sending.
+    public struct Truncated: Error, Sendable, Hashable, CustomStringConvertible {
+        /// The bytes of the incomplete frame.
+        public var bytesLeft: Int
+        public var description: String { "the daemon closed the connection in the middle of a message" }
+    }
+
+    /// At the end of input, decodes what is complete; bytes of a frame cut off by the end throw ``Truncated``.
+    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> ServerFrame? {
         if let frame = try decode(buffer: &buffer) { return frame }
         guard buffer.readableBytes == 0 else {
             let count = buffer.readableBytes
             buffer.moveReaderIndex(to: buffer.writerIndex)
-            throw Malformed(reason: "the connection ended inside a frame (\(count) bytes left unread)")
+            throw Truncated(bytesLeft: count)
         }
         return nil
     }

@@ -40,7 +40,8 @@ struct NotifyServer: Service {
         let listener = try await listen(state: state, inherited: inherited)
         socketFile?.setMode(systemWide: getuid() == 0)
         let status = try await eventLoop.submit { StatusReporter(state: state) }.get()
-        var metadata: Logger.Metadata = ["socket": "\(settings.socketPath)", "state_dir": "\(settings.stateDirectory)"]
+        let served = listener.localAddress?.pathname ?? settings.socketPath
+        var metadata: Logger.Metadata = ["socket": "\(served)", "state_dir": "\(settings.stateDirectory)"]
         if inherited != nil { metadata["activation"] = "socket" }
         logger.log(.started, .notice, "notifyd \(NotifydRelease.version) listening", metadata)
         serviceManager.ready(status: try await status.text(on: eventLoop))

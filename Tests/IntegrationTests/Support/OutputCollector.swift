@@ -11,49 +11,29 @@ final class OutputCollector: Sendable {
         var nextWaiter: UInt64 = 0
     }
 
-    let pipe = Pipe()
     private let state = Mutex(State())
 
-    init() {
-        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            self?.readAvailable(from: handle)
-        }
-    }
-
-    /// Reads under the lock, so that `drain` and this handler never append out of order.
-    private func readAvailable(from handle: FileHandle) {
-        let waiters = state.withLock { state -> [AsyncStream<Void>.Continuation] in
-            guard !state.closed else { return [] }
-            let data = handle.availableData
-            if data.isEmpty {
-                state.closed = true
-                handle.readabilityHandler = nil
-            } else {
-                state.bytes += data
-            }
-            return Array(state.waiters.values)
-        }
-        for waiter in waiters { waiter.yield() }
-    }
-
-    /// Takes whatever is left in the pipe once the writer has exited, without waiting for end of file: another
-    /// child started meanwhile may have inherited the pipe's write end (Foundation does not mark it close-on-exec),
-    /// which would keep end of file from ever coming.
-    func drain() {
-        state.withLock { state in
-            guard !state.closed else { return }
-            let handle = pipe.fileHandleForReading
-            handle.readabilityHandler = nil
-            let descriptor = handle.fileDescriptor
-            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+    /// Reads `descriptor` on a thread of its own until end of file, then closes it.
+    func collect(from descriptor: Int32) {
+        Thread.detachNewThread { [self] in
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
                 let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                append(count > 0 ? Array(buffer[..<count]) : nil)
                 if count <= 0 { break }
-                state.bytes += buffer[..<count]
             }
-            state.closed = true
+            close(descriptor)
         }
+    }
+
+    /// Appends `bytes`, or marks the end of the output when nil.
+    private func append(_ bytes: [UInt8]?) {
+        let waiters = state.withLock { state in
+            if let bytes { state.bytes += bytes } else { state.closed = true }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.yield() }
     }
 
     /// Everything received so far.
@@ -79,7 +59,7 @@ final class OutputCollector: Sendable {
         try await withDeadline(timeout, waitingFor: what) {
             for await _ in updates {
                 if condition(self.text) { return }
-                if self.isClosed && !condition(self.text) { throw TestFailure("the output closed before \(what); it was:\n\(self.text)") }
+                if self.isClosed { throw TestFailure("the output closed before \(what); it was:\n\(self.text)") }
             }
         }
     }
@@ -117,4 +97,12 @@ final class Shared<Value: Sendable>: Sendable {
     init(_ value: Value) { storage = Mutex(value) }
     func withLock<Result>(_ body: (inout Value) -> Result) -> Result { storage.withLock { body(&$0) } }
     var value: Value { storage.withLock { $0 } }
+}
+
+/// Runs blocking work (a socket read with a timeout) on a thread of its own. Swift concurrency runs tests on as
+/// many threads as there are cores (two here), and a test blocked in `recv` must not hold one of them.
+func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
 }

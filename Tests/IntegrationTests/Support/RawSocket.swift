@@ -1,7 +1,8 @@
 import Foundation
 
 /// A plain Unix-socket connection for sending arbitrary bytes, well-formed or not, and reading what comes back.
-final class RawSocket {
+/// Used by one test at a time; its blocking reads run on their own thread (see `onOwnThread`).
+final class RawSocket: @unchecked Sendable {
     private let descriptor: Int32
     private(set) var received: [UInt8] = []
 
@@ -35,7 +36,11 @@ final class RawSocket {
     /// Reads until `condition` holds for all bytes received, the peer closes, or `timeout` passes.
     /// - Returns: whether the condition holds.
     @discardableResult
-    func read(timeout: Duration = .seconds(15), until condition: ([UInt8]) -> Bool) -> Bool {
+    func read(timeout: Duration = .seconds(15), until condition: @escaping @Sendable ([UInt8]) -> Bool) async -> Bool {
+        (try? await onOwnThread { self.readBlocking(timeout: timeout, until: condition) }) ?? false
+    }
+
+    private func readBlocking(timeout: Duration, until condition: ([UInt8]) -> Bool) -> Bool {
         let deadline = ContinuousClock.now + timeout
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while !condition(received) {
@@ -55,7 +60,11 @@ final class RawSocket {
 
     /// Whether the daemon closes the connection (reading reaches end of file) within `timeout`; what arrives
     /// before that is kept.
-    func isClosedByPeer(timeout: Duration = .seconds(15)) -> Bool {
+    func isClosedByPeer(timeout: Duration = .seconds(15)) async -> Bool {
+        (try? await onOwnThread { self.isClosedByPeerBlocking(timeout: timeout) }) ?? false
+    }
+
+    private func isClosedByPeerBlocking(timeout: Duration) -> Bool {
         var interval = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
         var buffer = [UInt8](repeating: 0, count: 65_536)

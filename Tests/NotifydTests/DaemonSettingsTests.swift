@@ -1,0 +1,77 @@
+import Foundation
+import Logging
+import NotifyBus
+import Testing
+
+@testable import notifyd
+
+@Suite("Daemon settings")
+struct DaemonSettingsTests {
+    final class File {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("notifyd-\(UUID().uuidString).conf").path
+        init(_ text: String) { _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8)) }
+        deinit { try? FileManager.default.removeItem(atPath: path) }
+    }
+
+    static let none = DaemonSettings.Overrides()
+
+    @Test("the file sets what the command line does not; the command line wins")
+    func precedence() async throws {
+        let file = File("log-level: debug\nmax-payload: 4096\nmax-topics: 50\nsync: always\nstate-dir: /srv/state\n")
+        let fromFile = try await DaemonSettings.load(overrides: Self.none, configurationFile: file.path)
+        #expect(fromFile.logLevel == .debug && fromFile.broker.protocolLimits.maxPayload == 4096)
+        #expect(fromFile.broker.maxTopics == 50 && fromFile.syncPolicy == .always && fromFile.stateDirectory == "/srv/state")
+        #expect(fromFile.broker.maxSubscriptionsPerConnection == BrokerConfiguration.default.maxSubscriptionsPerConnection)
+
+        var overrides = Self.none
+        overrides.logLevel = .error
+        overrides.maxPayload = 10
+        let both = try await DaemonSettings.load(overrides: overrides, configurationFile: file.path)
+        #expect(both.logLevel == .error && both.broker.protocolLimits.maxPayload == 10 && both.broker.maxTopics == 50)
+    }
+
+    @Test("a file of comments only is an empty configuration")
+    func commentsOnly() async throws {
+        let file = File("# nothing set yet\n\n   # indented comment\n")
+        let settings = try await DaemonSettings.load(overrides: Self.none, configurationFile: file.path)
+        #expect(settings.logLevel == .info && settings.broker == .default)
+    }
+
+    @Test("an unusable file is an error that names the file and the problem", arguments: [
+        ("max-payload: lots\n", "max-payload must be a whole number, not \"lots\""),
+        ("max-topics: 0\n", "max-topics must be at least 1"),
+        ("log-level: loud\n", "log-level is \"loud\""),
+        ("sync: sometimes\n", "sync is \"sometimes\"; use never or always"),
+        ("log-level: [debug\n", "line"),
+    ])
+    func invalid(_ text: String, _ expected: String) async throws {
+        let file = File(text)
+        let error = await #expect(throws: ConfigurationError.self) {
+            try await DaemonSettings.load(overrides: Self.none, configurationFile: file.path)
+        }
+        #expect(error?.description.contains(file.path) == true)
+        #expect(error?.description.contains(expected) == true, "\(String(describing: error))")
+    }
+
+    @Test("an explicit file must exist")
+    func explicitMissing() async {
+        await #expect(throws: ConfigurationError.self) {
+            try await DaemonSettings.load(overrides: Self.none, configurationFile: "/nonexistent/notifyd.conf")
+        }
+    }
+
+    @Test("a reload changes the log level and limits, and names what takes a restart")
+    func reloadable() async throws {
+        var overrides = Self.none
+        overrides.socket = "/tmp/a.sock"
+        let empty = File("")
+        let running = try await DaemonSettings.load(overrides: overrides, configurationFile: empty.path)
+        let file = File("log-level: debug\nmax-payload: 99\nstate-dir: /elsewhere\n")
+        overrides.socket = "/tmp/b.sock"
+        let newer = try await DaemonSettings.load(overrides: overrides, configurationFile: file.path)
+        let (applied, ignored) = running.reloadable(from: newer)
+        #expect(applied.logLevel == .debug && applied.broker.protocolLimits.maxPayload == 99)
+        #expect(applied.socketPath == "/tmp/a.sock" && applied.stateDirectory == running.stateDirectory)
+        #expect(ignored == ["socket", "state-dir"])
+    }
+}
