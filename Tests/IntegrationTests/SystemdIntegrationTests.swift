@@ -60,7 +60,7 @@ struct SystemdIntegrationTests {
         try await notify.wait(for: "READY=1") { $0.contains("READY=1") }
         #expect(try await daemon.client().greeting.limits.maxPayload == 1 << 20)
 
-        try "max-payload: 100\nlog-level: debug\n".write(toFile: daemon.configurationPath, atomically: true, encoding: .utf8)
+        try "max-payload = 100\nlog-level = debug\n".write(toFile: daemon.configurationPath, atomically: true, encoding: .utf8)
         daemon.child.signal(SIGHUP)
         try await notify.wait(for: "READY=1 after the reload") { $0.contains("READY=1") }
         #expect(daemon.log.contains("configuration reloaded"))
@@ -68,7 +68,7 @@ struct SystemdIntegrationTests {
         let big = try await daemon.notify(["send", "big", String(repeating: "b", count: 101)])
         #expect(big.status == 65)
 
-        try "max-payload: [lots\n".write(toFile: daemon.configurationPath, atomically: true, encoding: .utf8)
+        try "max-payload = lots\n".write(toFile: daemon.configurationPath, atomically: true, encoding: .utf8)
         daemon.child.signal(SIGHUP)
         try await notify.wait(for: "READY=1 after the failed reload") { $0.contains("READY=1") }
         #expect(daemon.log.contains("configuration not reloaded, the previous one stays in force"))

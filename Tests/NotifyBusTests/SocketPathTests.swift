@@ -41,4 +41,43 @@ struct SocketPathTests {
         let relative = Self.environment(["XDG_RUNTIME_DIR": "relative/dir"])
         #expect(SocketPath.runtimeDirectory(environment: relative, uid: uid, perUserBase: base) == "\(base)/\(uid)")
     }
+
+    @Test("a client without a daemon of its own reaches the system daemon")
+    func clientFallsBackToSystemDaemon() throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("clientpath-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        try FileManager.default.createDirectory(atPath: base + "/user/notifyd", withIntermediateDirectories: true)
+        let system = base + "/system.sock"
+        let own = base + "/user/notifyd/notifyd.sock"
+        let environment = Self.environment(["XDG_RUNTIME_DIR": base + "/user"])
+        func resolve() -> String {
+            SocketPath.resolveForClient(explicit: nil, environment: environment, uid: 1000, systemSocket: system)
+        }
+        #expect(resolve() == own, "neither runs: the user's own path, for the error message")
+        let systemListener = try UnixListener(path: system)
+        #expect(resolve() == system, "only the system daemon runs")
+        let ownListener = try UnixListener(path: own)
+        #expect(resolve() == own, "the user's own daemon wins")
+        #expect(SocketPath.resolveForClient(explicit: nil, environment: environment, uid: 0, systemSocket: system) == system)
+        _ = (systemListener, ownListener)
+    }
+}
+
+/// A bound Unix socket file, for tests that need one to exist.
+final class UnixListener {
+    let descriptor: Int32
+    init(path: String) throws {
+        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: path.utf8)
+            raw[path.utf8.count] = 0
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard bound == 0 else { throw CocoaError(.fileWriteUnknown) }
+    }
+    deinit { close(descriptor) }
 }

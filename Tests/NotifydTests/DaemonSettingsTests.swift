@@ -17,7 +17,7 @@ struct DaemonSettingsTests {
 
     @Test("the file sets what the command line does not; the command line wins")
     func precedence() async throws {
-        let file = File("log-level: debug\nmax-payload: 4096\nmax-topics: 50\nsync: always\nstate-dir: /srv/state\n")
+        let file = File("log-level = debug\nmax-payload = 4096\nmax-topics = 50\nsync = always\nstate-dir = /srv/state\n")
         let fromFile = try await DaemonSettings.load(overrides: Self.none, configurationFile: file.path)
         #expect(fromFile.logLevel == .debug && fromFile.broker.protocolLimits.maxPayload == 4096)
         #expect(fromFile.broker.maxTopics == 50 && fromFile.syncPolicy == .always && fromFile.stateDirectory == "/srv/state")
@@ -32,17 +32,20 @@ struct DaemonSettingsTests {
 
     @Test("a file of comments only is an empty configuration")
     func commentsOnly() async throws {
-        let file = File("# nothing set yet\n\n   # indented comment\n")
+        let file = File("# nothing set yet\n\n   # indented comment\n; and another\n")
         let settings = try await DaemonSettings.load(overrides: Self.none, configurationFile: file.path)
         #expect(settings.logLevel == .info && settings.broker == .default)
     }
 
-    @Test("an unusable file is an error that names the file and the problem", arguments: [
-        ("max-payload: lots\n", "max-payload must be a whole number, not \"lots\""),
-        ("max-topics: 0\n", "max-topics must be at least 1"),
-        ("log-level: loud\n", "log-level is \"loud\""),
-        ("sync: sometimes\n", "sync is \"sometimes\"; use never or always"),
-        ("log-level: [debug\n", "line"),
+    @Test("an unusable file is an error that names the file, the line and the problem", arguments: [
+        ("# limits\nmax-payload = lots\n", "line 2: max-payload must be a whole number, not \"lots\""),
+        ("max-topics = 0\n", "line 1: max-topics must be at least 1"),
+        ("\n\nlog-level = loud\n", "line 3: log-level is \"loud\""),
+        ("sync = sometimes\n", "line 1: sync is \"sometimes\"; use never or always"),
+        ("log-level debug\n", "line 1: expected `key = value`, found \"log-level debug\""),
+        ("max-paylod = 10\n", "line 1: unknown setting \"max-paylod\"; the settings are log-level, max-payload,"),
+        ("sync = never\nsync = always\n", "line 2: sync is set twice (also on line 1)"),
+        ("[limits\n", "line 1: a section header is [name]"),
     ])
     func invalid(_ text: String, _ expected: String) async throws {
         let file = File(text)
@@ -66,7 +69,7 @@ struct DaemonSettingsTests {
         overrides.socket = "/tmp/a.sock"
         let empty = File("")
         let running = try await DaemonSettings.load(overrides: overrides, configurationFile: empty.path)
-        let file = File("log-level: debug\nmax-payload: 99\nstate-dir: /elsewhere\n")
+        let file = File("log-level = debug\nmax-payload = 99\nstate-dir = /elsewhere\n")
         overrides.socket = "/tmp/b.sock"
         let newer = try await DaemonSettings.load(overrides: overrides, configurationFile: file.path)
         let (applied, ignored) = running.reloadable(from: newer)

@@ -36,13 +36,13 @@ public final class NotifyClient: Sendable {
 
     /// Connects to the daemon and waits for its greeting.
     /// - Parameters:
-    ///   - socketPath: the socket; nil resolves it as the daemon does (see ``SocketPath/resolve(explicit:environment:uid:)``).
+    ///   - socketPath: the socket; nil resolves it as ``SocketPath/resolveForClient(explicit:environment:uid:)`` says.
     ///   - group: the event loops to use; the process-wide NIO singleton when nil.
     public static func connect(
         to socketPath: String? = nil,
         group: (any EventLoopGroup)? = nil
     ) async throws -> NotifyClient {
-        let path = SocketPath.resolve(explicit: socketPath)
+        let path = SocketPath.resolveForClient(explicit: socketPath)
         let group = group ?? MultiThreadedEventLoopGroup.singleton
         let channel: any Channel
         do {

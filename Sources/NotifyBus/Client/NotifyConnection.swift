@@ -27,10 +27,10 @@ public final class NotifyConnection {
     private var nextRequestID: UInt64 = 1
 
     /// Connects to the daemon and reads its greeting.
-    /// - Parameter socketPath: the socket; nil resolves it as the daemon does.
+    /// - Parameter socketPath: the socket; nil resolves it as ``SocketPath/resolveForClient(explicit:environment:uid:)`` says.
     /// - Throws: ``NotifyClientError``.
     public init(to socketPath: String? = nil) throws {
-        let path = SocketPath.resolve(explicit: socketPath)
+        let path = SocketPath.resolveForClient(explicit: socketPath)
         self.socketPath = path
         descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else {

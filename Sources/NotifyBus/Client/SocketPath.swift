@@ -30,6 +30,38 @@ public enum SocketPath {
         return runtimeDirectory(environment: environment, uid: uid) + "/notifyd/notifyd.sock"
     }
 
+    /// The socket a client connects to: ``resolve(explicit:environment:uid:)``, except that a user without a daemon
+    /// of their own (no socket at the per-user path) reaches the system daemon when it runs: the common case once
+    /// the system service is installed.
+    public static func resolveForClient(
+        explicit: String? = nil,
+        environment: (String) -> String? = SocketPath.processEnvironment,
+        uid: UInt32? = nil
+    ) -> String {
+        resolveForClient(explicit: explicit, environment: environment, uid: uid, systemSocket: system)
+    }
+
+    static func resolveForClient(
+        explicit: String?,
+        environment: (String) -> String?,
+        uid: UInt32?,
+        systemSocket: String,
+        perUserBase: String = "/run/user"
+    ) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if let fromEnvironment = environment(environmentVariable), !fromEnvironment.isEmpty { return fromEnvironment }
+        let uid = uid ?? UInt32(getuid())
+        if uid == 0 { return systemSocket }
+        let own = runtimeDirectory(environment: environment, uid: uid, perUserBase: perUserBase) + "/notifyd/notifyd.sock"
+        if !isSocket(own) && isSocket(systemSocket) { return systemSocket }
+        return own
+    }
+
+    private static func isSocket(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFSOCK
+    }
+
     /// The user's runtime directory as described for ``resolve(explicit:environment:uid:)``.
     public static func runtimeDirectory(environment: (String) -> String? = SocketPath.processEnvironment, uid: UInt32) -> String {
         runtimeDirectory(environment: environment, uid: uid, perUserBase: "/run/user")

@@ -1,7 +1,6 @@
 import Configuration
 import Logging
 import NotifyBus
-import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -12,9 +11,10 @@ import Musl
 /// Everything the daemon is told, resolved from the command line first, then the configuration file, then the
 /// defaults.
 ///
-/// The file is YAML with the same names as the options: `log-level: debug`, `max-payload: 65536`. It is
-/// `--config PATH`, else `/etc/notifyd/notifyd.conf` for root and `$XDG_CONFIG_HOME/notifyd/notifyd.conf`
-/// (`~/.config/notifyd/notifyd.conf`) for other users; the default file may be missing, an explicit one may not.
+/// The file (see ``ConfigurationFile``) uses the options' names: `log-level = debug`, `max-payload = 65536`. It is
+/// `--config PATH`, else `$CONFIGURATION_DIRECTORY/notifyd.conf` under systemd, else `/etc/notifyd/notifyd.conf`
+/// for root and `$XDG_CONFIG_HOME/notifyd/notifyd.conf` (`~/.config/notifyd/notifyd.conf`) for other users; the
+/// default file may be missing, an explicit one may not.
 /// SIGHUP reads it again (see ``reloadable(from:)``).
 struct DaemonSettings: Sendable, Equatable {
     var socketPath: String
@@ -34,9 +34,13 @@ struct DaemonSettings: Sendable, Equatable {
         var maxTopics: Int?
     }
 
-    /// The configuration file used: `explicit`, or the default for the user.
+    /// The configuration file used: `explicit`, else `notifyd.conf` in systemd's `$CONFIGURATION_DIRECTORY`
+    /// (`ConfigurationDirectory=`), else the default for the user.
     static func configurationPath(explicit: String?) -> (path: String, isExplicit: Bool) {
         if let explicit { return (explicit, true) }
+        if let fromSystemd = SocketPath.processEnvironment("CONFIGURATION_DIRECTORY"), !fromSystemd.isEmpty {
+            return (String(fromSystemd.split(separator: ":").first ?? Substring(fromSystemd)) + "/notifyd.conf", false)
+        }
         if getuid() == 0 { return ("/etc/notifyd/notifyd.conf", false) }
         let home = SocketPath.processEnvironment("HOME") ?? "/"
         let base = SocketPath.processEnvironment("XDG_CONFIG_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.config"
@@ -60,19 +64,24 @@ struct DaemonSettings: Sendable, Equatable {
         set("max-topics", overrides.maxTopics.map { .int($0) })
 
         var providers: [any ConfigProvider] = [InMemoryProvider(name: "command line", values: values)]
-        // A file of comments only (or nothing) is an empty configuration, not "a YAML value that is not a mapping".
-        if !DaemonSettings.isBlank(path) {
-            do {
-                providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(path), allowMissing: !isExplicit))
-            } catch {
-                throw ConfigurationError(path: path, problem: "\(error)")
+        let file = try ConfigurationFile.read(path: path, mustExist: isExplicit)
+        if let file {
+            if let unknown = file.unknownKeys(DaemonSettings.keys).first {
+                let names = DaemonSettings.keys.sorted().joined(separator: ", ")
+                throw ConfigurationError(path: path, line: unknown.line, problem: "unknown setting \"\(unknown.key)\"; the settings are \(names)")
             }
+            providers.append(file)
         }
-        let reader = ConfigReader(providers: providers)
-        return try DaemonSettings(reader: reader, path: path)
+        return try DaemonSettings(reader: ConfigReader(providers: providers), file: file, path: path)
     }
 
-    private init(reader: ConfigReader, path: String) throws {
+    /// The settings a configuration file may hold.
+    static let keys: Set<String> = ["socket", "state-dir", "log-level", "sync", "max-payload", "max-subscriptions", "max-topics"]
+
+    private init(reader: ConfigReader, file: ConfigurationFile?, path: String) throws {
+        func problem(_ key: String, _ text: String) -> ConfigurationError {
+            ConfigurationError(path: path, line: file?.line(of: key), problem: text)
+        }
         // The reader answers nil both for a missing key and for a value of the wrong type; a value that is there
         // but unusable must be an error, not a silent default.
         func integer(_ key: String, default value: Int, minimum: Int) throws -> Int {
@@ -80,13 +89,11 @@ struct DaemonSettings: Sendable, Equatable {
             if let given = reader.int(forKey: ConfigKey(key)) {
                 number = given
             } else if let text = reader.string(forKey: ConfigKey(key)) {
-                throw ConfigurationError(path: path, problem: "\(key) must be a whole number, not \"\(text)\"")
+                throw problem(key, "\(key) must be a whole number, not \"\(text)\"")
             } else {
                 number = value
             }
-            guard number >= minimum else {
-                throw ConfigurationError(path: path, problem: "\(key) must be at least \(minimum), not \(number)")
-            }
+            guard number >= minimum else { throw problem(key, "\(key) must be at least \(minimum), not \(number)") }
             return number
         }
         socketPath = SocketPath.resolve(explicit: reader.string(forKey: "socket"))
@@ -94,12 +101,12 @@ struct DaemonSettings: Sendable, Equatable {
         let levelName = reader.string(forKey: "log-level") ?? Logger.Level.info.rawValue
         guard let level = Logger.Level(rawValue: levelName) else {
             let names = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
-            throw ConfigurationError(path: path, problem: "log-level is \"\(levelName)\"; use one of \(names)")
+            throw problem("log-level", "log-level is \"\(levelName)\"; use one of \(names)")
         }
         logLevel = level
         let syncName = reader.string(forKey: "sync") ?? StateLog.SyncPolicy.never.rawValue
         guard let policy = StateLog.SyncPolicy(rawValue: syncName) else {
-            throw ConfigurationError(path: path, problem: "sync is \"\(syncName)\"; use never or always")
+            throw problem("sync", "sync is \"\(syncName)\"; use never or always")
         }
         syncPolicy = policy
         var limits = ProtocolLimits.default
@@ -113,20 +120,6 @@ struct DaemonSettings: Sendable, Equatable {
             ),
             maxTopics: try integer("max-topics", default: BrokerConfiguration.default.maxTopics, minimum: 1)
         )
-    }
-
-    /// Whether the file at `path` exists and holds nothing but blank lines and comments.
-    private static func isBlank(_ path: String) -> Bool {
-        guard let file = fopen(path, "r") else { return false }
-        defer { fclose(file) }
-        var line: UnsafeMutablePointer<CChar>?
-        var capacity = 0
-        defer { free(line) }
-        while getline(&line, &capacity, file) >= 0 {
-            let text = String(cString: line!).drop { $0 == " " || $0 == "\t" }
-            if let first = text.first, first != "#", first != "\n", first != "\r" { return false }
-        }
-        return true
     }
 
     /// `$STATE_DIRECTORY` under systemd (`StateDirectory=`), else `/var/lib/notifyd` for root and
@@ -156,9 +149,20 @@ struct DaemonSettings: Sendable, Equatable {
     }
 }
 
-/// A configuration file that cannot be used, and why.
+/// A configuration file that cannot be used, and why (with the line, when one is to blame).
 struct ConfigurationError: Error, CustomStringConvertible {
     let path: String
+    var line: Int?
     let problem: String
-    var description: String { "configuration \(path): \(problem)" }
+
+    init(path: String, line: Int? = nil, problem: String) {
+        self.path = path
+        self.line = line
+        self.problem = problem
+    }
+
+    var description: String {
+        if let line { return "configuration \(path), line \(line): \(problem)" }
+        return "configuration \(path): \(problem)"
+    }
 }
