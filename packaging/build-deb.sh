@@ -33,6 +33,12 @@ rm -rf "$stage" && mkdir -p "$stage"
 install -D -m 0755 "$bin/notifyd" "$stage/usr/sbin/notifyd"
 install -D -m 0755 "$bin/notify" "$stage/usr/bin/notify"
 strip --strip-unneeded "$stage/usr/sbin/notifyd" "$stage/usr/bin/notify"
+for binary in "$stage/usr/sbin/notifyd" "$stage/usr/bin/notify"; do
+  if ldd "$binary" | grep -q libswift; then
+    say "error: $binary needs the Swift runtime as a shared library; it must be linked with --static-swift-stdlib"
+    exit 1
+  fi
+done
 
 # Units: Debian 12 keeps system units in /lib (its merged /usr makes that /usr/lib too).
 install -D -m 0644 packaging/systemd/system/notifyd.socket "$stage/lib/systemd/system/notifyd.socket"
@@ -42,13 +48,13 @@ install -D -m 0644 packaging/systemd/user/notifyd.service "$stage/usr/lib/system
 install -D -m 0644 packaging/notifyd.sysusers "$stage/usr/lib/sysusers.d/notifyd.conf"
 install -D -m 0644 packaging/notifyd.conf "$stage/etc/notifyd/notifyd.conf"
 
-# Man pages, from the same definitions as --help: notify(1) and notifyd(8). The plugin rebuilds (and relinks)
-# the products in its own configuration, so it runs after the static binaries were copied out.
+# Man pages, from the same definitions as --help: notify(1) and notifyd(8). The plugin builds the products its own
+# way (debug, shared Swift runtime), so it works in the ordinary build directory, never in $scratch.
 date=$(git log -1 --format=%cs 2>/dev/null || date +%F)
 for section in 1 8; do
-  swift package --scratch-path "$scratch" plugin generate-manual --configuration release \
+  swift package plugin generate-manual --configuration debug \
     --section "$section" --date "$date" --authors "the notifyd maintainers" >&2
-  manuals=$scratch/plugins/GenerateManual/outputs
+  manuals=.build/plugins/GenerateManual/outputs
   [ "$section" = 1 ] && install -D -m 0644 "$manuals/notify-cli/notify.1" "$stage/usr/share/man/man1/notify.1"
   [ "$section" = 8 ] && install -D -m 0644 "$manuals/notifyd/notifyd.8" "$stage/usr/share/man/man8/notifyd.8"
 done

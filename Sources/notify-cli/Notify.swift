@@ -21,7 +21,8 @@ struct Notify: AsyncParsableCommand {
 
             The socket is --socket, else $NOTIFYD_SOCKET, else /run/notifyd/notifyd.sock for root and \
             $XDG_RUNTIME_DIR/notifyd/notifyd.sock for other users (/run/user/UID when XDG_RUNTIME_DIR is unset), \
-            the same rule notifyd follows.
+            the same rule notifyd follows; a user who runs no daemon of their own reaches the system daemon at \
+            /run/notifyd/notifyd.sock.
 
             \(ExitStatus.help)
             """,

@@ -32,10 +32,12 @@ struct Notifyd: AsyncParsableCommand {
             $STATE_DIRECTORY (systemd's StateDirectory=), else /var/lib/notifyd for root and \
             $XDG_STATE_HOME/notifyd (~/.local/state/notifyd) for other users.
 
-            CONFIGURATION: --config, else /etc/notifyd/notifyd.conf for root and \
-            $XDG_CONFIG_HOME/notifyd/notifyd.conf for other users: YAML with the options' names as keys \
-            (log-level: debug, max-payload: 65536, ...). Options given here win over the file. SIGHUP reads the file \
-            again; a file that cannot be used is reported and the running configuration stays in force.
+            CONFIGURATION: --config, else $CONFIGURATION_DIRECTORY/notifyd.conf under systemd, else \
+            /etc/notifyd/notifyd.conf for root and $XDG_CONFIG_HOME/notifyd/notifyd.conf for other users. It holds \
+            `key = value` lines with the options' names (log-level = debug, max-payload = 65536) and # comments. \
+            Options given here win over the file; an unknown key or a bad value is an error naming its line. SIGHUP \
+            reads the file again and applies log-level and the limits; a file that cannot be used is reported and the \
+            running configuration stays in force.
 
             SYSTEMD: READY=1 once the socket listens and the state is loaded; STATUS= kept current; RELOADING=1 on \
             SIGHUP; STOPPING=1 on SIGTERM; WATCHDOG=1 when WatchdogSec= is set. Logs go to the journal with fields \

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Checks that a notifyd .deb holds what it should: both binaries (static Swift runtime, stripped, runnable), the
+# system and user units, the sysusers entry, the configuration as a conffile, man pages that render, completions
+# for three shells, docs, and the maintainer scripts. Prints one line per check; exits 1 if any failed.
+set -uo pipefail
+deb=${1:?usage: $0 path/to/notifyd.deb}
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+dpkg-deb -x "$deb" "$root"
+dpkg-deb -e "$deb" "$root/DEBIAN"
+failed=0
+ok() { printf 'PASS: %s\n' "$1"; }
+bad() { printf 'FAIL: %s\n' "$1"; failed=1; }
+check() { local what=$1; shift; if "$@" >/dev/null 2>&1; then ok "$what"; else bad "$what"; fi; }
+
+for path in usr/sbin/notifyd usr/bin/notify; do
+  check "$path is executable" test -x "$root/$path"
+  check "$path needs no shared Swift runtime" sh -c "! ldd '$root/$path' | grep -q libswift"
+  check "$path is stripped" sh -c "file '$root/$path' | grep -q 'stripped' && ! file '$root/$path' | grep -q 'not stripped'"
+done
+check "notify --version answers" sh -c "'$root/usr/bin/notify' --version | grep -qx '$(dpkg-deb -f "$deb" Version)'"
+check "notifyd --help answers" sh -c "'$root/usr/sbin/notifyd' --help | grep -q 'notification center'"
+for path in lib/systemd/system/notifyd.socket lib/systemd/system/notifyd.service \
+            usr/lib/systemd/user/notifyd.socket usr/lib/systemd/user/notifyd.service \
+            usr/lib/sysusers.d/notifyd.conf etc/notifyd/notifyd.conf \
+            usr/share/doc/notifyd/copyright usr/share/doc/notifyd/changelog.gz \
+            usr/share/doc/notifyd/README.md.gz usr/share/doc/notifyd/PROTOCOL.md.gz; do
+  check "$path is there" test -s "$root/$path"
+done
+check "the system socket is /run/notifyd/notifyd.sock" grep -qx 'ListenStream=/run/notifyd/notifyd.sock' "$root/lib/systemd/system/notifyd.socket"
+check "the user socket is in the user's runtime directory" grep -qx 'ListenStream=%t/notifyd/notifyd.sock' "$root/usr/lib/systemd/user/notifyd.socket"
+check "the configuration is a conffile" grep -qx '/etc/notifyd/notifyd.conf' "$root/DEBIAN/conffiles"
+for page in usr/share/man/man1/notify.1.gz usr/share/man/man8/notifyd.8.gz; do
+  check "$page is there" test -s "$root/$page"
+  check "$page renders without warnings" sh -c "zcat '$root/$page' | groff -mandoc -Tutf8 -ww -z 2>&1 | grep -q . && exit 1 || exit 0"
+done
+check "notify(1) documents the subcommands and exit statuses" sh -c "zcat '$root/usr/share/man/man1/notify.1.gz' | grep -q 'subscribe' && zcat '$root/usr/share/man/man1/notify.1.gz' | grep -q '124'"
+check "bash completion" grep -q 'notify' "$root/usr/share/bash-completion/completions/notify"
+check "zsh completion" grep -q '#compdef notify' "$root/usr/share/zsh/vendor-completions/_notify"
+check "fish completion" grep -Eq "complete -c '?notify'? " "$root/usr/share/fish/vendor_completions.d/notify.fish"
+for script in postinst prerm postrm; do
+  check "$script is there" test -x "$root/DEBIAN/$script"
+done
+check "the package depends on libsystemd0" sh -c "dpkg-deb -f '$deb' Depends | grep -q libsystemd0"
+check "md5sums match the files" sh -c "cd '$root' && md5sum --quiet -c DEBIAN/md5sums"
+exit $failed

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The packaging tests: build the .deb, lint it, check its contents, then install it under a real systemd
+# (systemd-e2e.sh) and check the service there. Needs root for dpkg tools and systemd-nspawn.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "packaging tests: skipped, they need root (dpkg, systemd-nspawn); run script/test as root to include them" >&2
+  exit 0
+fi
+command -v lintian >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lintian >/dev/null; }
+
+deb=$(packaging/build-deb.sh)
+echo "== lintian $deb"
+lintian --fail-on error,warning "$deb"
+echo "== contents of $deb"
+packaging/test/check-deb.sh "$deb"
+echo "== $deb under a real systemd"
+packaging/test/systemd-e2e.sh "$deb"
