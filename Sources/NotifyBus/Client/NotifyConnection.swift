@@ -36,21 +36,11 @@ public final class NotifyConnection {
         guard descriptor >= 0 else {
             throw NotifyClientError(.unreachable, "cannot create a socket: \(String(cString: strerror(errno)))")
         }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        guard path.utf8.count < MemoryLayout.size(ofValue: address.sun_path) else {
+        guard let address = try? SocketAddress(unixDomainSocketPath: path) else {
             close()
             throw NotifyClientError(.invalidInput, "the socket path \(path) is longer than a Unix socket path may be")
         }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
+        let connected = address.withSockAddr { connect(descriptor, $0, socklen_t($1)) }
         guard connected == 0 else {
             let code = errno
             close()
@@ -141,17 +131,9 @@ public final class NotifyConnection {
 
     private func send(_ buffer: ByteBuffer) throws {
         guard descriptor >= 0 else { throw NotifyClientError(.connectionClosed, "the connection is closed") }
-        try buffer.withUnsafeReadableBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                // MSG_NOSIGNAL: a daemon that went away must give an error, not kill the process with SIGPIPE.
-                let written = POSIX.sendWithoutSignal(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    throw NotifyClientError(.connectionClosed, "could not send to the daemon: \(String(cString: strerror(errno)))")
-                }
-                offset += written
-            }
+        // Without SIGPIPE: a daemon that went away must give an error, not kill the process.
+        if let code = POSIX.writeAll(descriptor, buffer, POSIX.sendWithoutSignal) {
+            throw NotifyClientError(.connectionClosed, "could not send to the daemon: \(String(cString: strerror(code)))")
         }
     }
 

@@ -304,17 +304,7 @@ public final class StateLog {
     }
 
     private static func writeAll(_ file: CInt, _ buffer: ByteBuffer, path: String) throws {
-        try buffer.withUnsafeReadableBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = POSIX.write(file, bytes.baseAddress! + offset, bytes.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    throw StateLogError.system("cannot write \(path)", errno)
-                }
-                offset += written
-            }
-        }
+        if let code = POSIX.writeAll(file, buffer) { throw StateLogError.system("cannot write \(path)", code) }
     }
 
     private static func syncDirectory(_ directory: String) {

@@ -1,3 +1,5 @@
+import NIOCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -48,6 +50,27 @@ enum POSIX {
         #else
         Glibc.send(descriptor, buffer, count, CInt(MSG_NOSIGNAL))
         #endif
+    }
+
+    /// Writes all of `buffer` with `write` (or another call of the same shape), retrying when interrupted.
+    /// - Returns: nil when everything was written, else the `errno` of the failure.
+    static func writeAll(
+        _ descriptor: CInt,
+        _ buffer: ByteBuffer,
+        _ write: (CInt, UnsafeRawPointer, Int) -> Int = POSIX.write
+    ) -> CInt? {
+        buffer.withUnsafeReadableBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                offset += written
+            }
+            return nil
+        }
     }
 
     @discardableResult

@@ -11,20 +11,10 @@ import Musl
 /// Writes log records to the systemd journal natively (`sd_journal_sendv`), with the metadata as fields of their
 /// own: `journalctl -u notifyd TOPIC=backup.status` finds the records about that topic, `PEER_UID=1000` those
 /// about that user's connections, and `MESSAGE_ID=` those of one kind of event (see ``DaemonEvent``).
-struct JournalLogHandler: LogHandler {
+struct JournalLogHandler: SharedLevelLogHandler {
     let identifier: String
     let levelSetting: LogLevelSetting
     var metadata: Logger.Metadata = [:]
-
-    var logLevel: Logger.Level {
-        get { levelSetting.current }
-        set { levelSetting.current = newValue }
-    }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
 
     func log(event: Logging.LogEvent) {
         let fields = JournalLogHandler.fields(

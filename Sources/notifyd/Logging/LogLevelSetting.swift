@@ -16,3 +16,21 @@ final class LogLevelSetting: Sendable {
 
     private static let allLevels = Logger.Level.allCases
 }
+
+/// What notifyd's two log handlers share: the level is the one setting every logger reads (so a reload reaches all
+/// of them), and metadata is kept as swift-log expects.
+protocol SharedLevelLogHandler: LogHandler {
+    var levelSetting: LogLevelSetting { get }
+}
+
+extension SharedLevelLogHandler {
+    var logLevel: Logger.Level {
+        get { levelSetting.current }
+        nonmutating set { levelSetting.current = newValue }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+}

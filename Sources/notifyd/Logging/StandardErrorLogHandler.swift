@@ -9,20 +9,10 @@ import Musl
 
 /// Readable log lines on standard error, for a daemon run from a terminal or under a supervisor other than
 /// systemd: `2026-11-22T09:30:00Z notifyd info: listening (socket=/run/user/1000/notifyd/notifyd.sock)`.
-struct StandardErrorLogHandler: LogHandler {
+struct StandardErrorLogHandler: SharedLevelLogHandler {
     let identifier: String
     let levelSetting: LogLevelSetting
     var metadata: Logger.Metadata = [:]
-
-    var logLevel: Logger.Level {
-        get { levelSetting.current }
-        set { levelSetting.current = newValue }
-    }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
 
     func log(event: Logging.LogEvent) {
         let merged = metadata.merging(event.metadata ?? [:]) { $1 }

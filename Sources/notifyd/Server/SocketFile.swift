@@ -1,4 +1,5 @@
 import Logging
+import NIOCore
 
 #if canImport(Glibc)
 import Glibc
@@ -73,18 +74,8 @@ struct SocketFile {
         let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard probe >= 0 else { return false }
         defer { close(probe) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard path.utf8.count < capacity else { return false }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        return result == 0
+        guard let address = try? SocketAddress(unixDomainSocketPath: path) else { return false }
+        return address.withSockAddr { connect(probe, $0, socklen_t($1)) } == 0
     }
 
     /// Creates the directories leading to `path` that are missing: private (0700) for a user's daemon, readable by

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 /// Plays systemd's part of `sd_notify`: a datagram socket whose path goes into the daemon's `$NOTIFY_SOCKET`, and
 /// the messages the daemon sends to it.
@@ -11,15 +12,7 @@ final class NotifySocketListener: @unchecked Sendable {
     init(path: String) throws {
         self.path = path
         descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let bound = try SocketAddress(unixDomainSocketPath: path).withSockAddr { bind(descriptor, $0, socklen_t($1)) }
         guard bound == 0 else { throw TestFailure("cannot bind \(path): errno \(errno)") }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 /// A plain Unix-socket connection for sending arbitrary bytes, well-formed or not, and reading what comes back.
 /// Used by one test at a time; its blocking reads run on their own thread (see `onOwnThread`).
@@ -8,15 +9,7 @@ final class RawSocket: @unchecked Sendable {
 
     init(path: String) throws {
         descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let result = try SocketAddress(unixDomainSocketPath: path).withSockAddr { connect(descriptor, $0, socklen_t($1)) }
         guard result == 0 else { throw TestFailure("connect to \(path) failed: errno \(errno)") }
     }
 
