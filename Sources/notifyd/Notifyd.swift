@@ -90,6 +90,21 @@ struct Notifyd: AsyncParsableCommand {
     )
     var maxTopics: Int?
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The most messages queued for a subscriber that does not keep up; past it, its overflow policy applies (default: 10000).",
+            valueName: "count"
+        )
+    )
+    var maxQueuedMessages: Int?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("The most bytes queued for a subscriber that does not keep up (default: 8388608).", valueName: "bytes")
+    )
+    var maxQueuedBytes: Int?
+
     func run() async throws {
         let levelSetting = LogLevelSetting(logLevel ?? .info)
         let toJournal = JournalLogHandler.standardErrorIsJournal()
@@ -106,7 +121,9 @@ struct Notifyd: AsyncParsableCommand {
             syncPolicy: sync,
             maxPayload: maxPayload,
             maxSubscriptions: maxSubscriptions,
-            maxTopics: maxTopics
+            maxTopics: maxTopics,
+            maxQueuedMessages: maxQueuedMessages,
+            maxQueuedBytes: maxQueuedBytes
         )
         let configurationFile = config
         let settings: DaemonSettings

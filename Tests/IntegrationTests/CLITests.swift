@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import NotifyBus
 import Testing
 
@@ -181,7 +182,7 @@ struct CLITests {
         let sender = try await daemon.notify(["send", "lines", "--lines"], input: Array(input.utf8))
         #expect(sender.status == 0, "\(sender.stderr)")
         var received: [String] = []
-        for try await delivery in subscription {
+        for try await delivery in subscription.messages {
             received.append(delivery.text ?? "")
             if received.count == count { break }
         }
@@ -189,6 +190,36 @@ struct CLITests {
         let stats = try await client.stats()
         #expect(stats["connections"] == 1, "the sender used one connection and closed it")
         await client.close()
+        try await daemon.stop()
+    }
+}
+
+extension CLITests {
+    @Test("a subscriber that falls behind is told what was dropped: on stderr, or as a JSON record", arguments: ["line", "json"])
+    func dropNotices(format: String) async throws {
+        let daemon = try await TestDaemon.start(arguments: ["--max-queued-messages", "5"])
+        #expect(try await daemon.notify(["send", "slow.ready", "go"]).status == 0)
+        let subscriber = try startNotify(["subscribe", "slow.>", "--latest", "--format", format], socket: daemon.socketPath)
+        try await subscriber.standardOutput.wait("the subscriber to start") { $0.contains("go") }
+        // Stopped, it reads nothing: the kernel's and the daemon's buffers fill, then its queue of five.
+        subscriber.signal(SIGSTOP)
+        let publisher = try await daemon.client()
+        let payload = ByteBuffer(repeating: UInt8(ascii: "s"), count: 32 << 10)
+        for _ in 0..<300 { try await publisher.publish(payload, to: Topic("slow.data"), retain: false) }
+        try await publisher.flush()
+        #expect(try await publisher.stats()["dropped"].map { $0 > 0 } == true)
+        subscriber.signal(SIGCONT)
+        if format == "json" {
+            try await subscriber.standardOutput.wait("a dropped record") { $0.contains("{\"dropped\":{\"topic\":\"slow.data\",\"count\":") }
+        } else {
+            try await subscriber.standardError.wait("a drop notice") {
+                $0.contains("notify: the daemon dropped") && $0.contains("messages of slow.data (sequence ")
+                    && $0.contains(") because this subscriber fell behind")
+            }
+        }
+        subscriber.signal(SIGTERM)
+        _ = try await subscriber.exitStatus()
+        await publisher.close()
         try await daemon.stop()
     }
 }

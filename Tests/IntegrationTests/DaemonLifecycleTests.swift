@@ -52,7 +52,7 @@ struct DaemonLifecycleTests {
         #expect(try await daemon.stop() == 0)
         var received: [String] = []
         do {
-            for try await delivery in subscription { received.append(delivery.text!) }
+            for try await delivery in subscription.messages { received.append(delivery.text!) }
         } catch let error as NotifyClientError {
             #expect(error.kind == .connectionClosed && error.message.contains("shutting down"))
         }

@@ -32,7 +32,7 @@ struct DeliveryTests {
             for subscription in subscriptions {
                 group.addTask {
                     var received: [String] = []
-                    for try await delivery in subscription {
+                    for try await delivery in subscription.messages {
                         received.append(delivery.text!)
                         if received.count == messages { break }
                     }
@@ -112,9 +112,9 @@ struct DeliveryTests {
         try await client.setEcho(false)
         try await client.publishAcknowledged("mine", to: Topic("echo.a"))
         try await other.publishAcknowledged("theirs", to: Topic("echo.b"))
-        var iterator = own.makeAsyncIterator()
+        var iterator = own.messages.makeAsyncIterator()
         #expect(try await iterator.next()?.text == "theirs", "its own message was skipped")
-        var otherIterator = others.makeAsyncIterator()
+        var otherIterator = others.messages.makeAsyncIterator()
         #expect(try await otherIterator.next()?.text == "mine")
         await client.close()
         await other.close()
@@ -128,7 +128,7 @@ struct DeliveryTests {
         let subscription = try await client.subscribe(to: [TopicPattern("who")])
         let sender = try startNotify(["send", "who", "me"], socket: daemon.socketPath)
         #expect(try await sender.exitStatus() == 0)
-        var iterator = subscription.makeAsyncIterator()
+        var iterator = subscription.messages.makeAsyncIterator()
         let delivery = try #require(try await iterator.next())
         #expect(delivery.publisher.pid == sender.pid)
         #expect(delivery.publisher.uid == getuid())

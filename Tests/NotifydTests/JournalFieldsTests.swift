@@ -69,7 +69,8 @@ struct JournalFieldsTests {
     @Test("every kind of event has its own 128-bit message id")
     func messageIDs() {
         let all: [DaemonEvent] = [.started, .stopping, .stopped, .reloaded, .reloadFailed, .staleSocketReplaced,
-                                  .subscriberDisconnected, .messageCleared, .publishRefused, .stateLoaded, .stateProblem,
+                                  .subscriberDisconnected, .messagesDropped, .messageCleared, .publishRefused, .stateLoaded,
+                                  .stateProblem,
                                   .connectionError]
         #expect(Set(all.map(\.rawValue)).count == all.count)
         for event in all {

@@ -11,17 +11,21 @@ import NIOCore
 ///
 /// ## Data structures
 /// - `topics`: topic name -> `TopicState` (sequence, buffered message, counters, cached subscriber list).
-/// - `index`: pattern -> sessions, answering which sessions a topic's messages go to.
-/// - `Session.patterns`: session -> patterns, the other direction, kept in step with `index` by `subscribe`,
-///   `unsubscribe` and `close` only.
+/// - `index`: pattern -> subscriptions (each knows its session and overflow policy), answering which sessions a
+///   topic's messages go to.
+/// - `Session.subscriptions`: session -> subscriptions, the other direction, kept in step with `index` by
+///   `subscribe`, `unsubscribe` and `close` only.
 /// - Each topic caches the sessions its messages go to, so a publish normally costs one hash lookup plus one write
 ///   per subscriber. A change to a literal subscription empties that one topic's cache at once; a change to a
 ///   wildcard subscription bumps `wildcardGeneration`, and every cache is recomputed from `index` on its topic's
 ///   next publish. Closed sessions drop their transport, so a stale cache never keeps a connection alive.
 ///
-/// ## Batching
-/// Frames are queued on sessions as work is done and sent by ``flush()``, which the daemon calls once per batch of
-/// reads: many deliveries to one subscriber cost one flush.
+/// ## Batching and slow subscribers
+/// Frames are written to sessions as work is done and sent by ``flush()``, which the daemon calls once per batch of
+/// reads: many deliveries to one subscriber cost one flush. A session whose socket cannot take more gets its frames
+/// in its ``OutboundQueue`` instead, bounded by ``BrokerConfiguration/maxQueuedMessages`` and
+/// ``BrokerConfiguration/maxQueuedBytes``; ``writabilityChanged(_:)`` drains it. So a subscriber that does not read
+/// never holds up a publisher or another subscriber, and costs the daemon at most its bounds.
 ///
 /// ## Persistence
 /// With a ``StateLog`` attached, every buffered message and a ceiling of every topic's sequence number are
@@ -40,7 +44,7 @@ public final class Broker {
     /// Topics with no buffered message, oldest first: the ones forgotten when `maxTopics` is reached. A topic may
     /// be listed after it gained a buffered message or was forgotten; such entries are skipped.
     private var forgettableTopics = Deque<ByteKey>()
-    private let index = SubscriptionIndex<Session>()
+    private let index = SubscriptionIndex<Subscription>()
     private var wildcardGeneration: UInt64 = 0
     private var matchStamp: UInt64 = 0
     private var sessionsToFlush: [Session] = []
@@ -106,7 +110,7 @@ public final class Broker {
             if let frame = record.retainedFrame {
                 var input = frame
                 if case .delivery(let delivery)? = try? decoder.decode(buffer: &input) {
-                    state.retained = RetainedMessage(frame: frame, payloadSize: delivery.payload.readableBytes)
+                    state.retained = RetainedMessage(frame: frame, payloadSize: delivery.payload.readableBytes, sequence: delivery.sequence)
                     state.lastPublished = delivery.time
                     counters.retainedTopics += 1
                     counters.retainedBytes += UInt64(delivery.payload.readableBytes)
@@ -171,11 +175,11 @@ public final class Broker {
         session.markClosed()
         counters.connections -= 1
         openSessions.remove(session)
-        for pattern in session.patterns {
-            index.remove(session, for: pattern)
-            subscriptionsChanged(for: pattern)
+        for subscription in session.subscriptions.values {
+            index.remove(subscription, for: subscription.pattern)
+            subscriptionsChanged(for: subscription.pattern)
         }
-        session.patterns.removeAll()
+        session.subscriptions.removeAll()
     }
 
     /// Sends every frame queued since the last flush, one flush per connection, and closes the connections that
@@ -200,10 +204,21 @@ public final class Broker {
     /// closed.
     public func shutdown() {
         for session in openSessions {
+            // What is queued goes out as far as the connection takes it; the transport's close gives it a while.
+            if let transport = session.transport { _ = session.outbox.drain(into: transport) }
             reply(ProtocolError(.unavailable, "the daemon is shutting down; reconnect once it is back"), to: session)
             session.closesAfterFlush = true
         }
         flush()
+    }
+
+    /// Drains a session's queue into its connection once the connection takes frames again.
+    public func writabilityChanged(_ session: Session) {
+        guard let transport = session.transport, transport.isWritable, !session.outbox.isEmpty else { return }
+        let (messages, payloadBytes) = session.outbox.drain(into: transport)
+        counters.messagesOut += UInt64(messages)
+        counters.bytesOut += UInt64(payloadBytes)
+        markForFlush(session)
     }
 
     // MARK: - Requests
@@ -226,7 +241,7 @@ public final class Broker {
         case .publish(let topic, let payload, let options):
             publish(topic, payload: payload, options: options, id: id, from: session)
         case .subscribe(let pattern, let options):
-            subscribe(session, to: pattern, latestFirst: options.latestFirst, id: id)
+            subscribe(session, to: pattern, options: options, id: id)
         case .unsubscribe(let pattern):
             unsubscribe(session, from: pattern, id: id)
         case .latest(let topic):
@@ -282,14 +297,9 @@ public final class Broker {
             payload: payload
         )
 
-        var deliveries: UInt64 = 0
-        for subscriber in subscribers(of: state) where subscriber !== session || session.receivesOwnMessages {
-            queue(frame, to: subscriber)
-            deliveries += 1
+        for target in subscribers(of: state) where target.session !== session || session.receivesOwnMessages {
+            deliver(frame, of: state, sequence: state.sequence, payloadSize: payload.readableBytes, to: target)
         }
-        state.delivered += deliveries
-        counters.messagesOut += deliveries
-        counters.bytesOut += deliveries * UInt64(payload.readableBytes)
 
         if options.retain {
             if let old = state.retained {
@@ -298,7 +308,7 @@ public final class Broker {
             } else {
                 counters.retainedTopics += 1
             }
-            state.retained = RetainedMessage(frame: frame, payloadSize: payload.readableBytes)
+            state.retained = RetainedMessage(frame: frame, payloadSize: payload.readableBytes, sequence: state.sequence)
             counters.retainedBytes += UInt64(payload.readableBytes)
             retainedFrameBytes += frame.readableBytes
             if let stateLog {
@@ -326,16 +336,21 @@ public final class Broker {
         return state
     }
 
-    /// The sessions that receive `state`'s messages, each once, recomputed only after subscriptions changed.
-    private func subscribers(of state: TopicState) -> [Session] {
+    /// The sessions that receive `state`'s messages, each once with its strictest overflow policy, recomputed only
+    /// after subscriptions changed.
+    private func subscribers(of state: TopicState) -> [SubscriberTarget] {
         if state.subscribersGeneration == wildcardGeneration { return state.subscribers }
         matchStamp &+= 1
         let stamp = matchStamp
-        var list: [Session] = []
-        index.forEachMatch(of: state.topic) { session in
+        var list: [SubscriberTarget] = []
+        index.forEachMatch(of: state.topic) { subscription in
+            let session = subscription.session
             if session.matchStamp != stamp {
                 session.matchStamp = stamp
-                list.append(session)
+                session.matchPosition = list.count
+                list.append(SubscriberTarget(session: session, overflow: subscription.overflow))
+            } else {
+                list[session.matchPosition].overflow = .strictest(list[session.matchPosition].overflow, subscription.overflow)
             }
         }
         state.subscribers = list
@@ -354,35 +369,39 @@ public final class Broker {
 
     // MARK: - Subscriptions
 
-    private func subscribe(_ session: Session, to pattern: TopicPattern, latestFirst: Bool, id: UInt64?) {
-        if !session.patterns.contains(pattern) {
-            guard session.patterns.count < configuration.maxSubscriptionsPerConnection else {
+    private func subscribe(_ session: Session, to pattern: TopicPattern, options: SubscribeOptions, id: UInt64?) {
+        if let existing = session.subscriptions[pattern] {
+            if existing.overflow != options.overflow {
+                existing.overflow = options.overflow
+                subscriptionsChanged(for: pattern)
+            }
+        } else {
+            guard session.subscriptions.count < configuration.maxSubscriptionsPerConnection else {
                 let sentence = "this connection already holds \(configuration.maxSubscriptionsPerConnection) subscriptions"
                     + " (the limit per connection); unsubscribe from some, or use a wildcard pattern"
                 return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: pattern.text, to: session)
             }
-            session.patterns.insert(pattern)
-            index.insert(session, for: pattern)
+            let subscription = Subscription(session: session, pattern: pattern, overflow: options.overflow)
+            session.subscriptions[pattern] = subscription
+            index.insert(subscription, for: pattern)
             subscriptionsChanged(for: pattern)
         }
-        if latestFirst {
+        if options.latestFirst {
             // Nothing runs between these writes and the OK, so the next live message follows without a gap.
+            let target = SubscriberTarget(session: session, overflow: options.overflow)
             forEachRetained(matching: pattern) { state, retained in
-                queue(retained.frame, to: session)
-                state.delivered += 1
-                counters.messagesOut += 1
-                counters.bytesOut += UInt64(retained.payloadSize)
+                deliver(retained.frame, of: state, sequence: retained.sequence, payloadSize: retained.payloadSize, to: target)
             }
         }
         replyOK(id, to: session)
     }
 
     private func unsubscribe(_ session: Session, from pattern: TopicPattern, id: UInt64?) {
-        guard session.patterns.remove(pattern) != nil else {
+        guard let subscription = session.subscriptions.removeValue(forKey: pattern) else {
             let sentence = "this connection has no subscription to \"\(pattern.text)\"; UNSUB takes the pattern exactly as it was subscribed"
             return reply(ProtocolError(.notFound, sentence, requestID: id), to: session)
         }
-        index.remove(session, for: pattern)
+        index.remove(subscription, for: pattern)
         subscriptionsChanged(for: pattern)
         replyOK(id, to: session)
     }
@@ -438,9 +457,51 @@ public final class Broker {
 
     // MARK: - Output
 
+    /// Sends a reply (or greeting): straight to the connection, or behind what is queued for it.
     private func queue(_ frame: ByteBuffer, to session: Session) {
         guard let transport = session.transport else { return }
-        transport.write(frame)
+        if session.outbox.isEmpty && transport.isWritable {
+            transport.write(frame)
+        } else {
+            session.outbox.appendReply(frame)
+        }
+        markForFlush(session)
+    }
+
+    /// Sends a delivery: straight to the connection when it takes it, else into its bounded queue, where the
+    /// subscription's overflow policy makes room (or disconnects it).
+    private func deliver(_ frame: ByteBuffer, of state: TopicState, sequence: UInt64, payloadSize: Int, to target: SubscriberTarget) {
+        let session = target.session
+        guard let transport = session.transport else { return }
+        markForFlush(session)
+        if session.outbox.isEmpty && transport.isWritable {
+            transport.write(frame)
+            state.delivered += 1
+            counters.messagesOut += 1
+            counters.bytesOut += UInt64(payloadSize)
+            return
+        }
+        let dropped = session.outbox.appendDelivery(
+            frame,
+            topic: state,
+            sequence: sequence,
+            payloadSize: payloadSize,
+            policy: target.overflow,
+            limits: configuration.queueLimits
+        )
+        guard let dropped else {
+            onEvent?(.disconnectedSlowSubscriber(session.peer, queuedMessages: session.outbox.messageCount))
+            transport.abort()
+            close(session)
+            return
+        }
+        if dropped > 0 {
+            counters.dropped += UInt64(dropped)
+            onEvent?(.dropped(count: dropped, for: session.peer))
+        }
+    }
+
+    private func markForFlush(_ session: Session) {
         if !session.hasUnflushedFrames {
             session.hasUnflushedFrames = true
             sessionsToFlush.append(session)

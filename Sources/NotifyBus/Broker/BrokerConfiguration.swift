@@ -8,18 +8,36 @@ public struct BrokerConfiguration: Sendable, Hashable {
     /// first (their sequence numbers restart at 1); if every topic holds a buffered message, publishing to a new
     /// topic is refused.
     public var maxTopics: Int
+    /// The most deliveries queued for a connection that does not keep up; past it, its subscriptions' overflow
+    /// policy applies.
+    public var maxQueuedMessages: Int
+    /// The most bytes of frames queued for a connection that does not keep up.
+    public var maxQueuedBytes: Int
 
-    /// 1 MiB payloads, 10,000 subscriptions per connection, one million topics.
+    /// 1 MiB payloads, 10,000 subscriptions per connection, one million topics, 10,000 messages or 8 MiB queued
+    /// per connection.
     public static let `default` = BrokerConfiguration(
         protocolLimits: .default,
         maxSubscriptionsPerConnection: 10_000,
-        maxTopics: 1_000_000
+        maxTopics: 1_000_000,
+        maxQueuedMessages: 10_000,
+        maxQueuedBytes: 8 << 20
     )
 
     /// Creates a configuration.
-    public init(protocolLimits: ProtocolLimits, maxSubscriptionsPerConnection: Int, maxTopics: Int) {
+    public init(
+        protocolLimits: ProtocolLimits,
+        maxSubscriptionsPerConnection: Int,
+        maxTopics: Int,
+        maxQueuedMessages: Int = BrokerConfiguration.default.maxQueuedMessages,
+        maxQueuedBytes: Int = BrokerConfiguration.default.maxQueuedBytes
+    ) {
         self.protocolLimits = protocolLimits
         self.maxSubscriptionsPerConnection = maxSubscriptionsPerConnection
         self.maxTopics = max(1, maxTopics)
+        self.maxQueuedMessages = max(1, maxQueuedMessages)
+        self.maxQueuedBytes = max(1, maxQueuedBytes)
     }
+
+    var queueLimits: OutboundQueue.Limits { OutboundQueue.Limits(messages: maxQueuedMessages, bytes: maxQueuedBytes) }
 }

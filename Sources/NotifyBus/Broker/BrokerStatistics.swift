@@ -18,6 +18,8 @@ public struct BrokerStatistics: Sendable, Hashable {
     public internal(set) var bytesIn: UInt64 = 0
     /// Payload bytes of the deliveries.
     public internal(set) var bytesOut: UInt64 = 0
+    /// Deliveries dropped for subscribers that fell behind.
+    public internal(set) var dropped: UInt64 = 0
     /// Topics known (set when reported).
     public internal(set) var topics = 0
 
@@ -37,6 +39,7 @@ public struct BrokerStatistics: Sendable, Hashable {
             .init(name: "messages_out", value: messagesOut),
             .init(name: "bytes_in", value: bytesIn),
             .init(name: "bytes_out", value: bytesOut),
+            .init(name: "dropped", value: dropped),
             .init(name: "uptime_seconds", value: uptime),
         ])
     }

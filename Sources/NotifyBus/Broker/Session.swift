@@ -13,8 +13,10 @@ public final class Session: Hashable {
     /// and must not keep the connection's channel alive with it.
     private(set) var transport: (any SessionTransport)?
 
-    /// The patterns this session subscribed to; the subscription index holds the other direction.
-    var patterns: Set<TopicPattern> = []
+    /// The session's subscriptions by pattern; the subscription index holds the other direction.
+    var subscriptions: [TopicPattern: Subscription] = [:]
+    /// Frames waiting while the connection's socket cannot take more.
+    var outbox = OutboundQueue()
     /// Whether the session receives its own publishes.
     var receivesOwnMessages = true
     /// Whether frames were queued since the last flush.
@@ -25,6 +27,8 @@ public final class Session: Hashable {
     /// The last stamp of a subscriber-list computation that counted this session; deduplicates a session that
     /// several of its patterns match.
     var matchStamp: UInt64 = 0
+    /// Where this session sits in the list being computed under `matchStamp`.
+    var matchPosition = 0
 
     init(id: UInt64, peer: PeerCredentials, transport: any SessionTransport) {
         self.id = id
@@ -40,7 +44,7 @@ public final class Session: Hashable {
     }
 
     /// The number of subscriptions held.
-    public var subscriptionCount: Int { patterns.count }
+    public var subscriptionCount: Int { subscriptions.count }
 
     public static func == (lhs: Session, rhs: Session) -> Bool { lhs === rhs }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }

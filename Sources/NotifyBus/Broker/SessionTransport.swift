@@ -12,4 +12,9 @@ public protocol SessionTransport: AnyObject {
     func flush()
     /// Closes the connection after what was queued has been sent.
     func close()
+    /// Closes the connection now, dropping what was queued: for a subscriber too far behind to be owed anything.
+    func abort()
+    /// Whether the connection takes more frames now. While it does not, the broker queues them itself (see
+    /// ``Broker/writabilityChanged(_:)``).
+    var isWritable: Bool { get }
 }

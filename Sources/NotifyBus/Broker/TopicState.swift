@@ -10,13 +10,15 @@ final class TopicState {
     var retained: RetainedMessage?
     var published: UInt64 = 0
     var delivered: UInt64 = 0
+    /// Deliveries dropped for subscribers that fell behind.
+    var dropped: UInt64 = 0
     var lastPublished: PublishTime?
     /// The sequence number the state log guarantees this topic will not go below after a restart.
     var persistedSequence: UInt64 = 0
 
     /// The sessions that receive this topic's messages, each once; valid while `subscribersGeneration` equals the
     /// broker's wildcard generation and `invalidateSubscribers` was not called since.
-    var subscribers: [Session] = []
+    var subscribers: [SubscriberTarget] = []
     var subscribersGeneration: UInt64 = .max
 
     /// Forgets the subscriber list, and the sessions it holds, until the next publish recomputes it.
@@ -36,7 +38,8 @@ final class TopicState {
             retainedBytes: retained?.payloadSize,
             published: published,
             delivered: delivered,
-            lastPublished: lastPublished
+            lastPublished: lastPublished,
+            dropped: dropped
         )
     }
 }
@@ -46,4 +49,5 @@ struct RetainedMessage {
     /// `MSG <topic> <seq> <time> <uid> <pid> <unit> <size>\n<payload>\n`
     var frame: ByteBuffer
     var payloadSize: Int
+    var sequence: UInt64
 }

@@ -9,10 +9,10 @@ final class ClientChannelHandler: ChannelInboundHandler {
     typealias InboundIn = ServerFrame
     typealias OutboundOut = ByteBuffer
 
-    /// A subscription of this client: its patterns and the stream its deliveries go to.
+    /// A subscription of this client: its patterns and the stream its events go to.
     struct LocalSubscription {
         let patterns: [TopicPattern]
-        let continuation: AsyncThrowingStream<Delivery, any Error>.Continuation
+        let continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation
     }
 
     private var context: ChannelHandlerContext?
@@ -113,10 +113,9 @@ final class ClientChannelHandler: ChannelInboundHandler {
         case .hello(let serverGreeting):
             greeting.succeed(serverGreeting)
         case .delivery(let delivery):
-            var seen: Set<UInt64> = []
-            routes.forEachMatch(of: delivery.topic) { id in
-                if seen.insert(id).inserted { subscriptions[id]?.continuation.yield(delivery) }
-            }
+            route(.message(delivery), topic: delivery.topic)
+        case .dropped(let notice):
+            route(.dropped(notice), topic: notice.topic)
         case .error(let error):
             if let id = error.requestID, let promise = waiting.removeValue(forKey: id) {
                 promise.succeed(.error(error))
@@ -129,6 +128,14 @@ final class ClientChannelHandler: ChannelInboundHandler {
         case .ok(let id, _), .pong(let id), .latest(let id, _), .topics(let id, _), .stats(let id, _):
             let frame = unwrapInboundIn(data)
             if let id, let promise = waiting.removeValue(forKey: id) { promise.succeed(frame) }
+        }
+    }
+
+    /// Hands `event` to every local subscription with a pattern matching `topic`, once each.
+    private func route(_ event: SubscriptionEvent, topic: Topic) {
+        var seen: Set<UInt64> = []
+        routes.forEachMatch(of: topic) { id in
+            if seen.insert(id).inserted { subscriptions[id]?.continuation.yield(event) }
         }
     }
 

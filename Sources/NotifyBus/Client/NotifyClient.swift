@@ -7,7 +7,7 @@ import NIOPosix
 /// ```swift
 /// let client = try await NotifyClient.connect()
 /// try await client.publishAcknowledged("done", to: Topic("backup.status"))
-/// for try await delivery in try await client.subscribe(to: [TopicPattern("backup.>")]) {
+/// for try await delivery in try await client.subscribe(to: [TopicPattern("backup.>")]).messages {
 ///     print(delivery.topic, delivery.text ?? "")
 /// }
 /// ```
@@ -123,16 +123,21 @@ public final class NotifyClient: Sendable {
 
     // MARK: - Subscribing
 
-    /// Subscribes to `patterns` and returns the matching deliveries as they come.
+    /// Subscribes to `patterns` and returns the matching messages, and notices of messages dropped, as they come.
     ///
     /// With `latestFirst`, the buffered message of each matching topic comes first, then live ones, with no gap and
-    /// no repeat in between. The subscription ends when the sequence is no longer iterated (the daemon is told);
-    /// it throws if the connection is lost.
-    public func subscribe(to patterns: [TopicPattern], latestFirst: Bool = false) async throws -> NotifySubscription {
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: Delivery.self, throwing: (any Error).self)
+    /// no repeat in between. `overflow` says what the daemon does if this client falls behind (see
+    /// ``OverflowPolicy``); what it drops is announced as ``SubscriptionEvent/dropped(_:)``. The subscription ends
+    /// when the sequence is no longer iterated (the daemon is told); it throws if the connection is lost.
+    public func subscribe(
+        to patterns: [TopicPattern],
+        latestFirst: Bool = false,
+        overflow: OverflowPolicy = .dropOldest
+    ) async throws -> NotifySubscription {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: SubscriptionEvent.self, throwing: (any Error).self)
         let handler = self.handler
         let eventLoop = channel.eventLoop
-        let options = SubscribeOptions(latestFirst: latestFirst)
+        let options = SubscribeOptions(latestFirst: latestFirst, overflow: overflow)
         let replies = try await eventLoop.submit {
             let local = ClientChannelHandler.LocalSubscription(patterns: patterns, continuation: continuation)
             let (id, newPatterns) = handler.value.addSubscription(local)
@@ -231,12 +236,29 @@ public final class NotifyClient: Sendable {
     }
 }
 
-/// The deliveries of a subscription, as they come: `for try await delivery in subscription`.
-public struct NotifySubscription: AsyncSequence, Sendable {
-    public typealias Element = Delivery
-    let stream: AsyncThrowingStream<Delivery, any Error>
+/// What a subscription receives: a message, or the notice that messages were dropped because the subscriber fell
+/// behind.
+public enum SubscriptionEvent: Sendable, Hashable {
+    /// A message published to a matching topic.
+    case message(Delivery)
+    /// Messages of a matching topic were dropped for this connection (see ``OverflowPolicy``).
+    case dropped(DropNotice)
+}
 
-    public func makeAsyncIterator() -> AsyncThrowingStream<Delivery, any Error>.Iterator {
+/// The events of a subscription, as they come: `for try await event in subscription`.
+public struct NotifySubscription: AsyncSequence, Sendable {
+    public typealias Element = SubscriptionEvent
+    let stream: AsyncThrowingStream<SubscriptionEvent, any Error>
+
+    public func makeAsyncIterator() -> AsyncThrowingStream<SubscriptionEvent, any Error>.Iterator {
         stream.makeAsyncIterator()
+    }
+
+    /// Only the messages, for callers that do not care what was dropped.
+    public var messages: some AsyncSequence<Delivery, any Error> {
+        stream.compactMap { event in
+            if case .message(let delivery) = event { return delivery }
+            return nil
+        }
     }
 }

@@ -50,13 +50,17 @@ public struct PublishOptions: Sendable, Hashable {
     }
 }
 
-/// How a subscription starts.
+/// How a subscription starts, and what happens when its subscriber falls behind.
 public struct SubscribeOptions: Sendable, Hashable {
     /// Whether the buffered message of each matching topic is delivered before live ones.
     public var latestFirst: Bool
+    /// What the daemon does when this subscriber's queue is full.
+    public var overflow: OverflowPolicy
 
-    /// Creates subscribe options; by default only live messages are delivered.
-    public init(latestFirst: Bool = false) {
+    /// Creates subscribe options; by default only live messages are delivered, and the oldest queued messages are
+    /// dropped (and announced) when the subscriber falls behind.
+    public init(latestFirst: Bool = false, overflow: OverflowPolicy = .dropOldest) {
         self.latestFirst = latestFirst
+        self.overflow = overflow
     }
 }

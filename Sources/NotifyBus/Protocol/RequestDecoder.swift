@@ -98,6 +98,16 @@ private struct RequestParser {
 
     static let operations = "PUB SUB UNSUB LATEST CLEAR TOPICS STATS PING OPT"
 
+    /// `overflow=<policy>`, or nil when the token is something else or names no policy.
+    private func overflowPolicy(_ token: Range<Int>) -> OverflowPolicy? {
+        let prefix = "overflow=".utf8.count
+        guard token.count > prefix, LineScanner.equalsIgnoringCase(bytes, token.lowerBound..<token.lowerBound + prefix, "OVERFLOW=") else {
+            return nil
+        }
+        let value = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[(token.lowerBound + prefix)..<token.upperBound]), as: UTF8.self)
+        return OverflowPolicy(rawValue: value.lowercased())
+    }
+
     func parseFrame() -> Step {
         let line: FrameLine
         switch FrameLine.parse(bytes, maxLength: limits.maxLine) {
@@ -207,15 +217,19 @@ private struct RequestParser {
         }
 
         if verbIs("SUB") {
+            let usage = "SUB <pattern> [latest] [overflow=drop-oldest|latest-only|disconnect]"
             guard let patternRange = tokens.next() else {
-                return fail(.malformed, "SUB needs a pattern: SUB <pattern> [latest]")
+                return fail(.malformed, "SUB needs a pattern: \(usage)")
             }
             var options = SubscribeOptions()
             while let option = tokens.next() {
-                guard LineScanner.equalsIgnoringCase(bytes, option, "LATEST") else {
-                    return fail(.malformed, "unknown option \(LineScanner.quoted(bytes, option)) for SUB; the only option is latest")
+                if LineScanner.equalsIgnoringCase(bytes, option, "LATEST") {
+                    options.latestFirst = true
+                } else if let policy = overflowPolicy(option) {
+                    options.overflow = policy
+                } else {
+                    return fail(.malformed, "unknown option \(LineScanner.quoted(bytes, option)) for SUB: \(usage)")
                 }
-                options.latestFirst = true
             }
             return with(pattern(patternRange)) { .subscribe($0, options) }
         }

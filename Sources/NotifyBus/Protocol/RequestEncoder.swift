@@ -16,6 +16,7 @@ extension ByteBuffer {
         case .subscribe(let pattern, let options):
             written += writeStaticString("SUB ") + writeString(pattern.text)
             if options.latestFirst { written += writeStaticString(" latest") }
+            if options.overflow != .dropOldest { written += writeStaticString(" overflow=") + writeString(options.overflow.rawValue) }
         case .unsubscribe(let pattern):
             written += writeStaticString("UNSUB ") + writeString(pattern.text)
         case .latest(let topic):

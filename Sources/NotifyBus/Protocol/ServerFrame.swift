@@ -16,6 +16,8 @@ public enum ServerFrame: Sendable, Hashable {
     case topics(requestID: UInt64?, [TopicInfo])
     /// The daemon's counters, answering `STATS`.
     case stats(requestID: UInt64?, ServerStats)
+    /// Messages of a topic were dropped because this subscriber fell behind (`DROP`).
+    case dropped(DropNotice)
 }
 
 /// What the server says about itself on connect.
@@ -52,6 +54,8 @@ public struct TopicInfo: Sendable, Hashable {
     public var delivered: UInt64
     /// When its last message was published.
     public var lastPublished: PublishTime?
+    /// Deliveries of its messages dropped for subscribers that fell behind, since the daemon started.
+    public var dropped: UInt64
 
     /// Creates a topic description.
     public init(
@@ -60,7 +64,8 @@ public struct TopicInfo: Sendable, Hashable {
         retainedBytes: Int?,
         published: UInt64,
         delivered: UInt64,
-        lastPublished: PublishTime?
+        lastPublished: PublishTime?,
+        dropped: UInt64 = 0
     ) {
         self.topic = topic
         self.sequence = sequence
@@ -68,6 +73,7 @@ public struct TopicInfo: Sendable, Hashable {
         self.published = published
         self.delivered = delivered
         self.lastPublished = lastPublished
+        self.dropped = dropped
     }
 }
 

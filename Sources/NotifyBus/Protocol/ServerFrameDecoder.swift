@@ -145,6 +145,15 @@ private struct ServerFrameParser {
             }
             return .frame(.ok(requestID: id, value: value), consumed: next)
         }
+        if verbIs("DROP") {
+            guard let topicRange = tokens.next(), case .success(let name) = topicName(bytes, topicRange),
+                let countRange = tokens.next(), let count = LineScanner.unsigned(bytes, countRange),
+                let firstRange = tokens.next(), let first = LineScanner.unsigned(bytes, firstRange),
+                let lastRange = tokens.next(), let last = LineScanner.unsigned(bytes, lastRange)
+            else { return .malformed("bad DROP line \(LineScanner.quoted(bytes, 0..<lineEnd))") }
+            let notice = DropNotice(topic: Topic(unchecked: name), count: count, firstSequence: first, lastSequence: last)
+            return .frame(.dropped(notice), consumed: next)
+        }
         if verbIs("PONG") {
             return .frame(.pong(requestID: id), consumed: next)
         }
@@ -252,6 +261,8 @@ private struct ServerFrameParser {
                 info.delivered = value ?? 0
             } else if LineScanner.equals(bytes, key, "time") {
                 info.lastPublished = value.map { PublishTime(microsecondsSinceEpoch: $0) }
+            } else if LineScanner.equals(bytes, key, "dropped") {
+                info.dropped = value ?? 0
             }
         }
         return info

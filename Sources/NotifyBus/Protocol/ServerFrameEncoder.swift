@@ -119,12 +119,21 @@ extension ByteBuffer {
             }
             written += writeStaticString(" published=") + writeDecimal(info.published)
             written += writeStaticString(" delivered=") + writeDecimal(info.delivered)
+            written += writeStaticString(" dropped=") + writeDecimal(info.dropped)
             if let time = info.lastPublished {
                 written += writeStaticString(" time=") + writeDecimal(time.microsecondsSinceEpoch)
             }
             written += writeStaticString("\n")
         }
         return written
+    }
+
+    /// Writes `DROP <topic> <count> <first-seq> <last-seq>`.
+    @discardableResult
+    public mutating func writeDropNotice(_ notice: DropNotice) -> Int {
+        writeStaticString("DROP ") + writeString(notice.topic.name) + writeStaticString(" ") + writeDecimal(notice.count)
+            + writeStaticString(" ") + writeDecimal(notice.firstSequence) + writeStaticString(" ")
+            + writeDecimal(notice.lastSequence) + writeStaticString("\n")
     }
 
     /// Writes a `STATS` reply. Names must be single tokens.
@@ -151,6 +160,7 @@ extension ByteBuffer {
         case .latest(let id, let delivery): return writeLatest(requestID: id, delivery)
         case .topics(let id, let topics): return writeTopics(requestID: id, topics)
         case .stats(let id, let stats): return writeStats(requestID: id, stats)
+        case .dropped(let notice): return writeDropNotice(notice)
         }
     }
 }

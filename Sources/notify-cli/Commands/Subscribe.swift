@@ -14,6 +14,12 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
 
             Without --count, notify subscribe runs until interrupted, until --timeout, or until the daemon goes away \
             (exit 69). With --count, it exits 0 after that many messages, or 124 if --timeout comes first.
+
+            A subscriber that falls behind (its reader is slower than the publishers) has messages queued for it, up to \
+            the daemon's limit; past that, --overflow says what happens: drop-oldest (the default) drops the oldest \
+            queued messages, latest-only keeps only the newest queued message of each topic, disconnect ends the \
+            subscription (exit 69). What is dropped is announced: a line on standard error, or with --format json a \
+            record {"dropped": {"topic", "count", "first_seq", "last_seq"}} in the output.
             """
     )
 
@@ -35,6 +41,9 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
     @Option(name: .long, help: "raw, line or json.")
     var format: DeliveryFormat = .line
 
+    @Option(name: .long, help: "When this subscriber falls behind: drop-oldest, latest-only or disconnect.")
+    var overflow: OverflowPolicy = .dropOldest
+
     func validate() throws {
         if patterns.isEmpty { throw ValidationError("give at least one topic or pattern to subscribe to") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
@@ -45,15 +54,24 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
         try await runReportingFailures {
             let patterns = try self.patterns.map(parsePattern)
             let client = try await connect()
-            let subscription = try await client.subscribe(to: patterns, latestFirst: latest)
+            let subscription = try await client.subscribe(to: patterns, latestFirst: latest, overflow: overflow)
             let format = self.format
             let count = self.count
             let outcome = try await withDeadline(seconds: timeout) {
                 var received = 0
-                for try await delivery in subscription {
-                    StandardOutput.write(format.render(delivery))
-                    received += 1
-                    if received == count { return }
+                for try await event in subscription {
+                    switch event {
+                    case .message(let delivery):
+                        StandardOutput.write(format.render(delivery))
+                        received += 1
+                        if received == count { return }
+                    case .dropped(let notice):
+                        if format == .json {
+                            StandardOutput.write(DeliveryFormat.json(notice) + "\n")
+                        } else {
+                            StandardError.writeLine("notify: \(DeliveryFormat.sentence(notice))")
+                        }
+                    }
                 }
                 throw CommandFailure(.unavailable, "the daemon closed the connection")
             }

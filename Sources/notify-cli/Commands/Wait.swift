@@ -35,9 +35,16 @@ struct Wait: AsyncParsableCommand, ConnectingCommand {
             let subscription = try await client.subscribe(to: [pattern], latestFirst: true)
             let expected = equals.map { Array($0.utf8) }
             let outcome = try await withDeadline(seconds: timeout) {
-                for try await delivery in subscription where expected == nil || delivery.bytes == expected {
-                    StandardOutput.write(DeliveryFormat.raw.render(delivery))
-                    return
+                for try await event in subscription {
+                    switch event {
+                    case .message(let delivery) where expected == nil || delivery.bytes == expected:
+                        StandardOutput.write(DeliveryFormat.raw.render(delivery))
+                        return
+                    case .message:
+                        continue
+                    case .dropped(let notice):
+                        StandardError.writeLine("notify: \(DeliveryFormat.sentence(notice))")
+                    }
                 }
                 throw CommandFailure(.unavailable, "the daemon closed the connection")
             }

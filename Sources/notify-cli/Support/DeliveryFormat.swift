@@ -1,5 +1,7 @@
-import ArgumentParser
+public import ArgumentParser
 import NotifyBus
+
+extension OverflowPolicy: ExpressibleByArgument {}
 
 /// How a delivered message is printed.
 enum DeliveryFormat: String, ExpressibleByArgument, CaseIterable {
@@ -44,6 +46,29 @@ enum DeliveryFormat: String, ExpressibleByArgument, CaseIterable {
         }
         json.endObject()
         return json.text
+    }
+
+    /// A drop notice as a JSON record: `{"dropped":{"topic":…,"count":…,"first_seq":…,"last_seq":…}}`.
+    static func json(_ notice: DropNotice) -> String {
+        var json = JSONWriter()
+        json.beginObject()
+        json.key("dropped")
+        json.beginObject()
+        json.field("topic", notice.topic.name)
+        json.field("count", notice.count)
+        json.field("first_seq", notice.firstSequence)
+        json.field("last_seq", notice.lastSequence)
+        json.endObject()
+        json.endObject()
+        return json.text
+    }
+
+    /// A drop notice for people.
+    static func sentence(_ notice: DropNotice) -> String {
+        let range = notice.firstSequence == notice.lastSequence
+            ? "sequence \(notice.firstSequence)" : "sequence \(notice.firstSequence) to \(notice.lastSequence)"
+        return "the daemon dropped \(notice.count) message\(notice.count == 1 ? "" : "s") of \(notice.topic.name) (\(range))"
+            + " because this subscriber fell behind"
     }
 
     private static func terminated(_ bytes: [UInt8]) -> [UInt8] {

@@ -32,6 +32,8 @@ struct DaemonSettings: Sendable, Equatable {
         var maxPayload: Int?
         var maxSubscriptions: Int?
         var maxTopics: Int?
+        var maxQueuedMessages: Int?
+        var maxQueuedBytes: Int?
     }
 
     /// The configuration file used: `explicit`, else `notifyd.conf` in systemd's `$CONFIGURATION_DIRECTORY`
@@ -62,6 +64,8 @@ struct DaemonSettings: Sendable, Equatable {
         set("max-payload", overrides.maxPayload.map { .int($0) })
         set("max-subscriptions", overrides.maxSubscriptions.map { .int($0) })
         set("max-topics", overrides.maxTopics.map { .int($0) })
+        set("max-queued-messages", overrides.maxQueuedMessages.map { .int($0) })
+        set("max-queued-bytes", overrides.maxQueuedBytes.map { .int($0) })
 
         var providers: [any ConfigProvider] = [InMemoryProvider(name: "command line", values: values)]
         let file = try ConfigurationFile.read(path: path, mustExist: isExplicit)
@@ -76,7 +80,10 @@ struct DaemonSettings: Sendable, Equatable {
     }
 
     /// The settings a configuration file may hold.
-    static let keys: Set<String> = ["socket", "state-dir", "log-level", "sync", "max-payload", "max-subscriptions", "max-topics"]
+    static let keys: Set<String> = [
+        "socket", "state-dir", "log-level", "sync", "max-payload", "max-subscriptions", "max-topics", "max-queued-messages",
+        "max-queued-bytes",
+    ]
 
     private init(reader: ConfigReader, file: ConfigurationFile?, path: String) throws {
         func problem(_ key: String, _ text: String) -> ConfigurationError {
@@ -118,7 +125,9 @@ struct DaemonSettings: Sendable, Equatable {
                 default: BrokerConfiguration.default.maxSubscriptionsPerConnection,
                 minimum: 1
             ),
-            maxTopics: try integer("max-topics", default: BrokerConfiguration.default.maxTopics, minimum: 1)
+            maxTopics: try integer("max-topics", default: BrokerConfiguration.default.maxTopics, minimum: 1),
+            maxQueuedMessages: try integer("max-queued-messages", default: BrokerConfiguration.default.maxQueuedMessages, minimum: 1),
+            maxQueuedBytes: try integer("max-queued-bytes", default: BrokerConfiguration.default.maxQueuedBytes, minimum: 1)
         )
     }
 

@@ -10,6 +10,7 @@ enum DaemonEvent: String, Hashable {
     case reloadFailed = "1625d94f564d455ab3a3f744db871b7d"
     case staleSocketReplaced = "9979d9164ef84e39b4f7228cc94eb2cb"
     case subscriberDisconnected = "6dca6176b9214287b5ba2261a046a6f5"
+    case messagesDropped = "5bf29b1c6aa4439fb5db50a6d4c6027d"
     case messageCleared = "de9f50bd8d0740a481d146722b8bdbac"
     case publishRefused = "d1ac439938a34eee8a3ee6267006cb0c"
     case stateLoaded = "2867fe51ed1743d5a511391fa758ce40"

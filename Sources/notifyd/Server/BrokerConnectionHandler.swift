@@ -35,7 +35,7 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
             return
         }
         peer.unit = UnitLookup.unit(of: peer.pid)
-        let transport = ChannelTransport(context: context, peer: peer, logger: logger)
+        let transport = ChannelTransport(context: context)
         self.transport = transport
         let session = broker.open(peer: peer, transport: transport)
         self.session = session
@@ -53,8 +53,17 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         broker.flush()
     }
 
+    /// While the connection does not take what it is sent, its requests are not read either: a client that does
+    /// not read its replies is held back, not buffered for. Deliveries from others go to the broker's bounded
+    /// queue meanwhile, and out again once it takes them.
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        transport?.writabilityChanged(context.channel.isWritable)
+        let writable = context.channel.isWritable
+        transport?.writabilityChanged(writable)
+        try? context.channel.syncOptions?.setOption(.autoRead, value: writable)
+        if writable, let session {
+            broker.writabilityChanged(session)
+            broker.flush()
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -4,42 +4,22 @@ import NotifyBus
 
 /// A session's frames, written to its NIO channel.
 ///
-/// A subscriber that stops reading makes its channel unwritable; frames queued past `maxBytesWhileBlocked` after
-/// that point would only grow the daemon's memory, so the connection is closed instead.
+/// Writability is NIO's: the channel stops taking frames once its write buffer is over the high-water mark (set on
+/// the listener), and the broker queues them itself until ``writabilityChanged(_:)`` says it takes them again.
 final class ChannelTransport: SessionTransport {
-    /// How much may be queued for a connection that does not read before it is dropped.
-    static let maxBytesWhileBlocked = 64 << 20
+    /// How long a closing connection may take to accept what it is owed.
+    static let closeGrace = TimeAmount.seconds(5)
 
     private let context: ChannelHandlerContext
-    private let peer: PeerCredentials
-    private let logger: Logger
-    private var bytesWhileBlocked = 0
-    private var framesWhileBlocked = 0
-    private var isWritable = true
     private var isClosing = false
+    private(set) var isWritable = true
 
-    init(context: ChannelHandlerContext, peer: PeerCredentials, logger: Logger) {
+    init(context: ChannelHandlerContext) {
         self.context = context
-        self.peer = peer
-        self.logger = logger
     }
 
     func write(_ frame: ByteBuffer) {
         guard !isClosing else { return }
-        if !isWritable {
-            bytesWhileBlocked += frame.readableBytes
-            framesWhileBlocked += 1
-            if bytesWhileBlocked > ChannelTransport.maxBytesWhileBlocked {
-                // The frames queued since it stopped reading are lost with the connection.
-                var metadata = peer.logMetadata
-                metadata["dropped"] = "\(framesWhileBlocked)"
-                metadata["queued_bytes"] = "\(bytesWhileBlocked)"
-                logger.log(.subscriberDisconnected, .warning, "closing a connection that stopped reading", metadata)
-                isClosing = true
-                context.close(promise: nil)
-                return
-            }
-        }
         context.write(NIOAny(frame), promise: nil)
     }
 
@@ -65,14 +45,12 @@ final class ChannelTransport: SessionTransport {
         }
     }
 
-    /// How long a closing connection may take to accept what it is owed.
-    static let closeGrace = TimeAmount.seconds(5)
+    func abort() {
+        isClosing = true
+        context.close(promise: nil)
+    }
 
     func writabilityChanged(_ writable: Bool) {
         isWritable = writable
-        if writable {
-            bytesWhileBlocked = 0
-            framesWhileBlocked = 0
-        }
     }
 }

@@ -110,6 +110,8 @@ struct NotifyServer: Service {
         let logger = self.logger
         let bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 256)
+            // A subscriber that keeps up never fills this; one that does not gets the broker's bounded queue.
+            .childChannelOption(.writeBufferWaterMark, value: ChannelOptions.Types.WriteBufferWaterMark(low: 256 << 10, high: 1 << 20))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let server = state.value
@@ -198,6 +200,14 @@ final class ServerState {
         case .stateNotSaved(let problem):
             guard let metadata = admit(.stateProblem, [:]) else { return }
             logger.log(.stateProblem, .error, "the state could not be saved (\(problem)); it is rewritten at the next chance", metadata)
+        case .dropped(let count, let peer):
+            guard var metadata = admit(.messagesDropped, peer.logMetadata) else { return }
+            metadata["dropped"] = "\(count)"
+            logger.log(.messagesDropped, .notice, "dropped \(count) messages for a subscriber that fell behind", metadata)
+        case .disconnectedSlowSubscriber(let peer, let queued):
+            guard var metadata = admit(.subscriberDisconnected, peer.logMetadata) else { return }
+            metadata["queued"] = "\(queued)"
+            logger.log(.subscriberDisconnected, .warning, "disconnected a subscriber that fell behind (its policy is disconnect)", metadata)
         }
     }
 

@@ -12,12 +12,17 @@ final class RecordingTransport: SessionTransport {
     private var unread = ByteBuffer()
     private var decoder = NIOSingleStepByteToMessageProcessor(ServerFrameDecoder())
 
+    /// Set by tests to play a subscriber that stops reading.
+    var isWritable = true
+    var aborted = false
+
     func write(_ frame: ByteBuffer) {
         written.append(frame)
         unread.writeImmutableBuffer(frame)
     }
     func flush() { flushes += 1 }
     func close() { closed = true }
+    func abort() { aborted = true }
 
     /// The frames written since the last call.
     func frames() throws -> [ServerFrame] {

@@ -1,0 +1,140 @@
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+
+@Suite("Slow subscribers (broker, no socket)")
+struct OutboundQueueTests {
+    static func harness(messages: Int = 3, bytes: Int = 1 << 20) -> BrokerHarness {
+        var configuration = BrokerConfiguration.default
+        configuration.maxQueuedMessages = messages
+        configuration.maxQueuedBytes = bytes
+        return BrokerHarness(configuration: configuration)
+    }
+
+    /// Makes the subscriber's connection take frames again, as NIO would once it drained its buffer.
+    static func resume(_ client: BrokerHarness.Client) {
+        client.transport.isWritable = true
+        client.harness.broker.writabilityChanged(client.session)
+        client.harness.broker.flush()
+    }
+
+    static func summary(_ frames: [ServerFrame]) -> [String] {
+        frames.map { frame in
+            switch frame {
+            case .delivery(let d): return "\(d.topic.name)#\(d.sequence)"
+            case .dropped(let n): return "DROP \(n.topic.name) \(n.count) \(n.firstSequence)-\(n.lastSequence)"
+            case .ok(let id, _): return "OK \(id.map(String.init) ?? "-")"
+            case .pong: return "PONG"
+            default: return "\(frame)"
+            }
+        }
+    }
+
+    @Test("while a connection takes nothing, its frames wait in order, replies included, and go out once it does")
+    func queuesInOrder() throws {
+        let harness = Self.harness(messages: 100)
+        let subscriber = harness.connect()
+        subscriber.send("SUB t\n")
+        _ = try subscriber.received()
+        subscriber.transport.isWritable = false
+        let publisher = harness.connect()
+        publisher.send("PUB t 1\na\n")
+        subscriber.send("#1 PING\n")
+        publisher.send("PUB t 1\nb\n")
+        #expect(try subscriber.received().isEmpty, "nothing is written while the connection takes nothing")
+        Self.resume(subscriber)
+        #expect(Self.summary(try subscriber.received()) == ["t#1", "PONG", "t#2"])
+    }
+
+    @Test("drop-oldest: the oldest queued messages make room, and DROP says which, before the rest")
+    func dropOldest() throws {
+        let harness = Self.harness(messages: 3)
+        let subscriber = harness.connect()
+        subscriber.send("SUB t\n")
+        _ = try subscriber.received()
+        subscriber.transport.isWritable = false
+        harness.connect().send(String(repeating: "PUB t 1\nx\n", count: 7))
+        Self.resume(subscriber)
+        #expect(Self.summary(try subscriber.received()) == ["DROP t 4 1-4", "t#5", "t#6", "t#7"])
+        #expect(harness.broker.statistics.dropped == 4)
+        #expect(harness.broker.statistics.messagesOut == 3)
+        let client = harness.connect()
+        client.send("TOPICS\n")
+        guard case .topics(_, let infos) = try client.received().first else { Issue.record("no TOPICS"); return }
+        #expect(infos.first?.dropped == 4 && infos.first?.delivered == 3)
+    }
+
+    @Test("latest-only: only the newest queued message of each topic is kept")
+    func latestOnly() throws {
+        let harness = Self.harness(messages: 100)
+        let subscriber = harness.connect()
+        subscriber.send("SUB g.* overflow=latest-only\n")
+        _ = try subscriber.received()
+        subscriber.transport.isWritable = false
+        harness.connect().send("PUB g.a 1\n1\nPUB g.b 1\n1\nPUB g.a 1\n2\nPUB g.a 1\n3\nPUB g.b 1\n2\n")
+        Self.resume(subscriber)
+        #expect(Self.summary(try subscriber.received()) == ["DROP g.a 2 1-2", "DROP g.b 1 1-1", "g.a#3", "g.b#2"])
+    }
+
+    @Test("latest-only with every queued message of a different topic drops the oldest")
+    func latestOnlyAtLimit() throws {
+        let harness = Self.harness(messages: 2)
+        let subscriber = harness.connect()
+        subscriber.send("SUB g.* overflow=latest-only\n")
+        _ = try subscriber.received()
+        subscriber.transport.isWritable = false
+        harness.connect().send("PUB g.a 1\n1\nPUB g.b 1\n1\nPUB g.c 1\n1\n")
+        Self.resume(subscriber)
+        #expect(Self.summary(try subscriber.received()) == ["DROP g.a 1 1-1", "g.b#1", "g.c#1"])
+    }
+
+    @Test("disconnect: a subscriber past its bounds is closed at once, and nobody else is affected")
+    func disconnect() throws {
+        let harness = Self.harness(messages: 2)
+        var events: [String] = []
+        harness.broker.onEvent = { if case .disconnectedSlowSubscriber(let peer, let queued) = $0 { events.append("\(peer.uid) \(queued)") } }
+        let subscriber = harness.connect(uid: 7)
+        let other = harness.connect()
+        subscriber.send("SUB t overflow=disconnect\n")
+        other.send("SUB t\n")
+        _ = try subscriber.received()
+        _ = try other.received()
+        subscriber.transport.isWritable = false
+        harness.connect().send(String(repeating: "PUB t 1\nx\n", count: 3))
+        #expect(subscriber.transport.aborted)
+        #expect(harness.broker.statistics.connections == 2)
+        #expect(events == ["7 3"])
+        #expect(try other.deliveries().count == 3)
+    }
+
+    @Test("when several of a connection's subscriptions match, the strictest policy applies")
+    func strictestPolicy() throws {
+        let harness = Self.harness(messages: 1)
+        let subscriber = harness.connect()
+        subscriber.send("SUB t.* overflow=latest-only\nSUB t.> overflow=disconnect\nSUB other\n")
+        _ = try subscriber.received()
+        subscriber.transport.isWritable = false
+        harness.connect().send("PUB t.x 1\na\nPUB t.x 1\nb\n")
+        #expect(subscriber.transport.aborted, "disconnect wins over latest-only")
+    }
+
+    @Test("a re-subscription changes the policy; replies are never dropped; the byte bound counts too")
+    func bytesAndReplies() throws {
+        let harness = Self.harness(messages: 1_000, bytes: 200)
+        let subscriber = harness.connect()
+        subscriber.send("SUB t overflow=disconnect\nSUB t\n")
+        _ = try subscriber.received()
+        subscriber.transport.isWritable = false
+        let payload = String(repeating: "p", count: 50)
+        harness.connect().send(String(repeating: "PUB t 50\n\(payload)\n", count: 5))
+        subscriber.send(String(repeating: "PING\n", count: 20))
+        #expect(!subscriber.transport.aborted, "the second SUB made it drop-oldest")
+        Self.resume(subscriber)
+        let summary = Self.summary(try subscriber.received())
+        #expect(summary.filter { $0 == "PONG" }.count == 20, "every reply arrived")
+        let delivered = summary.filter { $0.hasPrefix("t#") }.count
+        #expect(delivered >= 1 && delivered < 5, "the byte bound dropped some")
+        #expect(summary.first == "DROP t \(5 - delivered) 1-\(5 - delivered)")
+    }
+}
