@@ -78,6 +78,9 @@ struct Notifyd: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The largest payload accepted, in bytes (default: 1048576).", valueName: "bytes"))
     var maxPayload: Int?
 
+    @Option(name: .long, help: ArgumentHelp("The longest topic or pattern accepted, 1 to 255 bytes (default: 255).", valueName: "bytes"))
+    var maxTopicLength: Int?
+
     @Option(name: .long, help: ArgumentHelp("The most subscriptions one connection may hold (default: 10000).", valueName: "count"))
     var maxSubscriptions: Int?
 
@@ -89,6 +92,24 @@ struct Notifyd: AsyncParsableCommand {
         )
     )
     var maxTopics: Int?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The most payload bytes of buffered messages, over all topics; a retained publish past it is refused (default: 268435456).",
+            valueName: "bytes"
+        )
+    )
+    var maxRetainedBytes: Int?
+
+    @Option(name: .long, help: ArgumentHelp("The most connections open at once (default: 16384).", valueName: "count"))
+    var maxConnections: Int?
+
+    @Option(
+        name: .customLong("max-connections-per-user"),
+        help: ArgumentHelp("The most connections one uid may have open at once (default: 4096).", valueName: "count")
+    )
+    var maxConnectionsPerUser: Int?
 
     @Option(
         name: .long,
@@ -123,7 +144,11 @@ struct Notifyd: AsyncParsableCommand {
             maxSubscriptions: maxSubscriptions,
             maxTopics: maxTopics,
             maxQueuedMessages: maxQueuedMessages,
-            maxQueuedBytes: maxQueuedBytes
+            maxQueuedBytes: maxQueuedBytes,
+            maxTopicLength: maxTopicLength,
+            maxConnections: maxConnections,
+            maxConnectionsPerUser: maxConnectionsPerUser,
+            maxRetainedBytes: maxRetainedBytes
         )
         let configurationFile = config
         let settings: DaemonSettings
@@ -134,6 +159,12 @@ struct Notifyd: AsyncParsableCommand {
             throw ExitCode(78)
         }
         levelSetting.current = settings.logLevel
+        let openFiles = FileDescriptorLimit.raiseToMaximum()
+        if openFiles < UInt64(settings.broker.maxConnections) + 64 {
+            logger.warning(
+                "open files are limited to \(openFiles), fewer than max-connections (\(settings.broker.maxConnections)) needs; raise LimitNOFILE= or lower max-connections"
+            )
+        }
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let server = NotifyServer(

@@ -22,18 +22,27 @@ struct HostileInputTests {
         // `.skipsPayload`: it is discarding a declared payload (a PING now would be part of it); `.closes`: framing
         // was lost.
         enum Then { case answersPing, skipsPayload, closes }
-        let cases: [(input: String, code: String, then: Then)] = [
-            ("FROB\n", "ERR unknown-op", .answersPing),
-            ("PUB good\n", "ERR malformed", .answersPing),
-            ("PUB a..b 1\nx\n", "ERR invalid-topic", .answersPing),
-            ("PUB good.* 1\nx\n", "ERR invalid-topic", .answersPing),
-            ("SUB a.>.b\n", "ERR invalid-topic", .answersPing),
-            ("PUB good 5000\n" + String(repeating: "z", count: 5000) + "\n", "ERR too-large", .answersPing),
-            ("PUB good 2147483648\n" + String(repeating: "z", count: 100_000), "ERR too-large", .skipsPayload),
-            ("PUB $notifyd.x 1\nx\n", "ERR not-permitted", .answersPing),
-            ("UNSUB never\n", "ERR not-found", .answersPing),
-            ("PUB good 2\nabcd\n", "ERR malformed", .closes),
-            (String(repeating: "J", count: 5000), "ERR malformed", .closes),
+        // Junk that is the same on every run: bytes scattered by a multiplicative hash.
+        let highBytes = (0..<300).map { UInt8(0x80 + ($0 &* 2_654_435_761 >> 7) % 128) }
+        let anyBytes = (0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 11) }.filter { $0 != 0x0A }
+        let cases: [(name: String, input: [UInt8], code: String, then: Then)] = [
+            ("unknown verb", bytes("FROB\n"), "ERR unknown-op", .answersPing),
+            ("PUB without its size", bytes("PUB good\n"), "ERR malformed", .answersPing),
+            ("empty token", bytes("PUB a..b 1\nx\n"), "ERR invalid-topic", .answersPing),
+            ("wildcard in a published topic", bytes("PUB good.* 1\nx\n"), "ERR invalid-topic", .answersPing),
+            ("misplaced >", bytes("SUB a.>.b\n"), "ERR invalid-topic", .answersPing),
+            ("invalid UTF-8 topic", bytes("PUB good.") + [0xC3, 0x28] + bytes(" 1\nx\n"), "ERR invalid-topic", .answersPing),
+            ("overlong UTF-8 pattern", bytes("SUB ") + [0xC0, 0xAE] + bytes("\n"), "ERR invalid-topic", .answersPing),
+            ("payload over max_payload", bytes("PUB good 5000\n" + String(repeating: "z", count: 5000) + "\n"), "ERR too-large", .answersPing),
+            ("a 2 GiB length", bytes("PUB good 2147483648\n" + String(repeating: "z", count: 100_000)), "ERR too-large", .skipsPayload),
+            ("a 19-digit length", bytes("PUB good 9999999999999999999\nz"), "ERR too-large", .skipsPayload),
+            ("a length past 64 bits", bytes("PUB good 99999999999999999999\n"), "ERR malformed", .answersPing),
+            ("reserved topic", bytes("PUB $notifyd.x 1\nx\n"), "ERR not-permitted", .answersPing),
+            ("UNSUB of nothing", bytes("UNSUB never\n"), "ERR not-found", .answersPing),
+            ("binary junk on one line", highBytes + [0x0A], "ERR unknown-op", .answersPing),
+            ("a length shorter than the payload", bytes("PUB good 2\nabcd\n"), "ERR malformed", .closes),
+            ("a line without end", bytes(String(repeating: "J", count: 5000)), "ERR malformed", .closes),
+            ("binary junk without line breaks", anyBytes, "ERR malformed", .closes),
         ]
         for bad in cases {
             try await publishGood()
@@ -41,18 +50,19 @@ struct HostileInputTests {
             try raw.send(bad.input)
             if bad.then == .answersPing { try raw.send("PING\n") }
             let expectedEnd = bad.then == .answersPing ? "PONG" : bad.code
-            #expect(await raw.read { String(decoding: $0, as: UTF8.self).contains(expectedEnd) }, "\(bad.input.prefix(40)): got \(raw.lines)")
-            #expect(raw.lines.dropFirst().first?.hasPrefix(bad.code) == true, "\(bad.input.prefix(40)): got \(raw.lines)")
+            #expect(await raw.read { String(decoding: $0, as: UTF8.self).contains(expectedEnd) }, "\(bad.name): got \(raw.lines)")
+            #expect(raw.lines.dropFirst().first?.hasPrefix(bad.code) == true, "\(bad.name): got \(raw.lines)")
             if bad.then == .closes {
-                #expect(await raw.isClosedByPeer(), "framing was lost, so the daemon closes")
+                #expect(await raw.isClosedByPeer(), "\(bad.name): framing was lost, so the daemon closes")
             }
             try await publishGood()
         }
 
-        // A client that vanishes mid-frame, and one that connects and never speaks.
-        do {
+        // Clients that vanish mid-frame (in a line, in a payload whose length lies), and one that connects and
+        // never speaks.
+        for truncated in ["PUB goo", "PUB good 100\nonly part of it", "#12", "SUB good.>"] {
             let vanishing = try RawSocket(path: daemon.socketPath)
-            try vanishing.send("PUB good 100\nonly part of it")
+            try vanishing.send(truncated)
         }
         let silent = try RawSocket(path: daemon.socketPath)
         try await publishGood()
@@ -71,6 +81,107 @@ struct HostileInputTests {
         #expect(try await daemon.stop() == 0)
     }
 }
+
+extension HostileInputTests {
+    @Test("a client that subscribes to 100,000 patterns gets 10,000 (its limit) and ERR limit for the rest; others see no difference")
+    func hundredThousandPatterns() async throws {
+        let daemon = try await TestDaemon.start()
+        let listener = try await daemon.client()
+        let subscription = try await listener.subscribe(to: [TopicPattern("calm.>")])
+        let publisher = try await daemon.client()
+
+        let greedy = try RawSocket(path: daemon.socketPath)
+        var requests = ""
+        for index in 0..<100_000 { requests += "SUB p.\(index).>\n" }
+        requests += "#1 PING\n"
+        // Written on a thread of its own: the replies come back while the requests still go out.
+        let bytes = Array(requests.utf8)
+        async let written: Void = onOwnThread { try greedy.send(bytes) }
+        try await publisher.publishAcknowledged("during", to: Topic("calm.x"))
+        #expect(await greedy.read(timeout: .seconds(120)) { String(decoding: $0.suffix(12), as: UTF8.self).hasSuffix("#1 PONG\n") })
+        try await written
+        let lines = greedy.lines.dropFirst()  // the greeting
+        #expect(lines.count { $0 == "OK" } == 10_000)
+        #expect(lines.count { $0.hasPrefix("ERR limit this connection already holds 10000 subscriptions") } == 90_000)
+
+        // Its subscriptions work, and nobody else noticed.
+        try await publisher.publishAcknowledged("to greedy", to: Topic("p.9999.x"))
+        try await publisher.publishAcknowledged("after", to: Topic("calm.x"))
+        try greedy.send("#2 PING\n")
+        #expect(await greedy.read { String(decoding: $0.suffix(200), as: UTF8.self).hasSuffix("#2 PONG\n") })
+        #expect(greedy.lines.contains { $0.hasPrefix("MSG p.9999.x ") })
+        var messages = subscription.messages.makeAsyncIterator()
+        #expect(try await messages.next()?.text == "during")
+        #expect(try await messages.next()?.text == "after")
+        #expect(try await listener.stats()["subscriptions"] == 10_001)
+        await listener.close()
+        await publisher.close()
+        #expect(try await daemon.stop() == 0)
+    }
+
+    @Test("a publish flood is served in full without starving others; one that never reads its replies is held back, not buffered for")
+    func publishFlood() async throws {
+        let daemon = try await TestDaemon.start()
+        let listener = try await daemon.client()
+        let subscription = try await listener.subscribe(to: [TopicPattern("calm.>")])
+        let publisher = try await daemon.client()
+
+        // 100,000 fire-and-forget publishes as fast as one socket takes them, while others talk.
+        let flooder = try RawSocket(path: daemon.socketPath)
+        let total = 100_000
+        var floodBytes: [UInt8] = []
+        floodBytes.reserveCapacity(total * 20)
+        for index in 1...total { floodBytes += "PUB flood 8\n\(String(index).padding(toLength: 8, withPad: " ", startingAt: 0))\n".utf8 }
+        let allFlood = floodBytes
+        async let flooded: Void = onOwnThread { try flooder.send(allFlood) }
+        var messages = subscription.messages.makeAsyncIterator()
+        for index in 0..<200 {
+            try await publisher.publishAcknowledged("c\(index)", to: Topic("calm.x"))
+            #expect(try await messages.next()?.text == "c\(index)")
+        }
+        try await flooded
+        try flooder.send("#1 PING\n")
+        #expect(await flooder.read { String(decoding: $0.suffix(100), as: UTF8.self).hasSuffix("#1 PONG\n") })
+        let latest = try await publisher.latest(Topic("flood"))
+        #expect(latest?.text == String(total).padding(toLength: 8, withPad: " ", startingAt: 0), "every publish was taken, the last one last")
+        #expect(latest?.sequence == UInt64(total))
+
+        // A client that never reads its replies, each many times the size of its request: the daemon stops
+        // carrying out its requests and reading it once they pile up, so most of what it sends never gets in, and
+        // the daemon holds what one connection may, not what those requests would make.
+        for index in 0..<1_000 { try await publisher.publish("x", to: Topic("many.topic.\(index)")) }
+        try await publisher.flush()
+        let rssBefore = try residentKiB(of: daemon.child.pid)
+        let deaf = try RawSocket(path: daemon.socketPath)
+        let request = Array("TOPICS\n".utf8)
+        let chunk = Array([[UInt8]](repeating: request, count: 65_536 / request.count).joined())
+        let limit = 16 << 20
+        let (sent, stopped) = try await onOwnThread { deaf.sendUntilPeerStopsReading(chunk, limit: limit) }
+        #expect(stopped, "the daemon stopped reading the client that does not read")
+        #expect(sent < 4 << 20, "it took \(sent) bytes of requests, each answered by some 90 KB")
+        for index in 0..<200 {
+            try await publisher.publishAcknowledged("d\(index)", to: Topic("calm.y"))
+            #expect(try await messages.next()?.text == "d\(index)")
+        }
+        let rssDuring = try residentKiB(of: daemon.child.pid)
+        #expect(rssDuring < rssBefore + 24 << 10, "RSS \(rssBefore) KiB before, \(rssDuring) KiB while it is held back")
+        deaf.shutdown()
+        await listener.close()
+        await publisher.close()
+        #expect(try await daemon.stop() == 0)
+    }
+}
+
+/// The resident set size of process `pid`, in KiB, from /proc.
+func residentKiB(of pid: pid_t) throws -> Int {
+    let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+    guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+        let value = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap({ Int($0) })
+    else { throw TestFailure("no VmRSS for \(pid)") }
+    return value
+}
+
+private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
 /// Subscribers that do not keep up, through the real daemon.
 @Suite("Slow subscribers on a real notifyd")

@@ -326,3 +326,117 @@ extension BrokerTests {
         #expect(try before.received().last.flatMap(errorCode) == .limitReached)
     }
 }
+
+extension BrokerTests {
+    @Test("past maxConnections, a new connection gets ERR limit instead of the greeting and is closed; others carry on")
+    func connectionLimit() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxConnections = 2
+        let harness = BrokerHarness(configuration: configuration)
+        let first = harness.connect(uid: 1)
+        let second = harness.connect(uid: 2)
+        let third = harness.connect(uid: 3)
+        let frames = try third.transport.frames()
+        #expect(frames.count == 1 && frames.first.flatMap(errorCode) == .limitReached, "no greeting, just the refusal")
+        #expect(third.transport.closed)
+        #expect(harness.broker.statistics.connections == 2)
+        first.send("#1 PING\n")
+        #expect(try first.received() == [.pong(requestID: 1)])
+
+        harness.broker.close(second.session)
+        let fourth = harness.connect(uid: 3)
+        #expect(try fourth.transport.frames() == [.hello(ServerGreeting(limits: .default))], "a closed connection frees its place")
+    }
+
+    @Test("past maxConnectionsPerUser, that uid is refused while other uids still connect")
+    func connectionLimitPerUser() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxConnectionsPerUser = 2
+        let harness = BrokerHarness(configuration: configuration)
+        let a1 = harness.connect(uid: 1000)
+        _ = harness.connect(uid: 1000)
+        let a3 = harness.connect(uid: 1000)
+        guard case .error(let refusal)? = try a3.transport.frames().first else {
+            Issue.record("the third connection of uid 1000 was not refused")
+            return
+        }
+        #expect(refusal.code == .limitReached)
+        #expect(refusal.message.contains("uid 1000") && refusal.message.contains("2 connections"))
+        #expect(a3.transport.closed)
+        let other = harness.connect(uid: 1001)
+        #expect(try other.transport.frames() == [.hello(ServerGreeting(limits: .default))])
+        harness.broker.close(a1.session)
+        let again = harness.connect(uid: 1000)
+        #expect(try again.transport.frames() == [.hello(ServerGreeting(limits: .default))])
+    }
+
+    @Test("past maxRetainedBytes, a retained publish is refused whole: not delivered, not buffered; noretain still goes")
+    func retainedBytesLimit() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxRetainedBytes = 10
+        let harness = BrokerHarness(configuration: configuration)
+        let subscriber = harness.connect()
+        subscriber.send("SUB >\n")
+        _ = try subscriber.received()
+        let client = harness.connect()
+        client.send("#1 PUB a 6 ack\n123456\n#2 PUB b 5 ack\n12345\n#3 PUB b 4 ack\n1234\n#4 PUB a 2 ack\n12\n#5 PUB b 8 ack\n12345678\n#6 PUB c 9 noretain ack\n123456789\n")
+        let replies = try client.received()
+        #expect(replies.map(errorCode) == [nil, .limitReached, nil, nil, nil, nil])
+        #expect(replies[0] == .ok(requestID: 1, value: 1))
+        #expect(replies[2] == .ok(requestID: 3, value: 1), "the refused publish took no sequence number")
+        #expect(replies[3] == .ok(requestID: 4, value: 2), "replacing a buffered message counts only the difference")
+        #expect(replies[4] == .ok(requestID: 5, value: 2))
+        #expect(try subscriber.deliveries() == ["123456", "1234", "12", "12345678", "123456789"])
+        #expect(harness.broker.statistics.retainedBytes == 10)
+        client.send("#7 PUB c 1 ack\nx\n#8 CLEAR a\n#9 PUB c 1 ack\nx\n")
+        #expect(try client.received().map(errorCode) == [.limitReached, nil, nil])
+    }
+}
+
+
+extension BrokerTests {
+    @Test("requests from a connection that does not take its replies wait, and are carried out in order once it does")
+    func holdBack() throws {
+        let harness = BrokerHarness()
+        let subscriber = harness.connect()
+        subscriber.send("SUB t\n")
+        _ = try subscriber.received()
+        let client = harness.connect()
+        client.transport.isWritable = false
+        client.send("#1 PING\nPUB t 1\na\n#2 TOPICS\nPUB t 1\nb\n")
+        #expect(try client.received() == [], "nothing carried out, so no reply was made")
+        #expect(try subscriber.deliveries() == [])
+        #expect(client.session.isHoldingBack)
+
+        client.transport.isWritable = true
+        harness.broker.writabilityChanged(client.session)
+        harness.broker.flush()
+        let replies = try client.received()
+        guard replies.count == 2, case .topics(2, let infos) = replies[1] else {
+            Issue.record("expected PONG then TOPICS, got \(replies)")
+            return
+        }
+        #expect(replies[0] == .pong(requestID: 1))
+        #expect(infos.map(\.sequence) == [1], "TOPICS was carried out after the first publish and before the second")
+        #expect(try subscriber.deliveries() == ["a", "b"])
+        #expect(!client.session.isHoldingBack)
+    }
+
+    @Test("a connection that goes away with requests held back still publishes what it wrote; its questions are dropped")
+    func heldBackPublishesOnClose() throws {
+        let harness = BrokerHarness()
+        let subscriber = harness.connect()
+        subscriber.send("SUB t\n")
+        _ = try subscriber.received()
+        let client = harness.connect()
+        client.transport.isWritable = false
+        client.send("PUB t 1\na\n#2 TOPICS\n#3 PUB t 1 ack\nb\nCLEAR t\n")
+        let writtenBefore = client.transport.written.count
+        harness.broker.close(client.session)
+        harness.broker.flush()
+        #expect(try subscriber.deliveries() == ["a", "b"])
+        #expect(client.transport.written.count == writtenBefore, "nothing more is written to a connection that is gone")
+        subscriber.send("LATEST t\n")
+        #expect(try subscriber.received().map(errorCode) == [.notFound], "the CLEAR it sent was carried out too")
+    }
+}

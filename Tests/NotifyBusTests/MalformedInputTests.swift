@@ -115,6 +115,23 @@ struct MalformedInputTests {
               [.request(.latest(topic("$notifyd.x")))]),
     ]
 
+    @Test("a topic longer than the configured max_topic is refused, one at it accepted, and the payload skipped")
+    func configuredTopicLength() throws {
+        let limits = ProtocolLimits(maxPayload: 1000, maxTopic: 8, maxLine: 1024)
+        let input = ByteBuffer(string: "PUB abcd.efg 1\nx\nPUB abcd.efgh 1\nx\nSUB abcd.>.x\nPING\n")
+        let (outputs, _) = try decodeAll(RequestDecoder(limits: limits), chunks: [input])
+        guard outputs.count == 4, case .request(let first) = outputs[0], case .failure(let tooLong) = outputs[1],
+            case .failure(let patternTooLong) = outputs[2], case .request(let ping) = outputs[3]
+        else {
+            Issue.record("unexpected \(outputs)")
+            return
+        }
+        #expect(first.command == .publish(topic("abcd.efg"), payload: ByteBuffer(string: "x"), PublishOptions()))
+        #expect(tooLong.code == .invalidTopic && tooLong.message.contains("8"))
+        #expect(patternTooLong.code == .invalidTopic)
+        #expect(ping.command == .ping)
+    }
+
     @Test("each malformed input yields its documented error, and reading resumes at the next frame", arguments: corpus)
     func corpusCase(_ sample: MalformedCase) throws {
         for chunking in ["whole", "bytes"] {

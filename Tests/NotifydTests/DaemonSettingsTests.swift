@@ -30,6 +30,32 @@ struct DaemonSettingsTests {
         #expect(both.logLevel == .error && both.broker.protocolLimits.maxPayload == 10 && both.broker.maxTopics == 50)
     }
 
+    @Test("every limit can be set in the file")
+    func everyLimit() async throws {
+        let file = File(
+            """
+            max-payload = 1
+            max-topic-length = 2
+            max-subscriptions = 3
+            max-topics = 4
+            max-retained-bytes = 5
+            max-queued-messages = 6
+            max-queued-bytes = 7
+            max-connections = 8
+            max-connections-per-user = 9
+
+            """
+        )
+        let broker = try await DaemonSettings.load(overrides: Self.none, configurationFile: file.path).broker
+        let read = [
+            broker.protocolLimits.maxPayload, broker.protocolLimits.maxTopic, broker.maxSubscriptionsPerConnection,
+            broker.maxTopics, broker.maxRetainedBytes, broker.maxQueuedMessages, broker.maxQueuedBytes,
+            broker.maxConnections, broker.maxConnectionsPerUser,
+        ]
+        #expect(read == Array(1...9))
+        #expect(DaemonSettings.keys.count == 13, "a new setting gets a line in this test")
+    }
+
     @Test("a file of comments only is an empty configuration")
     func commentsOnly() async throws {
         let file = File("# nothing set yet\n\n   # indented comment\n; and another\n")
@@ -43,7 +69,8 @@ struct DaemonSettingsTests {
         ("\n\nlog-level = loud\n", "line 3: log-level is \"loud\""),
         ("sync = sometimes\n", "line 1: sync is \"sometimes\"; use never or always"),
         ("log-level debug\n", "line 1: expected `key = value`, found \"log-level debug\""),
-        ("max-paylod = 10\n", "line 1: unknown setting \"max-paylod\"; the settings are log-level, max-payload,"),
+        ("max-topic-length = 300\n", "line 1: max-topic-length must be at most 255, not 300"),
+        ("max-paylod = 10\n", "line 1: unknown setting \"max-paylod\"; the settings are log-level, max-connections,"),
         ("sync = never\nsync = always\n", "line 2: sync is set twice (also on line 1)"),
         ("[limits\n", "line 1: a section header is [name]"),
     ])

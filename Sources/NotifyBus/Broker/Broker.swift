@@ -49,6 +49,8 @@ public final class Broker {
     private var matchStamp: UInt64 = 0
     private var sessionsToFlush: [Session] = []
     private var openSessions: Set<Session> = []
+    /// Open connections per uid, for ``BrokerConfiguration/maxConnectionsPerUser``.
+    private var connectionsByUser: [UInt32: Int] = [:]
     private var nextSessionID: UInt64 = 1
     private let clock: () -> PublishTime
     private let allocator = ByteBufferAllocator()
@@ -159,22 +161,70 @@ public final class Broker {
 
     // MARK: - Connections
 
-    /// Registers a new connection and queues the greeting to it.
+    /// Registers a new connection and queues the greeting to it; or, past a connection limit, an `ERR limit`
+    /// instead of the greeting, and the connection is closed at the next ``flush()``.
     public func open(peer: PeerCredentials, transport: any SessionTransport) -> Session {
         let session = Session(id: nextSessionID, peer: peer, transport: transport)
         nextSessionID += 1
         counters.connections += 1
         openSessions.insert(session)
-        queue(greeting, to: session)
+        let ofUser = connectionsByUser[peer.uid, default: 0] + 1
+        connectionsByUser[peer.uid] = ofUser
+        if let refusal = connectionRefusal(ofUser: ofUser, uid: peer.uid) {
+            refuse(refusal, subject: nil, to: session)
+            session.closesAfterFlush = true
+        } else {
+            queue(greeting, to: session)
+        }
         return session
     }
 
-    /// Forgets a connection that is gone: its subscriptions end, and nothing more is sent to it.
+    /// Why a connection that makes `counters.connections` in total and `ofUser` for `uid` is refused, if it is.
+    private func connectionRefusal(ofUser: Int, uid: UInt32) -> ProtocolError? {
+        if counters.connections > configuration.maxConnections {
+            let sentence = "the daemon already serves \(configuration.maxConnections) connections (its limit); try again later"
+            return ProtocolError(.limitReached, sentence)
+        }
+        if ofUser > configuration.maxConnectionsPerUser {
+            let sentence = "uid \(uid) already has \(configuration.maxConnectionsPerUser) connections open (the limit per user);"
+                + " close some, or reuse one connection for many requests"
+            return ProtocolError(.limitReached, sentence)
+        }
+        return nil
+    }
+
+    /// Forgets a connection that is gone: its subscriptions end, and nothing more is sent to it. Publishes and
+    /// clears it sent that were held back are carried out first (a client that wrote and left still published
+    /// what it wrote); its other requests only asked for answers, and nobody is left to read them.
     public func close(_ session: Session) {
         guard !session.isClosed else { return }
+        if session.isHoldingBack {
+            session.detachTransport()
+            while let held = session.heldBack.popFirst() {
+                guard case .request(let request) = held else { continue }
+                switch request.command {
+                case .publish, .clear: carryOut(held, from: session)
+                default: continue
+                }
+            }
+        }
+        forget(session)
+    }
+
+    /// Ends a session without carrying out what it sent and is held back: for a subscriber disconnected in the
+    /// middle of a fan-out, where carrying out its requests would publish inside another publish.
+    private func forget(_ session: Session) {
+        guard !session.isClosed else { return }
+        session.heldBack.removeAll()
         session.markClosed()
         counters.connections -= 1
         openSessions.remove(session)
+        let uid = session.peer.uid
+        if let count = connectionsByUser[uid], count > 1 {
+            connectionsByUser[uid] = count - 1
+        } else {
+            connectionsByUser[uid] = nil
+        }
         for subscription in session.subscriptions.values {
             index.remove(subscription, for: subscription.pattern)
             subscriptionsChanged(for: subscription.pattern)
@@ -212,19 +262,38 @@ public final class Broker {
         flush()
     }
 
-    /// Drains a session's queue into its connection once the connection takes frames again.
+    /// Drains a session's queue into its connection once the connection takes frames again, then carries out the
+    /// requests held back meanwhile, for as long as it keeps taking their replies.
     public func writabilityChanged(_ session: Session) {
-        guard let transport = session.transport, transport.isWritable, !session.outbox.isEmpty else { return }
-        let (messages, payloadBytes) = session.outbox.drain(into: transport)
-        counters.messagesOut += UInt64(messages)
-        counters.bytesOut += UInt64(payloadBytes)
-        markForFlush(session)
+        guard let transport = session.transport, transport.isWritable else { return }
+        if !session.outbox.isEmpty {
+            let (messages, payloadBytes) = session.outbox.drain(into: transport)
+            counters.messagesOut += UInt64(messages)
+            counters.bytesOut += UInt64(payloadBytes)
+            markForFlush(session)
+        }
+        while transport.isWritable, session.transport != nil, let request = session.heldBack.popFirst() {
+            carryOut(request, from: session)
+        }
     }
 
     // MARK: - Requests
 
-    /// Carries out one decoded frame from `session`, queuing its replies and deliveries.
+    /// Carries out one decoded frame from `session`, queuing its replies and deliveries; or, while its connection
+    /// does not take replies, keeps it until ``writabilityChanged(_:)`` (see ``Session/isHoldingBack``).
+    ///
+    /// Holding back is what bounds a client that sends requests and never reads: its replies could be many times
+    /// the size of its requests (a `TOPICS` is a few bytes, its answer may be megabytes).
     public func handle(_ decoded: DecodedRequest, from session: Session) {
+        guard !session.isClosed, !session.closesAfterFlush else { return }
+        if session.isHoldingBack || session.transport?.isWritable == false {
+            session.heldBack.append(decoded)
+            return
+        }
+        carryOut(decoded, from: session)
+    }
+
+    private func carryOut(_ decoded: DecodedRequest, from session: Session) {
         guard !session.isClosed, !session.closesAfterFlush else { return }
         switch decoded {
         case .request(let request):
@@ -273,6 +342,9 @@ public final class Broker {
             let sentence = "topic \"\(topic.name)\" starts with $, which is reserved for the daemon; publish to a name without a leading $"
             return refuse(ProtocolError(.notPermitted, sentence, requestID: id), subject: topic.name, to: session)
         }
+        if options.retain, let refusal = retainRefusal(topic, payloadSize: payload.readableBytes) {
+            return refuse(ProtocolError(.limitReached, refusal, requestID: id), subject: topic.name, to: session)
+        }
         guard let state = topicState(for: topic) else {
             let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message"
                 + " (its limit); clear some with CLEAR, or publish with noretain to an existing topic"
@@ -320,6 +392,16 @@ public final class Broker {
             stateLog.appendSequence(topic.name, state.persistedSequence)
         }
         if options.acknowledge { replyOK(id, value: state.sequence, to: session) }
+    }
+
+    /// Why buffering `payloadSize` bytes as `topic`'s latest message would break ``BrokerConfiguration/maxRetainedBytes``,
+    /// if it would: such a publish is refused whole, so the publisher learns that it was not kept.
+    private func retainRefusal(_ topic: Topic, payloadSize: Int) -> String? {
+        let replaced = topics[ByteKey(topic.name)]?.retained?.payloadSize ?? 0
+        let after = counters.retainedBytes - UInt64(replaced) + UInt64(payloadSize)
+        guard after > UInt64(configuration.maxRetainedBytes) else { return nil }
+        return "buffering this \(payloadSize)-byte message would take the daemon past \(configuration.maxRetainedBytes) bytes"
+            + " of buffered messages (its limit); clear topics with CLEAR, or publish with noretain"
     }
 
     /// The state of `topic`, created if new; nil if the topic table is full of topics holding buffered messages.
@@ -492,7 +574,7 @@ public final class Broker {
         guard let dropped else {
             onEvent?(.disconnectedSlowSubscriber(session.peer, queuedMessages: session.outbox.messageCount))
             transport.abort()
-            close(session)
+            forget(session)
             return
         }
         if dropped > 0 {

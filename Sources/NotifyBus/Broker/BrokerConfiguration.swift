@@ -13,15 +13,24 @@ public struct BrokerConfiguration: Sendable, Hashable {
     public var maxQueuedMessages: Int
     /// The most bytes of frames queued for a connection that does not keep up.
     public var maxQueuedBytes: Int
+    /// The most connections open at once; one more is answered `ERR limit` and closed.
+    public var maxConnections: Int
+    /// The most connections one user (uid) may have open at once, so one user cannot take all of them.
+    public var maxConnectionsPerUser: Int
+    /// The most payload bytes of buffered messages, over all topics; a retained publish past it is refused.
+    public var maxRetainedBytes: Int
 
     /// 1 MiB payloads, 10,000 subscriptions per connection, one million topics, 10,000 messages or 8 MiB queued
-    /// per connection.
+    /// per connection, 16,384 connections of which 4,096 per user, 256 MiB of buffered payloads.
     public static let `default` = BrokerConfiguration(
         protocolLimits: .default,
         maxSubscriptionsPerConnection: 10_000,
         maxTopics: 1_000_000,
         maxQueuedMessages: 10_000,
-        maxQueuedBytes: 8 << 20
+        maxQueuedBytes: 8 << 20,
+        maxConnections: 16_384,
+        maxConnectionsPerUser: 4_096,
+        maxRetainedBytes: 256 << 20
     )
 
     /// Creates a configuration.
@@ -30,13 +39,19 @@ public struct BrokerConfiguration: Sendable, Hashable {
         maxSubscriptionsPerConnection: Int,
         maxTopics: Int,
         maxQueuedMessages: Int = BrokerConfiguration.default.maxQueuedMessages,
-        maxQueuedBytes: Int = BrokerConfiguration.default.maxQueuedBytes
+        maxQueuedBytes: Int = BrokerConfiguration.default.maxQueuedBytes,
+        maxConnections: Int = BrokerConfiguration.default.maxConnections,
+        maxConnectionsPerUser: Int = BrokerConfiguration.default.maxConnectionsPerUser,
+        maxRetainedBytes: Int = BrokerConfiguration.default.maxRetainedBytes
     ) {
         self.protocolLimits = protocolLimits
         self.maxSubscriptionsPerConnection = maxSubscriptionsPerConnection
         self.maxTopics = max(1, maxTopics)
         self.maxQueuedMessages = max(1, maxQueuedMessages)
         self.maxQueuedBytes = max(1, maxQueuedBytes)
+        self.maxConnections = max(1, maxConnections)
+        self.maxConnectionsPerUser = max(1, maxConnectionsPerUser)
+        self.maxRetainedBytes = max(0, maxRetainedBytes)
     }
 
     var queueLimits: OutboundQueue.Limits { OutboundQueue.Limits(messages: maxQueuedMessages, bytes: maxQueuedBytes) }

@@ -1,3 +1,5 @@
+internal import DequeModule
+
 /// One client connection as the broker sees it: who it is, what it subscribed to, where its frames go.
 ///
 /// Created by ``Broker/open(peer:transport:)`` and owned by the broker's thread, like all broker state; its
@@ -17,6 +19,8 @@ public final class Session: Hashable {
     var subscriptions: [TopicPattern: Subscription] = [:]
     /// Frames waiting while the connection's socket cannot take more.
     var outbox = OutboundQueue()
+    /// Requests waiting while the connection's socket cannot take their replies.
+    var heldBack = Deque<DecodedRequest>()
     /// Whether the session receives its own publishes.
     var receivesOwnMessages = true
     /// Whether frames were queued since the last flush.
@@ -37,11 +41,20 @@ public final class Session: Hashable {
         self.transport = transport
     }
 
+    /// Lets go of the connection, which is gone, while the session is still being closed.
+    func detachTransport() {
+        transport = nil
+    }
+
     /// Marks the session closed and lets go of its connection.
     func markClosed() {
         isClosed = true
         transport = nil
     }
+
+    /// Whether requests of this session wait for its connection to take replies again; reading more from it
+    /// meanwhile would only make the wait longer.
+    public var isHoldingBack: Bool { !heldBack.isEmpty }
 
     /// The number of subscriptions held.
     public var subscriptionCount: Int { subscriptions.count }

@@ -30,6 +30,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// How many local subscriptions hold each pattern; the daemon holds it once.
     private var patternUsers: [TopicPattern: Int] = [:]
     private var closedByUser = false
+    private var greeted = false
     private var failure: NotifyClientError?
 
     init(greeting: EventLoopPromise<ServerGreeting>) {
@@ -111,11 +112,16 @@ final class ClientChannelHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .hello(let serverGreeting):
+            greeted = true
             greeting.succeed(serverGreeting)
         case .delivery(let delivery):
             route(.message(delivery), topic: delivery.topic)
         case .dropped(let notice):
             route(.dropped(notice), topic: notice.topic)
+        case .error(let error) where !greeted:
+            // A daemon at a connection limit answers with an `ERR` instead of its greeting, then closes.
+            failure = NotifyClientError.refused(error)
+            greeting.fail(NotifyClientError.refused(error))
         case .error(let error):
             if let id = error.requestID, let promise = waiting.removeValue(forKey: id) {
                 promise.succeed(.error(error))

@@ -1,4 +1,5 @@
 public import NIOCore
+import NIOConcurrencyHelpers
 import NIOPosix
 
 /// A connection to notifyd, for any Swift program: publish, subscribe, read and clear buffered messages, list
@@ -44,14 +45,18 @@ public final class NotifyClient: Sendable {
     ) async throws -> NotifyClient {
         let path = SocketPath.resolveForClient(explicit: socketPath)
         let group = group ?? MultiThreadedEventLoopGroup.singleton
+        // The handler is kept as it is added: a daemon that refuses the connection closes it at once, and a
+        // lookup in the pipeline afterwards would find it already gone, with the refusal.
+        let added = NIOLockedValueBox<(NIOLoopBound<ClientChannelHandler>, EventLoopFuture<ServerGreeting>)?>(nil)
         let channel: any Channel
         do {
             channel = try await ClientBootstrap(group: group)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        let greeting = channel.eventLoop.makePromise(of: ServerGreeting.self)
+                        let handler = ClientChannelHandler(greeting: channel.eventLoop.makePromise(of: ServerGreeting.self))
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ServerFrameDecoder()))
-                        try channel.pipeline.syncOperations.addHandler(ClientChannelHandler(greeting: greeting))
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                        added.withLockedValue { $0 = (NIOLoopBound(handler, eventLoop: channel.eventLoop), handler.greetingFuture) }
                     }
                 }
                 .connect(unixDomainSocketPath: path)
@@ -59,13 +64,16 @@ public final class NotifyClient: Sendable {
         } catch {
             throw NotifyClientError.connecting(to: path, errno: (error as? IOError)?.errnoCode, detail: "\(error)")
         }
-        let (handler, greeting) = try await channel.eventLoop.submit {
-            let handler = try channel.pipeline.syncOperations.handler(type: ClientChannelHandler.self)
-            return (NIOLoopBound(handler, eventLoop: channel.eventLoop), handler.greetingFuture)
-        }.get()
+        guard let (handler, greeting) = added.withLockedValue({ $0 }) else {
+            channel.close(promise: nil)
+            throw NotifyClientError(.protocolViolation, "the connection to \(path) was set up without its handler")
+        }
         do {
             let serverGreeting = try await greeting.get()
             return NotifyClient(socketPath: path, greeting: serverGreeting, channel: channel, handler: handler)
+        } catch let error as NotifyClientError where error.kind == .refused {
+            channel.close(promise: nil)
+            throw error
         } catch {
             channel.close(promise: nil)
             throw NotifyClientError(.unreachable, "\(path) accepted the connection but sent no greeting: is a notifyd listening there? (\(error))")

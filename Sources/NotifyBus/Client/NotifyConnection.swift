@@ -46,7 +46,19 @@ public final class NotifyConnection {
             close()
             throw NotifyClientError.connecting(to: path, errno: code)
         }
-        guard case .hello(let greeting) = try nextFrame() else {
+        let first: ServerFrame
+        do {
+            first = try nextFrame()
+        } catch {
+            close()
+            throw error
+        }
+        if case .error(let refusal) = first {
+            // A daemon at a connection limit answers with an `ERR` instead of its greeting.
+            close()
+            throw NotifyClientError.refused(refusal)
+        }
+        guard case .hello(let greeting) = first else {
             close()
             throw NotifyClientError(.unreachable, "\(path) did not greet like a notifyd; is a notifyd listening there?")
         }

@@ -167,10 +167,11 @@ private struct RequestParser {
             guard let topicRange = tokens.next(), let sizeRange = tokens.next() else {
                 return fail(.malformed, "PUB needs a topic and a payload size: \(usage)")
             }
-            guard let declared = LineScanner.unsigned(bytes, sizeRange), declared <= UInt64(Int.max) else {
+            guard let declared = LineScanner.unsigned(bytes, sizeRange) else {
                 return fail(.malformed, "payload size \(LineScanner.quoted(bytes, sizeRange)) is not a number: \(usage)")
             }
-            let size = Int(declared)
+            // A size past what memory can hold is just too large: its bytes are skipped as it says.
+            let size = Int(clamping: declared)
             var options = PublishOptions()
             while let option = tokens.next() {
                 if LineScanner.equalsIgnoringCase(bytes, option, "NORETAIN") {
@@ -183,7 +184,7 @@ private struct RequestParser {
                 }
             }
             if size > limits.maxPayload {
-                let sentence = "payload of \(size) bytes is over this server's limit of \(limits.maxPayload) bytes (max_payload)"
+                let sentence = "payload of \(declared) bytes is over this server's limit of \(limits.maxPayload) bytes (max_payload)"
                 return fail(.payloadTooLarge, sentence, skipping: size)
             }
             let parsedTopic: Topic

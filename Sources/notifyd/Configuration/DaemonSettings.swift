@@ -34,6 +34,10 @@ struct DaemonSettings: Sendable, Equatable {
         var maxTopics: Int?
         var maxQueuedMessages: Int?
         var maxQueuedBytes: Int?
+        var maxTopicLength: Int?
+        var maxConnections: Int?
+        var maxConnectionsPerUser: Int?
+        var maxRetainedBytes: Int?
     }
 
     /// The configuration file used: `explicit`, else `notifyd.conf` in systemd's `$CONFIGURATION_DIRECTORY`
@@ -66,6 +70,10 @@ struct DaemonSettings: Sendable, Equatable {
         set("max-topics", overrides.maxTopics.map { .int($0) })
         set("max-queued-messages", overrides.maxQueuedMessages.map { .int($0) })
         set("max-queued-bytes", overrides.maxQueuedBytes.map { .int($0) })
+        set("max-topic-length", overrides.maxTopicLength.map { .int($0) })
+        set("max-connections", overrides.maxConnections.map { .int($0) })
+        set("max-connections-per-user", overrides.maxConnectionsPerUser.map { .int($0) })
+        set("max-retained-bytes", overrides.maxRetainedBytes.map { .int($0) })
 
         var providers: [any ConfigProvider] = [InMemoryProvider(name: "command line", values: values)]
         let file = try ConfigurationFile.read(path: path, mustExist: isExplicit)
@@ -81,8 +89,8 @@ struct DaemonSettings: Sendable, Equatable {
 
     /// The settings a configuration file may hold.
     static let keys: Set<String> = [
-        "socket", "state-dir", "log-level", "sync", "max-payload", "max-subscriptions", "max-topics", "max-queued-messages",
-        "max-queued-bytes",
+        "socket", "state-dir", "log-level", "sync", "max-payload", "max-topic-length", "max-subscriptions", "max-topics",
+        "max-retained-bytes", "max-queued-messages", "max-queued-bytes", "max-connections", "max-connections-per-user",
     ]
 
     private init(reader: ConfigReader, file: ConfigurationFile?, path: String) throws {
@@ -91,7 +99,7 @@ struct DaemonSettings: Sendable, Equatable {
         }
         // The reader answers nil both for a missing key and for a value of the wrong type; a value that is there
         // but unusable must be an error, not a silent default.
-        func integer(_ key: String, default value: Int, minimum: Int) throws -> Int {
+        func integer(_ key: String, default value: Int, minimum: Int, maximum: Int = .max) throws -> Int {
             let number: Int
             if let given = reader.int(forKey: ConfigKey(key)) {
                 number = given
@@ -101,6 +109,7 @@ struct DaemonSettings: Sendable, Equatable {
                 number = value
             }
             guard number >= minimum else { throw problem(key, "\(key) must be at least \(minimum), not \(number)") }
+            guard number <= maximum else { throw problem(key, "\(key) must be at most \(maximum), not \(number)") }
             return number
         }
         socketPath = SocketPath.resolve(explicit: reader.string(forKey: "socket"))
@@ -118,6 +127,7 @@ struct DaemonSettings: Sendable, Equatable {
         syncPolicy = policy
         var limits = ProtocolLimits.default
         limits.maxPayload = try integer("max-payload", default: ProtocolLimits.default.maxPayload, minimum: 0)
+        limits.maxTopic = try integer("max-topic-length", default: Topic.maxLength, minimum: 1, maximum: Topic.maxLength)
         broker = BrokerConfiguration(
             protocolLimits: limits,
             maxSubscriptionsPerConnection: try integer(
@@ -127,7 +137,14 @@ struct DaemonSettings: Sendable, Equatable {
             ),
             maxTopics: try integer("max-topics", default: BrokerConfiguration.default.maxTopics, minimum: 1),
             maxQueuedMessages: try integer("max-queued-messages", default: BrokerConfiguration.default.maxQueuedMessages, minimum: 1),
-            maxQueuedBytes: try integer("max-queued-bytes", default: BrokerConfiguration.default.maxQueuedBytes, minimum: 1)
+            maxQueuedBytes: try integer("max-queued-bytes", default: BrokerConfiguration.default.maxQueuedBytes, minimum: 1),
+            maxConnections: try integer("max-connections", default: BrokerConfiguration.default.maxConnections, minimum: 1),
+            maxConnectionsPerUser: try integer(
+                "max-connections-per-user",
+                default: BrokerConfiguration.default.maxConnectionsPerUser,
+                minimum: 1
+            ),
+            maxRetainedBytes: try integer("max-retained-bytes", default: BrokerConfiguration.default.maxRetainedBytes, minimum: 0)
         )
     }
 

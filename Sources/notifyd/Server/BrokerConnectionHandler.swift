@@ -53,17 +53,18 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         broker.flush()
     }
 
-    /// While the connection does not take what it is sent, its requests are not read either: a client that does
-    /// not read its replies is held back, not buffered for. Deliveries from others go to the broker's bounded
-    /// queue meanwhile, and out again once it takes them.
+    /// While the connection does not take what it is sent, its requests are not read either (and those already
+    /// read wait in the broker): a client that does not read its replies is held back, not buffered for.
+    /// Deliveries from others go to the broker's bounded queue meanwhile, and out again once it takes them.
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         let writable = context.channel.isWritable
         transport?.writabilityChanged(writable)
-        try? context.channel.syncOptions?.setOption(.autoRead, value: writable)
         if writable, let session {
             broker.writabilityChanged(session)
             broker.flush()
         }
+        let reading = context.channel.isWritable && session?.isHoldingBack != true
+        try? context.channel.syncOptions?.setOption(.autoRead, value: reading)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -188,33 +188,35 @@ final class ServerState {
     func log(_ event: BrokerEvent, logger: Logger) {
         switch event {
         case .cleared(let topic, let peer):
-            guard let metadata = admit(.messageCleared, peer.logMetadata.merging(["topic": "\(topic)"]) { $1 }) else { return }
+            guard var metadata = admit(.messageCleared, peer) else { return }
+            metadata["topic"] = "\(topic)"
             logger.log(.messageCleared, .info, "buffered message of \(topic) cleared", metadata)
         case .refused(let error, let subject, let peer):
-            var metadata = peer.logMetadata
+            guard var metadata = admit(.publishRefused, peer) else { return }
             metadata["code"] = "\(error.code)"
             if let subject { metadata["topic"] = "\(subject)" }
             let important = error.code == .notPermitted || error.code == .limitReached
-            guard let admitted = admit(.publishRefused, metadata) else { return }
-            logger.log(.publishRefused, important ? .notice : .debug, "refused: \(error.message)", admitted)
+            logger.log(.publishRefused, important ? .notice : .debug, "refused: \(error.message)", metadata)
         case .stateNotSaved(let problem):
-            guard let metadata = admit(.stateProblem, [:]) else { return }
+            guard let metadata = admit(.stateProblem, nil) else { return }
             logger.log(.stateProblem, .error, "the state could not be saved (\(problem)); it is rewritten at the next chance", metadata)
         case .dropped(let count, let peer):
-            guard var metadata = admit(.messagesDropped, peer.logMetadata) else { return }
+            guard var metadata = admit(.messagesDropped, peer) else { return }
             metadata["dropped"] = "\(count)"
             logger.log(.messagesDropped, .notice, "dropped \(count) messages for a subscriber that fell behind", metadata)
         case .disconnectedSlowSubscriber(let peer, let queued):
-            guard var metadata = admit(.subscriberDisconnected, peer.logMetadata) else { return }
+            guard var metadata = admit(.subscriberDisconnected, peer) else { return }
             metadata["queued"] = "\(queued)"
             logger.log(.subscriberDisconnected, .warning, "disconnected a subscriber that fell behind (its policy is disconnect)", metadata)
         }
     }
 
-    private func admit(_ event: DaemonEvent, _ metadata: Logger.Metadata) -> Logger.Metadata? {
+    /// The metadata to log `event` with, or nil when the rate limiter holds it back. Checked first, so a refusal
+    /// repeated in a loop costs no more than counting it.
+    private func admit(_ event: DaemonEvent, _ peer: PeerCredentials?) -> Logger.Metadata? {
         let (admitted, suppressed) = limiter.admit(event)
         guard admitted else { return nil }
-        var metadata = metadata
+        var metadata = peer?.logMetadata ?? [:]
         if suppressed > 0 { metadata["suppressed"] = "\(suppressed)" }
         return metadata
     }

@@ -26,6 +26,35 @@ final class RawSocket: @unchecked Sendable {
 
     func send(_ text: String) throws { try send(Array(text.utf8)) }
 
+    /// Sends `chunk` again and again until the peer stops taking bytes (none go for `quiet`, an eternity for a
+    /// daemon that reads) or `limit` bytes went.
+    /// - Returns: the bytes sent, and whether sending stopped because the peer stopped reading.
+    func sendUntilPeerStopsReading(_ chunk: [UInt8], limit: Int, quiet: Duration = .seconds(3)) -> (sent: Int, stopped: Bool) {
+        var interval = timeval(tv_sec: Int(quiet.components.seconds), tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
+        defer {
+            var none = timeval()
+            setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &none, socklen_t(MemoryLayout<timeval>.size))
+        }
+        var sent = 0
+        while sent < limit {
+            var offset = 0
+            while offset < chunk.count {
+                let written = chunk[offset...].withUnsafeBytes { Foundation.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if written < 0 && errno == EINTR { continue }
+                if written <= 0 { return (sent + offset, errno == EAGAIN || errno == EWOULDBLOCK) }
+                offset += written
+            }
+            sent += chunk.count
+        }
+        return (sent, false)
+    }
+
+    /// Ends the connection both ways at once, which also wakes a `send` blocked on another thread.
+    func shutdown() {
+        _ = Foundation.shutdown(descriptor, Int32(SHUT_RDWR))
+    }
+
     /// Reads until `condition` holds for all bytes received, the peer closes, or `timeout` passes.
     /// - Returns: whether the condition holds.
     @discardableResult

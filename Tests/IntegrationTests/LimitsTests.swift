@@ -1,0 +1,116 @@
+import Foundation
+import NotifyBus
+import Testing
+
+/// The daemon's limits, hit through the real daemon with the real `notify`: each gives its documented error and
+/// exit status, and nobody else notices.
+@Suite("Limits of a real notifyd")
+struct LimitsTests {
+    @Test("past max-connections-per-user that uid is refused (ERR limit, exit 75) until it closes one; others still connect")
+    func connectionsPerUser() async throws {
+        let daemon = try await TestDaemon.start(arguments: ["--max-connections-per-user", "3"])
+        var held = try (0..<3).map { _ in try RawSocket(path: daemon.socketPath) }
+        for raw in held {
+            #expect(await raw.read { String(decoding: $0, as: UTF8.self).contains("HELLO") })
+        }
+
+        let refused = try await daemon.notify(["send", "limits.t", "x"])
+        #expect(refused.status == 75, "stderr: \(refused.stderr)")
+        #expect(refused.stderr.contains("uid \(getuid()) already has 3 connections open (the limit per user)"))
+        let raw = try RawSocket(path: daemon.socketPath)
+        #expect(await raw.isClosedByPeer(), "the refused connection is closed")
+        #expect(raw.lines.count == 1 && raw.lines[0].hasPrefix("ERR limit "), "ERR instead of the greeting: \(raw.lines)")
+
+        if getuid() == 0 {
+            // Another user is not held back by this one's connections.
+            chmod(daemon.directory.path, 0o755)
+            let other = try await notifyAs(uid: 65534, ["send", "limits.other", "from nobody"], socket: daemon.socketPath)
+            #expect(other.status == 0, "stderr: \(other.stderr)")
+        }
+
+        // A closed connection frees its place; the daemon notices the close on its own time, so retry until then.
+        held.removeLast()
+        let deadline = ContinuousClock.now + .seconds(15)
+        var accepted = try await daemon.notify(["send", "limits.t", "after"])
+        while accepted.status == 75 && ContinuousClock.now < deadline {
+            accepted = try await daemon.notify(["send", "limits.t", "after"])
+        }
+        #expect(accepted.status == 0, "stderr: \(accepted.stderr)")
+        #expect(try await daemon.stop() == 0)
+    }
+
+    @Test("past max-connections everyone is refused with the sentence saying so; held connections keep working")
+    func connectionsInTotal() async throws {
+        let daemon = try await TestDaemon.start(arguments: ["--max-connections", "2"])
+        let subscriber = try await daemon.client()
+        let subscription = try await subscriber.subscribe(to: [TopicPattern("limits.>")])
+        let publisher = try await daemon.client()
+
+        let refused = try await daemon.notify(["send", "limits.t", "x"])
+        #expect(refused.status == 75)
+        #expect(refused.stderr.contains("the daemon already serves 2 connections (its limit)"), "stderr: \(refused.stderr)")
+        do {
+            _ = try await NotifyClient.connect(to: daemon.socketPath)
+            Issue.record("a third connection was accepted")
+        } catch let error as NotifyClientError {
+            #expect(error.kind == .refused && error.refusal?.code == .limitReached)
+        }
+
+        try await publisher.publishAcknowledged("still here", to: Topic("limits.t"))
+        var messages = subscription.messages.makeAsyncIterator()
+        #expect(try await messages.next()?.text == "still here")
+        await subscriber.close()
+        await publisher.close()
+        #expect(try await daemon.stop() == 0)
+    }
+
+    @Test("past max-retained-bytes a retained publish is refused (exit 75) and not delivered; --no-retain still goes")
+    func retainedBytes() async throws {
+        let daemon = try await TestDaemon.start(arguments: ["--max-retained-bytes", "10"])
+        let listener = try await daemon.client()
+        let subscription = try await listener.subscribe(to: [TopicPattern("kept.>")])
+        #expect(try await daemon.notify(["send", "kept.a", "123456"]).status == 0)
+        let refused = try await daemon.notify(["send", "kept.b", "12345"])
+        #expect(refused.status == 75)
+        #expect(refused.stderr.contains("past 10 bytes of buffered messages (its limit)"), "stderr: \(refused.stderr)")
+        #expect(try await daemon.notify(["latest", "kept.b"]).status == 1, "nothing was buffered")
+        #expect(try await daemon.notify(["send", "--no-retain", "kept.b", "12345"]).status == 0)
+        #expect(try await daemon.notify(["send", "kept.a", "1234567890"]).status == 0, "a replaced message frees its bytes")
+
+        var received: [String] = []
+        for try await message in subscription.messages {
+            received.append(message.text ?? "")
+            if received.count == 3 { break }
+        }
+        #expect(received == ["123456", "12345", "1234567890"], "the refused publish reached nobody")
+        await listener.close()
+        #expect(try await daemon.stop() == 0)
+    }
+
+    @Test("max-topic-length is announced in the greeting and enforced: a longer topic or pattern is invalid input (65)")
+    func topicLength() async throws {
+        let daemon = try await TestDaemon.start(arguments: ["--max-topic-length", "8"])
+        let client = try await daemon.client()
+        #expect(client.greeting.limits.maxTopic == 8)
+        #expect(try await daemon.notify(["send", "abcd.efg", "x"]).status == 0)
+        let long = try await daemon.notify(["send", "abcd.efgh", "x"])
+        #expect(long.status == 65, "stderr: \(long.stderr)")
+        #expect(long.stderr.contains("8"))
+        let pattern = try await daemon.notify(["subscribe", "abcd.efg.>"])
+        #expect(pattern.status == 65)
+        await client.close()
+        #expect(try await daemon.stop() == 0)
+    }
+}
+
+/// Runs `notify` as another user (the test runs as root), through setpriv.
+func notifyAs(uid: UInt32, _ arguments: [String], socket: String) async throws -> CommandResult {
+    let child = try ChildProcess(
+        "/usr/bin/setpriv",
+        ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", Binaries.notify, "--socket", socket] + arguments
+    )
+    let status = try await child.exitStatus(timeout: .seconds(60))
+    try await child.standardOutput.wait("notify's output to end") { _ in child.standardOutput.isClosed }
+    try await child.standardError.wait("notify's errors to end") { _ in child.standardError.isClosed }
+    return CommandResult(status: status, stdout: child.standardOutput.bytes, stderr: child.standardError.text)
+}
