@@ -77,6 +77,26 @@ let package = Package(
             path: "Benchmarks/NotifyBusBenchmarks",
             swiftSettings: strictSettings
         ),
+        .executableTarget(
+            name: "notifyd-load",
+            dependencies: [
+                "NotifyBus",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Benchmarks/NotifydLoad",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "notifybus-fuzz",
+            dependencies: [
+                "NotifyBus",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Fuzz/RequestDecoderFuzzer",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "NotifyBusTests",
             dependencies: [

@@ -1,0 +1,136 @@
+import NIOCore
+import NotifyBus
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A libFuzzer target for what a client can send: the bytes go through the `RequestDecoder`, in two reads split
+/// where the input says, and every decoded frame is carried out by a `Broker`, as the daemon would.
+///
+/// Built by `script/fuzz` with `-sanitize=fuzzer,address` and `-D FUZZING`; libFuzzer then provides `main`. Built
+/// plainly (as `swift build` does), it is a replayer: `notifybus-fuzz FILE...` runs each file through the same
+/// code, to reproduce a crash that the fuzzer saved.
+///
+/// A crash, a hang, or one of the preconditions below failing is a bug: the daemon runs this code on whatever any
+/// local process sends.
+enum RequestDecoderFuzzer {
+    /// Small limits, so the fuzzer reaches them.
+    static let limits = ProtocolLimits(maxPayload: 4096, maxTopic: 64, maxLine: 256)
+    static let configuration = BrokerConfiguration(
+        protocolLimits: limits,
+        maxSubscriptionsPerConnection: 32,
+        maxTopics: 64,
+        maxQueuedMessages: 16,
+        maxQueuedBytes: 8192,
+        maxConnections: 4,
+        maxConnectionsPerUser: 4,
+        maxRetainedBytes: 16_384
+    )
+
+    static func run(_ input: UnsafeRawBufferPointer) {
+        guard let first = input.first else { return }
+        let bytes = UnsafeRawBufferPointer(rebasing: input.dropFirst())
+        let split = bytes.isEmpty ? 0 : Int(first) % (bytes.count + 1)
+        // The first byte also picks whether the connection takes its replies: a stalled one holds requests back.
+        let transport = CountingTransport(isWritable: first & 0x80 == 0)
+
+        let broker = Broker(configuration: configuration)
+        let subscriber = broker.open(peer: PeerCredentials(pid: 1, uid: 1, gid: 1), transport: CountingTransport(isWritable: first & 0x40 == 0))
+        broker.handle(.request(Request(id: nil, .subscribe(try! TopicPattern(">"), SubscribeOptions()))), from: subscriber)
+        let session = broker.open(peer: PeerCredentials(pid: 2, uid: 2, gid: 2), transport: transport)
+
+        let processor = NIOSingleStepByteToMessageProcessor(RequestDecoder(limits: limits))
+        for chunk in [bytes[..<split], bytes[split...]] {
+            var buffer = ByteBuffer()
+            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: chunk))
+            do {
+                try processor.process(buffer: buffer) { broker.handle($0, from: session) }
+            } catch {
+                preconditionFailure("the request decoder threw \(error); it reports bad input as frames, never by throwing")
+            }
+            broker.flush()
+            // What the decoder keeps between reads is at most one frame: a line, or a line and its payload.
+            precondition(processor.unprocessedBytes <= limits.maxLine + limits.maxPayload + 2, "decoder holds \(processor.unprocessedBytes) bytes")
+        }
+        try? processor.finishProcessing(seenEOF: true) { broker.handle($0, from: session) }
+        transport.isWritable = true
+        broker.writabilityChanged(session)
+        broker.close(session)
+        broker.flush()
+
+        let statistics = broker.statistics
+        precondition(statistics.connections == 1, "connections: \(statistics.connections)")
+        precondition(statistics.retainedBytes <= UInt64(configuration.maxRetainedBytes), "retained bytes \(statistics.retainedBytes)")
+        precondition(statistics.topics <= configuration.maxTopics, "topics \(statistics.topics)")
+        broker.close(subscriber)
+        precondition(broker.statistics.subscriptions == 0, "subscriptions left: \(broker.statistics.subscriptions)")
+    }
+}
+
+/// A connection that takes frames (or not) and counts them.
+final class CountingTransport: SessionTransport {
+    var isWritable: Bool
+    private(set) var bytes = 0
+
+    init(isWritable: Bool) { self.isWritable = isWritable }
+
+    func write(_ frame: ByteBuffer) {
+        precondition(isWritable, "the broker wrote to a connection that takes nothing")
+        bytes += frame.readableBytes
+    }
+    func flush() {}
+    func close() {}
+    func abort() {}
+}
+
+/// libFuzzer's entry for one input (exported under its C name too, which libFuzzer's own `main` wants linked).
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    RequestDecoderFuzzer.run(UnsafeRawBufferPointer(start: data, count: size))
+    return 0
+}
+
+#if FUZZING
+/// libFuzzer's driver, from the runtime `-sanitize=fuzzer` links (declared here, as no module exports it).
+@_silgen_name("LLVMFuzzerRunDriver")
+private func LLVMFuzzerRunDriver(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+) -> CInt
+#endif
+
+/// Fuzzing (built with `-D FUZZING`): hands the command line to libFuzzer. Otherwise replays saved inputs:
+/// `notifybus-fuzz FILE...`.
+@main
+enum FuzzerMain {
+    static func main() {
+        #if FUZZING
+        var argc = CommandLine.argc
+        var argv = CommandLine.unsafeArgv
+        exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in fuzzOneInput(data, size) })
+        #else
+        for path in CommandLine.arguments.dropFirst() {
+            guard let file = fopen(path, "rb") else {
+                print("cannot open \(path)")
+                continue
+            }
+            var input: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = fread(&chunk, 1, chunk.count, file)
+                if count <= 0 { break }
+                input += chunk[..<count]
+            }
+            fclose(file)
+            input.withUnsafeBytes { RequestDecoderFuzzer.run($0) }
+            print("\(path): \(input.count) bytes, no crash")
+        }
+        #endif
+    }
+}
