@@ -200,4 +200,27 @@ struct StateLogTests {
         guard case .latest(_, let kept) = frames[1] else { Issue.record("no LAST"); return }
         #expect(kept.text == "new")
     }
+
+    @Test("sync=always syncs once per batch, before the batch's acks are flushed; sync=never never syncs")
+    func syncPolicy() throws {
+        for policy in [StateLog.SyncPolicy.always, .never] {
+            let directory = Directory()
+            let harness = BrokerHarness()
+            let (log, contents) = try StateLog.open(directory: directory.path, syncPolicy: policy, maxPayload: 1 << 20)
+            harness.broker.attach(log, restoring: contents)
+            let client = harness.connect()
+            var syncsSeenAtFlush: [Int] = []
+            client.transport.onFlush = { syncsSeenAtFlush.append(log.syncs) }
+
+            client.send("#1 PUB a 1 ack\nx\n#2 PUB b 1 ack\ny\n#3 PUB c 1 ack\nz\n")
+            #expect(try client.received().count == 3)
+            client.send("#4 PUB a 1 ack\nw\n")
+            client.send("#5 LATEST a\n")
+            _ = try client.received()
+
+            let expected = policy == .always ? [1, 2, 2] : [0, 0, 0]
+            #expect(syncsSeenAtFlush == expected, "\(policy): syncs seen as each batch's replies left")
+            #expect(log.syncs == expected.last)
+        }
+    }
 }

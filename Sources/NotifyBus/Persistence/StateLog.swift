@@ -58,6 +58,8 @@ public final class StateLog {
     /// The directory holding the log.
     public let directory: String
     public let syncPolicy: SyncPolicy
+    /// How many times ``commit()`` has called `fsync`: what ``SyncPolicy/always`` costs, counted.
+    public private(set) var syncs = 0
     private var descriptor: CInt
     private let lockDescriptor: CInt
     private var pending = ByteBuffer()
@@ -160,8 +162,9 @@ public final class StateLog {
         defer { pending.clear() }
         try StateLog.writeAll(descriptor, pending, path: path)
         fileSize += pending.readableBytes
-        if syncPolicy == .always, fsync(descriptor) != 0 {
-            throw StateLogError.system("cannot sync \(path)", errno)
+        if syncPolicy == .always {
+            syncs += 1
+            guard fsync(descriptor) == 0 else { throw StateLogError.system("cannot sync \(path)", errno) }
         }
     }
 

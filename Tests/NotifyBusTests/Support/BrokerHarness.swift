@@ -20,7 +20,12 @@ final class RecordingTransport: SessionTransport {
         written.append(frame)
         unread.writeImmutableBuffer(frame)
     }
-    func flush() { flushes += 1 }
+    /// Called on every flush, before it is counted: lets a test look at the world as the replies leave.
+    var onFlush: (() -> Void)?
+    func flush() {
+        onFlush?()
+        flushes += 1
+    }
     func close() { closed = true }
     func abort() { aborted = true }
 
