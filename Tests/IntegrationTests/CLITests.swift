@@ -208,6 +208,7 @@ extension CLITests {
         for _ in 0..<300 { try await publisher.publish(payload, to: Topic("slow.data"), retain: false) }
         try await publisher.flush()
         #expect(try await publisher.stats()["dropped"].map { $0 > 0 } == true)
+        try await daemon.child.standardError.wait("the drops logged") { $0.contains("messages for a subscriber that fell behind") }
         subscriber.signal(SIGCONT)
         if format == "json" {
             try await subscriber.standardOutput.wait("a dropped record") { $0.contains("{\"dropped\":{\"topic\":\"slow.data\",\"count\":") }
@@ -219,6 +220,26 @@ extension CLITests {
         }
         subscriber.signal(SIGTERM)
         _ = try await subscriber.exitStatus()
+        await publisher.close()
+        try await daemon.stop()
+    }
+
+    @Test("subscribe --overflow disconnect: a subscriber that falls behind is disconnected, says so and exits 69")
+    func disconnectedSubscriber() async throws {
+        let daemon = try await TestDaemon.start(arguments: ["--max-queued-messages", "5"])
+        #expect(try await daemon.notify(["send", "slow.ready", "go"]).status == 0)
+        let subscriber = try startNotify(["subscribe", "slow.>", "--latest", "--overflow", "disconnect"], socket: daemon.socketPath)
+        try await subscriber.standardOutput.wait("the subscriber to start") { $0.contains("go") }
+        subscriber.signal(SIGSTOP)
+        let publisher = try await daemon.client()
+        let payload = ByteBuffer(repeating: UInt8(ascii: "s"), count: 32 << 10)
+        for _ in 0..<300 { try await publisher.publish(payload, to: Topic("slow.data"), retain: false) }
+        try await publisher.flush()
+        try await daemon.child.standardError.wait("the disconnection logged") { $0.contains("disconnected a subscriber that fell behind") }
+        subscriber.signal(SIGCONT)
+        #expect(try await subscriber.exitStatus() == 69)
+        try await subscriber.standardError.wait("the reason") { $0.contains("the daemon closed the connection") }
+        #expect(try await publisher.stats()["connections"] == 1, "the publisher stays connected")
         await publisher.close()
         try await daemon.stop()
     }
