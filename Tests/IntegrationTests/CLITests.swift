@@ -195,18 +195,25 @@ struct CLITests {
 }
 
 extension CLITests {
-    @Test("a subscriber that falls behind is told what was dropped: on stderr, or as a JSON record", arguments: ["line", "json"])
-    func dropNotices(format: String) async throws {
+    /// A daemon with a queue of five messages per subscriber; a `notify subscribe slow.>` with `options`, stopped
+    /// (SIGSTOP) once it runs, so it reads nothing; and a publisher that has sent it 300 messages of 32 KiB, more
+    /// than the kernel's and the daemon's buffers hold. The caller continues the subscriber (SIGCONT).
+    static func overwhelmedSubscriber(_ options: [String]) async throws -> (TestDaemon, ChildProcess, NotifyClient) {
         let daemon = try await TestDaemon.start(arguments: ["--max-queued-messages", "5"])
         #expect(try await daemon.notify(["send", "slow.ready", "go"]).status == 0)
-        let subscriber = try startNotify(["subscribe", "slow.>", "--latest", "--format", format], socket: daemon.socketPath)
+        let subscriber = try startNotify(["subscribe", "slow.>", "--latest"] + options, socket: daemon.socketPath)
         try await subscriber.standardOutput.wait("the subscriber to start") { $0.contains("go") }
-        // Stopped, it reads nothing: the kernel's and the daemon's buffers fill, then its queue of five.
         subscriber.signal(SIGSTOP)
         let publisher = try await daemon.client()
         let payload = ByteBuffer(repeating: UInt8(ascii: "s"), count: 32 << 10)
         for _ in 0..<300 { try await publisher.publish(payload, to: Topic("slow.data"), retain: false) }
         try await publisher.flush()
+        return (daemon, subscriber, publisher)
+    }
+
+    @Test("a subscriber that falls behind is told what was dropped: on stderr, or as a JSON record", arguments: ["line", "json"])
+    func dropNotices(format: String) async throws {
+        let (daemon, subscriber, publisher) = try await Self.overwhelmedSubscriber(["--format", format])
         #expect(try await publisher.stats()["dropped"].map { $0 > 0 } == true)
         try await daemon.child.standardError.wait("the drops logged") { $0.contains("messages for a subscriber that fell behind") }
         subscriber.signal(SIGCONT)
@@ -226,15 +233,7 @@ extension CLITests {
 
     @Test("subscribe --overflow disconnect: a subscriber that falls behind is disconnected, says so and exits 69")
     func disconnectedSubscriber() async throws {
-        let daemon = try await TestDaemon.start(arguments: ["--max-queued-messages", "5"])
-        #expect(try await daemon.notify(["send", "slow.ready", "go"]).status == 0)
-        let subscriber = try startNotify(["subscribe", "slow.>", "--latest", "--overflow", "disconnect"], socket: daemon.socketPath)
-        try await subscriber.standardOutput.wait("the subscriber to start") { $0.contains("go") }
-        subscriber.signal(SIGSTOP)
-        let publisher = try await daemon.client()
-        let payload = ByteBuffer(repeating: UInt8(ascii: "s"), count: 32 << 10)
-        for _ in 0..<300 { try await publisher.publish(payload, to: Topic("slow.data"), retain: false) }
-        try await publisher.flush()
+        let (daemon, subscriber, publisher) = try await Self.overwhelmedSubscriber(["--overflow", "disconnect"])
         try await daemon.child.standardError.wait("the disconnection logged") { $0.contains("disconnected a subscriber that fell behind") }
         subscriber.signal(SIGCONT)
         #expect(try await subscriber.exitStatus() == 69)

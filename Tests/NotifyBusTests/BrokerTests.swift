@@ -395,15 +395,21 @@ extension BrokerTests {
 
 
 extension BrokerTests {
-    @Test("requests from a connection that does not take its replies wait, and are carried out in order once it does")
-    func holdBack() throws {
+    /// A subscriber to `t`, and a client whose connection takes nothing, which has sent `requests`.
+    static func unwritableClient(sending requests: String) throws -> (BrokerHarness, BrokerHarness.Client, BrokerHarness.Client) {
         let harness = BrokerHarness()
         let subscriber = harness.connect()
         subscriber.send("SUB t\n")
         _ = try subscriber.received()
         let client = harness.connect()
         client.transport.isWritable = false
-        client.send("#1 PING\nPUB t 1\na\n#2 TOPICS\nPUB t 1\nb\n")
+        client.send(requests)
+        return (harness, subscriber, client)
+    }
+
+    @Test("requests from a connection that does not take its replies wait, and are carried out in order once it does")
+    func holdBack() throws {
+        let (harness, subscriber, client) = try Self.unwritableClient(sending: "#1 PING\nPUB t 1\na\n#2 TOPICS\nPUB t 1\nb\n")
         #expect(try client.received() == [], "nothing carried out, so no reply was made")
         #expect(try subscriber.deliveries() == [])
         #expect(client.session.isHoldingBack)
@@ -424,13 +430,7 @@ extension BrokerTests {
 
     @Test("a connection that goes away with requests held back still publishes what it wrote; its questions are dropped")
     func heldBackPublishesOnClose() throws {
-        let harness = BrokerHarness()
-        let subscriber = harness.connect()
-        subscriber.send("SUB t\n")
-        _ = try subscriber.received()
-        let client = harness.connect()
-        client.transport.isWritable = false
-        client.send("PUB t 1\na\n#2 TOPICS\n#3 PUB t 1 ack\nb\nCLEAR t\n")
+        let (harness, subscriber, client) = try Self.unwritableClient(sending: "PUB t 1\na\n#2 TOPICS\n#3 PUB t 1 ack\nb\nCLEAR t\n")
         let writtenBefore = client.transport.written.count
         harness.broker.close(client.session)
         harness.broker.flush()
