@@ -223,4 +223,29 @@ struct StateLogTests {
             #expect(log.syncs == expected.last)
         }
     }
+
+    @Test("a batch logs each changed topic once, in its final state")
+    func batchLogsFinalState() throws {
+        let directory = Directory()
+        do {
+            let harness = BrokerHarness()
+            let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            harness.broker.attach(log, restoring: contents)
+            let client = harness.connect()
+            client.send("PUB once 5\nfirst\n")
+            let oneRecord = try FileManager.default.attributesOfItem(atPath: directory.logPath)[.size] as! Int
+            let batch = (1...100).map { "PUB hot 3\n\(String(format: "%03d", $0))\n" }.joined()
+            client.send(batch + "PUB gone 1\nx\nCLEAR gone\nCLEAR back\nPUB back 4\nback\n")
+            let after = try FileManager.default.attributesOfItem(atPath: directory.logPath)[.size] as! Int
+            #expect(after - oneRecord < 4 * (oneRecord + 16), "hot, gone and back: one record each, not 100 for hot")
+        }
+        let harness = BrokerHarness()
+        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        harness.broker.attach(log, restoring: contents)
+        #expect(Self.payload(contents.topics["hot"]) == "100")
+        #expect(contents.topics["hot"]?.sequence == 100)
+        #expect(contents.topics["gone"]?.retainedFrame == nil, "published, then cleared in the same batch")
+        #expect(Self.payload(contents.topics["back"]) == "back", "cleared, then published in the same batch")
+        #expect(Self.payload(contents.topics["once"]) == "first")
+    }
 }

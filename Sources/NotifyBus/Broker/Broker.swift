@@ -60,6 +60,9 @@ public final class Broker {
     private var stateLog: StateLog?
     /// Set when a write to the state log failed: the next flush rewrites the log from memory.
     private var stateNeedsRewrite = false
+    /// Topics whose buffered message changed in this batch. Only their final state is logged, at the batch's end:
+    /// a topic published to a thousand times in one read batch costs one record, not a thousand.
+    private var unsavedTopics: [TopicState] = []
     /// The bytes of all buffered frames, to tell the state log how big a compacted copy would be.
     private var retainedFrameBytes = 0
 
@@ -129,6 +132,7 @@ public final class Broker {
     /// Writes the exact state to the log, compacted: on a clean shutdown, so a restart continues without gaps.
     public func saveState() throws {
         guard let stateLog else { return }
+        logUnsavedTopics(stateLog)
         try stateLog.commit()
         try compactState(stateLog)
     }
@@ -141,6 +145,7 @@ public final class Broker {
                 try compactState(stateLog)
                 stateNeedsRewrite = false
             } else {
+                logUnsavedTopics(stateLog)
                 try stateLog.commit()
                 stateLog.setLiveSize(retainedFrameBytes + topics.count * 48)
                 if stateLog.wantsCompaction { try compactState(stateLog) }
@@ -151,7 +156,29 @@ public final class Broker {
         }
     }
 
+    /// Appends the final state of each topic whose buffered message changed since the last commit.
+    private func logUnsavedTopics(_ log: StateLog) {
+        for state in unsavedTopics {
+            state.isUnsaved = false
+            if let retained = state.retained {
+                log.appendRetained(retained.frame)
+            } else {
+                log.appendCleared(state.topic.name)
+            }
+        }
+        unsavedTopics.removeAll(keepingCapacity: true)
+    }
+
+    /// Notes that `state`'s buffered message changed, to be logged at the end of the batch.
+    private func markUnsaved(_ state: TopicState) {
+        guard stateLog != nil, !state.isUnsaved else { return }
+        state.isUnsaved = true
+        unsavedTopics.append(state)
+    }
+
     private func compactState(_ log: StateLog) throws {
+        for state in unsavedTopics { state.isUnsaved = false }
+        unsavedTopics.removeAll(keepingCapacity: true)
         let records = topics.values.map { state in
             (state.topic.name, StateLog.TopicRecord(sequence: state.sequence, retainedFrame: state.retained?.frame))
         }
@@ -383,8 +410,8 @@ public final class Broker {
             state.retained = RetainedMessage(frame: frame, payloadSize: payload.readableBytes, sequence: state.sequence)
             counters.retainedBytes += UInt64(payload.readableBytes)
             retainedFrameBytes += frame.readableBytes
-            if let stateLog {
-                stateLog.appendRetained(frame)
+            if stateLog != nil {
+                markUnsaved(state)
                 state.persistedSequence = max(state.persistedSequence, state.sequence)
             }
         } else if let stateLog, state.sequence > state.persistedSequence {
@@ -522,7 +549,7 @@ public final class Broker {
             counters.retainedBytes -= UInt64(retained.payloadSize)
             retainedFrameBytes -= retained.frame.readableBytes
             forgettableTopics.append(key)
-            stateLog?.appendCleared(topic.name)
+            markUnsaved(state)
             onEvent?(.cleared(topic, by: session.peer))
         }
         replyOK(id, to: session)

@@ -15,6 +15,8 @@ final class TopicState {
     var lastPublished: PublishTime?
     /// The sequence number the state log guarantees this topic will not go below after a restart.
     var persistedSequence: UInt64 = 0
+    /// Whether the buffered message changed since the state log last recorded it.
+    var isUnsaved = false
 
     /// The sessions that receive this topic's messages, each once; valid while `subscribersGeneration` equals the
     /// broker's wildcard generation and `invalidateSubscribers` was not called since.
