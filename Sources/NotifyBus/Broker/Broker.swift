@@ -55,6 +55,11 @@ public final class Broker {
     private let clock: () -> PublishTime
     private let allocator = ByteBufferAllocator()
     private var greeting: ByteBuffer
+    private var batch: DeliveryBatch
+    /// Set while a publish hands out ranges of the batch. A connection closed meanwhile (a subscriber past its
+    /// bounds under `disconnect`) makes the daemon flush from inside the publish; that flush must leave the batch
+    /// as it is.
+    private var isPublishing = false
 
     private var counters: BrokerStatistics
     private var stateLog: StateLog?
@@ -86,6 +91,7 @@ public final class Broker {
         self.clock = clock
         self.counters = BrokerStatistics(startTime: clock())
         self.greeting = Broker.greeting(for: configuration)
+        self.batch = DeliveryBatch(allocator: allocator)
     }
 
     /// Applies new limits: to new connections (the greeting and frame sizes they are told), and to what every
@@ -264,6 +270,10 @@ public final class Broker {
     public func flush() {
         commitState()
         guard !sessionsToFlush.isEmpty else { return }
+        // Every span goes out before any flush: a flush can make a connection writable again, and what that sets
+        // off (a nested flush) starts a new batch.
+        for session in sessionsToFlush { writeSpan(of: session) }
+        if !batch.isEmpty && !isPublishing { batch.restart(allocator: allocator) }
         let sessions = sessionsToFlush
         sessionsToFlush.removeAll(keepingCapacity: true)
         for session in sessions {
@@ -282,6 +292,7 @@ public final class Broker {
     public func shutdown() {
         for session in openSessions {
             // What is queued goes out as far as the connection takes it; the transport's close gives it a while.
+            writeSpan(of: session)
             if let transport = session.transport { _ = session.outbox.drain(into: transport) }
             reply(ProtocolError(.unavailable, "the daemon is shutting down; reconnect once it is back"), to: session)
             session.closesAfterFlush = true
@@ -293,6 +304,7 @@ public final class Broker {
     /// requests held back meanwhile, for as long as it keeps taking their replies.
     public func writabilityChanged(_ session: Session) {
         guard let transport = session.transport, transport.isWritable else { return }
+        writeSpan(of: session)
         if !session.outbox.isEmpty {
             let (messages, payloadBytes) = session.outbox.drain(into: transport)
             counters.messagesOut += UInt64(messages)
@@ -384,32 +396,46 @@ public final class Broker {
         counters.messagesIn += 1
         counters.bytesIn += UInt64(payload.readableBytes)
 
-        // Encoded once; every subscriber is handed the same buffer.
-        var frame = allocator.buffer(capacity: topic.name.utf8.count + payload.readableBytes + 80)
-        frame.writeMessageFrame(
-            .delivery,
-            requestID: nil,
-            topic: topic.name,
-            sequence: state.sequence,
-            time: time,
-            publisher: session.publisher,
-            payload: payload
-        )
+        // Encoded once, into the batch; every subscriber is handed the same bytes.
+        let frameSize = topic.name.utf8.count + (session.publisher.unit?.utf8.count ?? 1) + payload.readableBytes + 100
+        if !batch.hasRoom(for: frameSize) {
+            for session in sessionsToFlush { writeSpan(of: session) }
+            batch.restart(minimumCapacity: frameSize, allocator: allocator)
+        }
+        let sequence = state.sequence
+        isPublishing = true
+        defer { isPublishing = false }
+        let frame = batch.append { buffer in
+            buffer.writeMessageFrame(
+                .delivery,
+                requestID: nil,
+                topic: topic.name,
+                sequence: sequence,
+                time: time,
+                publisher: session.publisher,
+                payload: payload
+            )
+        }
 
+        var copy: ByteBuffer?  // made for the first subscriber that needs the frame beyond this batch
         for target in subscribers(of: state) where target.session !== session || session.receivesOwnMessages {
-            deliver(frame, of: state, sequence: state.sequence, payloadSize: payload.readableBytes, to: target)
+            deliver(frame, copy: &copy, of: state, sequence: sequence, payloadSize: payload.readableBytes, to: target)
         }
 
         if options.retain {
-            if let old = state.retained {
-                counters.retainedBytes -= UInt64(old.payloadSize)
-                retainedFrameBytes -= old.frame.readableBytes
+            if state.retained != nil {
+                counters.retainedBytes -= UInt64(state.retained!.payloadSize)
+                retainedFrameBytes -= state.retained!.frame.readableBytes
+                batch.copy(frame, replacing: &state.retained!.frame, allocator: allocator)
+                state.retained!.payloadSize = payload.readableBytes
+                state.retained!.sequence = sequence
             } else {
                 counters.retainedTopics += 1
+                let retained = batch.copy(frame, allocator: allocator)
+                state.retained = RetainedMessage(frame: retained, payloadSize: payload.readableBytes, sequence: sequence)
             }
-            state.retained = RetainedMessage(frame: frame, payloadSize: payload.readableBytes, sequence: state.sequence)
             counters.retainedBytes += UInt64(payload.readableBytes)
-            retainedFrameBytes += frame.readableBytes
+            retainedFrameBytes += frame.count
             if stateLog != nil {
                 markUnsaved(state)
                 state.persistedSequence = max(state.persistedSequence, state.sequence)
@@ -569,6 +595,7 @@ public final class Broker {
     /// Sends a reply (or greeting): straight to the connection, or behind what is queued for it.
     private func queue(_ frame: ByteBuffer, to session: Session) {
         guard let transport = session.transport else { return }
+        writeSpan(of: session)
         if session.outbox.isEmpty && transport.isWritable {
             transport.write(frame)
         } else {
@@ -577,12 +604,43 @@ public final class Broker {
         markForFlush(session)
     }
 
-    /// Sends a delivery: straight to the connection when it takes it, else into its bounded queue, where the
-    /// subscription's overflow policy makes room (or disconnects it).
+    /// Sends a delivery of this batch: added to the session's span when the connection takes it, else a copy into
+    /// its bounded queue.
+    private func deliver(
+        _ frame: Range<Int>,
+        copy: inout ByteBuffer?,
+        of state: TopicState,
+        sequence: UInt64,
+        payloadSize: Int,
+        to target: SubscriberTarget
+    ) {
+        let session = target.session
+        guard let transport = session.transport else { return }
+        markForFlush(session)
+        if session.outbox.isEmpty && transport.isWritable {
+            if session.spanGeneration == batch.generation, !session.span.isEmpty, session.span.upperBound == frame.lowerBound {
+                session.span = session.span.lowerBound..<frame.upperBound
+            } else {
+                writeSpan(of: session)
+                session.span = frame
+                session.spanGeneration = batch.generation
+            }
+            state.delivered += 1
+            counters.messagesOut += 1
+            counters.bytesOut += UInt64(payloadSize)
+            return
+        }
+        if copy == nil { copy = batch.copy(frame, allocator: allocator) }
+        enqueue(copy!, of: state, sequence: sequence, payloadSize: payloadSize, to: target)
+    }
+
+    /// Sends a delivery that is not in this batch (a buffered message): straight to the connection when it takes
+    /// it, else into its bounded queue.
     private func deliver(_ frame: ByteBuffer, of state: TopicState, sequence: UInt64, payloadSize: Int, to target: SubscriberTarget) {
         let session = target.session
         guard let transport = session.transport else { return }
         markForFlush(session)
+        writeSpan(of: session)
         if session.outbox.isEmpty && transport.isWritable {
             transport.write(frame)
             state.delivered += 1
@@ -590,6 +648,23 @@ public final class Broker {
             counters.bytesOut += UInt64(payloadSize)
             return
         }
+        enqueue(frame, of: state, sequence: sequence, payloadSize: payloadSize, to: target)
+    }
+
+    /// Writes the session's span of this batch to its connection, if it has one.
+    private func writeSpan(of session: Session) {
+        guard session.spanGeneration == batch.generation, !session.span.isEmpty else { return }
+        let frames = batch.frame(session.span, allocator: allocator)
+        session.span = 0..<0
+        session.transport?.write(frames)
+    }
+
+    /// Queues a delivery for a connection that does not take it now; its subscription's overflow policy makes room
+    /// (or disconnects it).
+    private func enqueue(_ frame: ByteBuffer, of state: TopicState, sequence: UInt64, payloadSize: Int, to target: SubscriberTarget) {
+        let session = target.session
+        guard let transport = session.transport else { return }
+        writeSpan(of: session)
         let dropped = session.outbox.appendDelivery(
             frame,
             topic: state,

@@ -25,6 +25,10 @@ public final class Session: Hashable {
     var receivesOwnMessages = true
     /// Whether frames were queued since the last flush.
     var hasUnflushedFrames = false
+    /// This session's run of deliveries in the broker's ``DeliveryBatch`` not written yet, valid while
+    /// `spanGeneration` is the batch's generation: consecutive deliveries extend it and go out as one write.
+    var span: Range<Int> = 0..<0
+    var spanGeneration: UInt64 = .max
     /// Whether the connection is to be closed once flushed (after an error that loses framing).
     var closesAfterFlush = false
     private(set) var isClosed = false

@@ -8,20 +8,24 @@ import Glibc
 import Musl
 #endif
 
-/// Connects one client's channel to the broker: opens a session with the peer's kernel credentials, hands decoded
-/// frames to the broker, and flushes once per batch of reads.
+/// Connects one client's channel to the broker: opens a session with the peer's kernel credentials, decodes its
+/// bytes into requests for the broker, and flushes once per batch of reads.
 ///
-/// All connections and the broker live on one event loop, so calling the broker from here needs no lock.
+/// All connections and the broker live on one event loop, so calling the broker from here needs no lock. The
+/// decoder runs here rather than in a `ByteToMessageHandler` of its own: passing each request down the pipeline
+/// would box it in an existential and cast it back, which cost more than the rest of a publish.
 final class BrokerConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = DecodedRequest
+    typealias InboundIn = ByteBuffer
 
     private let broker: Broker
     private let logger: Logger
+    private var decoder: NIOSingleStepByteToMessageProcessor<RequestDecoder>
     private var session: Session?
     private var transport: ChannelTransport?
 
-    init(broker: Broker, logger: Logger) {
+    init(broker: Broker, decoder: RequestDecoder, logger: Logger) {
         self.broker = broker
+        self.decoder = NIOSingleStepByteToMessageProcessor(decoder)
         self.logger = logger
     }
 
@@ -46,7 +50,9 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let session else { return }
-        broker.handle(unwrapInboundIn(data), from: session)
+        let broker = self.broker
+        // The decoder throws nothing: a frame it refuses is a `.failure` for the broker to answer.
+        try? decoder.process(buffer: unwrapInboundIn(data)) { broker.handle($0, from: session) }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -69,6 +75,8 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         if let session {
+            let broker = self.broker
+            try? decoder.finishProcessing(seenEOF: true) { broker.handle($0, from: session) }
             broker.close(session)
             logger.debug("connection closed", metadata: ["session": "\(session.id)"])
         }

@@ -121,8 +121,9 @@ struct NotifyServer: Service {
                     }
                     // Limits as configured now: a reload changes them for new connections.
                     let limits = server.broker.configuration.protocolLimits
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(RequestDecoder(limits: limits)))
-                    try channel.pipeline.syncOperations.addHandler(BrokerConnectionHandler(broker: server.broker, logger: logger))
+                    try channel.pipeline.syncOperations.addHandler(
+                        BrokerConnectionHandler(broker: server.broker, decoder: RequestDecoder(limits: limits), logger: logger)
+                    )
                 }
             }
         if let inherited {

@@ -27,7 +27,12 @@ final class RecordingTransport: SessionTransport {
         flushes += 1
     }
     func close() { closed = true }
-    func abort() { aborted = true }
+    /// Called on abort: the daemon's channel closes at once, and its handler closes the session and flushes.
+    var onAbort: (() -> Void)?
+    func abort() {
+        aborted = true
+        onAbort?()
+    }
 
     /// The frames written since the last call.
     func frames() throws -> [ServerFrame] {
