@@ -40,14 +40,17 @@ public final class Broker {
     /// Called with events worth logging; the broker's thread calls it.
     public var onEvent: ((BrokerEvent) -> Void)?
 
-    private var topics: [ByteKey: TopicState] = [:]
+    // The state touched per message is marked `@exclusivity(unchecked)` here, in `TopicState` and in `Session`: all of
+    // it is owned by the broker's one thread and never accessed overlapping, and the runtime's checks of class
+    // properties cost a sixth of a publish (profiled with perf on 1→1 16-byte publishes).
+    @exclusivity(unchecked) private var topics: [ByteKey: TopicState] = [:]
     /// Topics with no buffered message, oldest first: the ones forgotten when `maxTopics` is reached. A topic may
     /// be listed after it gained a buffered message or was forgotten; such entries are skipped.
     private var forgettableTopics = Deque<ByteKey>()
     private let index = SubscriptionIndex<Subscription>()
-    private var wildcardGeneration: UInt64 = 0
-    private var matchStamp: UInt64 = 0
-    private var sessionsToFlush: [Session] = []
+    @exclusivity(unchecked) private var wildcardGeneration: UInt64 = 0
+    @exclusivity(unchecked) private var matchStamp: UInt64 = 0
+    @exclusivity(unchecked) private var sessionsToFlush: [Session] = []
     private var openSessions: Set<Session> = []
     /// Open connections per uid, for ``BrokerConfiguration/maxConnectionsPerUser``.
     private var connectionsByUser: [UInt32: Int] = [:]
@@ -55,21 +58,21 @@ public final class Broker {
     private let clock: () -> PublishTime
     private let allocator = ByteBufferAllocator()
     private var greeting: ByteBuffer
-    private var batch: DeliveryBatch
+    @exclusivity(unchecked) private var batch: DeliveryBatch
     /// Set while a publish hands out ranges of the batch. A connection closed meanwhile (a subscriber past its
     /// bounds under `disconnect`) makes the daemon flush from inside the publish; that flush must leave the batch
     /// as it is.
-    private var isPublishing = false
+    @exclusivity(unchecked) private var isPublishing = false
 
-    private var counters: BrokerStatistics
+    @exclusivity(unchecked) private var counters: BrokerStatistics
     private var stateLog: StateLog?
     /// Set when a write to the state log failed: the next flush rewrites the log from memory.
     private var stateNeedsRewrite = false
     /// Topics whose buffered message changed in this batch. Only their final state is logged, at the batch's end:
     /// a topic published to a thousand times in one read batch costs one record, not a thousand.
-    private var unsavedTopics: [TopicState] = []
+    @exclusivity(unchecked) private var unsavedTopics: [TopicState] = []
     /// The bytes of all buffered frames, to tell the state log how big a compacted copy would be.
-    private var retainedFrameBytes = 0
+    @exclusivity(unchecked) private var retainedFrameBytes = 0
 
     /// How far ahead of a topic's sequence number the state log's ceiling is written.
     public static let sequenceReserve: UInt64 = 1_000

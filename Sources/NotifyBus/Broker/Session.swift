@@ -13,30 +13,30 @@ public final class Session: Hashable {
     let publisher: Publisher
     /// Released when the session closes: a stale subscriber list may still reference the session for a while,
     /// and must not keep the connection's channel alive with it.
-    private(set) var transport: (any SessionTransport)?
+    @exclusivity(unchecked) private(set) var transport: (any SessionTransport)?
 
     /// The session's subscriptions by pattern; the subscription index holds the other direction.
     var subscriptions: [TopicPattern: Subscription] = [:]
     /// Frames waiting while the connection's socket cannot take more.
-    var outbox = OutboundQueue()
+    @exclusivity(unchecked) var outbox = OutboundQueue()
     /// Requests waiting while the connection's socket cannot take their replies.
-    var heldBack = Deque<DecodedRequest>()
+    @exclusivity(unchecked) var heldBack = Deque<DecodedRequest>()
     /// Whether the session receives its own publishes.
-    var receivesOwnMessages = true
+    @exclusivity(unchecked) var receivesOwnMessages = true
     /// Whether frames were queued since the last flush.
-    var hasUnflushedFrames = false
+    @exclusivity(unchecked) var hasUnflushedFrames = false
     /// This session's run of deliveries in the broker's ``DeliveryBatch`` not written yet, valid while
     /// `spanGeneration` is the batch's generation: consecutive deliveries extend it and go out as one write.
-    var span: Range<Int> = 0..<0
-    var spanGeneration: UInt64 = .max
+    @exclusivity(unchecked) var span: Range<Int> = 0..<0
+    @exclusivity(unchecked) var spanGeneration: UInt64 = .max
     /// Whether the connection is to be closed once flushed (after an error that loses framing).
-    var closesAfterFlush = false
+    @exclusivity(unchecked) var closesAfterFlush = false
     private(set) var isClosed = false
     /// The last stamp of a subscriber-list computation that counted this session; deduplicates a session that
     /// several of its patterns match.
-    var matchStamp: UInt64 = 0
+    @exclusivity(unchecked) var matchStamp: UInt64 = 0
     /// Where this session sits in the list being computed under `matchStamp`.
-    var matchPosition = 0
+    @exclusivity(unchecked) var matchPosition = 0
 
     init(id: UInt64, peer: PeerCredentials, transport: any SessionTransport) {
         self.id = id

@@ -4,24 +4,24 @@ import NIOCore
 final class TopicState {
     let topic: Topic
     /// The last sequence number given out; the next message gets one more.
-    var sequence: UInt64 = 0
+    @exclusivity(unchecked) var sequence: UInt64 = 0
     /// The buffered latest message, kept as the `MSG` frame that delivered it: replaying it to a new subscriber
     /// costs no encoding, and the frame is a tight copy that does not pin a receive buffer.
-    var retained: RetainedMessage?
-    var published: UInt64 = 0
-    var delivered: UInt64 = 0
+    @exclusivity(unchecked) var retained: RetainedMessage?
+    @exclusivity(unchecked) var published: UInt64 = 0
+    @exclusivity(unchecked) var delivered: UInt64 = 0
     /// Deliveries dropped for subscribers that fell behind.
     var dropped: UInt64 = 0
-    var lastPublished: PublishTime?
+    @exclusivity(unchecked) var lastPublished: PublishTime?
     /// The sequence number the state log guarantees this topic will not go below after a restart.
-    var persistedSequence: UInt64 = 0
+    @exclusivity(unchecked) var persistedSequence: UInt64 = 0
     /// Whether the buffered message changed since the state log last recorded it.
-    var isUnsaved = false
+    @exclusivity(unchecked) var isUnsaved = false
 
     /// The sessions that receive this topic's messages, each once; valid while `subscribersGeneration` equals the
     /// broker's wildcard generation and `invalidateSubscribers` was not called since.
-    var subscribers: [SubscriberTarget] = []
-    var subscribersGeneration: UInt64 = .max
+    @exclusivity(unchecked) var subscribers: [SubscriberTarget] = []
+    @exclusivity(unchecked) var subscribersGeneration: UInt64 = .max
 
     /// Forgets the subscriber list, and the sessions it holds, until the next publish recomputes it.
     func invalidateSubscribers() {
