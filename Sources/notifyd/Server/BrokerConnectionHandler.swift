@@ -19,13 +19,16 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
 
     private let broker: Broker
     private let logger: Logger
-    private var decoder: NIOSingleStepByteToMessageProcessor<RequestDecoder>
+    private var decoder: RequestDecoder
+    /// The start of a frame whose end has not arrived yet; nil between frames, so an idle connection holds no
+    /// receive buffer.
+    private var unread: ByteBuffer?
     private var session: Session?
     private var transport: ChannelTransport?
 
     init(broker: Broker, decoder: RequestDecoder, logger: Logger) {
         self.broker = broker
-        self.decoder = NIOSingleStepByteToMessageProcessor(decoder)
+        self.decoder = decoder
         self.logger = logger
     }
 
@@ -50,9 +53,23 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let session else { return }
-        let broker = self.broker
-        // The decoder throws nothing: a frame it refuses is a `.failure` for the broker to answer.
-        try? decoder.process(buffer: unwrapInboundIn(data)) { broker.handle($0, from: session) }
+        var buffer = unwrapInboundIn(data)
+        if var pending = unread.take() {
+            pending.writeBuffer(&buffer)
+            buffer = pending
+        }
+        while let request = decoder.decode(buffer: &buffer) {
+            broker.handle(request, from: session)
+        }
+        guard buffer.readableBytes > 0 else { return }
+        // A few bytes of a frame would keep a whole receive buffer alive: copy them out.
+        if buffer.readableBytes * 4 < buffer.capacity {
+            var copy = context.channel.allocator.buffer(capacity: max(buffer.readableBytes, 256))
+            copy.writeBuffer(&buffer)
+            unread = copy
+        } else {
+            unread = buffer
+        }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -75,8 +92,9 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         if let session {
-            let broker = self.broker
-            try? decoder.finishProcessing(seenEOF: true) { broker.handle($0, from: session) }
+            if var rest = unread.take(), let request = decoder.decodeLast(buffer: &rest, seenEOF: true) {
+                broker.handle(request, from: session)
+            }
             broker.close(session)
             logger.debug("connection closed", metadata: ["session": "\(session.id)"])
         }
