@@ -112,6 +112,9 @@ struct NotifyServer: Service {
             .serverChannelOption(.backlog, value: 256)
             // A subscriber that keeps up never fills this; one that does not gets the broker's bounded queue.
             .childChannelOption(.writeBufferWaterMark, value: ChannelOptions.Types.WriteBufferWaterMark(low: 256 << 10, high: 1 << 20))
+            // NIO keeps a connection's receive buffer for its next read. Most connections are idle subscribers that
+            // sent a line or two, so start small (NIO's default is 2 KiB); a busy publisher's grows to 64 KiB.
+            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 64 << 10))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let server = state.value
