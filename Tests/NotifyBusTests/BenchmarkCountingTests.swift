@@ -1,9 +1,16 @@
 import NIOCore
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 @testable import NotifyBus
 
-/// `notify bench`'s accounting on bytes alone: the frame scanner and the tally of deliveries, drops and replies.
+/// `notify bench`'s accounting on bytes alone: the frame scanner, the tally of deliveries, drops and replies, the
+/// pre-encoded publish batches and the `/proc` readings.
 @Suite("Benchmark counting (frame scanner, no socket)")
 struct BenchmarkCountingTests {
     /// A `MSG` frame as the daemon writes it, carrying message `sequence` of `publisher`.
@@ -191,5 +198,51 @@ struct BenchmarkCountingTests {
                 try FrameScanner.scan(&buffer, into: &tally, at: 0)
             }
         }
+    }
+
+    @Test("a publish batch holds PUB frames for the topics in turn, numbered as prepared, and decodes as requests")
+    func publishBatch() throws {
+        let topics = try (0..<3).map { try Topic("bench.\($0)") }
+        // Frames of 45 bytes ("PUB bench.0 20 noretain\n", the payload, a line break): two rounds fit in 300.
+        var batch = PublishBatch(topics: topics, payloadSize: 20, retain: false, targetBytes: 300)
+        #expect(batch.framesPerBatch == 6)
+        batch.prepare(publisher: 2, firstSequence: UInt64(batch.framesPerBatch), count: 4, stamp: 99)
+        // A socket that takes 7 bytes at a time, and is full every other time.
+        var wire = ByteBuffer()
+        var full = false
+        while batch.hasPending {
+            let done = batch.write { bytes in
+                full.toggle()
+                if full { return .wouldBlock }
+                wire.writeBytes(UnsafeRawBufferPointer(rebasing: bytes.prefix(7)))
+                return .wrote(min(7, bytes.count))
+            }
+            #expect(done == !batch.hasPending)
+        }
+        let (decoded, _) = try decodeAll(RequestDecoder(), chunks: [wire])
+        #expect(decoded.count == 4)
+        for (slot, request) in decoded.enumerated() {
+            guard case .request(let request) = request, case .publish(let topic, let payload, let options) = request.command else {
+                Issue.record("not a publish: \(request)")
+                continue
+            }
+            #expect(topic == topics[slot % 3] && !options.retain && !options.acknowledge && payload.readableBytes == 20)
+            let numbering = payload.withUnsafeReadableBytes { BenchmarkPayload.readNumbering($0.baseAddress!) }
+            #expect(BenchmarkPayload.split(numbering) == (2, UInt64(batch.framesPerBatch + slot)))
+            #expect(payload.getInteger(at: payload.readerIndex + 8, endianness: .little, as: UInt64.self) == 99)
+            #expect(payload.getBytes(at: payload.readerIndex + 16, length: 4) == Array("xxxx".utf8))
+        }
+    }
+
+    @Test("/proc: CPU ticks from stat (a name with spaces and parentheses), VmRSS from status")
+    func procReadings() {
+        let stat = "4242 (notify d (x)) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 75 0 0 20 0 3 0 12345 1000000 2500"
+        #expect(ProcessUsage.cpuTicks(stat: Array(stat.utf8)) == 325)
+        #expect(ProcessUsage.cpuTicks(stat: Array("4242 (x) S 1".utf8)) == nil)
+        let status = "Name:\tnotifyd\nVmPeak:\t  300000 kB\nVmRSS:\t   27424 kB\nThreads:\t3\n"
+        #expect(ProcessUsage.residentKiB(status: Array(status.utf8)) == 27_424)
+        #expect(ProcessUsage.residentKiB(status: Array("Name:\tx\n".utf8)) == nil)
+        let own = ProcessUsage.read(pid: getpid())
+        #expect(own != nil && own!.residentKiB > 0, "this process's own /proc entries")
     }
 }
