@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         // No traits: the file formats they add (JSON by default) bring all of Foundation; notifyd reads its own.
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: []),
+        // `notify bench` records its latencies in an HdrHistogram; Foundation-free, so `notify` stays lean.
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         .target(
@@ -35,6 +37,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
             swiftSettings: strictSettings
         ),

@@ -30,7 +30,7 @@ struct Latest: ParsableCommand, ConnectingCommand {
             let delivery = try connection.latest(topic)
             connection.close()
             guard let delivery else {
-                throw CommandFailure(.nothingBuffered, "nothing is buffered for topic \"\(topic.name)\"")
+                throw CommandFailure(.checkFailed, "nothing is buffered for topic \"\(topic.name)\"")
             }
             StandardOutput.write(format.render(delivery))
         }

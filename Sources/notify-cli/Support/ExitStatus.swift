@@ -5,8 +5,8 @@ import NotifyBus
 /// (the numbers follow sysexits.h where one fits).
 enum ExitStatus: Int32 {
     case success = 0
-    /// `latest` found nothing buffered.
-    case nothingBuffered = 1
+    /// The answer is no: `latest` found nothing buffered; `bench` saw messages lost or out of order.
+    case checkFailed = 1
     /// Bad command line (argument parser errors exit with 64 too).
     case usage = 64
     /// Invalid input: a bad topic or pattern, a payload over the daemon's limit.
@@ -26,7 +26,7 @@ enum ExitStatus: Int32 {
     static let help = """
         Exit status:
           0    success
-          1    latest: nothing is buffered for the topic
+          1    latest: nothing is buffered for the topic; bench: messages were lost or out of order
           64   usage error (bad options or arguments)
           65   invalid input: a bad topic or pattern, a payload over the limit
           69   the daemon is unreachable, or closed the connection
@@ -60,7 +60,7 @@ struct CommandFailure: Error {
             case .invalidTopic?, .payloadTooLarge?: status = .invalidInput
             case .notPermitted?: status = .notPermitted
             case .limitReached?: status = .temporaryFailure
-            case .notFound?: status = .nothingBuffered
+            case .notFound?: status = .checkFailed
             case .unavailable?: status = .unavailable
             default: status = .software
             }
