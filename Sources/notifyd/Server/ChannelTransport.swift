@@ -28,20 +28,30 @@ final class ChannelTransport: SessionTransport {
         context.flush()
     }
 
+    /// How long a connection whose output is closed may still send before it is closed altogether.
+    static let linger = TimeAmount.seconds(1)
+
     /// Closes once everything queued has been written (so a final `ERR` arrives), or after `closeGrace` if the
     /// peer does not read it.
+    ///
+    /// The output is closed first, and what the peer still sends is read and discarded for a while: closing a
+    /// socket with unread input resets the connection, and the peer could then lose the `ERR` that says why.
     func close() {
         guard !isClosing else { return }
         isClosing = true
         let context = self.context
+        let loop = context.eventLoop.assumeIsolated()
         let written = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(NIOAny(ByteBuffer()), promise: written)
-        let deadline = context.eventLoop.assumeIsolated().scheduleTask(in: ChannelTransport.closeGrace) {
+        let deadline = loop.scheduleTask(in: ChannelTransport.closeGrace) {
             context.close(promise: nil)
         }
         written.futureResult.assumeIsolated().whenComplete { _ in
             deadline.cancel()
-            context.close(promise: nil)
+            let outputClosed = context.eventLoop.makePromise(of: Void.self)
+            context.close(mode: .output, promise: outputClosed)
+            outputClosed.futureResult.assumeIsolated().whenFailure { _ in context.close(promise: nil) }
+            loop.scheduleTask(in: ChannelTransport.linger) { context.close(promise: nil) }
         }
     }
 
