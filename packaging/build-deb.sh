@@ -23,18 +23,28 @@ command -v dpkg-shlibdeps >/dev/null || {
   $sudo apt-get install -y -qq dpkg-dev >/dev/null
 }
 
-say "building $version for $arch (release, static Swift standard library)"
-for product in notifyd notify; do
-  swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product "$product" >&2
-done
+say "building $version for $arch (release, static Swift standard library; notify fully static)"
+swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product notifyd >&2
 bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
+# notify is linked fully static (glibc too): without a dynamic loader resolving libstdc++ against its thousands of
+# exported symbols, a `notify send` takes 0.9 ms instead of 3.1 ms. It needs nothing from NSS. notifyd links
+# libsystemd, so it stays dynamic for the C libraries.
+static_cli=(-c release --static-swift-stdlib -Xswiftc -static-executable --scratch-path "$scratch-cli")
+mkdir -p "$scratch-cli"
+if ! swift build "${static_cli[@]}" --product notify >"$scratch-cli/build.log" 2>&1; then
+  cat "$scratch-cli/build.log" >&2
+  exit 1
+fi
+# glibc's linker notes about NSS functions and mktemp in static binaries are expected; show the rest.
+grep -v "statically linked applications requires at runtime\|use of .mktemp. is dangerous" "$scratch-cli/build.log" >&2 || true
+cli_bin=$(swift build "${static_cli[@]}" --show-bin-path)
 
 rm -rf "$stage" && mkdir -p "$stage"
 install -D -m 0755 "$bin/notifyd" "$stage/usr/sbin/notifyd"
-install -D -m 0755 "$bin/notify" "$stage/usr/bin/notify"
+install -D -m 0755 "$cli_bin/notify" "$stage/usr/bin/notify"
 strip --strip-unneeded "$stage/usr/sbin/notifyd" "$stage/usr/bin/notify"
 for binary in "$stage/usr/sbin/notifyd" "$stage/usr/bin/notify"; do
-  if ldd "$binary" | grep -q libswift; then
+  if ldd "$binary" 2>&1 | grep -q libswift; then
     say "error: $binary needs the Swift runtime as a shared library; it must be linked with --static-swift-stdlib"
     exit 1
   fi
