@@ -114,7 +114,7 @@ struct Notifyd: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The most messages queued for a subscriber that does not keep up; past it, its overflow policy applies (default: 10000).",
+            "The most messages in the queue of a subscriber that does not keep up; past it, its overflow policy applies (default: 100000).",
             valueName: "count"
         )
     )
@@ -122,7 +122,10 @@ struct Notifyd: AsyncParsableCommand {
 
     @Option(
         name: .long,
-        help: ArgumentHelp("The most bytes queued for a subscriber that does not keep up (default: 8388608).", valueName: "bytes")
+        help: ArgumentHelp(
+            "The most bytes waiting for a subscriber that does not keep up: half in its write buffer as sent, half in its queue (default: 67108864).",
+            valueName: "bytes"
+        )
     )
     var maxQueuedBytes: Int?
 

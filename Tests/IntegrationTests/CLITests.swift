@@ -195,11 +195,11 @@ struct CLITests {
 }
 
 extension CLITests {
-    /// A daemon with a queue of five messages per subscriber; a `notify subscribe slow.>` with `options`, stopped
+    /// A daemon with a queue of five messages (and 1 MiB waiting) per subscriber; a `notify subscribe slow.>` with `options`, stopped
     /// (SIGSTOP) once it runs, so it reads nothing; and a publisher that has sent it 300 messages of 32 KiB, more
     /// than the kernel's and the daemon's buffers hold. The caller continues the subscriber (SIGCONT).
     static func overwhelmedSubscriber(_ options: [String]) async throws -> (TestDaemon, ChildProcess, NotifyClient) {
-        let daemon = try await TestDaemon.start(arguments: ["--max-queued-messages", "5"])
+        let daemon = try await TestDaemon.start(arguments: ["--max-queued-messages", "5", "--max-queued-bytes", "1048576"])
         #expect(try await daemon.notify(["send", "slow.ready", "go"]).status == 0)
         let subscriber = try startNotify(["subscribe", "slow.>", "--latest"] + options, socket: daemon.socketPath)
         try await subscriber.standardOutput.wait("the subscriber to start") { $0.contains("go") }

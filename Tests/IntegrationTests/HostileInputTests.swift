@@ -121,7 +121,8 @@ extension HostileInputTests {
 
     @Test("a publish flood is served in full without starving others; one that never reads its replies is held back, not buffered for")
     func publishFlood() async throws {
-        let daemon = try await TestDaemon.start()
+        // Replies may wait in a connection's write buffer up to half of max-queued-bytes; keep that small.
+        let daemon = try await TestDaemon.start(arguments: ["--max-queued-bytes", "2097152"])
         let listener = try await daemon.client()
         let subscription = try await listener.subscribe(to: [TopicPattern("calm.>")])
         let publisher = try await daemon.client()
@@ -215,7 +216,8 @@ struct SlowSubscriberTests {
 
     @Test("a subscriber that never reads: another gets all 100,000 messages, and its own deliveries and drops add up")
     func neverReads() async throws {
-        let daemon = try await TestDaemon.start()
+        // 2 MiB waiting at most (half in the write buffer, half queued): far less than 100,000 messages.
+        let daemon = try await TestDaemon.start(arguments: ["--max-queued-bytes", "2097152"])
         let stalled = try RawSocket(path: daemon.socketPath)
         try stalled.send("SUB flood\nPING\n")
         #expect(await stalled.read { String(decoding: $0, as: UTF8.self).contains("PONG") })
@@ -259,7 +261,7 @@ struct SlowSubscriberTests {
 
     @Test("overflow=disconnect closes a subscriber that falls behind; others are not affected")
     func disconnectPolicy() async throws {
-        let daemon = try await TestDaemon.start(arguments: ["--max-queued-messages", "100"])
+        let daemon = try await TestDaemon.start(arguments: ["--max-queued-messages", "100", "--max-queued-bytes", "4194304"])
         let stalled = try RawSocket(path: daemon.socketPath)
         try stalled.send("SUB flood overflow=disconnect\nPING\n")
         #expect(await stalled.read { String(decoding: $0, as: UTF8.self).contains("PONG") })
@@ -284,7 +286,7 @@ struct SlowSubscriberTests {
 
     @Test("overflow=latest-only keeps the newest message of each topic for a subscriber that falls behind")
     func latestOnlyPolicy() async throws {
-        let daemon = try await TestDaemon.start(arguments: ["--max-queued-messages", "50"])
+        let daemon = try await TestDaemon.start(arguments: ["--max-queued-messages", "50", "--max-queued-bytes", "2097152"])
         let stalled = try RawSocket(path: daemon.socketPath)
         try stalled.send("SUB gauge.* overflow=latest-only\nPING\n")
         #expect(await stalled.read { String(decoding: $0, as: UTF8.self).contains("PONG") })

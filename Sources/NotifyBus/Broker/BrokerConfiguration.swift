@@ -8,10 +8,11 @@ public struct BrokerConfiguration: Sendable, Hashable {
     /// first (their sequence numbers restart at 1); if every topic holds a buffered message, publishing to a new
     /// topic is refused.
     public var maxTopics: Int
-    /// The most deliveries queued for a connection that does not keep up; past it, its subscriptions' overflow
-    /// policy applies.
+    /// The most deliveries in the queue of a connection that does not keep up; past it, its subscriptions'
+    /// overflow policy applies.
     public var maxQueuedMessages: Int
-    /// The most bytes of frames queued for a connection that does not keep up.
+    /// The most bytes waiting for a connection that does not keep up: half of it in the connection's write buffer,
+    /// as sent (see ``writeBufferBytes``), the other half in its queue, where the overflow policy applies.
     public var maxQueuedBytes: Int
     /// The most connections open at once; one more is answered `ERR limit` and closed.
     public var maxConnections: Int
@@ -20,14 +21,14 @@ public struct BrokerConfiguration: Sendable, Hashable {
     /// The most payload bytes of buffered messages, over all topics; a retained publish past it is refused.
     public var maxRetainedBytes: Int
 
-    /// 1 MiB payloads, 10,000 subscriptions per connection, one million topics, 10,000 messages or 8 MiB queued
-    /// per connection, 16,384 connections of which 4,096 per user, 256 MiB of buffered payloads.
+    /// 1 MiB payloads, 10,000 subscriptions per connection, one million topics, 64 MiB waiting per connection (of
+    /// which at most 100,000 messages in its queue), 16,384 connections of which 4,096 per user, 256 MiB of buffered payloads.
     public static let `default` = BrokerConfiguration(
         protocolLimits: .default,
         maxSubscriptionsPerConnection: 10_000,
         maxTopics: 1_000_000,
-        maxQueuedMessages: 10_000,
-        maxQueuedBytes: 8 << 20,
+        maxQueuedMessages: 100_000,
+        maxQueuedBytes: 64 << 20,
         maxConnections: 16_384,
         maxConnectionsPerUser: 4_096,
         maxRetainedBytes: 256 << 20
@@ -54,5 +55,12 @@ public struct BrokerConfiguration: Sendable, Hashable {
         self.maxRetainedBytes = max(0, maxRetainedBytes)
     }
 
-    var queueLimits: OutboundQueue.Limits { OutboundQueue.Limits(messages: maxQueuedMessages, bytes: maxQueuedBytes) }
+    /// How much a connection's write buffer holds before the connection counts as not keeping up (the high-water
+    /// mark of its channel). Frames there are slices of the batches they were sent in, shared by every subscriber
+    /// of the same messages, so a subscriber a few megabytes behind costs nothing extra and loses nothing.
+    public var writeBufferBytes: Int { max(1, maxQueuedBytes / 2) }
+
+    var queueLimits: OutboundQueue.Limits {
+        OutboundQueue.Limits(messages: maxQueuedMessages, bytes: max(1, maxQueuedBytes - writeBufferBytes))
+    }
 }

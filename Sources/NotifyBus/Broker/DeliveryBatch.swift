@@ -41,7 +41,7 @@ struct DeliveryBatch {
     /// else a copy.
     func frame(_ range: Range<Int>, allocator: ByteBufferAllocator) -> ByteBuffer {
         precondition(range.upperBound <= buffer.writerIndex, "frames of an earlier batch")
-        if range.count * 4 >= buffer.capacity {
+        if range.count * 2 >= buffer.capacity {
             return buffer.getSlice(at: range.lowerBound, length: range.count)!
         }
         return copy(range, allocator: allocator)

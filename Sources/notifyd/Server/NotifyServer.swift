@@ -111,7 +111,6 @@ struct NotifyServer: Service {
         let bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 256)
             // A subscriber that keeps up never fills this; one that does not gets the broker's bounded queue.
-            .childChannelOption(.writeBufferWaterMark, value: ChannelOptions.Types.WriteBufferWaterMark(low: 256 << 10, high: 1 << 20))
             // NIO keeps a connection's receive buffer for its next read. Most connections are idle subscribers that
             // sent a line or two, so start small (NIO's default is 2 KiB); a busy publisher's grows to 64 KiB.
             .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 64 << 10))
@@ -124,6 +123,8 @@ struct NotifyServer: Service {
                     }
                     // Limits as configured now: a reload changes them for new connections.
                     let limits = server.broker.configuration.protocolLimits
+                    let high = server.broker.configuration.writeBufferBytes
+                    try channel.syncOptions?.setOption(.writeBufferWaterMark, value: .init(low: high / 4, high: high))
                     try channel.pipeline.syncOperations.addHandler(
                         BrokerConnectionHandler(broker: server.broker, decoder: RequestDecoder(limits: limits), logger: logger)
                     )
