@@ -453,6 +453,8 @@ public final class Broker {
     /// Why buffering `payloadSize` bytes as `topic`'s latest message would break ``BrokerConfiguration/maxRetainedBytes``,
     /// if it would: such a publish is refused whole, so the publisher learns that it was not kept.
     private func retainRefusal(_ topic: Topic, payloadSize: Int) -> String? {
+        // Far from the limit, as usual, this costs no lookup of the topic.
+        if counters.retainedBytes + UInt64(payloadSize) <= UInt64(configuration.maxRetainedBytes) { return nil }
         let replaced = topics[ByteKey(topic.name)]?.retained?.payloadSize ?? 0
         let after = counters.retainedBytes - UInt64(replaced) + UInt64(payloadSize)
         guard after > UInt64(configuration.maxRetainedBytes) else { return nil }
