@@ -134,20 +134,20 @@ struct StateLogTests {
         do {
             let (log, _) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
             let big = String(repeating: "x", count: 4_000)
-            for sequence in 1...600 {
+            for sequence in 1...4_500 {  // 18 MB: past the size below which the log is never compacted
                 log.appendRetained(Self.frame("hot", UInt64(sequence), big))
                 try log.commit()
             }
             log.setLiveSize(4_100)
             #expect(log.wantsCompaction)
-            try log.compact([("hot", StateLog.TopicRecord(sequence: 600, retainedFrame: Self.frame("hot", 600, big)))])
+            try log.compact([("hot", StateLog.TopicRecord(sequence: 4_500, retainedFrame: Self.frame("hot", 4_500, big)))])
             #expect(!log.wantsCompaction)
             let size = try FileManager.default.attributesOfItem(atPath: directory.logPath)[.size] as? Int ?? 0
             #expect(size < 5_000)
             #expect(!directory.files.contains("state.log.tmp"))
         }
         let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
-        #expect(contents.topics["hot"]?.sequence == 600)
+        #expect(contents.topics["hot"]?.sequence == 4_500)
     }
 
     @Test("two daemons cannot share a state directory")
@@ -247,5 +247,30 @@ struct StateLogTests {
         #expect(contents.topics["gone"]?.retainedFrame == nil, "published, then cleared in the same batch")
         #expect(Self.payload(contents.topics["back"]) == "back", "cleared, then published in the same batch")
         #expect(Self.payload(contents.topics["once"]) == "first")
+    }
+
+    @Test("CRC-32 gives the standard check value, and continuing a checksum equals checksumming the whole")
+    func crc32() {
+        let check = Array("123456789".utf8)
+        #expect(check.withUnsafeBytes { CRC32.checksum($0) } == 0xCBF4_3926)
+        // Against the byte-at-a-time definition, at every length and split around the 8-byte steps.
+        func reference(_ bytes: [UInt8]) -> UInt32 {
+            var value: UInt32 = 0xFFFF_FFFF
+            for byte in bytes {
+                value ^= UInt32(byte)
+                for _ in 0..<8 { value = value & 1 == 1 ? 0xEDB8_8320 ^ (value >> 1) : value >> 1 }
+            }
+            return ~value
+        }
+        var random = SeededRandom(seed: 7)
+        for length in 0..<40 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }
+            #expect(bytes.withUnsafeBytes { CRC32.checksum($0) } == reference(bytes), "length \(length)")
+            let split = length / 3
+            let continued = bytes.withUnsafeBytes { all in
+                CRC32.checksum(UnsafeRawBufferPointer(rebasing: all[split...]), continuing: CRC32.checksum(UnsafeRawBufferPointer(rebasing: all[..<split])))
+            }
+            #expect(continued == reference(bytes), "length \(length) split at \(split)")
+        }
     }
 }

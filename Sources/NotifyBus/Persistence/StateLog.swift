@@ -67,7 +67,9 @@ public final class StateLog {
     /// The size a freshly compacted log would have, as far as the broker reported it.
     private var liveSize: Int
     private static let header = Array("NOTIFYD STATE 1\n".utf8)
-    private static let minimumCompactionSize = 1 << 20
+    /// Below this the log is never compacted; above it, once it is more than twice what is live. A compaction
+    /// rewrites every topic and syncs the copy, so with many busy topics it must not come every megabyte.
+    private static let minimumCompactionSize = 16 << 20
     private let maxRecordBody: Int
 
     var path: String { directory + "/state.log" }
