@@ -57,6 +57,7 @@ install -D -m 0644 packaging/systemd/user/notifyd.socket "$stage/usr/lib/systemd
 install -D -m 0644 packaging/systemd/user/notifyd.service "$stage/usr/lib/systemd/user/notifyd.service"
 install -D -m 0644 packaging/notifyd.sysusers "$stage/usr/lib/sysusers.d/notifyd.conf"
 install -D -m 0644 packaging/notifyd.conf "$stage/etc/notifyd/notifyd.conf"
+install -D -m 0644 packaging/debian/lintian-overrides "$stage/usr/share/lintian/overrides/notifyd"
 
 # Man pages, from the same definitions as --help: notify(1) and notifyd(8). The plugin builds the products its own
 # way (debug, shared Swift runtime), so it works in the ordinary build directory, never in $scratch.

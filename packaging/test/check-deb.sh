@@ -18,6 +18,7 @@ for path in usr/sbin/notifyd usr/bin/notify; do
   check "$path needs no shared Swift runtime" sh -c "! ldd '$root/$path' | grep -q libswift"
   check "$path is stripped" sh -c "file '$root/$path' | grep -q 'stripped' && ! file '$root/$path' | grep -q 'not stripped'"
 done
+check "notify is linked fully static (no dynamic loader at each call)" sh -c "file '$root/usr/bin/notify' | grep -q 'statically linked'"
 check "notify --version answers" sh -c "'$root/usr/bin/notify' --version | grep -qx '$(dpkg-deb -f "$deb" Version)'"
 check "notifyd --help answers" sh -c "'$root/usr/sbin/notifyd' --help | grep -q 'notification center'"
 for path in lib/systemd/system/notifyd.socket lib/systemd/system/notifyd.service \
