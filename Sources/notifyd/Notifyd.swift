@@ -37,7 +37,7 @@ struct Notifyd: AsyncParsableCommand {
             `key = value` lines with the options' names (log-level = debug, max-payload = 65536) and # comments. \
             Options given here win over the file; an unknown key or a bad value is an error naming its line. SIGHUP \
             reads the file again and applies log-level and the limits; a file that cannot be used is reported and the \
-            running configuration stays in force.
+            running configuration stays in force. `notifyd --check-config [PATH]` checks a file without starting.
 
             SYSTEMD: READY=1 once the socket listens and the state is loaded; STATUS= kept current; RELOADING=1 on \
             SIGHUP; STOPPING=1 on SIGTERM; WATCHDOG=1 when WatchdogSec= is set. Logs go to the journal with fields \
@@ -56,6 +56,17 @@ struct Notifyd: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("The socket to listen on.", valueName: "path"))
     var socket: String?
+
+    @Flag(
+        name: .long,
+        help: ArgumentHelp(
+            "Check a configuration file (PATH, else the one the daemon would read) with the options given, print what it sets, and exit: 0 when it can be used, 78 when not."
+        )
+    )
+    var checkConfig = false
+
+    @Argument(help: ArgumentHelp("With --check-config: the file to check.", valueName: "path"))
+    var checkedFile: String?
 
     @Option(name: .long, help: ArgumentHelp("The configuration file.", valueName: "path"))
     var config: String?
@@ -129,6 +140,12 @@ struct Notifyd: AsyncParsableCommand {
     )
     var maxQueuedBytes: Int?
 
+    func validate() throws {
+        if checkedFile != nil && !checkConfig {
+            throw ValidationError("notifyd takes no arguments besides options; to check a configuration file, use --check-config PATH")
+        }
+    }
+
     func run() async throws {
         let levelSetting = LogLevelSetting(logLevel ?? .info)
         let toJournal = JournalLogHandler.standardErrorIsJournal()
@@ -153,7 +170,21 @@ struct Notifyd: AsyncParsableCommand {
             maxConnectionsPerUser: maxConnectionsPerUser,
             maxRetainedBytes: maxRetainedBytes
         )
-        let configurationFile = config
+        let configurationFile = checkedFile ?? config
+        if checkConfig {
+            do {
+                let checked = try await DaemonSettings.load(overrides: overrides, configurationFile: configurationFile)
+                let (path, isExplicit) = DaemonSettings.configurationPath(explicit: configurationFile)
+                let exists = access(path, F_OK) == 0
+                print("# \(path): \(exists || isExplicit ? "usable" : "absent, so the defaults apply")")
+                print(checked.summary)
+                return
+            } catch {
+                let line = "notifyd: \(error)\n"
+                _ = line.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+                throw ExitCode(78)
+            }
+        }
         let settings: DaemonSettings
         do {
             settings = try await DaemonSettings.load(overrides: overrides, configurationFile: configurationFile)

@@ -72,4 +72,29 @@ struct DaemonLifecycleTests {
         #expect(info.st_mode & 0o777 == (getuid() == 0 ? 0o755 : 0o700))
         try await nested.stop()
     }
+
+    @Test("--check-config PATH prints the settings and exits 0 for a usable file, 78 with the line for a bad one")
+    func checkConfig() async throws {
+        let directory = try TemporaryDirectory()
+        let good = directory.path + "/good.conf"
+        let bad = directory.path + "/bad.conf"
+        try "# fine\nmax-payload = 100\nsync = always\n".write(toFile: good, atomically: true, encoding: .utf8)
+        try "log-level = info\nmax-topics = many\n".write(toFile: bad, atomically: true, encoding: .utf8)
+
+        let checked = try ChildProcess(Binaries.notifyd, ["--check-config", good, "--max-topics", "7"])
+        #expect(try await checked.exitStatus() == 0)
+        try await checked.standardOutput.wait("the settings") { _ in checked.standardOutput.isClosed }
+        let settings = checked.standardOutput.text
+        #expect(settings.contains("# \(good): usable"))
+        #expect(settings.contains("max-payload = 100") && settings.contains("sync = always"), "from the file")
+        #expect(settings.contains("max-topics = 7"), "the command line wins: \(settings)")
+
+        let refused = try ChildProcess(Binaries.notifyd, ["--check-config", bad])
+        #expect(try await refused.exitStatus() == 78)
+        try await refused.standardError.wait("the error, with its line") { $0.contains("\(bad), line 2: max-topics") }
+
+        let missing = try ChildProcess(Binaries.notifyd, ["--check-config", directory.path + "/none.conf"])
+        #expect(try await missing.exitStatus() == 78)
+        #expect(!FileManager.default.fileExists(atPath: directory.path + "/notifyd.sock"), "checking starts nothing")
+    }
 }

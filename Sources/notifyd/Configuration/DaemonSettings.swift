@@ -192,3 +192,26 @@ struct ConfigurationError: Error, CustomStringConvertible {
         return "configuration \(path): \(problem)"
     }
 }
+
+extension DaemonSettings {
+    /// What these settings are, one `key = value` line per setting, as `notifyd --check-config` prints them.
+    var summary: String {
+        let limits = broker.protocolLimits
+        let lines: [(String, String)] = [
+            ("socket", socketPath),
+            ("state-dir", stateDirectory),
+            ("log-level", logLevel.rawValue),
+            ("sync", syncPolicy.rawValue),
+            ("max-payload", "\(limits.maxPayload)"),
+            ("max-topic-length", "\(limits.maxTopic)"),
+            ("max-subscriptions", "\(broker.maxSubscriptionsPerConnection)"),
+            ("max-topics", "\(broker.maxTopics)"),
+            ("max-retained-bytes", "\(broker.maxRetainedBytes)"),
+            ("max-queued-messages", "\(broker.maxQueuedMessages)"),
+            ("max-queued-bytes", "\(broker.maxQueuedBytes)"),
+            ("max-connections", "\(broker.maxConnections)"),
+            ("max-connections-per-user", "\(broker.maxConnectionsPerUser)"),
+        ]
+        return lines.map { "\($0.0) = \($0.1)" }.joined(separator: "\n")
+    }
+}
