@@ -361,7 +361,7 @@ public final class Broker {
             clear(topic, id: id, for: session)
         case .topics(let pattern):
             var reply = allocator.buffer(capacity: 64)
-            reply.writeTopics(requestID: id, topicInfos(matching: pattern))
+            reply.writeTopics(requestID: id, topicInfos(matching: pattern, readableBy: session.peer.uid))
             queue(reply, to: session)
         case .stats:
             var reply = allocator.buffer(capacity: 256)
@@ -380,9 +380,8 @@ public final class Broker {
     // MARK: - Publish
 
     private func publish(_ topic: Topic, payload: ByteBuffer, options: PublishOptions, id: UInt64?, from session: Session) {
-        if topic.isReserved {
-            let sentence = "topic \"\(topic.name)\" starts with $, which is reserved for the daemon; publish to a name without a leading $"
-            return refuse(ProtocolError(.notPermitted, sentence, requestID: id), subject: topic.name, to: session)
+        if let denial = denial(.publish, of: topic, to: session, id: id) {
+            return refuse(denial, subject: topic.name, to: session)
         }
         if options.retain, let refusal = retainRefusal(topic, payloadSize: payload.readableBytes) {
             return refuse(ProtocolError(.limitReached, refusal, requestID: id), subject: topic.name, to: session)
@@ -483,8 +482,11 @@ public final class Broker {
         matchStamp &+= 1
         let stamp = matchStamp
         var list: [SubscriberTarget] = []
+        let policy = configuration.accessPolicy
         index.forEachMatch(of: state.topic) { subscription in
             let session = subscription.session
+            // A wildcard may match topics its connection may not read: they are never delivered to it.
+            guard policy.allows(.read, topic: state.topic, uid: session.peer.uid) else { return }
             if session.matchStamp != stamp {
                 session.matchStamp = stamp
                 session.matchPosition = list.count
@@ -510,6 +512,10 @@ public final class Broker {
     // MARK: - Subscriptions
 
     private func subscribe(_ session: Session, to pattern: TopicPattern, options: SubscribeOptions, id: UInt64?) {
+        // A topic named exactly is refused when it may not be read; a wildcard only never delivers such topics.
+        if pattern.isLiteral, let topic = try? Topic(pattern.text), let denial = denial(.read, of: topic, to: session, id: id) {
+            return refuse(denial, subject: pattern.text, to: session)
+        }
         if let existing = session.subscriptions[pattern] {
             if existing.overflow != options.overflow {
                 existing.overflow = options.overflow
@@ -530,6 +536,7 @@ public final class Broker {
             // Nothing runs between these writes and the OK, so the next live message follows without a gap.
             let target = SubscriberTarget(session: session, overflow: options.overflow)
             forEachRetained(matching: pattern) { state, retained in
+                guard configuration.accessPolicy.allows(.read, topic: state.topic, uid: session.peer.uid) else { return }
                 deliver(retained.frame, of: state, sequence: retained.sequence, payloadSize: retained.payloadSize, to: target)
             }
         }
@@ -559,6 +566,9 @@ public final class Broker {
     // MARK: - Latest and clear
 
     private func latest(_ topic: Topic, id: UInt64?, for session: Session) {
+        if let denial = denial(.read, of: topic, to: session, id: id) {
+            return refuse(denial, subject: topic.name, to: session)
+        }
         guard let retained = topics[ByteKey(topic.name)]?.retained else {
             let sentence = "nothing is buffered for topic \"\(topic.name)\"; it has no messages yet, was cleared, or was published with noretain"
             return reply(ProtocolError(.notFound, sentence, requestID: id), to: session)
@@ -573,6 +583,9 @@ public final class Broker {
     }
 
     private func clear(_ topic: Topic, id: UInt64?, for session: Session) {
+        if let denial = denial(.publish, of: topic, to: session, id: id) {
+            return refuse(denial, subject: topic.name, to: session)
+        }
         let key = ByteKey(topic.name)
         if let state = topics[key], let retained = state.retained {
             state.retained = nil
@@ -586,9 +599,10 @@ public final class Broker {
         replyOK(id, to: session)
     }
 
-    private func topicInfos(matching pattern: TopicPattern?) -> [TopicInfo] {
+    private func topicInfos(matching pattern: TopicPattern?, readableBy uid: UInt32) -> [TopicInfo] {
         var infos: [TopicInfo] = []
         for state in topics.values where pattern?.matches(state.topic) ?? true {
+            guard configuration.accessPolicy.allows(.read, topic: state.topic, uid: uid) else { continue }
             infos.append(state.info)
         }
         infos.sort { $0.topic < $1.topic }
@@ -701,6 +715,14 @@ public final class Broker {
         var reply = allocator.buffer(capacity: 32)
         reply.writeOK(requestID: id, value: value)
         queue(reply, to: session)
+    }
+
+    /// The `not-permitted` error for `access` to `topic` by `session`'s peer, if the policy denies it.
+    private func denial(_ access: AccessPolicy.Access, of topic: Topic, to session: Session, id: UInt64?) -> ProtocolError? {
+        let decision = configuration.accessPolicy.decide(access, topic: topic, uid: session.peer.uid)
+        guard !decision.isAllowed else { return nil }
+        let verb = access == .publish ? "publish to or clear" : "read"
+        return ProtocolError(.notPermitted, "uid \(session.peer.uid) may not \(verb) \"\(topic.name)\": \(decision.rule)", requestID: id)
     }
 
     /// Answers `error` and reports it as an event.

@@ -20,6 +20,8 @@ public struct BrokerConfiguration: Sendable, Hashable {
     public var maxConnectionsPerUser: Int
     /// The most payload bytes of buffered messages, over all topics; a retained publish past it is refused.
     public var maxRetainedBytes: Int
+    /// Who may publish to and read which topics.
+    public var accessPolicy: AccessPolicy = .default
 
     /// 1 MiB payloads, 10,000 subscriptions per connection, one million topics, 64 MiB waiting per connection (of
     /// which at most 100,000 messages in its queue), 16,384 connections of which 4,096 per user, 256 MiB of buffered payloads.
