@@ -399,7 +399,12 @@ public final class Broker {
         counters.bytesIn += UInt64(payload.readableBytes)
 
         // Encoded once, into the batch; every subscriber is handed the same bytes.
-        let frameSize = topic.name.utf8.count + (session.publisher.unit?.utf8.count ?? 1) + payload.readableBytes + 100
+        // The encoder's own bound: a smaller guess would let the frame grow the buffer, copying the whole batch.
+        let frameSize = ByteBuffer.maximumMessageFrameSize(
+            topic: topic.name,
+            unit: session.publisher.unit,
+            payloadSize: payload.readableBytes
+        )
         if !batch.hasRoom(for: frameSize) {
             for session in sessionsToFlush { writeSpan(of: session) }
             batch.restart(minimumCapacity: frameSize, allocator: allocator)

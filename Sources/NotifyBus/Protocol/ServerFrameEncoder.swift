@@ -85,7 +85,7 @@ extension ByteBuffer {
         // piece (a capacity and exclusivity check per piece) cost more than the rest of the encoding.
         var topic = topic
         var unit = Publisher.isWritableUnit(publisher.unit) ? publisher.unit! : "-"
-        let maximum = topic.utf8.count + unit.utf8.count + payload.readableBytes + 140
+        let maximum = ByteBuffer.maximumMessageFrameSize(topic: topic, unit: unit, payloadSize: payload.readableBytes)
         return topic.withUTF8 { topicBytes in
             unit.withUTF8 { unitBytes in
                 payload.withUnsafeReadableBytes { payloadBytes in
@@ -186,6 +186,14 @@ extension ByteBuffer {
         case .stats(let id, let stats): return writeStats(requestID: id, stats)
         case .dropped(let notice): return writeDropNotice(notice)
         }
+    }
+}
+
+extension ByteBuffer {
+    /// The most bytes ``writeMessageFrame(_:requestID:topic:sequence:time:publisher:payload:)`` writes: the
+    /// variable parts, and room for the verb, a request id, five numbers and the separators.
+    static func maximumMessageFrameSize(topic: String, unit: String?, payloadSize: Int) -> Int {
+        topic.utf8.count + max(1, unit?.utf8.count ?? 1) + payloadSize + 140
     }
 }
 
