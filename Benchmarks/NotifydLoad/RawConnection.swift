@@ -58,5 +58,11 @@ final class RawConnection: @unchecked Sendable {
         }
     }
 
+    /// Makes a read that waits longer than `seconds` for bytes end as if the connection had.
+    func setReceiveTimeout(seconds: Int) {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
     func shutdown() { _ = Foundation.shutdown(descriptor, Int32(SHUT_RDWR)) }
 }

@@ -137,4 +137,63 @@ struct OutboundQueueTests {
         #expect(delivered >= 1 && delivered < 5, "the byte bound dropped some")
         #expect(summary.first == "DROP t \(5 - delivered) 1-\(5 - delivered)")
     }
+
+    @Test("frames over many chunks, one larger than a chunk, drained a few writes at a time while more come, arrive whole and in order")
+    func chunksKeepFramesWhole() {
+        var queue = OutboundQueue()
+        let topic = TopicState(topic: Topic(unchecked: "t"))
+        let transport = RecordingTransport()
+        let limits = OutboundQueue.Limits(messages: .max, bytes: .max)
+        var expected = ByteBuffer()
+        var sequence: UInt64 = 0
+        func append(_ count: Int) {
+            for _ in 0..<count {
+                sequence += 1
+                // Sizes that do not divide a chunk, and one frame four chunks long.
+                let size = sequence == 300 ? 4 * OutboundQueue.chunkSize : 7 + Int(sequence % 997)
+                var frame = ByteBuffer()
+                frame.writeString("\(sequence):")
+                frame.writeRepeatingByte(UInt8(truncatingIfNeeded: sequence), count: size)
+                expected.writeImmutableBuffer(frame)
+                if sequence % 50 == 0 {
+                    queue.appendReply(frame)
+                } else {
+                    let dropped = frame.withUnsafeReadableBytes {
+                        queue.appendDelivery($0, topic: topic, sequence: sequence, payloadSize: size, policy: .dropOldest, limits: limits)
+                    }
+                    #expect(dropped == 0)
+                }
+            }
+        }
+        append(400)
+        for round in 0..<40 {
+            transport.isWritable = true
+            transport.writesUntilFull = 1 + round % 4
+            _ = queue.drain(into: transport)
+            append(25)
+        }
+        transport.isWritable = true
+        transport.writesUntilFull = nil
+        _ = queue.drain(into: transport)
+        var received = ByteBuffer()
+        for frame in transport.written { received.writeImmutableBuffer(frame) }
+        #expect(received == expected)
+        #expect(queue.isEmpty && queue.messageCount == 0 && queue.byteCount == 0)
+        #expect(transport.written.count < Int(sequence) / 4, "adjacent frames go out together")
+    }
+
+    @Test("a subscriber that stays stalled keeps exactly the newest messages its bound allows, however long it lasts")
+    func longStall() throws {
+        let harness = Self.harness(messages: 1_000)
+        let subscriber = harness.connect()
+        subscriber.send("SUB t\n")
+        _ = try subscriber.received()
+        subscriber.transport.isWritable = false
+        let publisher = harness.connect()
+        for _ in 0..<50 { publisher.send(String(repeating: "PUB t 3\nabc\n", count: 1_000)) }
+        Self.resume(subscriber)
+        let summary = Self.summary(try subscriber.received())
+        #expect(summary.first == "DROP t 49000 1-49000")
+        #expect(Array(summary.dropFirst()) == (49_001...50_000).map { "t#\($0)" })
+    }
 }

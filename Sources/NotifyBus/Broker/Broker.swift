@@ -35,10 +35,10 @@ import NIOCore
 /// ``saveState()`` exactly where it was.
 public final class Broker {
     /// The limits enforced; see ``reconfigure(_:)``.
-    public private(set) var configuration: BrokerConfiguration
+    @exclusivity(unchecked) public private(set) var configuration: BrokerConfiguration
 
     /// Called with events worth logging; the broker's thread calls it.
-    public var onEvent: ((BrokerEvent) -> Void)?
+    @exclusivity(unchecked) public var onEvent: ((BrokerEvent) -> Void)?
 
     // The state touched per message is marked `@exclusivity(unchecked)` here, in `TopicState` and in `Session`: all of
     // it is owned by the broker's one thread and never accessed overlapping, and the runtime's checks of class
@@ -46,7 +46,7 @@ public final class Broker {
     @exclusivity(unchecked) private var topics: [ByteKey: TopicState] = [:]
     /// Topics with no buffered message, oldest first: the ones forgotten when `maxTopics` is reached. A topic may
     /// be listed after it gained a buffered message or was forgotten; such entries are skipped.
-    private var forgettableTopics = Deque<ByteKey>()
+    @exclusivity(unchecked) private var forgettableTopics = Deque<ByteKey>()
     private let index = SubscriptionIndex<Subscription>()
     @exclusivity(unchecked) private var wildcardGeneration: UInt64 = 0
     @exclusivity(unchecked) private var matchStamp: UInt64 = 0
@@ -65,7 +65,7 @@ public final class Broker {
     @exclusivity(unchecked) private var isPublishing = false
 
     @exclusivity(unchecked) private var counters: BrokerStatistics
-    private var stateLog: StateLog?
+    @exclusivity(unchecked) private var stateLog: StateLog?
     /// Set when a write to the state log failed: the next flush rewrites the log from memory.
     private var stateNeedsRewrite = false
     /// Topics whose buffered message changed in this batch. Only their final state is logged, at the batch's end:
@@ -281,6 +281,10 @@ public final class Broker {
         sessionsToFlush.removeAll(keepingCapacity: true)
         for session in sessions {
             session.hasUnflushedFrames = false
+            if session.droppedSinceReport > 0 {
+                onEvent?(.dropped(count: session.droppedSinceReport, for: session.peer))
+                session.droppedSinceReport = 0
+            }
             guard let transport = session.transport else { continue }
             transport.flush()
             if session.closesAfterFlush {
@@ -424,9 +428,8 @@ public final class Broker {
             )
         }
 
-        var copy: ByteBuffer?  // made for the first subscriber that needs the frame beyond this batch
         for target in subscribers(of: state) where target.session !== session || session.receivesOwnMessages {
-            deliver(frame, copy: &copy, of: state, sequence: sequence, payloadSize: payload.readableBytes, to: target)
+            deliver(frame, of: state, sequence: sequence, payloadSize: payload.readableBytes, to: target)
         }
 
         if options.retain {
@@ -628,11 +631,10 @@ public final class Broker {
         markForFlush(session)
     }
 
-    /// Sends a delivery of this batch: added to the session's span when the connection takes it, else a copy into
+    /// Sends a delivery of this batch: added to the session's span when the connection takes it, else copied into
     /// its bounded queue.
     private func deliver(
         _ frame: Range<Int>,
-        copy: inout ByteBuffer?,
         of state: TopicState,
         sequence: UInt64,
         payloadSize: Int,
@@ -654,8 +656,7 @@ public final class Broker {
             counters.bytesOut += UInt64(payloadSize)
             return
         }
-        if copy == nil { copy = batch.copy(frame, allocator: allocator) }
-        enqueue(copy!, of: state, sequence: sequence, payloadSize: payloadSize, to: target)
+        batch.withBytes(frame) { enqueue($0, of: state, sequence: sequence, payloadSize: payloadSize, to: target) }
     }
 
     /// Sends a delivery that is not in this batch (a buffered message): straight to the connection when it takes
@@ -672,7 +673,7 @@ public final class Broker {
             counters.bytesOut += UInt64(payloadSize)
             return
         }
-        enqueue(frame, of: state, sequence: sequence, payloadSize: payloadSize, to: target)
+        frame.withUnsafeReadableBytes { enqueue($0, of: state, sequence: sequence, payloadSize: payloadSize, to: target) }
     }
 
     /// Writes the session's span of this batch to its connection, if it has one.
@@ -685,7 +686,7 @@ public final class Broker {
 
     /// Queues a delivery for a connection that does not take it now; its subscription's overflow policy makes room
     /// (or disconnects it).
-    private func enqueue(_ frame: ByteBuffer, of state: TopicState, sequence: UInt64, payloadSize: Int, to target: SubscriberTarget) {
+    private func enqueue(_ frame: UnsafeRawBufferPointer, of state: TopicState, sequence: UInt64, payloadSize: Int, to target: SubscriberTarget) {
         let session = target.session
         guard let transport = session.transport else { return }
         writeSpan(of: session)
@@ -705,7 +706,8 @@ public final class Broker {
         }
         if dropped > 0 {
             counters.dropped += UInt64(dropped)
-            onEvent?(.dropped(count: dropped, for: session.peer))
+            // Reported once per batch: a subscriber that never reads drops a message for every one published.
+            session.droppedSinceReport += dropped
         }
     }
 

@@ -7,7 +7,8 @@ public enum BrokerEvent: Sendable {
     case refused(ProtocolError, subject: String?, by: PeerCredentials)
     /// The state log could not be written; the broker rewrites it whole at its next chance.
     case stateNotSaved(String)
-    /// A subscriber fell behind: `count` deliveries to it were dropped to keep its queue within bounds.
+    /// A subscriber fell behind: `count` deliveries to it were dropped in one batch of work, to keep its queue within
+    /// bounds.
     case dropped(count: Int, for: PeerCredentials)
     /// A subscriber whose policy is `disconnect` fell behind its queue's bounds and was disconnected.
     case disconnectedSlowSubscriber(PeerCredentials, queuedMessages: Int)

@@ -47,11 +47,17 @@ struct DeliveryBatch {
         return copy(range, allocator: allocator)
     }
 
+    /// Calls `body` with the bytes of the frames in `range`, which it must not keep.
+    func withBytes<Result>(_ range: Range<Int>, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        precondition(range.upperBound <= buffer.writerIndex, "frames of an earlier batch")
+        return try buffer.withUnsafeReadableBytes { try body(UnsafeRawBufferPointer(rebasing: $0[range])) }
+    }
+
     /// A copy of the frames in `range`, that does not keep the batch's buffer alive.
     func copy(_ range: Range<Int>, allocator: ByteBufferAllocator) -> ByteBuffer {
         precondition(range.upperBound <= buffer.writerIndex, "frames of an earlier batch")
         var copy = allocator.buffer(capacity: range.count)
-        copy.writeBytes(buffer.readableBytesView[range])
+        withBytes(range) { _ = copy.writeBytes($0) }
         return copy
     }
 
@@ -64,7 +70,7 @@ struct DeliveryBatch {
         } else {
             target = allocator.buffer(capacity: range.count)
         }
-        target.writeBytes(buffer.readableBytesView[range])
+        withBytes(range) { _ = target.writeBytes($0) }
     }
 
     /// Starts over with room for at least `minimumCapacity` bytes. Call it only once no open span refers to the

@@ -9,6 +9,11 @@ import NIOCore
 /// every message dropped is remembered per topic, to be announced with `DROP` before anything else is sent.
 /// Replies are never dropped; the daemon stops reading a connection that does not read its replies.
 ///
+/// A subscriber that never reads sits here for good, taking every message and dropping the oldest, so this is a
+/// hot path too: frames are copied back to back into chunks of ``chunkSize`` bytes, each entry is a plain value
+/// that says where its frame is, and the chunks that dropped frames emptied are reused. Queueing a message then
+/// costs a copy of its bytes and no allocation; draining writes runs of adjacent frames as one slice.
+///
 /// Owned by the broker's thread, like its session.
 struct OutboundQueue {
     /// The most a queue may hold before it drops (or disconnects).
@@ -19,68 +24,97 @@ struct OutboundQueue {
         var bytes: Int
     }
 
-    private final class Entry {
-        let frame: ByteBuffer
+    /// The size of a chunk of frames; a frame larger than this gets a chunk of its own size.
+    static let chunkSize = 64 << 10
+
+    /// One frame waiting: where its bytes are, and for a delivery, what it delivers.
+    private struct Entry {
+        /// The number of its chunk (see `firstChunkNumber`).
+        var chunk: Int
+        var offset: Int
+        var length: Int
         /// The topic of a delivery; nil for a reply.
         let topic: TopicState?
         let sequence: UInt64
         let payloadSize: Int
         var isDropped = false
+    }
 
-        init(frame: ByteBuffer, topic: TopicState?, sequence: UInt64, payloadSize: Int) {
-            self.frame = frame
-            self.topic = topic
-            self.sequence = sequence
-            self.payloadSize = payloadSize
-        }
+    /// What was dropped of one topic since the last notices went out.
+    private struct PendingDrop {
+        let topic: TopicState
+        var count: UInt64
+        var firstSequence: UInt64
+        var lastSequence: UInt64
     }
 
     /// Queued frames, oldest first; dropped deliveries stay as tombstones until they reach the front.
     private var entries = Deque<Entry>()
+    /// The number of the first entry; entries are numbered in the order queued, so a number stays valid while the
+    /// entries before it leave.
+    private var firstEntryNumber = 0
+    /// The bytes of the queued frames; the last chunk is the one appended to.
+    private var chunks = Deque<ByteBuffer>()
+    /// The number of the first chunk, as entries refer to chunks by number.
+    private var firstChunkNumber = 0
+    /// Whether a slice of the last chunk went to the connection: writing into it again would copy it whole, as NIO
+    /// may still hold the slice, so the next frame starts a new chunk.
+    private var lastChunkIsShared = false
+    /// A chunk the queue is done with, kept to be the next one while the queue is not empty.
+    private var spareChunk: ByteBuffer?
     /// Deliveries queued and not dropped.
     private(set) var messageCount = 0
     /// Bytes of the frames queued and not dropped.
     private(set) var byteCount = 0
-    /// The newest queued delivery of each topic, for `latest-only`.
-    private var newestByTopic: [ObjectIdentifier: Entry] = [:]
+    /// The number of the newest queued `latest-only` delivery of each topic.
+    private var newestByTopic: [ObjectIdentifier: Int] = [:]
     /// What was dropped since the last notices went out, per topic, in the order of the first drop.
-    private var drops: [ObjectIdentifier: DropNotice] = [:]
-    private var dropOrder: [ObjectIdentifier] = []
+    private var drops: [PendingDrop] = []
+    private var dropIndex: [ObjectIdentifier: Int] = [:]
+
+    private static let allocator = ByteBufferAllocator()
 
     /// Whether nothing waits: no frame and no notice.
-    var isEmpty: Bool { entries.isEmpty && dropOrder.isEmpty }
+    var isEmpty: Bool { entries.isEmpty && drops.isEmpty }
 
     /// Queues a reply; replies are never dropped.
     mutating func appendReply(_ frame: ByteBuffer) {
-        entries.append(Entry(frame: frame, topic: nil, sequence: 0, payloadSize: 0))
+        let (chunk, offset) = store(frame)
+        entries.append(Entry(chunk: chunk, offset: offset, length: frame.readableBytes, topic: nil, sequence: 0, payloadSize: 0))
         byteCount += frame.readableBytes
     }
 
-    /// Queues a delivery, making room by `policy` when the queue would go over `limits`.
+    /// Queues a delivery, making room by `policy` when the queue would go over `limits`. Its bytes are copied at
+    /// once, so they may be part of a buffer that is not kept.
     /// - Returns: how many deliveries were dropped, or nil when the policy is to disconnect and the queue is full.
     mutating func appendDelivery(
-        _ frame: ByteBuffer,
+        _ frame: UnsafeRawBufferPointer,
         topic: TopicState,
         sequence: UInt64,
         payloadSize: Int,
         policy: OverflowPolicy,
         limits: Limits
     ) -> Int? {
-        let key = ObjectIdentifier(topic)
         var dropped = 0
-        if policy == .latestOnly, let older = newestByTopic[key], !older.isDropped {
-            drop(older)
-            dropped += 1
+        if policy == .latestOnly {
+            let key = ObjectIdentifier(topic)
+            if let number = newestByTopic[key], number >= firstEntryNumber, !entries[number - firstEntryNumber].isDropped {
+                drop(at: number - firstEntryNumber)
+                dropped += 1
+            }
+            newestByTopic[key] = firstEntryNumber + entries.count
         }
-        let entry = Entry(frame: frame, topic: topic, sequence: sequence, payloadSize: payloadSize)
-        entries.append(entry)
-        newestByTopic[key] = entry
+        let (chunk, offset) = store(frame)
+        entries.append(Entry(chunk: chunk, offset: offset, length: frame.count, topic: topic, sequence: sequence, payloadSize: payloadSize))
         messageCount += 1
-        byteCount += frame.readableBytes
+        byteCount += frame.count
         while messageCount > limits.messages || byteCount > limits.bytes {
             if policy == .disconnect { return nil }
-            guard let oldest = entries.first(where: { $0.topic != nil && !$0.isDropped }) else { break }
-            drop(oldest)
+            // The oldest delivery is usually the first entry; a reply can sit before it.
+            var oldest = 0
+            while oldest < entries.count && (entries[oldest].topic == nil || entries[oldest].isDropped) { oldest += 1 }
+            guard oldest < entries.count else { break }
+            drop(at: oldest)
             dropped += 1
         }
         removeTombstonesAtFront()
@@ -92,49 +126,116 @@ struct OutboundQueue {
     mutating func drain(into transport: any SessionTransport) -> (messages: Int, payloadBytes: Int) {
         var messages = 0
         var payloadBytes = 0
-        if !dropOrder.isEmpty {
+        if !drops.isEmpty {
             // The dropped messages were older than everything still queued, so their notices go first.
             var notices = ByteBuffer()
-            for key in dropOrder { notices.writeDropNotice(drops[key]!) }
+            for drop in drops {
+                notices.writeDropNotice(
+                    DropNotice(topic: drop.topic.topic, count: drop.count, firstSequence: drop.firstSequence, lastSequence: drop.lastSequence)
+                )
+            }
             drops.removeAll(keepingCapacity: true)
-            dropOrder.removeAll(keepingCapacity: true)
+            dropIndex.removeAll(keepingCapacity: true)
             transport.write(notices)
         }
-        while transport.isWritable, let entry = entries.popFirst() {
-            if entry.isDropped { continue }
-            byteCount -= entry.frame.readableBytes
-            if let topic = entry.topic {
-                messageCount -= 1
-                messages += 1
-                payloadBytes += entry.payloadSize
-                topic.delivered += 1
-                if newestByTopic[ObjectIdentifier(topic)] === entry { newestByTopic[ObjectIdentifier(topic)] = nil }
+        while transport.isWritable, let first = popFirst() {
+            if first.isDropped { continue }
+            // Adjacent frames of one chunk go out as one slice.
+            var end = first.offset + first.length
+            var entry = first
+            while true {
+                byteCount -= entry.length
+                if let topic = entry.topic {
+                    messageCount -= 1
+                    messages += 1
+                    payloadBytes += entry.payloadSize
+                    topic.delivered += 1
+                }
+                guard let next = entries.first, !next.isDropped, next.chunk == first.chunk, next.offset == end else { break }
+                entry = popFirst()!
+                end += entry.length
             }
-            transport.write(entry.frame)
+            let index = first.chunk - firstChunkNumber
+            if index == chunks.count - 1 { lastChunkIsShared = true }
+            transport.write(chunks[index].getSlice(at: first.offset, length: end - first.offset)!)
         }
+        removeTombstonesAtFront()
         return (messages, payloadBytes)
     }
 
-    private mutating func drop(_ entry: Entry) {
-        guard let topic = entry.topic else { return }
-        entry.isDropped = true
-        messageCount -= 1
-        byteCount -= entry.frame.readableBytes
-        topic.dropped += 1
-        let key = ObjectIdentifier(topic)
-        if newestByTopic[key] === entry { newestByTopic[key] = nil }
-        if var notice = drops[key] {
-            notice.count += 1
-            notice.firstSequence = min(notice.firstSequence, entry.sequence)
-            notice.lastSequence = max(notice.lastSequence, entry.sequence)
-            drops[key] = notice
+    /// Copies `frame` to the end of the last chunk, starting a chunk when it does not fit.
+    /// - Returns: the number of the chunk and the frame's offset in it.
+    private mutating func store(_ frame: ByteBuffer) -> (chunk: Int, offset: Int) {
+        frame.withUnsafeReadableBytes { store($0) }
+    }
+
+    private mutating func store(_ bytes: UnsafeRawBufferPointer) -> (chunk: Int, offset: Int) {
+        if chunks.isEmpty || lastChunkIsShared || chunks[chunks.count - 1].writableBytes < bytes.count {
+            startChunk(minimumCapacity: bytes.count)
+        }
+        let last = chunks.count - 1
+        let offset = chunks[last].writerIndex
+        chunks[last].writeBytes(bytes)
+        return (firstChunkNumber + last, offset)
+    }
+
+    private mutating func startChunk(minimumCapacity: Int) {
+        let capacity = max(OutboundQueue.chunkSize, minimumCapacity)
+        if var chunk = spareChunk, chunk.capacity >= capacity, chunk.capacity <= 2 * capacity {
+            spareChunk = nil
+            // Reuses the memory unless a slice of it is still waiting in NIO, in which case it gets new memory.
+            chunk.clear()
+            chunks.append(chunk)
         } else {
-            drops[key] = DropNotice(topic: topic.topic, count: 1, firstSequence: entry.sequence, lastSequence: entry.sequence)
-            dropOrder.append(key)
+            chunks.append(OutboundQueue.allocator.buffer(capacity: capacity))
+        }
+        lastChunkIsShared = false
+    }
+
+    private mutating func popFirst() -> Entry? {
+        guard let entry = entries.popFirst() else { return nil }
+        firstEntryNumber += 1
+        return entry
+    }
+
+    private mutating func drop(at index: Int) {
+        guard let topic = entries[index].topic else { return }
+        let length = entries[index].length
+        let sequence = entries[index].sequence
+        entries[index].isDropped = true
+        messageCount -= 1
+        byteCount -= length
+        topic.dropped += 1
+        if let last = drops.indices.last, drops[last].topic === topic {
+            record(sequence, in: &drops[last])
+        } else if let known = dropIndex[ObjectIdentifier(topic)] {
+            record(sequence, in: &drops[known])
+        } else {
+            dropIndex[ObjectIdentifier(topic)] = drops.count
+            drops.append(PendingDrop(topic: topic, count: 1, firstSequence: sequence, lastSequence: sequence))
         }
     }
 
+    private func record(_ sequence: UInt64, in drop: inout PendingDrop) {
+        drop.count += 1
+        drop.firstSequence = min(drop.firstSequence, sequence)
+        drop.lastSequence = max(drop.lastSequence, sequence)
+    }
+
+    /// Lets go of dropped entries at the front, and of the chunks no entry refers to any more.
     private mutating func removeTombstonesAtFront() {
-        while let first = entries.first, first.isDropped { entries.removeFirst() }
+        while !entries.isEmpty && entries[0].isDropped { _ = popFirst() }
+        let firstNeeded = entries.isEmpty ? firstChunkNumber + chunks.count : entries[0].chunk
+        while firstChunkNumber < firstNeeded, let chunk = chunks.popFirst() {
+            firstChunkNumber += 1
+            spareChunk = chunk
+        }
+        if entries.isEmpty {
+            // An empty queue keeps no memory: most connections never need it again.
+            chunks.removeAll()
+            spareChunk = nil
+            newestByTopic.removeAll()
+            lastChunkIsShared = false
+        }
     }
 }

@@ -23,6 +23,8 @@ public final class Session: Hashable {
     @exclusivity(unchecked) var heldBack = Deque<DecodedRequest>()
     /// Whether the session receives its own publishes.
     @exclusivity(unchecked) var receivesOwnMessages = true
+    /// Deliveries dropped since the last ``BrokerEvent/dropped(count:for:)``.
+    @exclusivity(unchecked) var droppedSinceReport = 0
     /// Whether frames were queued since the last flush.
     @exclusivity(unchecked) var hasUnflushedFrames = false
     /// This session's run of deliveries in the broker's ``DeliveryBatch`` not written yet, valid while

@@ -11,7 +11,7 @@ final class TopicState {
     @exclusivity(unchecked) var published: UInt64 = 0
     @exclusivity(unchecked) var delivered: UInt64 = 0
     /// Deliveries dropped for subscribers that fell behind.
-    var dropped: UInt64 = 0
+    @exclusivity(unchecked) var dropped: UInt64 = 0
     @exclusivity(unchecked) var lastPublished: PublishTime?
     /// The sequence number the state log guarantees this topic will not go below after a restart.
     @exclusivity(unchecked) var persistedSequence: UInt64 = 0

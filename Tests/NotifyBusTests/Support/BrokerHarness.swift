@@ -16,9 +16,16 @@ final class RecordingTransport: SessionTransport {
     var isWritable = true
     var aborted = false
 
+    /// Set by tests to play a socket that fills up: after this many more writes it stops taking frames.
+    var writesUntilFull: Int?
+
     func write(_ frame: ByteBuffer) {
         written.append(frame)
         unread.writeImmutableBuffer(frame)
+        if let left = writesUntilFull {
+            writesUntilFull = left - 1
+            if left <= 1 { isWritable = false }
+        }
     }
     /// Called on every flush, before it is counted: lets a test look at the world as the replies leave.
     var onFlush: (() -> Void)?
