@@ -35,9 +35,12 @@ struct Notifyd: AsyncParsableCommand {
             CONFIGURATION: --config, else $CONFIGURATION_DIRECTORY/notifyd.conf under systemd, else \
             /etc/notifyd/notifyd.conf for root and $XDG_CONFIG_HOME/notifyd/notifyd.conf for other users. It holds \
             `key = value` lines with the options' names (log-level = debug, max-payload = 65536) and # comments. \
-            Options given here win over the file; an unknown key or a bad value is an error naming its line. SIGHUP \
-            reads the file again and applies log-level and the limits; a file that cannot be used is reported and the \
-            running configuration stays in force. `notifyd --check-config [PATH]` checks a file without starting.
+            Access rules go under [rules], one `NAME = allow|deny publish|read|all PATTERN WHO...` line each \
+            (WHO: user:NAME|UID, group:NAME|GID, unit:NAME or everyone), tried in order before the built-in rules; \
+            the first that applies decides (`notify explain TOPIC` shows which). Options given here win over the \
+            file; an unknown key, a bad value or a bad rule is an error naming its line. SIGHUP reads the file again \
+            and applies log-level, the limits and the rules; a file that cannot be used is reported and the running \
+            configuration stays in force. `notifyd --check-config [PATH]` checks a file without starting.
 
             SYSTEMD: READY=1 once the socket listens and the state is loaded; STATUS= kept current; RELOADING=1 on \
             SIGHUP; STOPPING=1 on SIGTERM; WATCHDOG=1 when WatchdogSec= is set. Logs go to the journal with fields \

@@ -37,4 +37,59 @@ struct AccessTests {
         await listener.close()
         #expect(try await daemon.stop() == 0)
     }
+
+    @Test(
+        "rules: a group rule admits a member (supplementary or primary) and refuses others; explain names the rule; SIGHUP applies a new policy, and a bad one leaves the old in force",
+        .enabled(if: getuid() == 0)
+    )
+    func configuredRules() async throws {
+        let directory = try TemporaryDirectory()
+        chmod(directory.path, 0o755)
+        try """
+            [rules]
+            backup-writers = allow publish backup.> group:4242
+            backup-others = deny publish backup.> everyone
+            """.write(toFile: directory.path + "/notifyd.conf", atomically: true, encoding: .utf8)
+        let daemon = try await TestDaemon.start(in: directory)
+        let socket = daemon.socketPath
+
+        let member = try await notifyAs(uid: 1000, groups: [4242], ["send", "backup.done", "by-member"], socket: socket)
+        #expect(member.status == 0, "a supplementary group counts: \(member.stderr)")
+        let primary = try await notifyAs(uid: 1002, gid: 4242, ["send", "backup.done", "by-primary"], socket: socket)
+        #expect(primary.status == 0, "the primary group counts: \(primary.stderr)")
+        let other = try await notifyAs(uid: 1001, groups: [4243], ["send", "backup.done", "by-other"], socket: socket)
+        #expect(other.status == 77)
+        #expect(other.stderr.contains("rule backup-others (line 3): deny publish backup.> everyone"), "stderr: \(other.stderr)")
+        #expect(try await daemon.notify(["latest", "backup.done"]).output == "by-primary\n", "the refused publish was not kept")
+
+        let explained = try await notifyAs(uid: 1001, ["explain", "backup.x"], socket: socket)
+        #expect(explained.status == 0)
+        #expect(
+            String(decoding: explained.stdout, as: UTF8.self) == """
+                publish: denied for uid 1001, by rule backup-others (line 3): deny publish backup.> everyone
+                read: allowed for uid 1001, by topics outside $, user.<uid> and system are open to every local user
+
+                """
+        )
+        let nosy = try await notifyAs(uid: 1001, ["explain", "backup.x", "--uid", "1000"], socket: socket)
+        #expect(nosy.status == 77, "only root asks about others: \(nosy.stderr)")
+        let asRoot = try await daemon.notify(["explain", "user.1000.x", "--uid", "1001", "--format", "json"])
+        #expect(asRoot.output.contains(#""uid":1001"#) && asRoot.output.contains(#""read":false"#), "\(asRoot.output)")
+
+        // A new policy: now uid 1000 is refused, and everyone else is open again.
+        try "[rules]\nno-1000 = deny publish backup.> user:1000\n".write(toFile: daemon.configurationPath, atomically: true, encoding: .utf8)
+        daemon.child.signal(SIGHUP)
+        try await daemon.child.standardError.wait("the reload") { $0.contains("configuration reloaded") }
+        #expect(try await notifyAs(uid: 1001, ["send", "backup.done", "x"], socket: socket).status == 0)
+        #expect(try await notifyAs(uid: 1000, groups: [4242], ["send", "backup.done", "x"], socket: socket).status == 77)
+
+        // A rule naming a group that does not exist: the reload is refused with the line, and the policy stays.
+        try "[rules]\nopen = allow publish backup.> everyone\nbroken = allow read backup.> group:no-such-group-here\n"
+            .write(toFile: daemon.configurationPath, atomically: true, encoding: .utf8)
+        daemon.child.signal(SIGHUP)
+        try await daemon.child.standardError.wait("the refused reload") { $0.contains("configuration not reloaded") }
+        #expect(daemon.log.contains("line 3: rule broken: there is no group \"no-such-group-here\""), "log: \(daemon.log)")
+        #expect(try await notifyAs(uid: 1000, groups: [4242], ["send", "backup.done", "x"], socket: socket).status == 77)
+        #expect(try await daemon.stop() == 0)
+    }
 }

@@ -104,10 +104,11 @@ struct LimitsTests {
 }
 
 /// Runs `notify` as another user (the test runs as root), through setpriv.
-func notifyAs(uid: UInt32, _ arguments: [String], socket: String) async throws -> CommandResult {
+func notifyAs(uid: UInt32, gid: UInt32? = nil, groups: [UInt32] = [], _ arguments: [String], socket: String) async throws -> CommandResult {
+    let groupOption = groups.isEmpty ? "--clear-groups" : "--groups=" + groups.map(String.init).joined(separator: ",")
     let child = try ChildProcess(
         "/usr/bin/setpriv",
-        ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", Binaries.notify, "--socket", socket] + arguments
+        ["--reuid=\(uid)", "--regid=\(gid ?? uid)", groupOption, Binaries.notify, "--socket", socket] + arguments
     )
     let status = try await child.exitStatus(timeout: .seconds(60))
     try await child.standardOutput.wait("notify's output to end") { _ in child.standardOutput.isClosed }

@@ -35,8 +35,9 @@ struct AccessPolicyTests {
     )
     func rules(_ sample: Case) throws {
         let topic = try Topic(sample.topic)
-        #expect(Self.policy.allows(.publish, topic: topic, uid: sample.uid) == sample.publish)
-        #expect(Self.policy.allows(.read, topic: topic, uid: sample.uid) == sample.read)
+        let peer = PeerCredentials(pid: 1, uid: sample.uid, gid: sample.uid)
+        #expect(Self.policy.allows(.publish, topic: topic, peer: peer) == sample.publish)
+        #expect(Self.policy.allows(.read, topic: topic, peer: peer) == sample.read)
     }
 
     @Test("a denied publish is not-permitted with the rule, and nothing is delivered or buffered")
@@ -79,5 +80,109 @@ struct AccessPolicyTests {
         let root = harness.connect(uid: 0)
         root.send("SUB user.1000.mail\n#7 LATEST user.1000.mail\n")
         #expect(try root.received().count == 2, "root reads every user's topics")
+    }
+
+    static let resolver = AccessRule.NameResolver(
+        uid: { $0 == "alice" ? 1000 : nil },
+        gid: { $0 == "backup" ? 34 : nil }
+    )
+
+    static func rule(_ text: String, _ name: String = "r") throws -> AccessRule {
+        try AccessRule(parsing: text, name: name, resolver: resolver)
+    }
+
+    @Test("a rule reads as allow|deny publish|read|all PATTERN WHO..., with names resolved to numbers")
+    func parsing() throws {
+        let rule = try Self.rule("allow  all backup.>\tuser:alice group:backup user:7 group:8 unit:backup.service everyone")
+        #expect(rule.effect == .allow && rule.accesses == [.publish, .read] && rule.pattern.text == "backup.>")
+        #expect(rule.principals == [.user(1000), .group(34), .user(7), .group(8), .unit("backup.service"), .everyone])
+        #expect(rule.text == "allow all backup.> user:1000 group:34 user:7 group:8 unit:backup.service everyone")
+    }
+
+    @Test(
+        "a rule that cannot be read says why",
+        arguments: [
+            ("allow publish x", "a rule is `allow|deny publish|read|all PATTERN WHO...`"),
+            ("permit publish x everyone", "a rule starts with allow or deny, not \"permit\""),
+            ("allow write x everyone", "after allow comes publish, read or all, not \"write\""),
+            ("allow read a..b everyone", "\"a..b\" is not a topic pattern"),
+            ("allow read x user:bob", "there is no user \"bob\""),
+            ("allow read x group:staff", "there is no group \"staff\""),
+            ("allow read x alice", "\"alice\" is not a WHO"),
+            ("allow read x host:a", "\"host:a\" is not a WHO"),
+        ]
+    )
+    func badRules(_ text: String, _ problem: String) {
+        let error = #expect(throws: AccessRuleError.self) { try Self.rule(text) }
+        #expect(error?.description.contains(problem) == true, "\(String(describing: error))")
+    }
+
+    @Test("rules are tried in order before the built-in ones; the first that applies decides; groups include supplementary ones")
+    func order() throws {
+        let policy = AccessPolicy(rules: [
+            try Self.rule("allow publish system.backup.> group:backup", "writers"),
+            try Self.rule("deny all secret.> everyone", "closed"),
+            try Self.rule("allow read secret.> unit:vault.service", "never-reached"),
+            try Self.rule("allow read user.1000.> user:1001", "share"),
+        ])
+        func peer(_ uid: UInt32, gid: UInt32? = nil, groups: [UInt32] = [], unit: String? = nil) -> PeerCredentials {
+            PeerCredentials(pid: 1, uid: uid, gid: gid ?? uid, groups: groups, unit: unit)
+        }
+        let backup = try Topic("system.backup.done")
+        #expect(policy.allows(.publish, topic: backup, peer: peer(1001, groups: [5, 34])), "a supplementary group")
+        #expect(policy.allows(.publish, topic: backup, peer: peer(1001, gid: 34)), "the primary group")
+        let refused = policy.decide(.publish, topic: backup, peer: peer(1001, groups: [5]))
+        #expect(!refused.isAllowed && refused.rule == .systemPublishedByRoot, "no rule applies: the built-in one decides")
+        let secret = try Topic("secret.keys")
+        let closed = policy.decide(.read, topic: secret, peer: peer(0, unit: "vault.service"))
+        #expect(!closed.isAllowed && closed.rule.description == "rule closed: deny all secret.> everyone", "first match wins, even for root")
+        #expect(policy.allows(.read, topic: try Topic("user.1000.inbox"), peer: peer(1001)), "a rule opens a built-in private topic")
+        #expect(!policy.allows(.publish, topic: try Topic("user.1000.inbox"), peer: peer(1001)), "for what it names only")
+    }
+
+    @Test("EXPLAIN answers for the caller, or for root about another uid (with its groups); others may not ask about others")
+    func explain() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.accessPolicy = AccessPolicy(rules: [try Self.rule("allow publish system.backup.> group:34", "writers")])
+        let harness = BrokerHarness(configuration: configuration)
+        harness.broker.groupsOfUser = { $0 == 1002 ? (gid: 100, groups: [100, 34]) : nil }
+        let user = harness.connect(uid: 1001)
+        user.send("#1 EXPLAIN system.backup.done\n#2 EXPLAIN system.backup.done 1002\n")
+        let replies = try user.received()
+        #expect(
+            replies.first == .explanation(
+                requestID: 1,
+                AccessExplanation(uid: 1001, decisions: [
+                    .init(access: "publish", isAllowed: false, rule: "system topics are published only by root"),
+                    .init(access: "read", isAllowed: true, rule: "system topics are readable by everyone"),
+                ])
+            )
+        )
+        #expect(replies.dropFirst().first.flatMap(errorCode) == .notPermitted)
+        let root = harness.connect(uid: 0)
+        root.send("#3 EXPLAIN system.backup.done 1002\n")
+        guard case .explanation(_, let other) = try root.received().first else { Issue.record("no EXPLAIN reply"); return }
+        #expect(other.uid == 1002 && other.decisions.first?.isAllowed == true)
+        #expect(other.decisions.first?.rule == "rule writers: allow publish system.backup.> group:34")
+    }
+
+    @Test("a new policy decides deliveries to subscriptions already made, from the next publish")
+    func reconfigure() throws {
+        let harness = BrokerHarness()
+        let reader = harness.connect(uid: 1001)
+        reader.send("SUB team.>\n")
+        _ = try reader.received()
+        let publisher = harness.connect(uid: 1000)
+        publisher.send("PUB team.news 1\na\n")
+        #expect(try reader.deliveries() == ["a"])
+        var configuration = harness.broker.configuration
+        configuration.accessPolicy = AccessPolicy(rules: [try Self.rule("deny read team.> user:1001")])
+        harness.broker.reconfigure(configuration)
+        publisher.send("PUB team.news 1\nb\n")
+        #expect(try reader.deliveries() == [], "the cached list of subscribers was filtered again")
+        configuration.accessPolicy = .default
+        harness.broker.reconfigure(configuration)
+        publisher.send("PUB team.news 1\nc\n")
+        #expect(try reader.deliveries() == ["c"])
     }
 }

@@ -56,6 +56,23 @@ expect_match "journalctl -u notifyd TOPIC=… finds the structured entry" 'buffe
 expect_match "the entry has the peer's uid" '^PEER_UID=0$' journal -u notifyd TOPIC=e2e.cleared -o export
 expect_match "the entry has the peer's pid" '^PEER_PID=[0-9]+$' journal -u notifyd TOPIC=e2e.cleared -o export
 expect_match "the entry has the event's message id" '^MESSAGE_ID=de9f50bd8d0740a481d146722b8bdbac$' journal -u notifyd TOPIC=e2e.cleared -o export
+if [ "$E2E_PHASE" = install ]; then
+  expect "the system socket is mode 0666, owned by root" "666 root root" stat -c '%a %U %G' $SOCKET
+  # Access rules from /etc/notifyd/notifyd.conf, applied by systemctl reload: a rule by systemd unit.
+  cp /etc/notifyd/notifyd.conf /tmp/notifyd.conf.orig
+  printf '[rules]\nfrom-unit = allow publish e2e.units.> unit:e2e-allowed.service\nothers = deny publish e2e.units.> everyone\n' \
+    >> /etc/notifyd/notifyd.conf
+  check  "systemctl reload notifyd with access rules" systemctl reload notifyd
+  within 10 sh -c 'notify send e2e.units.probe x >/dev/null 2>&1; [ $? -eq 77 ]'
+  expect "a rule by unit refuses a peer outside the unit (77)" 77 sh -c 'notify send e2e.units.x y >/dev/null 2>&1; echo $?'
+  check  "and admits a peer in the unit" systemd-run --wait --quiet --unit e2e-allowed notify send e2e.units.x from-unit
+  expect "the unit's message is the buffered one" from-unit notify latest e2e.units.x
+  expect_match "notify explain names the deciding rule" \
+    '^publish: denied for uid 0, by rule others \(line [0-9]+\): deny publish e2e.units.> everyone$' notify explain e2e.units.x
+  cp /tmp/notifyd.conf.orig /etc/notifyd/notifyd.conf
+  check  "systemctl reload notifyd without them" systemctl reload notifyd
+  within 10 notify send e2e.units.probe x
+fi
 expect "a refused publish exits 77" 77 sh -c 'notify send "\$reserved.x" y >/dev/null 2>&1; echo $?'
 expect_match "and is logged with its MESSAGE_ID" 'reserved for the daemon' journal MESSAGE_ID=d1ac439938a34eee8a3ee6267006cb0c -o cat
 

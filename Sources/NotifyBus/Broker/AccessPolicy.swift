@@ -1,7 +1,9 @@
 /// Who may publish to which topics, and who may read them (subscribe, or ask for the buffered message), decided on
-/// the kernel's word about the peer (its uid from `SO_PEERCRED`), never on anything the client says.
+/// the kernel's word about the peer (its uid, groups and unit, from `SO_PEERCRED`, `SO_PEERGROUPS` and its cgroup),
+/// never on anything the client says.
 ///
-/// The rules, first match decides:
+/// How it decides: the administrator's ``rules``, in order, then the built-in rules; the first that applies decides.
+/// So a rule can open or close anything, the built-in defaults included. The built-in rules:
 /// - `$…` topics are published only by the daemon; anyone may read them.
 /// - `user.<uid>` and the topics below it are private to that uid, and to root.
 /// - `system.…` topics are published only by root; anyone may read them.
@@ -26,9 +28,12 @@ public struct AccessPolicy: Sendable, Hashable {
         case systemPublishedByRoot
         case systemReadable
         case open
+        /// One of the administrator's rules.
+        case configured(AccessRule)
 
         public var description: String {
             switch self {
+            case .configured(let rule): rule.description
             case .reservedForDaemon: "topics starting with $ are reserved for the daemon, which alone publishes them"
             case .reservedReadable: "topics starting with $ are readable by everyone"
             case .privateToUser(let owner): "user.\(owner) and the topics below it are private to uid \(owner) and root"
@@ -39,7 +44,7 @@ public struct AccessPolicy: Sendable, Hashable {
         }
     }
 
-    /// The outcome of ``decide(_:topic:uid:)``: whether it is allowed, and the rule that said so.
+    /// The outcome of ``decide(_:topic:peer:)``: whether it is allowed, and the rule that said so.
     public struct Decision: Sendable, Hashable {
         /// Whether the access is allowed.
         public var isAllowed: Bool
@@ -47,15 +52,24 @@ public struct AccessPolicy: Sendable, Hashable {
         public var rule: Rule
     }
 
-    /// The rules above.
+    /// The built-in rules alone.
     public static let `default` = AccessPolicy()
 
-    /// Creates the default policy.
-    public init() {}
+    /// The administrator's rules, tried in order before the built-in ones.
+    public var rules: [AccessRule]
 
-    /// Whether `uid` may have `access` to `topic`, and by which rule. Cheap enough for every publish: it looks at
-    /// the first bytes of the name and builds no string.
-    public func decide(_ access: Access, topic: Topic, uid: UInt32) -> Decision {
+    /// Creates a policy of `rules` before the built-in ones.
+    public init(rules: [AccessRule] = []) {
+        self.rules = rules
+    }
+
+    /// Whether `peer` may have `access` to `topic`, and by which rule. Cheap enough for every publish: without
+    /// rules of the administrator's it looks at the first bytes of the name and builds no string.
+    public func decide(_ access: Access, topic: Topic, peer: PeerCredentials) -> Decision {
+        for rule in rules where rule.applies(to: access, of: topic, by: peer) {
+            return Decision(isAllowed: rule.effect == .allow, rule: .configured(rule))
+        }
+        let uid = peer.uid
         let name = topic.name.utf8
         if topic.isReserved {
             return access == .read ? Decision(isAllowed: true, rule: .reservedReadable) : Decision(isAllowed: false, rule: .reservedForDaemon)
@@ -70,10 +84,10 @@ public struct AccessPolicy: Sendable, Hashable {
         return Decision(isAllowed: true, rule: .open)
     }
 
-    /// Whether `uid` may have `access` to `topic`.
+    /// Whether `peer` may have `access` to `topic`.
     @inlinable
-    public func allows(_ access: Access, topic: Topic, uid: UInt32) -> Bool {
-        decide(access, topic: topic, uid: uid).isAllowed
+    public func allows(_ access: Access, topic: Topic, peer: PeerCredentials) -> Bool {
+        decide(access, topic: topic, peer: peer).isAllowed
     }
 
     /// The uid of `user.<uid>` or `user.<uid>.…`; nil for other names (`user.alice` is an ordinary topic).

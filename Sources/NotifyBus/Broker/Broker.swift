@@ -37,6 +37,10 @@ public final class Broker {
     /// The limits enforced; see ``reconfigure(_:)``.
     @exclusivity(unchecked) public private(set) var configuration: BrokerConfiguration
 
+    /// A uid's primary and supplementary groups, for `EXPLAIN` about another uid; without it such a uid is taken
+    /// to have the gid of the same number and no supplementary groups.
+    @exclusivity(unchecked) public var groupsOfUser: ((UInt32) -> (gid: UInt32, groups: [UInt32])?)?
+
     /// Called with events worth logging; the broker's thread calls it.
     @exclusivity(unchecked) public var onEvent: ((BrokerEvent) -> Void)?
 
@@ -98,10 +102,15 @@ public final class Broker {
     }
 
     /// Applies new limits: to new connections (the greeting and frame sizes they are told), and to what every
-    /// connection asks from now on (subscriptions beyond a lowered limit are kept, new ones refused).
+    /// connection asks from now on (subscriptions beyond a lowered limit are kept, new ones refused). A new access
+    /// policy decides every operation from now on, deliveries to subscriptions already made included.
     public func reconfigure(_ configuration: BrokerConfiguration) {
+        let policyChanged = configuration.accessPolicy != self.configuration.accessPolicy
         self.configuration = configuration
         greeting = Broker.greeting(for: configuration)
+        // The cached subscriber lists were filtered by the old policy: subscriptions already made now deliver what
+        // the new one lets them read, no more and no less.
+        if policyChanged { wildcardGeneration &+= 1 }
     }
 
     private static func greeting(for configuration: BrokerConfiguration) -> ByteBuffer {
@@ -365,12 +374,14 @@ public final class Broker {
             clear(topic, id: id, for: session)
         case .topics(let pattern):
             var reply = allocator.buffer(capacity: 64)
-            reply.writeTopics(requestID: id, topicInfos(matching: pattern, readableBy: session.peer.uid))
+            reply.writeTopics(requestID: id, topicInfos(matching: pattern, readableBy: session.peer))
             queue(reply, to: session)
         case .stats:
             var reply = allocator.buffer(capacity: 256)
             reply.writeStats(requestID: id, statistics.counters(now: clock()))
             queue(reply, to: session)
+        case .explain(let topic, let uid):
+            explain(topic, uid: uid, id: id, for: session)
         case .ping:
             var reply = allocator.buffer(capacity: 32)
             reply.writePong(requestID: id)
@@ -494,7 +505,7 @@ public final class Broker {
         index.forEachMatch(of: state.topic) { subscription in
             let session = subscription.session
             // A wildcard may match topics its connection may not read: they are never delivered to it.
-            guard policy.allows(.read, topic: state.topic, uid: session.peer.uid) else { return }
+            guard policy.allows(.read, topic: state.topic, peer: session.peer) else { return }
             if session.matchStamp != stamp {
                 session.matchStamp = stamp
                 session.matchPosition = list.count
@@ -544,7 +555,7 @@ public final class Broker {
             // Nothing runs between these writes and the OK, so the next live message follows without a gap.
             let target = SubscriberTarget(session: session, overflow: options.overflow)
             forEachRetained(matching: pattern) { state, retained in
-                guard configuration.accessPolicy.allows(.read, topic: state.topic, uid: session.peer.uid) else { return }
+                guard configuration.accessPolicy.allows(.read, topic: state.topic, peer: session.peer) else { return }
                 deliver(retained.frame, of: state, sequence: retained.sequence, payloadSize: retained.payloadSize, to: target)
             }
         }
@@ -607,10 +618,35 @@ public final class Broker {
         replyOK(id, to: session)
     }
 
-    private func topicInfos(matching pattern: TopicPattern?, readableBy uid: UInt32) -> [TopicInfo] {
+    /// Answers which rules decide `topic` for the session's peer, or for `uid`: only root may ask about others,
+    /// who are then taken with their groups as ``groupsOfUser`` tells, and no unit.
+    private func explain(_ topic: Topic, uid: UInt32?, id: UInt64?, for session: Session) {
+        var peer = session.peer
+        if let uid, uid != peer.uid {
+            guard peer.uid == 0 else {
+                let error = ProtocolError(.notPermitted, "only root may ask what another uid may do", requestID: id)
+                return refuse(error, subject: topic.name, to: session)
+            }
+            let membership = groupsOfUser?(uid)
+            peer = PeerCredentials(pid: 0, uid: uid, gid: membership?.gid ?? uid, groups: membership?.groups ?? [])
+        }
+        let decisions = [AccessPolicy.Access.publish, .read].map { access in
+            let decision = configuration.accessPolicy.decide(access, topic: topic, peer: peer)
+            return AccessExplanation.Decision(
+                access: access == .publish ? "publish" : "read",
+                isAllowed: decision.isAllowed,
+                rule: decision.rule.description
+            )
+        }
+        var reply = allocator.buffer(capacity: 256)
+        reply.writeExplanation(requestID: id, AccessExplanation(uid: peer.uid, decisions: decisions))
+        queue(reply, to: session)
+    }
+
+    private func topicInfos(matching pattern: TopicPattern?, readableBy peer: PeerCredentials) -> [TopicInfo] {
         var infos: [TopicInfo] = []
         for state in topics.values where pattern?.matches(state.topic) ?? true {
-            guard configuration.accessPolicy.allows(.read, topic: state.topic, uid: uid) else { continue }
+            guard configuration.accessPolicy.allows(.read, topic: state.topic, peer: peer) else { continue }
             infos.append(state.info)
         }
         infos.sort { $0.topic < $1.topic }
@@ -726,7 +762,7 @@ public final class Broker {
 
     /// The `not-permitted` error for `access` to `topic` by `session`'s peer, if the policy denies it.
     private func denial(_ access: AccessPolicy.Access, of topic: Topic, to session: Session, id: UInt64?) -> ProtocolError? {
-        let decision = configuration.accessPolicy.decide(access, topic: topic, uid: session.peer.uid)
+        let decision = configuration.accessPolicy.decide(access, topic: topic, peer: session.peer)
         guard !decision.isAllowed else { return nil }
         let verb = access == .publish ? "publish to or clear" : "read"
         return ProtocolError(.notPermitted, "uid \(session.peer.uid) may not \(verb) \"\(topic.name)\": \(decision.rule)", requestID: id)

@@ -1,4 +1,5 @@
-/// Who is at the other end of a connection, as the kernel reports it (`SO_PEERCRED`): never what a client claims.
+/// Who is at the other end of a connection, as the kernel reports it (`SO_PEERCRED`, `SO_PEERGROUPS`): never what a
+/// client claims.
 public struct PeerCredentials: Sendable, Hashable {
     /// The peer's process id at connect time.
     public var pid: Int32
@@ -6,14 +7,17 @@ public struct PeerCredentials: Sendable, Hashable {
     public var uid: UInt32
     /// The peer's effective group id.
     public var gid: UInt32
+    /// The peer's supplementary groups, when the daemon can tell (`SO_PEERGROUPS`).
+    public var groups: [UInt32]
     /// The peer's systemd unit, when it has one and the daemon can tell.
     public var unit: String?
 
     /// Creates credentials.
-    public init(pid: Int32, uid: UInt32, gid: UInt32, unit: String? = nil) {
+    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = [], unit: String? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
+        self.groups = groups
         self.unit = unit
     }
 

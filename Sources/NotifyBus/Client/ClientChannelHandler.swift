@@ -131,7 +131,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
             } else {
                 deferredErrors.append(error)
             }
-        case .ok(let id, _), .pong(let id), .latest(let id, _), .topics(let id, _), .stats(let id, _):
+        case .ok(let id, _), .pong(let id), .latest(let id, _), .topics(let id, _), .stats(let id, _), .explanation(let id, _):
             let frame = unwrapInboundIn(data)
             if let id, let promise = waiting.removeValue(forKey: id) { promise.succeed(frame) }
         }

@@ -110,6 +110,13 @@ public final class NotifyConnection {
         return stats
     }
 
+    /// Which rules decide publishing to and reading `topic`: for this connection's peer, or for `uid` (root only).
+    public func explain(_ topic: String, uid: UInt32? = nil) throws -> AccessExplanation {
+        let reply = try exchange(.explain(try Topic(topic), uid: uid))
+        guard case .explanation(_, let explanation) = reply else { throw NotifyClientError.unexpected(reply, for: "EXPLAIN") }
+        return explanation
+    }
+
     /// Closes the connection; further calls fail.
     public func close() {
         if descriptor >= 0 {
@@ -133,7 +140,7 @@ public final class NotifyConnection {
             case .error(let error) where error.requestID == id || error.requestID == nil:
                 throw NotifyClientError.refused(error)
             case .ok(let replyID?, _), .pong(let replyID?), .latest(let replyID?, _), .topics(let replyID?, _),
-                .stats(let replyID?, _):
+                .stats(let replyID?, _), .explanation(let replyID?, _):
                 if replyID == id { return frame }
             default:
                 continue  // deliveries and replies to nothing of ours

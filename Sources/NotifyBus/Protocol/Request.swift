@@ -30,6 +30,9 @@ public enum Command: Sendable, Hashable {
     case topics(TopicPattern?)
     /// Read the daemon's counters.
     case stats
+    /// Ask which access rule decides publishing to and reading `topic`, for the connection's peer or (root only)
+    /// for another uid.
+    case explain(Topic, uid: UInt32?)
     /// Ask for a `PONG`; since replies keep request order, it also confirms every earlier request was handled.
     case ping
     /// Whether the connection receives its own publishes (true by default).

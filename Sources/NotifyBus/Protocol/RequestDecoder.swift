@@ -96,7 +96,7 @@ private struct RequestParser {
     let bytes: UnsafeRawBufferPointer
     let limits: ProtocolLimits
 
-    static let operations = "PUB SUB UNSUB LATEST CLEAR TOPICS STATS PING OPT"
+    static let operations = "PUB SUB UNSUB LATEST CLEAR TOPICS STATS EXPLAIN PING OPT"
 
     /// `overflow=<policy>`, or nil when the token is something else or names no policy.
     private func overflowPolicy(_ token: Range<Int>) -> OverflowPolicy? {
@@ -256,6 +256,19 @@ private struct RequestParser {
                 return fail(.malformed, "TOPICS takes at most one pattern: TOPICS [<pattern>]")
             }
             return with(pattern(patternRange)) { .topics($0) }
+        }
+
+        if verbIs("EXPLAIN") {
+            let usage = "EXPLAIN <topic> [<uid>]"
+            guard let topicRange = tokens.next() else { return fail(.malformed, "EXPLAIN takes a topic: \(usage)") }
+            var uid: UInt32?
+            if let uidRange = tokens.next() {
+                guard let number = LineScanner.unsigned(bytes, uidRange), let value = UInt32(exactly: number), tokens.next() == nil else {
+                    return fail(.malformed, "EXPLAIN takes a topic and, for root, a uid: \(usage)")
+                }
+                uid = value
+            }
+            return with(topic(topicRange)) { .explain($0, uid: uid) }
         }
 
         if verbIs("STATS") || verbIs("PING") {

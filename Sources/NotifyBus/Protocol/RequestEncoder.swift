@@ -28,6 +28,9 @@ extension ByteBuffer {
             if let pattern { written += writeStaticString(" ") + writeString(pattern.text) }
         case .stats:
             written += writeStaticString("STATS")
+        case .explain(let topic, let uid):
+            written += writeStaticString("EXPLAIN ") + writeString(topic.name)
+            if let uid { written += writeStaticString(" ") + writeDecimal(UInt64(uid)) }
         case .ping:
             written += writeStaticString("PING")
         case .setEcho(let echo):

@@ -16,6 +16,8 @@ public enum ServerFrame: Sendable, Hashable {
     case topics(requestID: UInt64?, [TopicInfo])
     /// The daemon's counters, answering `STATS`.
     case stats(requestID: UInt64?, ServerStats)
+    /// Which rules decide a topic's access, answering `EXPLAIN`.
+    case explanation(requestID: UInt64?, AccessExplanation)
     /// Messages of a topic were dropped because this subscriber fell behind (`DROP`).
     case dropped(DropNotice)
 }
@@ -104,5 +106,32 @@ public struct ServerStats: Sendable, Hashable {
     /// The value of the counter called `name`, if the server sent it.
     public subscript(name: String) -> UInt64? {
         counters.first { $0.name == name }?.value
+    }
+}
+
+/// The answer to `EXPLAIN`: for one uid and topic, whether each access is allowed and the rule that decides it.
+public struct AccessExplanation: Sendable, Hashable {
+    /// One access and its decision.
+    public struct Decision: Sendable, Hashable {
+        /// `publish` or `read`.
+        public var access: String
+        public var isAllowed: Bool
+        /// The deciding rule, as a sentence.
+        public var rule: String
+
+        public init(access: String, isAllowed: Bool, rule: String) {
+            self.access = access
+            self.isAllowed = isAllowed
+            self.rule = rule
+        }
+    }
+
+    /// The uid the decisions are for.
+    public var uid: UInt32
+    public var decisions: [Decision]
+
+    public init(uid: UInt32, decisions: [Decision]) {
+        self.uid = uid
+        self.decisions = decisions
     }
 }

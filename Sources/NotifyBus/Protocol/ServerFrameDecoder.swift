@@ -214,6 +214,34 @@ private struct ServerFrameParser {
                 isTopics ? .topics(requestID: id, topics) : .stats(requestID: id, ServerStats(counters: counters))
             return .frame(frame, consumed: offset)
         }
+        if verbIs("EXPLAIN") {
+            guard let uidRange = tokens.next(), let uid = LineScanner.unsigned(bytes, uidRange).flatMap(UInt32.init(exactly:)),
+                let countRange = tokens.next(), let count = LineScanner.unsigned(bytes, countRange), tokens.next() == nil
+            else { return .malformed("bad EXPLAIN header \(LineScanner.quoted(bytes, 0..<lineEnd))") }
+            var decisions: [AccessExplanation.Decision] = []
+            var offset = next
+            for _ in 0..<count {
+                switch LineScanner.findLine(in: bytes, from: offset, maxLength: maxLine) {
+                case .incomplete: return .needMoreData
+                case .tooLong: return .malformed("an EXPLAIN line is longer than \(maxLine) bytes")
+                case .found(let contentEnd, let nextLine):
+                    var fields = Tokenizer(bytes, from: offset, to: contentEnd)
+                    guard let access = fields.next(), let effect = fields.next(),
+                        LineScanner.equals(bytes, effect, "allow") || LineScanner.equals(bytes, effect, "deny")
+                    else { return .malformed("bad EXPLAIN line \(LineScanner.quoted(bytes, offset..<contentEnd))") }
+                    let rule = fields.next().map { string(bytes, $0.lowerBound..<contentEnd) } ?? ""
+                    decisions.append(
+                        AccessExplanation.Decision(
+                            access: string(bytes, access),
+                            isAllowed: LineScanner.equals(bytes, effect, "allow"),
+                            rule: rule
+                        )
+                    )
+                    offset = nextLine
+                }
+            }
+            return .frame(.explanation(requestID: id, AccessExplanation(uid: uid, decisions: decisions)), consumed: offset)
+        }
         // A frame this version does not know; newer servers only add ones without payloads (PROTOCOL.md).
         return .skip(consumed: next)
     }

@@ -172,6 +172,19 @@ extension ByteBuffer {
         return written
     }
 
+    /// Writes an `EXPLAIN` reply: `EXPLAIN <uid> <count>`, then `<access> allow|deny <rule>` lines.
+    @discardableResult
+    public mutating func writeExplanation(requestID: UInt64?, _ explanation: AccessExplanation) -> Int {
+        var written = writeRequestID(requestID) + writeStaticString("EXPLAIN ") + writeDecimal(UInt64(explanation.uid))
+        written += writeStaticString(" ") + writeDecimal(UInt64(explanation.decisions.count)) + writeStaticString("\n")
+        for decision in explanation.decisions {
+            written += writeString(decision.access) + writeStaticString(decision.isAllowed ? " allow " : " deny ")
+            // A rule's text is one line: a line break in it would end the frame early.
+            written += writeString(decision.rule.replacingLineBreaks()) + writeStaticString("\n")
+        }
+        return written
+    }
+
     /// Writes any server frame.
     @discardableResult
     public mutating func writeServerFrame(_ frame: ServerFrame) -> Int {
@@ -184,6 +197,7 @@ extension ByteBuffer {
         case .latest(let id, let delivery): return writeLatest(requestID: id, delivery)
         case .topics(let id, let topics): return writeTopics(requestID: id, topics)
         case .stats(let id, let stats): return writeStats(requestID: id, stats)
+        case .explanation(let id, let explanation): return writeExplanation(requestID: id, explanation)
         case .dropped(let notice): return writeDropNotice(notice)
         }
     }
@@ -237,5 +251,12 @@ extension UnsafeMutableRawBufferPointer {
             index -= 1
         }
         at += digits
+    }
+}
+
+extension String {
+    fileprivate func replacingLineBreaks() -> String {
+        guard utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) else { return self }
+        return String(map { $0 == "\n" || $0 == "\r" ? " " : $0 })
     }
 }

@@ -83,9 +83,20 @@ struct ConfigurationFile: ConfigProvider {
     /// The line a setting is on, for error messages.
     func line(of key: String) -> Int? { entries[key]?.line }
 
+    /// The settings of a `[section]` whose keys are names the administrator chooses (such as `[rules]`), in the
+    /// order of the file.
+    func entries(in section: String) -> [(name: String, entry: Entry)] {
+        let prefix = section + "."
+        return entries.filter { $0.key.hasPrefix(prefix) }
+            .map { (String($0.key.dropFirst(prefix.count)), $0.value) }
+            .sorted { $0.entry.line < $1.entry.line }
+    }
+
     /// Settings the file sets that are not in `known`, with their lines.
-    func unknownKeys(_ known: Set<String>) -> [(key: String, line: Int)] {
-        entries.filter { !known.contains($0.key) }.map { ($0.key, $0.value.line) }.sorted { $0.line < $1.line }
+    func unknownKeys(_ known: Set<String>, sections: Set<String> = []) -> [(key: String, line: Int)] {
+        entries.filter { entry in
+            !known.contains(entry.key) && !sections.contains { entry.key.hasPrefix($0 + ".") }
+        }.map { ($0.key, $0.value.line) }.sorted { $0.line < $1.line }
     }
 
     // MARK: - ConfigProvider

@@ -11,7 +11,8 @@ import Musl
 /// Everything the daemon is told, resolved from the command line first, then the configuration file, then the
 /// defaults.
 ///
-/// The file (see ``ConfigurationFile``) uses the options' names: `log-level = debug`, `max-payload = 65536`. It is
+/// The file (see ``ConfigurationFile``) uses the options' names: `log-level = debug`, `max-payload = 65536`; access
+/// rules go under `[rules]`, one `NAME = RULE` line each, in the order they are tried (see ``AccessRule``). It is
 /// `--config PATH`, else `$CONFIGURATION_DIRECTORY/notifyd.conf` under systemd, else `/etc/notifyd/notifyd.conf`
 /// for root and `$XDG_CONFIG_HOME/notifyd/notifyd.conf` (`~/.config/notifyd/notifyd.conf`) for other users; the
 /// default file may be missing, an explicit one may not.
@@ -78,9 +79,13 @@ struct DaemonSettings: Sendable, Equatable {
         var providers: [any ConfigProvider] = [InMemoryProvider(name: "command line", values: values)]
         let file = try ConfigurationFile.read(path: path, mustExist: isExplicit)
         if let file {
-            if let unknown = file.unknownKeys(DaemonSettings.keys).first {
+            if let unknown = file.unknownKeys(DaemonSettings.keys, sections: ["rules"]).first {
                 let names = DaemonSettings.keys.sorted().joined(separator: ", ")
-                throw ConfigurationError(path: path, line: unknown.line, problem: "unknown setting \"\(unknown.key)\"; the settings are \(names)")
+                throw ConfigurationError(
+                    path: path,
+                    line: unknown.line,
+                    problem: "unknown setting \"\(unknown.key)\"; the settings are \(names), and access rules under [rules]"
+                )
             }
             providers.append(file)
         }
@@ -146,6 +151,15 @@ struct DaemonSettings: Sendable, Equatable {
             ),
             maxRetainedBytes: try integer("max-retained-bytes", default: BrokerConfiguration.default.maxRetainedBytes, minimum: 0)
         )
+        var rules: [AccessRule] = []
+        for (name, entry) in file?.entries(in: "rules") ?? [] {
+            do {
+                rules.append(try AccessRule(parsing: entry.text, name: name, line: entry.line, resolver: .system))
+            } catch {
+                throw ConfigurationError(path: path, line: entry.line, problem: "rule \(name): \(error)")
+            }
+        }
+        broker.accessPolicy = AccessPolicy(rules: rules)
     }
 
     /// `$STATE_DIRECTORY` under systemd (`StateDirectory=`), else `/var/lib/notifyd` for root and
@@ -212,6 +226,11 @@ extension DaemonSettings {
             ("max-connections", "\(broker.maxConnections)"),
             ("max-connections-per-user", "\(broker.maxConnectionsPerUser)"),
         ]
-        return lines.map { "\($0.0) = \($0.1)" }.joined(separator: "\n")
+        var text = lines.map { "\($0.0) = \($0.1)" }.joined(separator: "\n")
+        if !broker.accessPolicy.rules.isEmpty {
+            text += "\n[rules]"
+            for rule in broker.accessPolicy.rules { text += "\n\(rule.name) = \(rule.text)" }
+        }
+        return text
     }
 }

@@ -89,6 +89,7 @@ struct NotifyServer: Service {
                 maxPayload: settings.broker.protocolLimits.maxPayload
             )
             let broker = Broker(configuration: settings.broker)
+            broker.groupsOfUser = { systemGroups(ofUser: $0) }
             broker.attach(log, restoring: contents)
             let state = ServerState(broker: broker)
             broker.onEvent = { [unowned state] event in state.log(event, logger: logger) }

@@ -92,9 +92,9 @@ final class BrokerHarness {
         }
     }
 
-    func connect(uid: UInt32 = 1000, pid: Int32 = 4242) -> Client {
+    func connect(uid: UInt32 = 1000, pid: Int32 = 4242, groups: [UInt32] = [], unit: String? = nil) -> Client {
         let transport = RecordingTransport()
-        let session = broker.open(peer: PeerCredentials(pid: pid, uid: uid, gid: uid), transport: transport)
+        let session = broker.open(peer: PeerCredentials(pid: pid, uid: uid, gid: uid, groups: groups, unit: unit), transport: transport)
         broker.flush()
         return Client(harness: self, session: session, transport: transport, limits: broker.configuration.protocolLimits)
     }
