@@ -116,6 +116,21 @@ struct Notifyd: AsyncParsableCommand {
     )
     var maxRetainedBytes: Int?
 
+    @Option(
+        name: .customLong("max-retained-bytes-per-user"),
+        help: ArgumentHelp(
+            "The most payload bytes of buffered messages one uid may have published (default: 67108864).",
+            valueName: "bytes"
+        )
+    )
+    var maxRetainedBytesPerUser: Int?
+
+    @Option(
+        name: .customLong("max-subscriptions-per-user"),
+        help: ArgumentHelp("The most subscriptions one uid may hold over its connections (default: 100000).", valueName: "count")
+    )
+    var maxSubscriptionsPerUser: Int?
+
     @Option(name: .long, help: ArgumentHelp("The most connections open at once (default: 16384).", valueName: "count"))
     var maxConnections: Int?
 
@@ -171,7 +186,9 @@ struct Notifyd: AsyncParsableCommand {
             maxTopicLength: maxTopicLength,
             maxConnections: maxConnections,
             maxConnectionsPerUser: maxConnectionsPerUser,
-            maxRetainedBytes: maxRetainedBytes
+            maxRetainedBytes: maxRetainedBytes,
+            maxRetainedBytesPerUser: maxRetainedBytesPerUser,
+            maxSubscriptionsPerUser: maxSubscriptionsPerUser
         )
         let configurationFile = checkedFile ?? config
         if checkConfig {

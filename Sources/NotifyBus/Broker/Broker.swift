@@ -56,8 +56,8 @@ public final class Broker {
     @exclusivity(unchecked) private var matchStamp: UInt64 = 0
     @exclusivity(unchecked) private var sessionsToFlush: [Session] = []
     private var openSessions: Set<Session> = []
-    /// Open connections per uid, for ``BrokerConfiguration/maxConnectionsPerUser``.
-    private var connectionsByUser: [UInt32: Int] = [:]
+    /// What each uid holds, for the limits per user; only uids that hold something are here.
+    private var accounts: [UInt32: UserAccount] = [:]
     private var nextSessionID: UInt64 = 1
     private let clock: () -> PublishTime
     private let allocator = ByteBufferAllocator()
@@ -133,7 +133,14 @@ public final class Broker {
             if let frame = record.retainedFrame {
                 var input = frame
                 if case .delivery(let delivery)? = try? decoder.decode(buffer: &input) {
-                    state.retained = RetainedMessage(frame: frame, payloadSize: delivery.payload.readableBytes, sequence: delivery.sequence)
+                    let owner = account(of: delivery.publisher.uid)
+                    owner.retainedBytes += delivery.payload.readableBytes
+                    state.retained = RetainedMessage(
+                        frame: frame,
+                        payloadSize: delivery.payload.readableBytes,
+                        sequence: delivery.sequence,
+                        owner: owner
+                    )
                     state.lastPublished = delivery.time
                     counters.retainedTopics += 1
                     counters.retainedBytes += UInt64(delivery.payload.readableBytes)
@@ -209,13 +216,13 @@ public final class Broker {
     /// Registers a new connection and queues the greeting to it; or, past a connection limit, an `ERR limit`
     /// instead of the greeting, and the connection is closed at the next ``flush()``.
     public func open(peer: PeerCredentials, transport: any SessionTransport) -> Session {
-        let session = Session(id: nextSessionID, peer: peer, transport: transport)
+        let account = account(of: peer.uid)
+        let session = Session(id: nextSessionID, peer: peer, account: account, transport: transport)
         nextSessionID += 1
         counters.connections += 1
         openSessions.insert(session)
-        let ofUser = connectionsByUser[peer.uid, default: 0] + 1
-        connectionsByUser[peer.uid] = ofUser
-        if let refusal = connectionRefusal(ofUser: ofUser, uid: peer.uid) {
+        account.connections += 1
+        if let refusal = connectionRefusal(ofUser: account.connections, uid: peer.uid) {
             refuse(refusal, subject: nil, to: session)
             session.closesAfterFlush = true
         } else {
@@ -264,17 +271,26 @@ public final class Broker {
         session.markClosed()
         counters.connections -= 1
         openSessions.remove(session)
-        let uid = session.peer.uid
-        if let count = connectionsByUser[uid], count > 1 {
-            connectionsByUser[uid] = count - 1
-        } else {
-            connectionsByUser[uid] = nil
-        }
         for subscription in session.subscriptions.values {
             index.remove(subscription, for: subscription.pattern)
             subscriptionsChanged(for: subscription.pattern)
         }
+        session.account.subscriptions -= session.subscriptions.count
         session.subscriptions.removeAll()
+        session.account.connections -= 1
+        forgetIfEmpty(session.account)
+    }
+
+    /// The account of `uid`, made if it holds nothing yet.
+    private func account(of uid: UInt32) -> UserAccount {
+        if let account = accounts[uid] { return account }
+        let account = UserAccount(uid: uid)
+        accounts[uid] = account
+        return account
+    }
+
+    private func forgetIfEmpty(_ account: UserAccount) {
+        if account.isEmpty && accounts[account.uid] === account { accounts[account.uid] = nil }
     }
 
     /// Sends every frame queued since the last flush, one flush per connection, and closes the connections that
@@ -398,7 +414,7 @@ public final class Broker {
         if let denial = denial(.publish, of: topic, to: session, id: id) {
             return refuse(denial, subject: topic.name, to: session)
         }
-        if options.retain, let refusal = retainRefusal(topic, payloadSize: payload.readableBytes) {
+        if options.retain, let refusal = retainRefusal(topic, payloadSize: payload.readableBytes, by: session.account) {
             return refuse(ProtocolError(.limitReached, refusal, requestID: id), subject: topic.name, to: session)
         }
         guard let state = topicState(for: topic) else {
@@ -444,17 +460,25 @@ public final class Broker {
         }
 
         if options.retain {
+            let owner = session.account
             if state.retained != nil {
                 counters.retainedBytes -= UInt64(state.retained!.payloadSize)
                 retainedFrameBytes -= state.retained!.frame.readableBytes
+                let previousOwner = state.retained!.owner
+                previousOwner.retainedBytes -= state.retained!.payloadSize
+                if previousOwner !== owner {
+                    state.retained!.owner = owner
+                    forgetIfEmpty(previousOwner)
+                }
                 batch.copy(frame, replacing: &state.retained!.frame, allocator: allocator)
                 state.retained!.payloadSize = payload.readableBytes
                 state.retained!.sequence = sequence
             } else {
                 counters.retainedTopics += 1
                 let retained = batch.copy(frame, allocator: allocator)
-                state.retained = RetainedMessage(frame: retained, payloadSize: payload.readableBytes, sequence: sequence)
+                state.retained = RetainedMessage(frame: retained, payloadSize: payload.readableBytes, sequence: sequence, owner: owner)
             }
+            owner.retainedBytes += payload.readableBytes
             counters.retainedBytes += UInt64(payload.readableBytes)
             retainedFrameBytes += frame.count
             if stateLog != nil {
@@ -468,16 +492,29 @@ public final class Broker {
         if options.acknowledge { replyOK(id, value: state.sequence, to: session) }
     }
 
-    /// Why buffering `payloadSize` bytes as `topic`'s latest message would break ``BrokerConfiguration/maxRetainedBytes``,
-    /// if it would: such a publish is refused whole, so the publisher learns that it was not kept.
-    private func retainRefusal(_ topic: Topic, payloadSize: Int) -> String? {
-        // Far from the limit, as usual, this costs no lookup of the topic.
-        if counters.retainedBytes + UInt64(payloadSize) <= UInt64(configuration.maxRetainedBytes) { return nil }
-        let replaced = topics[ByteKey(topic.name)]?.retained?.payloadSize ?? 0
-        let after = counters.retainedBytes - UInt64(replaced) + UInt64(payloadSize)
-        guard after > UInt64(configuration.maxRetainedBytes) else { return nil }
-        return "buffering this \(payloadSize)-byte message would take the daemon past \(configuration.maxRetainedBytes) bytes"
-            + " of buffered messages (its limit); clear topics with CLEAR, or publish with noretain"
+    /// Why buffering `payloadSize` bytes as `topic`'s latest message by `account` would break
+    /// ``BrokerConfiguration/maxRetainedBytes`` or ``BrokerConfiguration/maxRetainedBytesPerUser``, if it would:
+    /// such a publish is refused whole, so the publisher learns that it was not kept.
+    private func retainRefusal(_ topic: Topic, payloadSize: Int, by account: UserAccount) -> String? {
+        // Far from the limits, as usual, this costs no lookup of the topic.
+        if counters.retainedBytes + UInt64(payloadSize) <= UInt64(configuration.maxRetainedBytes),
+            account.retainedBytes + payloadSize <= configuration.maxRetainedBytesPerUser
+        {
+            return nil
+        }
+        let replaced = topics[ByteKey(topic.name)]?.retained
+        let after = counters.retainedBytes - UInt64(replaced?.payloadSize ?? 0) + UInt64(payloadSize)
+        if after > UInt64(configuration.maxRetainedBytes) {
+            return "buffering this \(payloadSize)-byte message would take the daemon past \(configuration.maxRetainedBytes) bytes"
+                + " of buffered messages (its limit); clear topics with CLEAR, or publish with noretain"
+        }
+        let ownReplaced = replaced?.owner === account ? replaced?.payloadSize ?? 0 : 0
+        if account.retainedBytes - ownReplaced + payloadSize > configuration.maxRetainedBytesPerUser {
+            return "buffering this \(payloadSize)-byte message would take uid \(account.uid) past"
+                + " \(configuration.maxRetainedBytesPerUser) bytes of buffered messages it published (the limit per user);"
+                + " clear some of its topics with CLEAR, or publish with noretain"
+        }
+        return nil
     }
 
     /// The state of `topic`, created if new; nil if the topic table is full of topics holding buffered messages.
@@ -546,7 +583,13 @@ public final class Broker {
                     + " (the limit per connection); unsubscribe from some, or use a wildcard pattern"
                 return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: pattern.text, to: session)
             }
+            guard session.account.subscriptions < configuration.maxSubscriptionsPerUser else {
+                let sentence = "uid \(session.peer.uid) already holds \(configuration.maxSubscriptionsPerUser) subscriptions"
+                    + " over its connections (the limit per user); unsubscribe from some, or use a wildcard pattern"
+                return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: pattern.text, to: session)
+            }
             let subscription = Subscription(session: session, pattern: pattern, overflow: options.overflow)
+            session.account.subscriptions += 1
             session.subscriptions[pattern] = subscription
             index.insert(subscription, for: pattern)
             subscriptionsChanged(for: pattern)
@@ -569,6 +612,7 @@ public final class Broker {
         }
         index.remove(subscription, for: pattern)
         subscriptionsChanged(for: pattern)
+        session.account.subscriptions -= 1
         replyOK(id, to: session)
     }
 
@@ -610,6 +654,8 @@ public final class Broker {
             state.retained = nil
             counters.retainedTopics -= 1
             counters.retainedBytes -= UInt64(retained.payloadSize)
+            retained.owner.retainedBytes -= retained.payloadSize
+            forgetIfEmpty(retained.owner)
             retainedFrameBytes -= retained.frame.readableBytes
             forgettableTopics.append(key)
             markUnsaved(state)

@@ -20,11 +20,17 @@ public struct BrokerConfiguration: Sendable, Hashable {
     public var maxConnectionsPerUser: Int
     /// The most payload bytes of buffered messages, over all topics; a retained publish past it is refused.
     public var maxRetainedBytes: Int
+    /// The most subscriptions one user (uid) may hold over all its connections.
+    public var maxSubscriptionsPerUser: Int = 100_000
+    /// The most payload bytes of buffered messages one user (uid) may have published (each message counts against
+    /// the uid that published it, until it is replaced or cleared).
+    public var maxRetainedBytesPerUser: Int = 64 << 20
     /// Who may publish to and read which topics.
     public var accessPolicy: AccessPolicy = .default
 
-    /// 1 MiB payloads, 10,000 subscriptions per connection, one million topics, 64 MiB waiting per connection (of
-    /// which at most 100,000 messages in its queue), 16,384 connections of which 4,096 per user, 256 MiB of buffered payloads.
+    /// 1 MiB payloads, 10,000 subscriptions per connection and 100,000 per user, one million topics, 64 MiB waiting
+    /// per connection (of which at most 100,000 messages in its queue), 16,384 connections of which 4,096 per user,
+    /// 256 MiB of buffered payloads of which 64 MiB per user.
     public static let `default` = BrokerConfiguration(
         protocolLimits: .default,
         maxSubscriptionsPerConnection: 10_000,

@@ -40,9 +40,13 @@ public final class Session: Hashable {
     /// Where this session sits in the list being computed under `matchStamp`.
     @exclusivity(unchecked) var matchPosition = 0
 
-    init(id: UInt64, peer: PeerCredentials, transport: any SessionTransport) {
+    /// What the peer's uid holds, over all its connections.
+    let account: UserAccount
+
+    init(id: UInt64, peer: PeerCredentials, account: UserAccount, transport: any SessionTransport) {
         self.id = id
         self.peer = peer
+        self.account = account
         self.publisher = peer.publisher
         self.transport = transport
     }

@@ -52,4 +52,6 @@ struct RetainedMessage {
     var frame: ByteBuffer
     var payloadSize: Int
     var sequence: UInt64
+    /// Who published it, whose limit per user it counts against.
+    var owner: UserAccount
 }

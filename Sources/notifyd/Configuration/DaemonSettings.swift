@@ -39,6 +39,8 @@ struct DaemonSettings: Sendable, Equatable {
         var maxConnections: Int?
         var maxConnectionsPerUser: Int?
         var maxRetainedBytes: Int?
+        var maxRetainedBytesPerUser: Int?
+        var maxSubscriptionsPerUser: Int?
     }
 
     /// The configuration file used: `explicit`, else `notifyd.conf` in systemd's `$CONFIGURATION_DIRECTORY`
@@ -75,6 +77,8 @@ struct DaemonSettings: Sendable, Equatable {
         set("max-connections", overrides.maxConnections.map { .int($0) })
         set("max-connections-per-user", overrides.maxConnectionsPerUser.map { .int($0) })
         set("max-retained-bytes", overrides.maxRetainedBytes.map { .int($0) })
+        set("max-retained-bytes-per-user", overrides.maxRetainedBytesPerUser.map { .int($0) })
+        set("max-subscriptions-per-user", overrides.maxSubscriptionsPerUser.map { .int($0) })
 
         var providers: [any ConfigProvider] = [InMemoryProvider(name: "command line", values: values)]
         let file = try ConfigurationFile.read(path: path, mustExist: isExplicit)
@@ -96,6 +100,7 @@ struct DaemonSettings: Sendable, Equatable {
     static let keys: Set<String> = [
         "socket", "state-dir", "log-level", "sync", "max-payload", "max-topic-length", "max-subscriptions", "max-topics",
         "max-retained-bytes", "max-queued-messages", "max-queued-bytes", "max-connections", "max-connections-per-user",
+        "max-retained-bytes-per-user", "max-subscriptions-per-user",
     ]
 
     private init(reader: ConfigReader, file: ConfigurationFile?, path: String) throws {
@@ -150,6 +155,16 @@ struct DaemonSettings: Sendable, Equatable {
                 minimum: 1
             ),
             maxRetainedBytes: try integer("max-retained-bytes", default: BrokerConfiguration.default.maxRetainedBytes, minimum: 0)
+        )
+        broker.maxRetainedBytesPerUser = try integer(
+            "max-retained-bytes-per-user",
+            default: BrokerConfiguration.default.maxRetainedBytesPerUser,
+            minimum: 0
+        )
+        broker.maxSubscriptionsPerUser = try integer(
+            "max-subscriptions-per-user",
+            default: BrokerConfiguration.default.maxSubscriptionsPerUser,
+            minimum: 1
         )
         var rules: [AccessRule] = []
         for (name, entry) in file?.entries(in: "rules") ?? [] {
@@ -221,6 +236,8 @@ extension DaemonSettings {
             ("max-subscriptions", "\(broker.maxSubscriptionsPerConnection)"),
             ("max-topics", "\(broker.maxTopics)"),
             ("max-retained-bytes", "\(broker.maxRetainedBytes)"),
+            ("max-retained-bytes-per-user", "\(broker.maxRetainedBytesPerUser)"),
+            ("max-subscriptions-per-user", "\(broker.maxSubscriptionsPerUser)"),
             ("max-queued-messages", "\(broker.maxQueuedMessages)"),
             ("max-queued-bytes", "\(broker.maxQueuedBytes)"),
             ("max-connections", "\(broker.maxConnections)"),

@@ -1,0 +1,19 @@
+/// What one uid holds in the broker, for the limits per user: so that one user cannot exhaust the daemon for the
+/// others (as dbus-broker accounts per user).
+///
+/// Its sessions hold it, and so does each buffered message it published last, which counts against it until it is
+/// replaced or cleared, whoever does that. The broker forgets it once it holds nothing. Owned by the broker's thread.
+final class UserAccount {
+    let uid: UInt32
+    @exclusivity(unchecked) var connections = 0
+    @exclusivity(unchecked) var subscriptions = 0
+    /// Payload bytes of the buffered messages this uid published.
+    @exclusivity(unchecked) var retainedBytes = 0
+
+    init(uid: UInt32) {
+        self.uid = uid
+    }
+
+    /// Whether the account holds nothing, and can be forgotten.
+    var isEmpty: Bool { connections == 0 && subscriptions == 0 && retainedBytes == 0 }
+}

@@ -1,0 +1,68 @@
+import Testing
+
+@testable import NotifyBus
+
+@Suite("Limits per user (broker, no socket)")
+struct UserLimitsTests {
+    @Test("subscriptions are counted per uid over its connections; at the limit that uid is refused, others are not")
+    func subscriptionsPerUser() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxSubscriptionsPerUser = 3
+        let harness = BrokerHarness(configuration: configuration)
+        let first = harness.connect(uid: 1000)
+        let second = harness.connect(uid: 1000)
+        first.send("SUB a\nSUB b\n")
+        second.send("SUB c\n#1 SUB d\n")
+        #expect(try first.received() == [.ok(requestID: nil, value: nil), .ok(requestID: nil, value: nil)])
+        let refused = try second.received()
+        #expect(refused.map(errorCode) == [nil, .limitReached])
+        guard case .error(let error) = refused.last else { return }
+        #expect(error.message.hasPrefix("uid 1000 already holds 3 subscriptions over its connections (the limit per user)"))
+
+        let other = harness.connect(uid: 1001)
+        other.send("SUB d\n")
+        #expect(try other.received().map(errorCode) == [nil], "another uid is not affected")
+
+        second.send("UNSUB c\nSUB d\n")
+        #expect(try second.received().map(errorCode) == [nil, nil], "an UNSUB makes room")
+        harness.broker.close(first.session)
+        second.send("SUB e\nSUB f\n")
+        #expect(try second.received().map(errorCode) == [nil, nil], "a closed connection's subscriptions no longer count")
+    }
+
+    @Test("buffered bytes count against their publisher until replaced or cleared, by anyone; past the limit a retained publish is refused whole")
+    func retainedBytesPerUser() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxRetainedBytesPerUser = 10
+        let harness = BrokerHarness(configuration: configuration)
+        let reader = harness.connect(uid: 1002)
+        reader.send("SUB >\n")
+        _ = try reader.received()
+        let alice = harness.connect(uid: 1000)
+        let bob = harness.connect(uid: 1001)
+
+        alice.send("#1 PUB a 6 ack\n123456\n#2 PUB b 6 ack\n123456\n")
+        let replies = try alice.received()
+        #expect(replies.first == .ok(requestID: 1, value: 1))
+        #expect(replies.last.flatMap(errorCode) == .limitReached)
+        guard case .error(let error) = replies.last else { return }
+        #expect(error.message.hasPrefix("buffering this 6-byte message would take uid 1000 past 10 bytes"))
+        #expect(try reader.deliveries() == ["123456"], "the refused publish was not delivered")
+
+        alice.send("#3 PUB a 9 ack\n123456789\n#4 PUB b 3 noretain ack\nxyz\n")
+        #expect(try alice.received().map(errorCode) == [nil, nil], "replacing its own message, and noretain, still go")
+        bob.send("#5 PUB c 8 ack\n12345678\n")
+        #expect(try bob.received().map(errorCode) == [nil], "another uid has its own allowance")
+
+        bob.send("#6 PUB a 1 ack\nx\n")
+        _ = try bob.received()
+        alice.send("#7 PUB b 10 ack\n1234567890\n")
+        #expect(try alice.received().map(errorCode) == [nil], "bob's message replaced alice's, which no longer counts against her")
+        bob.send("#8 PUB d 2 ack\nxy\n")
+        #expect(try bob.received().map(errorCode) == [.limitReached], "it counts against bob now: 8 + 1 + 2 > 10")
+        alice.send("#9 CLEAR c\n")
+        _ = try alice.received()
+        bob.send("#10 PUB d 2 ack\nxy\n")
+        #expect(try bob.received().map(errorCode) == [nil], "a clear, by anyone, frees the publisher's bytes")
+    }
+}
