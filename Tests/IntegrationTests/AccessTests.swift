@@ -30,6 +30,8 @@ struct AccessTests {
         #expect(second.topic.name == "user.65534.mood", "root's wildcard receives every user's topics")
         let stranger = try await notifyAs(uid: 1000, ["latest", "user.65534.mood"], socket: daemon.socketPath)
         #expect(stranger.status == 77, "another user may not read it: \(stranger.stderr)")
+        let eavesdropper = try await notifyAs(uid: 1000, ["subscribe", "user.65534.mood", "--count", "1"], socket: daemon.socketPath)
+        #expect(eavesdropper.status == 77, "nor subscribe to it by name: \(eavesdropper.stderr)")
         let intruder = try await notifyAs(uid: 1000, ["send", "user.65534.mood", "bad"], socket: daemon.socketPath)
         #expect(intruder.status == 77)
         let owner = try await notifyAs(uid: 65534, ["latest", "user.65534.mood"], socket: daemon.socketPath)

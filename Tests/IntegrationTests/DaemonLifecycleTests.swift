@@ -78,7 +78,8 @@ struct DaemonLifecycleTests {
         let directory = try TemporaryDirectory()
         let good = directory.path + "/good.conf"
         let bad = directory.path + "/bad.conf"
-        try "# fine\nmax-payload = 100\nsync = always\n".write(toFile: good, atomically: true, encoding: .utf8)
+        try "# fine\nmax-payload = 100\nsync = always\n[rules]\nops = allow all ops.> user:root group:root unit:ops.service\n"
+            .write(toFile: good, atomically: true, encoding: .utf8)
         try "log-level = info\nmax-topics = many\n".write(toFile: bad, atomically: true, encoding: .utf8)
 
         let checked = try ChildProcess(Binaries.notifyd, ["--check-config", good, "--max-topics", "7"])
@@ -88,6 +89,7 @@ struct DaemonLifecycleTests {
         #expect(settings.contains("# \(good): usable"))
         #expect(settings.contains("max-payload = 100") && settings.contains("sync = always"), "from the file")
         #expect(settings.contains("max-topics = 7"), "the command line wins: \(settings)")
+        #expect(settings.hasSuffix("[rules]\nops = allow all ops.> user:0 group:0 unit:ops.service\n"), "rules, names as numbers: \(settings)")
 
         let refused = try ChildProcess(Binaries.notifyd, ["--check-config", bad])
         #expect(try await refused.exitStatus() == 78)
