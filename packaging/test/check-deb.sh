@@ -30,7 +30,7 @@ for path in lib/systemd/system/notifyd.socket lib/systemd/system/notifyd.service
 done
 check "the system socket is /run/notifyd/notifyd.sock" grep -qx 'ListenStream=/run/notifyd/notifyd.sock' "$root/lib/systemd/system/notifyd.socket"
 check "the user socket is in the user's runtime directory" grep -qx 'ListenStream=%t/notifyd/notifyd.sock' "$root/usr/lib/systemd/user/notifyd.socket"
-check "the system socket is mode 0666, root's" sh -c "grep -qx 'SocketMode=0666' '$root/lib/systemd/system/notifyd.socket' && grep -qx 'SocketGroup=root' '$root/lib/systemd/system/notifyd.socket'"
+check "the system socket is mode 0666, the notifyd group's" sh -c "grep -qx 'SocketMode=0666' '$root/lib/systemd/system/notifyd.socket' && grep -qx 'SocketGroup=notifyd' '$root/lib/systemd/system/notifyd.socket'"
 check "the user socket is mode 0600" grep -qx 'SocketMode=0600' "$root/usr/lib/systemd/user/notifyd.socket"
 check "the configuration is a conffile" grep -qx '/etc/notifyd/notifyd.conf' "$root/DEBIAN/conffiles"
 for page in usr/share/man/man1/notify.1.gz usr/share/man/man8/notifyd.8.gz; do

@@ -57,7 +57,7 @@ expect_match "the entry has the peer's uid" '^PEER_UID=0$' journal -u notifyd TO
 expect_match "the entry has the peer's pid" '^PEER_PID=[0-9]+$' journal -u notifyd TOPIC=e2e.cleared -o export
 expect_match "the entry has the event's message id" '^MESSAGE_ID=de9f50bd8d0740a481d146722b8bdbac$' journal -u notifyd TOPIC=e2e.cleared -o export
 if [ "$E2E_PHASE" = install ]; then
-  expect "the system socket is mode 0666, owned by root" "666 root root" stat -c '%a %U %G' $SOCKET
+  expect "the system socket is mode 0666, owned by notifyd" "666 notifyd notifyd" stat -c '%a %U %G' $SOCKET
   # Access rules from /etc/notifyd/notifyd.conf, applied by systemctl reload: a rule by systemd unit.
   cp /etc/notifyd/notifyd.conf /tmp/notifyd.conf.orig
   printf '[rules]\nfrom-unit = allow publish e2e.units.> unit:e2e-allowed.service\nothers = deny publish e2e.units.> everyone\n' \
