@@ -65,4 +65,29 @@ struct UserLimitsTests {
         bob.send("#10 PUB d 2 ack\nxy\n")
         #expect(try bob.received().map(errorCode) == [nil], "a clear, by anyone, frees the publisher's bytes")
     }
+
+    @Test("after a restart, each buffered message still counts against the uid that published it")
+    func restoredOwners() throws {
+        let directory = StateLogTests.Directory()
+        var configuration = BrokerConfiguration.default
+        configuration.maxRetainedBytesPerUser = 10
+        do {
+            let harness = BrokerHarness(configuration: configuration)
+            let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            harness.broker.attach(log, restoring: contents)
+            harness.connect(uid: 1000).send("PUB a 8\n12345678\n")
+            try harness.broker.saveState()
+        }
+        let harness = BrokerHarness(configuration: configuration)
+        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        harness.broker.attach(log, restoring: contents)
+        let alice = harness.connect(uid: 1000)
+        alice.send("#1 PUB b 3 ack\nxyz\n")
+        #expect(try alice.received().map(errorCode) == [.limitReached], "8 restored + 3 > 10")
+        let bob = harness.connect(uid: 1001)
+        bob.send("#2 PUB b 3 ack\nxyz\n#3 CLEAR a\n")
+        #expect(try bob.received().map(errorCode) == [nil, nil])
+        alice.send("#4 PUB c 10 ack\n1234567890\n")
+        #expect(try alice.received().map(errorCode) == [nil], "the cleared message no longer counts")
+    }
 }
