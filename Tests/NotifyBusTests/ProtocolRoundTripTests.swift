@@ -42,6 +42,21 @@ struct ProtocolRoundTripTests {
         #expect(try decodeAll(RequestDecoder(), chunks: chunks).outputs == requests.map { .request($0) })
     }
 
+    @Test("publishes to one long topic reuse its checked name; another name, or a bad one, is read anew")
+    func repeatedTopic() throws {
+        let long = "sensors.kitchen.temperature"
+        let wire = ByteBuffer(string: "PUB \(long) 1\na\nPUB \(long) 1\nb\nPUB sensors.kitchen.temperaturf 1\nc\nPUB sensors.kitchen..emperature 1\nd\nPUB \(long) 1\ne\n")
+        let decoded = try decodeAll(RequestDecoder(), chunks: [wire]).outputs
+        let topics: [String] = decoded.map {
+            switch $0 {
+            case .request(let request): if case .publish(let topic, _, _) = request.command { return topic.name }
+            case .failure(let error): return "ERR \(error.code)"
+            }
+            return "?"
+        }
+        #expect(topics == [long, long, "sensors.kitchen.temperaturf", "ERR invalid-topic", long])
+    }
+
     @Test("the wire form matches PROTOCOL.md")
     func wireForm() {
         var buffer = ByteBuffer()

@@ -29,6 +29,10 @@ public struct RequestDecoder: NIOSingleStepByteToMessageDecoder {
     private var bytesToSkip = 0
     /// Set after an error that closes the connection: everything after it is ignored.
     private var hasFailed = false
+    /// The topic of the last `PUB`. A publisher usually publishes to the same few topics, and a name over 15 bytes
+    /// would cost an allocation per message to make anew (Swift's small strings hold 15); the same bytes again
+    /// reuse it, already checked.
+    private var lastPublishedTopic: Topic?
 
     /// Creates a decoder enforcing `limits`.
     public init(limits: ProtocolLimits = .default) {
@@ -49,7 +53,8 @@ public struct RequestDecoder: NIOSingleStepByteToMessageDecoder {
                 if bytesToSkip > 0 { return nil }
             }
             let limits = self.limits
-            let step = buffer.withUnsafeReadableBytes { RequestParser(bytes: $0, limits: limits).parseFrame() }
+            let recent = lastPublishedTopic
+            let step = buffer.withUnsafeReadableBytes { RequestParser(bytes: $0, limits: limits, recentTopic: recent).parseFrame() }
             switch step {
             case .needMoreData:
                 return nil
@@ -61,6 +66,7 @@ public struct RequestDecoder: NIOSingleStepByteToMessageDecoder {
             case .publish(let id, let topic, let options, let payloadOffset, let size, let consumed):
                 let payload = buffer.getSlice(at: buffer.readerIndex + payloadOffset, length: size)!
                 buffer.moveReaderIndex(forwardBy: consumed)
+                lastPublishedTopic = topic
                 return .request(Request(id: id, .publish(topic, payload: payload, options)))
             case .failure(let error, let consumed, let payloadToSkip):
                 buffer.moveReaderIndex(forwardBy: consumed)
@@ -95,6 +101,8 @@ private struct RequestParser {
 
     let bytes: UnsafeRawBufferPointer
     let limits: ProtocolLimits
+    /// A topic checked before, returned as it is when the bytes name it again.
+    var recentTopic: Topic? = nil
 
     static let operations = "PUB SUB UNSUB LATEST CLEAR TOPICS STATS EXPLAIN PING OPT"
 
@@ -143,7 +151,8 @@ private struct RequestParser {
             .request(Request(id: id, command), consumed: next)
         }
         func topic(_ range: Range<Int>) -> Result<Topic, ProtocolError> {
-            topicOrPattern(range, kind: .topic).map { Topic(unchecked: $0) }
+            if let recentTopic, recentTopic.hasName(UnsafeRawBufferPointer(rebasing: bytes[range])) { return .success(recentTopic) }
+            return topicOrPattern(range, kind: .topic).map { Topic(unchecked: $0) }
         }
         func pattern(_ range: Range<Int>) -> Result<TopicPattern, ProtocolError> {
             topicOrPattern(range, kind: .pattern).map { TopicPattern(unchecked: $0) }

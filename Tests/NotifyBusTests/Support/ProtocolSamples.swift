@@ -59,7 +59,12 @@ enum ProtocolSamples {
         case 5: command = .latest(topic(&random))
         case 6: command = .clear(topic(&random))
         case 7: command = .topics(Bool.random(using: &random) ? pattern(&random) : nil)
-        case 8: command = Bool.random(using: &random) ? .stats : .ping
+        case 8:
+            switch Int.random(in: 0..<3, using: &random) {
+            case 0: command = .stats
+            case 1: command = .ping
+            default: command = .explain(topic(&random), uid: Bool.random(using: &random) ? nil : UInt32.random(in: 0...UInt32.max, using: &random))
+            }
         default: command = .setEcho(Bool.random(using: &random))
         }
         return Request(id: requestID(&random), command)
@@ -80,7 +85,17 @@ enum ProtocolSamples {
     }
 
     static func serverFrame(_ random: inout SeededRandom) -> ServerFrame {
-        switch Int.random(in: 0..<9, using: &random) {
+        switch Int.random(in: 0..<10, using: &random) {
+        case 9:
+            let decisions = (0..<Int.random(in: 0...2, using: &random)).map { index in
+                AccessExplanation.Decision(
+                    access: index == 0 ? "publish" : "read",
+                    isAllowed: Bool.random(using: &random),
+                    rule: ["rule backup (line 3): allow publish backup.> group:34", "system topics are readable by everyone", ""]
+                        .randomElement(using: &random)!
+                )
+            }
+            return .explanation(requestID: requestID(&random), AccessExplanation(uid: UInt32.random(in: 0...UInt32.max, using: &random), decisions: decisions))
         case 0:
             let limits = ProtocolLimits(
                 maxPayload: Int.random(in: 0...(1 << 30), using: &random),
