@@ -78,11 +78,16 @@ struct AccessTests {
         let asRoot = try await daemon.notify(["explain", "user.1000.x", "--uid", "1001", "--format", "json"])
         #expect(asRoot.output.contains(#""uid":1001"#) && asRoot.output.contains(#""read":false"#), "\(asRoot.output)")
 
-        // A new policy: now uid 1000 is refused, and everyone else is open again.
+        // A new policy: now uid 1000 is refused, and everyone else is open again. A subscriber connected before the
+        // reload stays connected and gets what the new policy lets through.
+        let listener = try await daemon.client()
+        let subscription = try await listener.subscribe(to: [TopicPattern("backup.>")])
+        var deliveries = subscription.messages.makeAsyncIterator()
         try "[rules]\nno-1000 = deny publish backup.> user:1000\n".write(toFile: daemon.configurationPath, atomically: true, encoding: .utf8)
         daemon.child.signal(SIGHUP)
         try await daemon.child.standardError.wait("the reload") { $0.contains("configuration reloaded") }
-        #expect(try await notifyAs(uid: 1001, ["send", "backup.done", "x"], socket: socket).status == 0)
+        #expect(try await notifyAs(uid: 1001, ["send", "backup.done", "after-reload"], socket: socket).status == 0)
+        #expect(try await deliveries.next()?.text == "after-reload", "the connection made before the reload still receives")
         #expect(try await notifyAs(uid: 1000, groups: [4242], ["send", "backup.done", "x"], socket: socket).status == 77)
 
         // A rule naming a group that does not exist: the reload is refused with the line, and the policy stays.
@@ -92,6 +97,7 @@ struct AccessTests {
         try await daemon.child.standardError.wait("the refused reload") { $0.contains("configuration not reloaded") }
         #expect(daemon.log.contains("line 3: rule broken: there is no group \"no-such-group-here\""), "log: \(daemon.log)")
         #expect(try await notifyAs(uid: 1000, groups: [4242], ["send", "backup.done", "x"], socket: socket).status == 77)
+        await listener.close()
         #expect(try await daemon.stop() == 0)
     }
 }
