@@ -13,7 +13,7 @@
 /// connection may not read. A subscription to one topic by name that may not be read is refused.
 public struct AccessPolicy: Sendable, Hashable {
     /// What a peer wants to do with a topic.
-    public enum Access: Sendable, Hashable {
+    public enum Access: String, Sendable, Hashable {
         /// Publish to it, or clear its buffered message.
         case publish
         /// Receive its messages, or read its buffered message.

@@ -144,7 +144,7 @@ public struct AccessRule: Sendable, Hashable, CustomStringConvertible {
 
     /// The rule as it would be written.
     public var text: String {
-        let access = accesses.count == 2 ? "all" : accesses.contains(.publish) ? "publish" : "read"
+        let access = accesses.count == 2 ? "all" : accesses.first?.rawValue ?? "none"
         return ([effect.rawValue, access, pattern.text] + principals.map(\.description)).joined(separator: " ")
     }
 

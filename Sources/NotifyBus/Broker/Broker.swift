@@ -679,7 +679,7 @@ public final class Broker {
         let decisions = [AccessPolicy.Access.publish, .read].map { access in
             let decision = configuration.accessPolicy.decide(access, topic: topic, peer: peer)
             return AccessExplanation.Decision(
-                access: access == .publish ? "publish" : "read",
+                access: access.rawValue,
                 isAllowed: decision.isAllowed,
                 rule: decision.rule.description
             )

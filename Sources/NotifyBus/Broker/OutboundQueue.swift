@@ -231,11 +231,9 @@ struct OutboundQueue {
             spareChunk = chunk
         }
         if entries.isEmpty {
-            // An empty queue keeps no memory: most connections never need it again.
-            chunks.removeAll()
+            // An empty queue keeps no memory (its chunks all went above): most connections never need it again.
             spareChunk = nil
             newestByTopic.removeAll()
-            lastChunkIsShared = false
         }
     }
 }
