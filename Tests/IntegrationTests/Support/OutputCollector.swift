@@ -71,23 +71,69 @@ struct TestFailure: Error, CustomStringConvertible {
 }
 
 /// Runs `body`, failing with a clear message if it takes longer than `timeout`.
+///
+/// The deadline holds even for a body that ignores cancellation (awaiting a process's exit, say): the body runs in a
+/// task of its own, which is cancelled and left behind, where a task group would wait for it to end.
 func withDeadline<T: Sendable>(
     _ timeout: Duration,
     waitingFor what: String,
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
+    let outcome = FirstOutcome<T>()
+    return try await withCheckedThrowingContinuation { continuation in
+        outcome.install(continuation)
+        let work = Task {
+            do {
+                outcome.settle(.success(try await body()))
+            } catch {
+                outcome.settle(.failure(error))
+            }
+        }
+        let timer = Task {
             try await Task.sleep(for: timeout)
-            return nil
+            if outcome.settle(.failure(TestFailure("timed out after \(timeout) waiting for \(what)"))) { work.cancel() }
         }
-        guard let first = try await group.next(), let value = first else {
-            group.cancelAll()
-            throw TestFailure("timed out after \(timeout) waiting for \(what)")
+        outcome.onSettled { timer.cancel() }
+    }
+}
+
+/// Resumes a continuation with the first of several outcomes; the others are ignored.
+private final class FirstOutcome<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, any Error>?
+        var settled = false
+        var onSettled: (@Sendable () -> Void)?
+    }
+
+    private let state = Mutex(State())
+
+    func install(_ continuation: CheckedContinuation<T, any Error>) {
+        state.withLock { $0.continuation = continuation }
+    }
+
+    /// Runs `action` once an outcome is in (at once if it is already).
+    func onSettled(_ action: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.settled { return true }
+            state.onSettled = action
+            return false
         }
-        group.cancelAll()
-        return value
+        if now { action() }
+    }
+
+    /// Resumes with `result` unless an outcome came first; returns whether this one did.
+    @discardableResult
+    func settle(_ result: Result<T, any Error>) -> Bool {
+        let taken = state.withLock { state -> (CheckedContinuation<T, any Error>, (@Sendable () -> Void)?)? in
+            guard !state.settled, let continuation = state.continuation else { return nil }
+            state.settled = true
+            defer { state.continuation = nil; state.onSettled = nil }
+            return (continuation, state.onSettled)
+        }
+        guard let (continuation, action) = taken else { return false }
+        continuation.resume(with: result)
+        action?()
+        return true
     }
 }
 
