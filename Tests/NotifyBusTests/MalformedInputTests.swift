@@ -77,6 +77,14 @@ struct MalformedInputTests {
         .init("PING with an argument", "#1 PING x\nPING\n", [.error(.malformed, id: 1), ping]),
         .init("OPT without an option", "OPT\nPING\n", [.error(.malformed), ping]),
         .init("OPT with an unknown option", "OPT loud\nPING\n", [.error(.malformed), ping]),
+        .init("SUB with an unknown overflow policy", "SUB a.b overflow=bogus\nPING\n", [.error(.malformed), ping]),
+        .init("SUB with an empty overflow policy", "SUB a.b overflow=\nPING\n", [.error(.malformed), ping]),
+        .init("UNSUB with two patterns", "UNSUB a b\nPING\n", [.error(.malformed), ping]),
+        .init("EXPLAIN without a topic", "#3 EXPLAIN\nPING\n", [.error(.malformed, id: 3), ping]),
+        .init("EXPLAIN with a uid that is not a number", "EXPLAIN a.b root\nPING\n", [.error(.malformed), ping]),
+        .init("EXPLAIN with a uid over 32 bits", "EXPLAIN a.b 4294967296\nPING\n", [.error(.malformed), ping]),
+        .init("EXPLAIN with an extra argument", "EXPLAIN a.b 0 x\nPING\n", [.error(.malformed), ping]),
+        .init("EXPLAIN of a pattern", "EXPLAIN a.*\nPING\n", [.error(.invalidTopic), ping]),
 
         // Topics
         .init("PUB to an empty token skips the payload", "PUB a..b 3\nabc\nPING\n", [.error(.invalidTopic), ping]),
@@ -91,6 +99,9 @@ struct MalformedInputTests {
 
         // Sizes
         .init("payload over max_payload is skipped", "PUB a.b 1001\n" + String(repeating: "z", count: 1001) + "\nPING\n", [.error(.payloadTooLarge), ping]),
+        .init("a 20-digit size past 64 bits is too large, not malformed", "#6 PUB a.b 99999999999999999999\n",
+              [.error(.payloadTooLarge, id: 6)]),
+        .init("the largest 64-bit size is too large", "PUB a.b 18446744073709551615\n", [.error(.payloadTooLarge)]),
         .init("payload at max_payload is accepted", "PUB a.b 1000\n" + String(repeating: "z", count: 1000) + "\n",
               [.request(.publish(topic("a.b"), payload: ByteBuffer(repeating: UInt8(ascii: "z"), count: 1000), PublishOptions()))]),
         .init("line over max_line closes", String(repeating: "A", count: 1030) + "\nPING\n", [.error(.malformed, closes: true)]),
@@ -111,6 +122,9 @@ struct MalformedInputTests {
         .init("blank lines and extra blanks are ignored", "\n\r\n   \n \t PING  \n", [ping]),
         .init("largest id", "#18446744073709551615 PING\n", [.request(.ping, id: UInt64.max)]),
         .init("TOPICS without a pattern", "TOPICS\n", [.request(.topics(nil))]),
+        .init("SUB with every option, in any case", "SUB a.* Overflow=Latest-Only LATEST\n",
+              [.request(.subscribe(try! TopicPattern("a.*"), SubscribeOptions(latestFirst: true, overflow: .latestOnly)))]),
+        .init("EXPLAIN with the largest uid", "EXPLAIN a.b 4294967295\n", [.request(.explain(topic("a.b"), uid: UInt32.max))]),
         .init("reserved topics are valid names (permission is the broker's business)", "LATEST $notifyd.x\n",
               [.request(.latest(topic("$notifyd.x")))]),
     ]

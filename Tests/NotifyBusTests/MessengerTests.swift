@@ -54,6 +54,24 @@ struct MessengerTests {
         _ = observer
     }
 
+    @Test("observers that die while nothing is sent do not pile up: registering sweeps the dead ones")
+    func deadObserversDoNotPileUp() {
+        let messenger = Messenger<Int>()
+        let received = Recorder<Int>()
+        let deaths = Recorder<Bool>()
+        let survivor = RecordingObserver()
+        messenger.add(survivor)
+        for _ in 0..<10_000 {
+            messenger.add(MortalObserver(received: received, deaths: deaths))
+        }
+        #expect(deaths.values.count == 10_000)
+        #expect(messenger.observerCount <= 32, "at most a sweep's worth of dead registrations, not 10,000")
+        messenger.send(1)
+        #expect(messenger.observerCount == 1)
+        #expect(survivor.recorder.values == [1])
+        #expect(received.values.isEmpty)
+    }
+
     // MARK: closure observers
 
     @Test("a closure observer runs until its token is cancelled")
@@ -118,11 +136,51 @@ struct MessengerTests {
     @Test("remove and dispose also name closure observers by their token")
     func removeByToken() {
         let messenger = Messenger<Int>()
-        let received = Recorder<Int>()
-        let token = messenger.observe { received.append($0) }
-        #expect(messenger.remove(token))
+        let removedReceived = Recorder<Int>()
+        let disposedReceived = Recorder<Int>()
+        let removed = messenger.observe { removedReceived.append($0) }
+        let disposed = messenger.observe { disposedReceived.append($0) }
         messenger.send(1)
-        #expect(received.values == [])
+        #expect(messenger.remove(removed))
+        messenger.dispose(disposed)
+        messenger.send(2)
+        #expect(removedReceived.values == [1])
+        #expect(disposedReceived.values == [1])
+        #expect(messenger.observerCount == 0)
+        _ = (removed, disposed)
+    }
+
+    @Test("an observer disposed during a delivery is not called with the message under way, nor after")
+    func disposeDuringDelivery() {
+        let messenger = Messenger<Int>()
+        let later = RecordingObserver()
+        let first = RecordingObserver { [weak messenger, weak later] value in
+            if value == 2, let messenger, let later { messenger.dispose(later) }
+        }
+        messenger.add(first)
+        messenger.add(later)
+        messenger.send(1)
+        messenger.send(2)
+        messenger.send(3)
+        #expect(first.recorder.values == [1, 2, 3])
+        #expect(later.recorder.values == [1], "disposed before its turn for 2 came")
+        #expect(messenger.observerCount == 1)
+    }
+
+    @Test("a closure observer may cancel its own token from inside its handler")
+    func cancelFromInsideHandler() {
+        let messenger = Messenger<Int>()
+        let received = Recorder<Int>()
+        let ownToken = Recorder<ObservationToken>()
+        let token = messenger.observe { value in
+            received.append(value)
+            if value == 2 { ownToken.values.first?.cancel() }
+        }
+        ownToken.append(token)
+        for value in 1...4 { messenger.send(value) }
+        #expect(received.values == [1, 2])
+        #expect(token.isCancelled)
+        #expect(messenger.observerCount == 0)
     }
 
     // MARK: send

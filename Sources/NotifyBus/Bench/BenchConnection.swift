@@ -29,7 +29,7 @@ final class BenchConnection {
     /// Connects to `path`, reads the greeting (within `timeout` nanoseconds), and makes the socket non-blocking.
     /// - Throws: ``NotifyClientError``, as ``NotifyConnection`` does.
     init(path: String, tally: DeliveryTally, timeout: UInt64 = 5_000_000_000) throws {
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let descriptor = POSIX.unixStreamSocket()
         guard descriptor >= 0 else {
             throw NotifyClientError(.unreachable, "cannot create a socket: \(String(cString: strerror(errno)))")
         }

@@ -46,22 +46,8 @@ public struct DaemonProcess: Sendable, Hashable {
     }
 
     private static func peerProcessID(of descriptor: CInt) -> Int32? {
-        #if os(Linux)
-        var credentials = KernelCredentials()
-        var length = socklen_t(MemoryLayout<KernelCredentials>.size)
-        guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else { return nil }
-        return credentials.pid
-        #else
-        return nil
-        #endif
+        POSIX.peerCredentials(of: descriptor)?.pid
     }
-}
-
-/// Linux's `struct ucred`, which Swift's Glibc module does not import (it is guarded by `_GNU_SOURCE`).
-private struct KernelCredentials {
-    var pid: Int32 = 0
-    var uid: UInt32 = 0
-    var gid: UInt32 = 0
 }
 
 /// A process's CPU time and memory, from `/proc/PID/stat` and `/proc/PID/status`.

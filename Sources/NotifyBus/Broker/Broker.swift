@@ -113,6 +113,12 @@ public final class Broker {
         if policyChanged { wildcardGeneration &+= 1 }
     }
 
+    /// Counts a reload of the daemon's configuration once the daemon is done with it: applied, or refused because
+    /// the file could not be used. Whoever asked for it learns from `STATS` that it is over, and how it went.
+    public func recordReload(applied: Bool) {
+        if applied { counters.reloads += 1 } else { counters.reloadsFailed += 1 }
+    }
+
     private static func greeting(for configuration: BrokerConfiguration) -> ByteBuffer {
         var greeting = ByteBuffer()
         greeting.writeGreeting(ServerGreeting(limits: configuration.protocolLimits))
@@ -220,6 +226,7 @@ public final class Broker {
         let session = Session(id: nextSessionID, peer: peer, account: account, transport: transport)
         nextSessionID += 1
         counters.connections += 1
+        counters.connectionsTotal += 1
         openSessions.insert(session)
         account.connections += 1
         if let refusal = connectionRefusal(ofUser: account.connections, uid: peer.uid) {
@@ -419,7 +426,8 @@ public final class Broker {
         }
         guard let state = topicState(for: topic) else {
             let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message"
-                + " (its limit); clear some with CLEAR, or publish with noretain to an existing topic"
+                + " (its limit); clear some (notify clear, CLEAR), or publish to a topic it tracks without retaining"
+                + " (notify send --no-retain, noretain)"
             return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: topic.name, to: session)
         }
         state.sequence += 1
@@ -506,13 +514,13 @@ public final class Broker {
         let after = counters.retainedBytes - UInt64(replaced?.payloadSize ?? 0) + UInt64(payloadSize)
         if after > UInt64(configuration.maxRetainedBytes) {
             return "buffering this \(payloadSize)-byte message would take the daemon past \(configuration.maxRetainedBytes) bytes"
-                + " of buffered messages (its limit); clear topics with CLEAR, or publish with noretain"
+                + " of buffered messages (its limit); clear some (notify clear, CLEAR), or publish without retaining (notify send --no-retain, noretain)"
         }
         let ownReplaced = replaced?.owner === account ? replaced?.payloadSize ?? 0 : 0
         if account.retainedBytes - ownReplaced + payloadSize > configuration.maxRetainedBytesPerUser {
             return "buffering this \(payloadSize)-byte message would take uid \(account.uid) past"
                 + " \(configuration.maxRetainedBytesPerUser) bytes of buffered messages it published (the limit per user);"
-                + " clear some of its topics with CLEAR, or publish with noretain"
+                + " clear some of its topics (notify clear, CLEAR), or publish without retaining (notify send --no-retain, noretain)"
         }
         return nil
     }
@@ -599,10 +607,23 @@ public final class Broker {
             let target = SubscriberTarget(session: session, overflow: options.overflow)
             forEachRetained(matching: pattern) { state, retained in
                 guard configuration.accessPolicy.allows(.read, topic: state.topic, peer: session.peer) else { return }
-                deliver(retained.frame, of: state, sequence: retained.sequence, payloadSize: retained.payloadSize, to: target)
+                // A `LAST` with the SUB's id, not the `MSG` itself: a client with several subscriptions hands it only
+                // to the one that asked (a live `MSG` is for every one that matches).
+                deliver(lastFrame(of: retained, id: id), of: state, sequence: retained.sequence, payloadSize: retained.payloadSize, to: target)
             }
         }
         replyOK(id, to: session)
+    }
+
+    /// A buffered message as a reply to request `id` (`LATEST`, or `SUB … latest`): its `MSG` frame with another verb
+    /// and the request id.
+    private func lastFrame(of retained: RetainedMessage, id: UInt64?) -> ByteBuffer {
+        let verbLength = 3  // "MSG"
+        var frame = allocator.buffer(capacity: retained.frame.readableBytes + 26)
+        frame.writeRequestID(id)
+        frame.writeStaticString("LAST")
+        frame.writeImmutableBuffer(retained.frame.getSlice(at: retained.frame.readerIndex + verbLength, length: retained.frame.readableBytes - verbLength)!)
+        return frame
     }
 
     private func unsubscribe(_ session: Session, from pattern: TopicPattern, id: UInt64?) {
@@ -633,16 +654,10 @@ public final class Broker {
             return refuse(denial, subject: topic.name, to: session)
         }
         guard let retained = topics[ByteKey(topic.name)]?.retained else {
-            let sentence = "nothing is buffered for topic \"\(topic.name)\"; it has no messages yet, was cleared, or was published with noretain"
+            let sentence = "nothing is buffered for topic \"\(topic.name)\"; it has no messages yet, was cleared, or only got messages sent without retaining (--no-retain, noretain)"
             return reply(ProtocolError(.notFound, sentence, requestID: id), to: session)
         }
-        // `LAST` is the retained `MSG` frame with another verb and the request id.
-        var header = allocator.buffer(capacity: 28)
-        header.writeRequestID(id)
-        header.writeStaticString("LAST")
-        queue(header, to: session)
-        let verbLength = 3  // "MSG"
-        queue(retained.frame.getSlice(at: retained.frame.readerIndex + verbLength, length: retained.frame.readableBytes - verbLength)!, to: session)
+        queue(lastFrame(of: retained, id: id), to: session)
     }
 
     private func clear(_ topic: Topic, id: UInt64?, for session: Session) {

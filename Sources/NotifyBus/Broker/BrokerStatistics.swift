@@ -1,9 +1,19 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The broker's counters, as `STATS` reports them (PROTOCOL.md lists the names).
 public struct BrokerStatistics: Sendable, Hashable {
     /// When the broker started.
     public let startTime: PublishTime
     /// Connections open now.
     public internal(set) var connections = 0
+    /// Connections accepted since the broker started, refused ones included.
+    public internal(set) var connectionsTotal: UInt64 = 0
     /// Subscriptions held now, over all connections.
     public internal(set) var subscriptions = 0
     /// Topics with a buffered message.
@@ -22,6 +32,10 @@ public struct BrokerStatistics: Sendable, Hashable {
     public internal(set) var dropped: UInt64 = 0
     /// Topics known (set when reported).
     public internal(set) var topics = 0
+    /// Configurations reloaded and applied since the broker started (``Broker/recordReload(applied:)``).
+    public internal(set) var reloads: UInt64 = 0
+    /// Reloads refused, the configuration file being unusable (``Broker/recordReload(applied:)``).
+    public internal(set) var reloadsFailed: UInt64 = 0
 
     init(startTime: PublishTime) {
         self.startTime = startTime
@@ -31,6 +45,7 @@ public struct BrokerStatistics: Sendable, Hashable {
         let uptime = (now.microsecondsSinceEpoch &- startTime.microsecondsSinceEpoch) / 1_000_000
         return ServerStats(counters: [
             .init(name: "connections", value: UInt64(connections)),
+            .init(name: "connections_total", value: connectionsTotal),
             .init(name: "subscriptions", value: UInt64(subscriptions)),
             .init(name: "topics", value: UInt64(topics)),
             .init(name: "retained", value: UInt64(retainedTopics)),
@@ -41,6 +56,10 @@ public struct BrokerStatistics: Sendable, Hashable {
             .init(name: "bytes_out", value: bytesOut),
             .init(name: "dropped", value: dropped),
             .init(name: "uptime_seconds", value: uptime),
+            .init(name: "reloads", value: reloads),
+            .init(name: "reloads_failed", value: reloadsFailed),
+            // Whom to signal: `notifyd --reload` asks the daemon on a socket, not whoever a pid file names.
+            .init(name: "pid", value: UInt64(getpid())),
         ])
     }
 }

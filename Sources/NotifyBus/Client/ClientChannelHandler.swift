@@ -13,6 +13,16 @@ final class ClientChannelHandler: ChannelInboundHandler {
     struct LocalSubscription {
         let patterns: [TopicPattern]
         let continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation
+        /// Its `SUB … latest` requests not answered yet: while there are some, buffered messages may still come.
+        var replaysPending = 0
+        /// While `replaysPending`, the newest message handed to it per topic, to tell a buffered message it already
+        /// has (see ``ClientChannelHandler/isRepeat(_:for:)``); emptied once the last reply is in.
+        var newest: [Topic: (sequence: UInt64, time: PublishTime)] = [:]
+
+        init(patterns: [TopicPattern], continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation) {
+            self.patterns = patterns
+            self.continuation = continuation
+        }
     }
 
     private var context: ChannelHandlerContext?
@@ -29,6 +39,9 @@ final class ClientChannelHandler: ChannelInboundHandler {
     private let routes = SubscriptionIndex<UInt64>()
     /// How many local subscriptions hold each pattern; the daemon holds it once.
     private var patternUsers: [TopicPattern: Int] = [:]
+    /// The local subscription each `SUB … latest` still waiting for its `OK` was sent for, by request id: the
+    /// buffered messages it brings (`LAST` frames with that id) are for that subscription alone.
+    private var replayTargets: [UInt64: UInt64] = [:]
     private var closedByUser = false
     private var greeted = false
     private var failure: NotifyClientError?
@@ -48,7 +61,13 @@ final class ClientChannelHandler: ChannelInboundHandler {
 
     /// Sends `command`; `reply`, if given, receives the reply frame (an `ERR` included). `written` completes once
     /// the bytes are handed to the kernel.
-    func send(_ command: Command, reply: EventLoopPromise<ServerFrame>?, written: EventLoopPromise<Void>?) {
+    /// `replaysFor` names the local subscription that a `SUB … latest` brings buffered messages to.
+    func send(
+        _ command: Command,
+        reply: EventLoopPromise<ServerFrame>?,
+        written: EventLoopPromise<Void>?,
+        replaysFor subscription: UInt64? = nil
+    ) {
         guard let context, failure == nil, !closedByUser else {
             let error = failure ?? NotifyClientError(.connectionClosed, "the connection to the daemon is closed")
             reply?.fail(error)
@@ -58,6 +77,10 @@ final class ClientChannelHandler: ChannelInboundHandler {
         let id = nextRequestID
         nextRequestID += 1
         if let reply { waiting[id] = reply }
+        if let subscription {
+            replayTargets[id] = subscription
+            subscriptions[subscription]?.replaysPending += 1
+        }
         var buffer = context.channel.allocator.buffer(capacity: 64 + command.payloadSize)
         buffer.writeRequest(Request(id: id, command))
         context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
@@ -123,6 +146,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
             failure = NotifyClientError.refused(error)
             greeting.fail(NotifyClientError.refused(error))
         case .error(let error):
+            if let id = error.requestID { replaysAnswered(id) }
             if let id = error.requestID, let promise = waiting.removeValue(forKey: id) {
                 promise.succeed(.error(error))
             } else if error.requestID == nil && error.code == .unavailable {
@@ -131,18 +155,53 @@ final class ClientChannelHandler: ChannelInboundHandler {
             } else {
                 deferredErrors.append(error)
             }
+        case .latest(let id?, let delivery) where replayTargets[id] != nil:
+            // A buffered message brought by `SUB … latest`: for the subscription that asked, not a reply.
+            let subscription = replayTargets[id]!
+            if !isRepeat(delivery, for: subscription) { subscriptions[subscription]?.continuation.yield(.message(delivery)) }
         case .ok(let id, _), .pong(let id), .latest(let id, _), .topics(let id, _), .stats(let id, _), .explanation(let id, _):
             let frame = unwrapInboundIn(data)
+            if let id { replaysAnswered(id) }
             if let id, let promise = waiting.removeValue(forKey: id) { promise.succeed(frame) }
         }
     }
 
-    /// Hands `event` to every local subscription with a pattern matching `topic`, once each.
+    /// Hands `event` to every local subscription with a pattern matching `topic`, once each, leaving out a message
+    /// a subscription already has.
     private func route(_ event: SubscriptionEvent, topic: Topic) {
         var seen: Set<UInt64> = []
         routes.forEachMatch(of: topic) { id in
-            if seen.insert(id).inserted { subscriptions[id]?.continuation.yield(event) }
+            guard seen.insert(id).inserted else { return }
+            if case .message(let delivery) = event, isRepeat(delivery, for: id) { return }
+            subscriptions[id]?.continuation.yield(event)
         }
+    }
+
+    /// Notes that the `SUB … latest` with request `id`, if it was one, has its reply: its buffered messages are all
+    /// in. Once a subscription has all of its replies, nothing can repeat any more, and it stops keeping count.
+    private func replaysAnswered(_ id: UInt64) {
+        guard let subscription = replayTargets.removeValue(forKey: id) else { return }
+        subscriptions[subscription]?.replaysPending -= 1
+        if subscriptions[subscription]?.replaysPending == 0 { subscriptions[subscription]?.newest = [:] }
+    }
+
+    /// Whether subscription `id`, while buffered messages may still come to it, already has `delivery` or a newer
+    /// message of its topic; else records it as the newest it has. Always false otherwise.
+    ///
+    /// The daemon sends a connection each live message once, but each `SUB … latest` sends the buffered messages of
+    /// the topics its pattern matches: a subscription with overlapping patterns (`x.>` and `x.y`) asks for a topic's
+    /// twice, the second time possibly after newer live ones. Sequence numbers only grow per topic, so a repeat is a
+    /// message numbered no higher than the newest seen and published no later; a topic the daemon forgot, and numbers
+    /// from 1 again, has newer times.
+    private func isRepeat(_ delivery: Delivery, for id: UInt64) -> Bool {
+        guard let pending = subscriptions[id]?.replaysPending, pending > 0 else { return false }
+        if let newest = subscriptions[id]?.newest[delivery.topic],
+            delivery.sequence <= newest.sequence && delivery.time <= newest.time
+        {
+            return true
+        }
+        subscriptions[id]?.newest[delivery.topic] = (delivery.sequence, delivery.time)
+        return false
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

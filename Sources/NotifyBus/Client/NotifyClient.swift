@@ -44,6 +44,9 @@ public final class NotifyClient: Sendable {
         group: (any EventLoopGroup)? = nil
     ) async throws -> NotifyClient {
         let path = SocketPath.resolveForClient(explicit: socketPath)
+        if let problem = SocketPath.fallbackProblem(path) {
+            throw NotifyClientError(.notPermitted, problem)
+        }
         let group = group ?? MultiThreadedEventLoopGroup.singleton
         // The handler is kept as it is added: a daemon that refuses the connection closes it at once, and a
         // lookup in the pipeline afterwards would find it already gone, with the refusal.
@@ -68,6 +71,16 @@ public final class NotifyClient: Sendable {
             channel.close(promise: nil)
             throw NotifyClientError(.protocolViolation, "the connection to \(path) was set up without its handler")
         }
+        #if os(Linux)
+        if SocketPath.isInFallback(path) {
+            let peer: KernelCredentials? = try? await (channel as? any SocketOptionProvider)?
+                .unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)).get()
+            if let problem = SocketPath.fallbackPeerProblem(path, peerUID: peer?.uid) {
+                channel.close(promise: nil)
+                throw NotifyClientError(.notPermitted, problem)
+            }
+        }
+        #endif
         do {
             let serverGreeting = try await greeting.get()
             return NotifyClient(socketPath: path, greeting: serverGreeting, channel: channel, handler: handler)
@@ -120,13 +133,16 @@ public final class NotifyClient: Sendable {
     }
 
     /// Waits until the daemon has handled everything sent before, and throws the first error that a
-    /// fire-and-forget ``publish(_:to:retain:)-(ByteBuffer,_,_)`` received since the last flush.
+    /// fire-and-forget ``publish(_:to:retain:)-(ByteBuffer,_,_)`` received since the last flush (saying how many
+    /// were refused when more were).
     public func flush() async throws {
         let frame = try await exchange(.ping)
         guard case .pong = frame else { throw unexpected(frame, for: "PING") }
         let handler = self.handler
         let errors = try await channel.eventLoop.submit { handler.value.takeDeferredErrors() }.get()
-        if let first = errors.first { throw NotifyClientError.refused(first) }
+        guard let first = errors.first else { return }
+        if errors.count == 1 { throw NotifyClientError.refused(first) }
+        throw NotifyClientError(.refused, "\(errors.count) publishes were refused; the first: \(first.message)", refusal: first)
     }
 
     // MARK: - Subscribing
@@ -153,7 +169,7 @@ public final class NotifyClient: Sendable {
             // With latestFirst, every pattern is asked for its buffered messages, even one already held.
             return (latestFirst ? patterns : newPatterns).map { pattern in
                 let reply = eventLoop.makePromise(of: ServerFrame.self)
-                handler.value.send(.subscribe(pattern, options), reply: reply, written: nil)
+                handler.value.send(.subscribe(pattern, options), reply: reply, written: nil, replaysFor: latestFirst ? id : nil)
                 return reply.futureResult
             }
         }.get()

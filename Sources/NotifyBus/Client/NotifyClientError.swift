@@ -53,8 +53,10 @@ public struct NotifyClientError: Error, Sendable, CustomStringConvertible {
     /// The error for a failed `connect` to `path`, saying what to do about it.
     static func connecting(to path: String, errno code: CInt?, detail: String? = nil) -> NotifyClientError {
         let reason = code.map { String(cString: strerror($0)) } ?? detail ?? "unknown error"
+        // The system socket is systemd's system instance's to start; any other path is a user's own daemon.
+        let service = path == SocketPath.system ? "sudo systemctl start notifyd.socket" : "systemctl --user start notifyd.socket"
         let start =
-            "start it with `notifyd` (or `systemctl --user start notifyd.socket`), or point --socket or $\(SocketPath.environmentVariable) at its socket"
+            "start it with `notifyd` (or `\(service)`), or point --socket or $\(SocketPath.environmentVariable) at its socket"
         switch code {
         case EACCES?, EPERM?:
             return NotifyClientError(.notPermitted, "not permitted to connect to \(path) (\(reason)); check the socket's owner and mode")

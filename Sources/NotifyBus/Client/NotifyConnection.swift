@@ -31,8 +31,11 @@ public final class NotifyConnection {
     /// - Throws: ``NotifyClientError``.
     public init(to socketPath: String? = nil) throws {
         let path = SocketPath.resolveForClient(explicit: socketPath)
+        if let problem = SocketPath.fallbackProblem(path) {
+            throw NotifyClientError(.notPermitted, problem)
+        }
         self.socketPath = path
-        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        descriptor = POSIX.unixStreamSocket()
         guard descriptor >= 0 else {
             throw NotifyClientError(.unreachable, "cannot create a socket: \(String(cString: strerror(errno)))")
         }
@@ -45,6 +48,10 @@ public final class NotifyConnection {
             let code = errno
             close()
             throw NotifyClientError.connecting(to: path, errno: code)
+        }
+        if let problem = SocketPath.fallbackPeerProblem(path, peerUID: POSIX.peerCredentials(of: descriptor)?.uid) {
+            close()
+            throw NotifyClientError(.notPermitted, problem)
         }
         let first: ServerFrame
         do {

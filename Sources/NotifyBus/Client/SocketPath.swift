@@ -73,7 +73,57 @@ public enum SocketPath {
         let perUser = "\(perUserBase)/\(uid)"
         var info = stat()
         if stat(perUser, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == uid { return perUser }
-        return "/tmp/notifyd-\(uid)"
+        return fallbackDirectory(uid: uid)
+    }
+
+    /// Why `path` cannot be trusted, if it lies under the shared fallback directory `/tmp/notifyd-<uid>/` (`uid` is
+    /// the caller's unless given) and that directory, or one below it on the way to the socket, is not a real
+    /// directory owned by `uid` and writable by nobody else. Anyone may create `/tmp/notifyd-<uid>` before its user
+    /// does; whoever controls it could put a socket of their own there and read what the user publishes, or swap a
+    /// directory under a running daemon.
+    /// - Returns: a sentence saying what is wrong and what to do, or nil when the path is fine or not under it.
+    public static func fallbackProblem(_ path: String, uid: UInt32? = nil) -> String? {
+        fallbackProblem(path, uid: uid ?? UInt32(getuid()), temporaryDirectory: "/tmp")
+    }
+
+    /// `temporaryDirectory` is `/tmp` except in tests.
+    static func fallbackProblem(_ path: String, uid: UInt32, temporaryDirectory: String) -> String? {
+        let base = fallbackDirectory(uid: uid, temporaryDirectory: temporaryDirectory)
+        guard path.hasPrefix(base + "/") else { return nil }
+        var directory = base
+        let below = path.dropFirst(base.count + 1).split(separator: "/").dropLast()
+        for component in [Substring("")] + below {
+            if !component.isEmpty { directory += "/" + component }
+            var info = stat()
+            guard lstat(directory, &info) == 0 else { continue }  // not made yet: the daemon makes it private
+            guard (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == uid, info.st_mode & 0o022 == 0 else {
+                return "\(directory) is not a private directory of uid \(uid) (another user may have made it); remove it, or set XDG_RUNTIME_DIR or --socket"
+            }
+        }
+        return nil
+    }
+
+    /// Why the daemon that answered at `path` cannot be trusted, if `path` lies under the shared fallback directory
+    /// and the daemon (`peerUID`, from the kernel) runs as another user than the caller: the directory checks of
+    /// ``fallbackProblem(_:uid:)`` happen before connecting, and someone could make the directory in between.
+    public static func fallbackPeerProblem(_ path: String, peerUID: UInt32?) -> String? {
+        guard isInFallback(path) else { return nil }
+        let uid = UInt32(getuid())
+        guard let peerUID else { return "cannot tell who serves \(path); set XDG_RUNTIME_DIR or --socket" }
+        guard peerUID == uid else {
+            return "the daemon at \(path) runs as uid \(peerUID), not as you (uid \(uid)); remove \(fallbackDirectory(uid: uid)), or set XDG_RUNTIME_DIR or --socket"
+        }
+        return nil
+    }
+
+    /// Whether `path` lies under the caller's shared fallback directory, where who serves it must be checked.
+    public static func isInFallback(_ path: String) -> Bool {
+        path.hasPrefix(fallbackDirectory(uid: UInt32(getuid())) + "/")
+    }
+
+    /// The runtime directory of last resort, in the shared `/tmp` (another `temporaryDirectory` in tests).
+    static func fallbackDirectory(uid: UInt32, temporaryDirectory: String = "/tmp") -> String {
+        "\(temporaryDirectory)/notifyd-\(uid)"
     }
 
     /// Reads the process environment.

@@ -47,6 +47,9 @@ public final class Messenger<Message: Sendable>: Sendable {
         var lastSequence: UInt64 = 0
         /// Set when a registration was disposed or found dead; the list is swept before the next message.
         var needsSweep = false
+        /// When the list reaches this length, registering sweeps it first: observers that die while nothing is sent
+        /// must not pile up. Doubling it after each sweep keeps registering O(1) amortized.
+        var sweepOnRegisterAt = 16
         var latest: Message?
         var buffersLatest: Bool
     }
@@ -91,7 +94,11 @@ public final class Messenger<Message: Sendable>: Sendable {
         _ observer: Observer,
         filter: (@Sendable (Message) -> Bool)?
     ) where Observer.Message == Message {
-        register(identity: ObjectIdentifier(observer), filter: filter) { [weak observer] message in
+        register(
+            identity: ObjectIdentifier(observer),
+            filter: filter,
+            observerExists: { [weak observer] in observer != nil }
+        ) { [weak observer] message in
             guard let observer else { return false }
             observer.receive(message)
             return true
@@ -232,7 +239,7 @@ public final class Messenger<Message: Sendable>: Sendable {
     // MARK: - Introspection
 
     /// The registrations held now. One that was disposed, or whose observer was deallocated, counts until it is
-    /// dropped before the next message goes out.
+    /// dropped: before the next message goes out, or when the list has grown enough for registering to sweep it.
     public var observerCount: Int {
         state.withLock { $0.registrations.count }
     }
@@ -244,14 +251,20 @@ public final class Messenger<Message: Sendable>: Sendable {
         identity: ObjectIdentifier,
         filter: (@Sendable (Message) -> Bool)?,
         onMessengerGone: (@Sendable () -> Void)? = nil,
+        observerExists: (@Sendable () -> Bool)? = nil,
         deliver: @escaping @Sendable (Message) -> Bool
     ) -> ObserverRegistration<Message> {
         state.withLock { state in
+            if state.registrations.count >= state.sweepOnRegisterAt {
+                state.registrations.removeAll { !$0.isLive }
+                state.sweepOnRegisterAt = max(16, 2 * state.registrations.count)
+            }
             let registration = ObserverRegistration(
                 identity: identity,
                 addedAfter: state.lastSequence,
                 filter: filter,
                 onMessengerGone: onMessengerGone,
+                observerExists: observerExists,
                 deliver: deliver
             )
             state.registrations.append(registration)

@@ -20,6 +20,8 @@ final class ObserverRegistration<Message: Sendable>: Sendable {
     let filter: (@Sendable (Message) -> Bool)?
     /// Called when the messenger itself goes away, so an `AsyncStream` observer can finish.
     let onMessengerGone: (@Sendable () -> Void)?
+    /// Whether a weakly held observer still exists; nil for closure observers, whose tokens unregister themselves.
+    let observerExists: (@Sendable () -> Bool)?
 
     let state = Atomic<State>(.active)
 
@@ -28,16 +30,21 @@ final class ObserverRegistration<Message: Sendable>: Sendable {
         addedAfter: UInt64,
         filter: (@Sendable (Message) -> Bool)?,
         onMessengerGone: (@Sendable () -> Void)? = nil,
+        observerExists: (@Sendable () -> Bool)? = nil,
         deliver: @escaping @Sendable (Message) -> Bool
     ) {
         self.identity = identity
         self.addedAfter = addedAfter
         self.filter = filter
         self.onMessengerGone = onMessengerGone
+        self.observerExists = observerExists
         self.deliver = deliver
     }
 
     var isActive: Bool { state.load(ordering: .acquiring) == .active }
+
+    /// Whether the registration can still be called: active, and its observer (if held weakly) not deallocated.
+    var isLive: Bool { isActive && observerExists?() != false }
 
     /// Calls the observer with `message` if the registration is still active and the message is one it wants.
     /// - Returns: false when the registration turned out to be dead (its weakly held observer is gone).

@@ -65,17 +65,21 @@ enum LineScanner {
     }
 
     /// Parses `bytes[range]` as an unsigned decimal number of 1 to 20 digits that fits in 64 bits.
-    static func unsigned(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> UInt64? {
+    /// - Parameter saturating: whether 20 digits past `UInt64.max` read as `UInt64.max` instead of nil: a payload
+    ///   size that large is still a size, just too large.
+    static func unsigned(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, saturating: Bool = false) -> UInt64? {
         guard !range.isEmpty, range.count <= 20 else { return nil }
         var value: UInt64 = 0
+        var overflowed = false
         for index in range {
             let digit = bytes[index] &- UInt8(ascii: "0")
             guard digit < 10 else { return nil }
             let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
             let (sum, overflow2) = times10.addingReportingOverflow(UInt64(digit))
-            guard !overflow1, !overflow2 else { return nil }
+            overflowed = overflowed || overflow1 || overflow2
             value = sum
         }
+        guard !overflowed else { return saturating ? .max : nil }
         return value
     }
 

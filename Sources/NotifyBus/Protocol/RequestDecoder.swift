@@ -176,7 +176,7 @@ private struct RequestParser {
             guard let topicRange = tokens.next(), let sizeRange = tokens.next() else {
                 return fail(.malformed, "PUB needs a topic and a payload size: \(usage)")
             }
-            guard let declared = LineScanner.unsigned(bytes, sizeRange) else {
+            guard let declared = LineScanner.unsigned(bytes, sizeRange, saturating: true) else {
                 return fail(.malformed, "payload size \(LineScanner.quoted(bytes, sizeRange)) is not a number: \(usage)")
             }
             // A size past what memory can hold is just too large: its bytes are skipped as it says.

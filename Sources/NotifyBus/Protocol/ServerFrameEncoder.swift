@@ -110,8 +110,8 @@ extension ByteBuffer {
                         out.put(" ", at: &at)
                         out.putDecimal(UInt64(publisher.uid), at: &at)
                         out.put(" ", at: &at)
-                        if publisher.pid < 0 { out.put("-", at: &at) }
-                        out.putDecimal(UInt64(publisher.pid.magnitude), at: &at)
+                        // A pid the kernel could not map is 0; the wire has no signed numbers, so nothing below 0.
+                        out.putDecimal(UInt64(max(publisher.pid, 0)), at: &at)
                         out.put(" ", at: &at)
                         out.put(UnsafeRawBufferPointer(unitBytes), at: &at)
                         out.put(" ", at: &at)

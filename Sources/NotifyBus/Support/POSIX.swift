@@ -44,11 +44,42 @@ enum POSIX {
     /// `send` without SIGPIPE: a peer that went away must give an error, not kill the process.
     static func sendWithoutSignal(_ descriptor: CInt, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
         #if canImport(Darwin)
-        Darwin.send(descriptor, buffer, count, 0)  // Darwin has no MSG_NOSIGNAL; SO_NOSIGPIPE is set instead
+        Darwin.send(descriptor, buffer, count, 0)  // Darwin has no MSG_NOSIGNAL: `unixStreamSocket` sets SO_NOSIGPIPE
         #elseif canImport(Musl)
         Musl.send(descriptor, buffer, count, CInt(MSG_NOSIGNAL))
         #else
         Glibc.send(descriptor, buffer, count, CInt(MSG_NOSIGNAL))
+        #endif
+    }
+
+    /// A new Unix stream socket that is closed on exec and never raises SIGPIPE, the way each C library spells it.
+    /// - Returns: the descriptor, or -1 with `errno` set.
+    static func unixStreamSocket() -> CInt {
+        #if canImport(Darwin)
+        // Darwin has neither SOCK_CLOEXEC nor MSG_NOSIGNAL: both are set on the descriptor instead.
+        let descriptor = Darwin.socket(AF_UNIX, SOCK_STREAM, 0)
+        guard descriptor >= 0 else { return descriptor }
+        _ = Darwin.fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        var on: CInt = 1
+        _ = Darwin.setsockopt(descriptor, SOL_SOCKET, SO_NOSIGPIPE, &on, socklen_t(MemoryLayout<CInt>.size))
+        return descriptor
+        #elseif canImport(Musl)
+        return Musl.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)
+        #else
+        return Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        #endif
+    }
+
+    /// The process at the other end of a connected Unix socket, as the kernel recorded it at connect time
+    /// (`SO_PEERCRED`), or nil where that cannot be read.
+    static func peerCredentials(of descriptor: CInt) -> KernelCredentials? {
+        #if os(Linux)
+        var credentials = KernelCredentials()
+        var length = socklen_t(MemoryLayout<KernelCredentials>.size)
+        guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else { return nil }
+        return credentials
+        #else
+        return nil
         #endif
     }
 
@@ -83,4 +114,11 @@ enum POSIX {
         Darwin.close(descriptor)
         #endif
     }
+}
+
+/// Linux's `struct ucred`, which Swift's Glibc module does not import (it is guarded by `_GNU_SOURCE`).
+struct KernelCredentials: Sendable {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
 }

@@ -54,7 +54,12 @@ enum ProtocolSamples {
         case 0, 1, 2:
             let options = PublishOptions(retain: Bool.random(using: &random), acknowledge: Bool.random(using: &random))
             command = .publish(topic(&random), payload: payload(&random), options)
-        case 3: command = .subscribe(pattern(&random), SubscribeOptions(latestFirst: Bool.random(using: &random)))
+        case 3:
+            let options = SubscribeOptions(
+                latestFirst: Bool.random(using: &random),
+                overflow: OverflowPolicy.allCases.randomElement(using: &random)!
+            )
+            command = .subscribe(pattern(&random), options)
         case 4: command = .unsubscribe(pattern(&random))
         case 5: command = .latest(topic(&random))
         case 6: command = .clear(topic(&random))
@@ -77,7 +82,7 @@ enum ProtocolSamples {
             time: PublishTime(microsecondsSinceEpoch: UInt64.random(in: 0...4_102_444_800_000_000, using: &random)),
             publisher: Publisher(
                 uid: UInt32.random(in: 0...UInt32.max, using: &random),
-                pid: Int32.random(in: 1...Int32.max, using: &random),
+                pid: Int.random(in: 0..<8, using: &random) == 0 ? 0 : Int32.random(in: 1...Int32.max, using: &random),
                 unit: Bool.random(using: &random) ? "backup@nightly.service" : nil
             ),
             payload: payload(&random)
@@ -85,7 +90,17 @@ enum ProtocolSamples {
     }
 
     static func serverFrame(_ random: inout SeededRandom) -> ServerFrame {
-        switch Int.random(in: 0..<10, using: &random) {
+        switch Int.random(in: 0..<11, using: &random) {
+        case 10:
+            let first = UInt64.random(in: 1...UInt64.max / 2, using: &random)
+            let last = first + UInt64.random(in: 0...1_000_000, using: &random)
+            let notice = DropNotice(
+                topic: topic(&random),
+                count: UInt64.random(in: 1...(last - first + 1), using: &random),
+                firstSequence: first,
+                lastSequence: last
+            )
+            return .dropped(notice)
         case 9:
             let decisions = (0..<Int.random(in: 0...2, using: &random)).map { index in
                 AccessExplanation.Decision(
@@ -122,7 +137,8 @@ enum ProtocolSamples {
                     retainedBytes: Bool.random(using: &random) ? Int.random(in: 0...1_000_000, using: &random) : nil,
                     published: UInt64.random(in: 0...1_000, using: &random),
                     delivered: UInt64.random(in: 0...UInt64.max, using: &random),
-                    lastPublished: Bool.random(using: &random) ? PublishTime(microsecondsSinceEpoch: 1_795_305_600_000_000) : nil
+                    lastPublished: Bool.random(using: &random) ? PublishTime(microsecondsSinceEpoch: 1_795_305_600_000_000) : nil,
+                    dropped: Bool.random(using: &random) ? 0 : UInt64.random(in: 1...UInt64.max, using: &random)
                 )
             }
             return .topics(requestID: requestID(&random), topics)
