@@ -43,9 +43,11 @@ struct Notifyd: AsyncParsableCommand {
             configuration stays in force. `notifyd --check-config [PATH]` checks a file without starting.
 
             SYSTEMD: READY=1 once the socket listens and the state is loaded; STATUS= kept current; RELOADING=1 on \
-            SIGHUP; STOPPING=1 on SIGTERM; WATCHDOG=1 when WatchdogSec= is set. Logs go to the journal with fields \
-            (TOPIC, PEER_UID, PEER_PID, PEER_UNIT, MESSAGE_ID, ...) when stderr is connected to it, else to stderr \
-            as lines.
+            SIGHUP; STOPPING=1 on SIGTERM; WATCHDOG=1 when WatchdogSec= is set. `notifyd --reload` sends SIGHUP to the \
+            daemon on the socket and waits until the reload is done, for ExecReload= (so that `systemctl reload` \
+            returns once the new configuration is in force, and fails when the file cannot be used). Logs go to the \
+            journal with fields (TOPIC, PEER_UID, PEER_PID, PEER_UNIT, MESSAGE_ID, ...) when stderr is connected to \
+            it, else to stderr as lines.
 
             SIGTERM or SIGINT stops the daemon gracefully: it stops accepting, sends every connection what it is \
             owed (at most 5 seconds each), saves its state, and removes the socket it created.
@@ -70,6 +72,14 @@ struct Notifyd: AsyncParsableCommand {
 
     @Argument(help: ArgumentHelp("With --check-config: the file to check.", valueName: "path"))
     var checkedFile: String?
+
+    @Flag(
+        name: .long,
+        help: ArgumentHelp(
+            "Ask the notifyd on --socket to read its configuration again, and wait until it has: exit 0 once the new configuration is in force, 78 if the daemon kept the old one because the file cannot be used, 69 if it cannot be reached, 1 if it did not finish within a minute. For ExecReload=."
+        )
+    )
+    var reload = false
 
     @Option(name: .long, help: ArgumentHelp("The configuration file.", valueName: "path"))
     var config: String?
@@ -159,12 +169,21 @@ struct Notifyd: AsyncParsableCommand {
     var maxQueuedBytes: Int?
 
     func validate() throws {
+        if reload && checkConfig {
+            throw ValidationError("--reload asks a running daemon to reload; --check-config checks a file: give one of them")
+        }
         if checkedFile != nil && !checkConfig {
             throw ValidationError("notifyd takes no arguments besides options; to check a configuration file, use --check-config PATH")
         }
     }
 
     func run() async throws {
+        if reload {
+            let outcome = await ReloadRequest.run(socketPath: SocketPath.resolve(explicit: socket))
+            if let sentence = outcome.sentence { writeToStandardError("notifyd: \(sentence)") }
+            if outcome != .applied { throw ExitCode(outcome.exitStatus) }
+            return
+        }
         let levelSetting = LogLevelSetting(logLevel ?? .info)
         let toJournal = JournalLogHandler.standardErrorIsJournal()
         LoggingSystem.bootstrap { _ -> any LogHandler in
@@ -200,8 +219,7 @@ struct Notifyd: AsyncParsableCommand {
                 print(checked.summary)
                 return
             } catch {
-                let line = "notifyd: \(error)\n"
-                _ = line.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+                writeToStandardError("notifyd: \(error)")
                 throw ExitCode(78)
             }
         }
@@ -252,3 +270,8 @@ struct Notifyd: AsyncParsableCommand {
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 extension StateLog.SyncPolicy: ExpressibleByArgument {}
+
+/// Writes `line` and a line break to stderr at once, for the modes that end before logging is set up.
+private func writeToStandardError(_ line: String) {
+    _ = (line + "\n").utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+}

@@ -5,6 +5,34 @@ import Testing
 /// The default access policy on a real daemon, driven by `notify` as other users (`setpriv`; root only, as in CI).
 @Suite("Access by Unix identity on a real notifyd")
 struct AccessTests {
+    @Test("in the /tmp fallback, a daemon of another user is refused even where the directories are the caller's", .enabled(if: getuid() == 0))
+    func fallbackPeerOfAnotherUser() async throws {
+        // nobody's daemon, its socket then moved into root's own private fallback directory: the directory checks
+        // pass, and only the kernel's word on who listens tells.
+        let theirs = try TemporaryDirectory()
+        chown(theirs.path, 65534, 65534)
+        try Data("# empty\n".utf8).write(to: URL(fileURLWithPath: theirs.path + "/notifyd.conf"))
+        let impostor = try ChildProcess("/usr/bin/setpriv", [
+            "--reuid", "65534", "--regid", "65534", "--clear-groups", Binaries.notifyd,
+            "--socket", theirs.path + "/s.sock", "--state-dir", theirs.path + "/state", "--config", theirs.path + "/notifyd.conf",
+        ])
+        try await impostor.standardError.wait("the other user's daemon to listen") { $0.contains("listening") }
+        let fallback = "/tmp/notifyd-0"
+        try? FileManager.default.removeItem(atPath: fallback)
+        defer { try? FileManager.default.removeItem(atPath: fallback) }
+        try FileManager.default.createDirectory(atPath: fallback + "/notifyd", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        chmod(fallback, 0o700)
+        #expect(rename(theirs.path + "/s.sock", fallback + "/notifyd/notifyd.sock") == 0)
+
+        for arguments in [["send", "fb.x", "hi"], ["subscribe", "fb.>", "--count", "1", "--timeout", "5"]] {
+            let refused = try await notify(arguments, socket: fallback + "/notifyd/notifyd.sock")
+            #expect(refused.status == 77, "\(arguments)")
+            #expect(refused.stderr.contains("runs as uid 65534, not as you (uid 0)"), "\(arguments): \(refused.stderr)")
+        }
+        impostor.signal(SIGTERM)
+        _ = try await impostor.exitStatus()
+    }
+
     @Test("system topics are published by root only (77 otherwise), user.<uid> topics are private", .enabled(if: getuid() == 0))
     func defaultPolicy() async throws {
         let daemon = try await TestDaemon.start()

@@ -29,6 +29,14 @@ struct DaemonLifecycleTests {
         #expect(try await second.child.exitStatus() == 73)
         #expect(second.log.contains("another notifyd is running on \(first.socketPath)"))
         #expect(try await first.notify(["send", "still", "here"]).status == 0)
+
+        // Without the lock file (deleted by hand, or on a file system that lost it), the socket itself is probed:
+        // someone answers there, so it is not stale and is never unlinked.
+        try FileManager.default.removeItem(atPath: first.socketPath + ".lock")
+        let third = try TestDaemon.launch(in: TemporaryDirectory(), arguments: ["--socket", first.socketPath])
+        #expect(try await third.child.exitStatus() == 73)
+        #expect(third.log.contains("another notifyd is already listening on \(first.socketPath)"))
+        #expect(try await first.notify(["send", "still", "there"]).status == 0)
         try await first.stop()
     }
 
@@ -59,6 +67,28 @@ struct DaemonLifecycleTests {
         #expect(received == ["last words"])
         #expect(!FileManager.default.fileExists(atPath: daemon.socketPath))
         #expect(daemon.log.contains("stopped"))
+    }
+
+    @Test("without --socket, notifyd and notify both take $NOTIFYD_SOCKET, never systemd's $NOTIFY_SOCKET")
+    func socketFromEnvironment() async throws {
+        let directory = try TemporaryDirectory()
+        let chosen = directory.path + "/env/notifyd.sock"
+        var environment = ProcessInfo.processInfo.environment
+        environment["NOTIFYD_SOCKET"] = chosen
+        environment["NOTIFY_SOCKET"] = directory.path + "/systemd.sock"
+        try Data("# empty\n".utf8).write(to: URL(fileURLWithPath: directory.path + "/notifyd.conf"))
+        let daemon = try ChildProcess(
+            Binaries.notifyd,
+            ["--state-dir", directory.path + "/state", "--config", directory.path + "/notifyd.conf"],
+            environment: environment
+        )
+        try await daemon.standardError.wait("notifyd to listen on \(chosen)") { $0.contains("listening (socket=\(chosen)") }
+        #expect(!FileManager.default.fileExists(atPath: directory.path + "/systemd.sock"))
+        let sent = try ChildProcess(Binaries.notify, ["send", "env.topic", "found"], environment: environment)
+        #expect(try await sent.exitStatus() == 0, "notify found the daemon by the same variable")
+        #expect(try await notify(["latest", "env.topic"], socket: chosen).output == "found\n")
+        daemon.signal(SIGTERM)
+        #expect(try await daemon.exitStatus() == 0)
     }
 
     @Test("the daemon creates missing directories for its socket")

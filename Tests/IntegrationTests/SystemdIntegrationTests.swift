@@ -38,6 +38,29 @@ struct SystemdIntegrationTests {
         #expect(try await daemon.child.exitStatus() == 0)
     }
 
+    @Test("a SIGHUP sent the moment READY=1 arrives is a reload, never the end; the saved state is served from then on")
+    func hangupRightAfterReady() async throws {
+        let directory = try TemporaryDirectory()
+        // The race it guards against was lost about two times in three; five rounds would catch it.
+        for round in 1...5 {
+            let notify = try NotifySocketListener(path: directory.path + "/notify-\(round).sock")
+            let daemon = try TestDaemon.launch(in: directory, environment: Self.environment(["NOTIFY_SOCKET": notify.path]))
+            try await notify.wait(for: "READY=1") { $0.contains("READY=1") }
+            daemon.child.signal(SIGHUP)
+            let client = try await daemon.client()
+            if round > 1 {
+                let saved = try await client.latest(Topic("round"))
+                #expect(saved?.text == "\(round - 1)", "the previous run's message, restored before READY=1")
+            }
+            try await notify.wait(for: "RELOADING=1") { $0.contains("RELOADING=1") }
+            try await notify.wait(for: "READY=1 after the reload") { _ in notify.messages.count { $0.contains("READY=1") } >= 2 }
+            #expect(daemon.child.isRunning)
+            try await client.publishAcknowledged("\(round)", to: Topic("round"))
+            await client.close()
+            #expect(try await daemon.stop() == 0)
+        }
+    }
+
     @Test("WATCHDOG=1 pings come at half the interval systemd asks for")
     func watchdog() async throws {
         let directory = try TemporaryDirectory()
@@ -47,7 +70,7 @@ struct SystemdIntegrationTests {
             environment: Self.environment(["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "200000"])
         )
         try await notify.wait(for: "three WATCHDOG=1 pings") { _ in
-            notify.messages.count { $0 == "WATCHDOG=1" } == 3
+            notify.messages.count { $0 == "WATCHDOG=1" } >= 3
         }
         try await daemon.stop()
     }
@@ -74,6 +97,37 @@ struct SystemdIntegrationTests {
         #expect(daemon.log.contains("configuration not reloaded, the previous one stays in force"))
         #expect(try await daemon.client().greeting.limits.maxPayload == 100)
         try await daemon.stop()
+    }
+
+    @Test("notifyd --reload (ExecReload=) returns once the new configuration is in force; 78 when it cannot be used")
+    func reloadAndWait() async throws {
+        let daemon = try await TestDaemon.start()
+        func reload() async throws -> (status: Int32, stderr: String) {
+            let request = try ChildProcess(Binaries.notifyd, ["--socket", daemon.socketPath, "--reload"])
+            let status = try await request.exitStatus()
+            try await request.standardError.wait("its errors to end") { _ in request.standardError.isClosed }
+            return (status, request.standardError.text)
+        }
+        // Several rounds: each must see its own reload through, with nothing waited for in between.
+        for limit in [100, 200, 300] {
+            try "max-payload = \(limit)\n".write(toFile: daemon.configurationPath, atomically: true, encoding: .utf8)
+            #expect(try await reload().status == 0)
+            #expect(try await daemon.client().greeting.limits.maxPayload == limit, "in force when --reload returns")
+        }
+        let stats = try await daemon.client().stats()
+        #expect(stats["reloads"] == 3 && stats["reloads_failed"] == 0)
+        #expect(stats["pid"] == UInt64(daemon.child.pid), "the process --reload signals is the daemon's own")
+
+        try "max-payload = lots\n".write(toFile: daemon.configurationPath, atomically: true, encoding: .utf8)
+        let refused = try await reload()
+        #expect(refused.status == 78)
+        #expect(refused.stderr.contains("notifyd kept its running configuration"))
+        #expect(try await daemon.client().greeting.limits.maxPayload == 300)
+        #expect(daemon.child.isRunning)
+        try await daemon.stop()
+
+        let gone = try await reload()
+        #expect(gone.status == 69 && gone.stderr.contains(daemon.socketPath))
     }
 
     @Test("socket-activated: serves the inherited socket, answers a publish sent before it started, never removes it")

@@ -44,12 +44,15 @@ struct NotifyServer: Service {
         var metadata: Logger.Metadata = ["socket": "\(served)", "state_dir": "\(settings.stateDirectory)"]
         if inherited != nil { metadata["activation"] = "socket" }
         logger.log(.started, .notice, "notifyd \(NotifydRelease.version) listening", metadata)
+        // SIGHUP is trapped before READY=1: a reload sent the moment systemd hears it must find the handler in
+        // place, not SIGHUP's default action, which ends the process (and systemd counts that as a clean exit).
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
         serviceManager.ready(status: try await status.text(on: eventLoop))
         let timers = try await startTimers(status: status, serviceManager: serviceManager)
 
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
-                try await reloadOnHangup(state: state, status: status, serviceManager: serviceManager)
+                try await reloadOnHangup(hangups, state: state, status: status, serviceManager: serviceManager)
             }
             try await withGracefulShutdownHandler {
                 try await listener.closeFuture.get()
@@ -152,11 +155,16 @@ struct NotifyServer: Service {
         return timers
     }
 
-    /// Reloads the configuration on every SIGHUP; a file that cannot be used leaves the running configuration
-    /// in force.
-    private func reloadOnHangup(state: NIOLoopBound<ServerState>, status: StatusReporter, serviceManager: ServiceManager) async throws {
+    /// Reloads the configuration on every SIGHUP of `hangups`; a file that cannot be used leaves the running
+    /// configuration in force.
+    private func reloadOnHangup(
+        _ hangups: UnixSignalsSequence,
+        state: NIOLoopBound<ServerState>,
+        status: StatusReporter,
+        serviceManager: ServiceManager
+    ) async throws {
         var current = settings
-        for await _ in await UnixSignalsSequence(trapping: .sighup) {
+        for await _ in hangups {
             serviceManager.reloading()
             do {
                 let (applied, ignored) = current.reloadable(from: try await reloadSettings())
@@ -166,8 +174,10 @@ struct NotifyServer: Service {
                 var metadata: Logger.Metadata = ["log_level": "\(applied.logLevel)"]
                 if !ignored.isEmpty { metadata["needs_restart"] = "\(ignored.joined(separator: ","))" }
                 logger.log(.reloaded, .notice, "configuration reloaded", metadata)
+                try await eventLoop.submit { state.value.broker.recordReload(applied: true) }.get()
             } catch {
                 logger.log(.reloadFailed, .error, "configuration not reloaded, the previous one stays in force: \(error)")
+                try await eventLoop.submit { state.value.broker.recordReload(applied: false) }.get()
             }
             serviceManager.ready(status: try await status.text(on: eventLoop))
         }
@@ -257,7 +267,15 @@ final class StatusReporter: Sendable {
         box.messagesOut = statistics.messagesOut
         box.time = now
         return "\(statistics.connections) connections, \(statistics.topics) topics (\(statistics.retainedTopics) buffered), "
-            + "\(statistics.subscriptions) subscriptions, \(Int(rateIn)) msg/s in, \(Int(rateOut)) msg/s out"
+            + "\(statistics.subscriptions) subscriptions, \(Self.rate(rateIn)) msg/s in, \(Self.rate(rateOut)) msg/s out"
+    }
+
+    /// A rate as people read it: whole numbers from 10 up, one decimal below, so a message every few seconds does
+    /// not read as none.
+    static func rate(_ perSecond: Double) -> String {
+        if perSecond >= 9.95 { return String(Int(perSecond.rounded())) }
+        let tenths = Int((perSecond * 10).rounded())
+        return tenths % 10 == 0 ? String(tenths / 10) : "\(tenths / 10).\(tenths % 10)"
     }
 
     func text(on eventLoop: any EventLoop) async throws -> String {

@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import NotifyBus
 
 #if canImport(Glibc)
 import Glibc
@@ -98,6 +99,9 @@ struct SocketFile {
         if getuid() != 0 && info.st_uid != getuid() && directory.hasPrefix("/tmp/") {
             // A shared temporary directory made by someone else could be used to intercept a user's messages.
             throw SocketFileError(description: "\(directory) belongs to another user; remove it, or set XDG_RUNTIME_DIR or --socket")
+        }
+        if let problem = SocketPath.fallbackProblem(path) {
+            throw SocketFileError(description: problem)
         }
     }
 }
