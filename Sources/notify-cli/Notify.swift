@@ -20,7 +20,8 @@ struct Notify: AsyncParsableCommand {
             each topic unless it was sent with --no-retain.
 
             The socket is --socket, else $NOTIFYD_SOCKET, else /run/notifyd/notifyd.sock for root and \
-            $XDG_RUNTIME_DIR/notifyd/notifyd.sock for other users (/run/user/UID when XDG_RUNTIME_DIR is unset), \
+            $XDG_RUNTIME_DIR/notifyd/notifyd.sock for other users (/run/user/UID when XDG_RUNTIME_DIR is unset, \
+            else /tmp/notifyd-UID), \
             the same rule notifyd follows; a user who runs no daemon of their own reaches the system daemon at \
             /run/notifyd/notifyd.sock.
 
@@ -33,6 +34,9 @@ struct Notify: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     static func main() async {
+        // A reader that leaves (`notify topics | head -1`) ends a command quietly, with its exit status, rather than
+        // by a signal: writes report EPIPE (as they do once SwiftNIO, which ignores SIGPIPE too, has started).
+        signal(SIGPIPE, SIG_IGN)
         if let quick = QuickSend(arguments: CommandLine.arguments) {
             terminate(quick.run())
         }

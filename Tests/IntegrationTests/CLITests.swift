@@ -71,6 +71,7 @@ struct CLITests {
             #expect(try await daemon.notify(["send", topic, message]).status == 0)
         }
         #expect(try await subscriber.exitStatus() == 0)
+        try await subscriber.standardOutput.wait("its output to end") { _ in subscriber.standardOutput.isClosed }
         #expect(subscriber.standardOutput.lines == ["a.ready marker", "a.b.c 1", "a.x.y 2", "a.x.y.z 3", "a.q.c 4"])
         try await daemon.stop()
     }
@@ -88,6 +89,24 @@ struct CLITests {
         try await daemon.stop()
     }
 
+    @Test("subscribe exits 0 as soon as the reader of its output goes away, without waiting for another message")
+    func subscribeStopsWhenItsReaderLeaves() async throws {
+        let daemon = try await TestDaemon.start()
+        #expect(try await daemon.notify(["send", "h.one", "first"]).status == 0)
+        // `head -1` exits after the buffered message; no other message ever comes to make a write fail.
+        var environment = ProcessInfo.processInfo.environment
+        environment["NOTIFYD_SOCKET"] = daemon.socketPath
+        let pipeline = try ChildProcess(
+            "/bin/bash",
+            ["-c", "set -o pipefail; \"$0\" subscribe 'h.>' --latest | head -1", Binaries.notify],
+            environment: environment
+        )
+        #expect(try await pipeline.exitStatus(timeout: .seconds(30)) == 0, "notify exited, and with 0")
+        try await pipeline.standardOutput.wait("its output to end") { _ in pipeline.standardOutput.isClosed }
+        #expect(pipeline.standardOutput.text == "h.one first\n")
+        try await daemon.stop()
+    }
+
     @Test("wait prints the buffered message if it matches, else the next one that does; 124 on timeout")
     func waitCommand() async throws {
         let daemon = try await TestDaemon.start()
@@ -99,6 +118,7 @@ struct CLITests {
         #expect(try await daemon.notify(["send", "job.state", "still running"]).status == 0)
         #expect(try await daemon.notify(["send", "job.state", "done"]).status == 0)
         #expect(try await waiter.exitStatus() == 0)
+        try await waiter.standardOutput.wait("the waiter's output to end") { _ in waiter.standardOutput.isClosed }
         #expect(waiter.standardOutput.text == "done\n")
 
         let timedOut = try await daemon.notify(["wait", "job.state", "--equals", "never", "--timeout", "0.2"])
@@ -134,6 +154,8 @@ struct CLITests {
         #expect(badPattern.status == 65)
         let tooLarge = try await daemon.notify(["send", "big", "more than ten bytes"])
         #expect(tooLarge.status == 65 && tooLarge.stderr.contains("at most 10 bytes"))
+        let tooMuchInput = try await daemon.notify(["send", "big"], input: Array(repeating: UInt8(ascii: "x"), count: 100_000))
+        #expect(tooMuchInput.status == 65 && tooMuchInput.stderr.contains("standard input holds more than 10 bytes"))
         let reserved = try await daemon.notify(["send", "$notifyd.x", "x"])
         #expect(reserved.status == 77 && reserved.stderr.contains("reserved"))
         let usage = try await daemon.notify(["send"])
@@ -172,6 +194,34 @@ struct CLITests {
         try await daemon.stop()
     }
 
+    @Test("output that cannot be written is exit 74, not a silent success; a reader that left is not an error")
+    func unwritableOutput() async throws {
+        let daemon = try await TestDaemon.start()
+        #expect(try await daemon.notify(["send", "full.x", "payload"]).status == 0)
+        var environment = ProcessInfo.processInfo.environment
+        environment["NOTIFYD_SOCKET"] = daemon.socketPath
+        for command in ["latest full.x", "subscribe 'full.>' --latest --count 1", "topics", "stats"] {
+            let shell = try ChildProcess("/bin/bash", ["-c", "\"$0\" \(command) >/dev/full", Binaries.notify], environment: environment)
+            #expect(try await shell.exitStatus() == 74, "\(command)")
+            try await shell.standardError.wait("its errors to end") { _ in shell.standardError.isClosed }
+            #expect(shell.standardError.text.contains("cannot write to standard output: No space left on device"), "\(command)")
+        }
+        let reader = try ChildProcess("/bin/bash", ["-c", "set -o pipefail; \"$0\" topics | true", Binaries.notify], environment: environment)
+        #expect(try await reader.exitStatus() == 0)
+        try await daemon.stop()
+    }
+
+    @Test("send --lines with a line refused: exit 75, which refusal, and that the other lines were accepted")
+    func linesWithARefusal() async throws {
+        let daemon = try await TestDaemon.start(arguments: ["--max-retained-bytes", "10"])
+        let result = try await daemon.notify(["send", "few", "--lines"], input: Array("aaaa\nbbbbbbbbbbbbbbbb\ncc\n".utf8))
+        #expect(result.status == 75)
+        #expect(result.stderr.contains("buffering this 16-byte message would take the daemon past 10 bytes"))
+        #expect(result.stderr.contains("(3 lines were sent; those not refused were accepted)"))
+        #expect(try await daemon.notify(["latest", "few"]).output == "cc\n", "the line after the refused one went through")
+        try await daemon.stop()
+    }
+
     @Test("send --lines delivers 10,000 lines as 10,000 messages, in order, over one connection")
     func tenThousandLines() async throws {
         let daemon = try await TestDaemon.start()
@@ -179,6 +229,7 @@ struct CLITests {
         let subscription = try await client.subscribe(to: [TopicPattern("lines")])
         let count = 10_000
         let input = (1...count).map { "line \($0)" }.joined(separator: "\n") + "\n"
+        let before = try await client.stats()["connections_total"]
         let sender = try await daemon.notify(["send", "lines", "--lines"], input: Array(input.utf8))
         #expect(sender.status == 0, "\(sender.stderr)")
         var received: [String] = []
@@ -188,9 +239,56 @@ struct CLITests {
         }
         #expect(received == (1...count).map { "line \($0)" })
         let stats = try await client.stats()
-        #expect(stats["connections"] == 1, "the sender used one connection and closed it")
+        #expect(stats["connections"] == 1, "the sender closed its connection")
+        #expect(stats["connections_total"] == before.map { $0 + 1 }, "the sender used one connection for all the lines")
         await client.close()
         try await daemon.stop()
+    }
+
+    @Test("SIGTERM with subscribers that never read: the daemon gives them 5 s together, not one after another, and exits 0")
+    func shutdownWithStalledSubscribers() async throws {
+        let daemon = try await TestDaemon.start(arguments: ["--max-queued-messages", "5", "--max-queued-bytes", "1048576"])
+        #expect(try await daemon.notify(["send", "slow.ready", "go"]).status == 0)
+        var stalled: [ChildProcess] = []
+        for _ in 0..<2 {
+            let subscriber = try startNotify(["subscribe", "slow.>", "--latest"], socket: daemon.socketPath)
+            try await subscriber.standardOutput.wait("a subscriber to start") { $0.contains("go") }
+            subscriber.signal(SIGSTOP)
+            stalled.append(subscriber)
+        }
+        let publisher = try await daemon.client()
+        let payload = ByteBuffer(repeating: UInt8(ascii: "s"), count: 32 << 10)
+        for _ in 0..<300 { try await publisher.publish(payload, to: Topic("slow.data"), retain: false) }
+        try await publisher.flush()
+        await publisher.close()
+
+        let clock = ContinuousClock()
+        let asked = clock.now
+        daemon.child.signal(SIGTERM)
+        // Without the bound it would wait for the stopped subscribers forever; one after another, 10 s.
+        #expect(try await daemon.child.exitStatus(timeout: .seconds(30)) == 0)
+        let took = clock.now - asked
+        #expect(took < .seconds(9), "took \(took)")
+        #expect(daemon.log.contains("stopped"))
+        for subscriber in stalled {
+            subscriber.signal(SIGCONT)
+            #expect(try await subscriber.exitStatus() == 69, "the subscriber learns the daemon went away")
+        }
+    }
+
+    @Test("--log-level chooses what reaches the log: notice hides info, debug shows refusals of bad input")
+    func logLevel() async throws {
+        for level in ["notice", "debug"] {
+            let daemon = try await TestDaemon.start(arguments: ["--log-level", level])
+            // Sent raw: notify itself would refuse the topic before asking the daemon.
+            let raw = try RawSocket(path: daemon.socketPath)
+            try raw.send("PUB a..b 1\nx\nPING\n")
+            #expect(await raw.read { String(decoding: $0, as: UTF8.self).contains("PONG") })
+            #expect(try await daemon.stop() == 0)
+            #expect(daemon.log.contains("listening") && daemon.log.contains("stopped"), "notice and above: always")
+            #expect(daemon.log.contains("state loaded") == (level == "debug"), "info: not at notice")
+            #expect(daemon.log.contains("refused: topic \"a..b\" has an empty token") == (level == "debug"), "debug")
+        }
     }
 }
 

@@ -50,42 +50,55 @@ struct DeliveryTests {
         try await daemon.stop()
     }
 
-    @Test("subscribe --latest while others publish: the buffered message, then live ones, no gap, no repeat")
-    func latestFirstUnderConcurrentPublishers() async throws {
+    @Test(
+        "subscribe --latest while others publish: the buffered message, then live ones, no gap, no repeat",
+        arguments: [["race.counter"], ["race.>", "race.counter", "race.*"]]  // the second: overlapping patterns
+    )
+    func latestFirstUnderConcurrentPublishers(patterns: [String]) async throws {
         let daemon = try await TestDaemon.start()
         let topic = try Topic("race.counter")
         let publishers = 3
-        let perPublisher = 400
-        let total = publishers * perPublisher
+        // Each publisher keeps going until every subscriber has joined, then sends this many more: so every
+        // subscriber joins while messages are still being published, however fast or slow this machine is.
+        let afterLastJoin = 100
         let first = try await daemon.client()
         try await first.publishAcknowledged("start", to: topic)
 
         // Subscribers (the real CLI, JSON lines) join while the publishers run.
         let joined = Shared<[ChildProcess]>([])
+        let allJoined = Shared(false)
+        let published = Shared(0)
         let publishing = Task {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for publisher in 0..<publishers {
                     group.addTask {
                         let client = try await daemon.client()
-                        for index in 0..<perPublisher {
+                        var index = 0
+                        var remaining = afterLastJoin
+                        while remaining > 0 {
                             try await client.publishAcknowledged("p\(publisher)-\(index)", to: topic)
+                            index += 1
+                            if allJoined.value { remaining -= 1 }
                         }
+                        published.withLock { $0 += index }
                         await client.close()
                     }
                 }
                 group.addTask {
                     for _ in 0..<6 {
-                        let subscriber = try startNotify(["subscribe", topic.name, "--latest", "--format", "json"], socket: daemon.socketPath)
+                        let subscriber = try startNotify(["subscribe"] + patterns + ["--latest", "--format", "json"], socket: daemon.socketPath)
                         joined.withLock { $0.append(subscriber) }
                         // Join the next one only once this one has its first message, spreading them over the run.
                         try await subscriber.standardOutput.wait("a subscriber's first message") { !$0.isEmpty }
                     }
+                    allJoined.withLock { $0 = true }
                 }
                 try await group.waitForAll()
             }
         }
         try await publishing.value
         try await first.publishAcknowledged("end", to: topic)
+        let total = published.value
         let lastSequence = UInt64(total + 2)
 
         for subscriber in joined.value {
@@ -96,6 +109,8 @@ struct DeliveryTests {
                 return try #require((object["seq"] as? NSNumber)?.uint64Value)
             }
             let start = try #require(sequences.first)
+            // At most one publish per publisher was in flight when the last one joined.
+            #expect(start <= UInt64(total + 1 - publishers * (afterLastJoin - 1)), "joined while the publishers were running")
             #expect(sequences == Array(start...lastSequence), "consecutive from the buffered message to the end")
         }
         await first.close()
@@ -132,6 +147,73 @@ struct DeliveryTests {
         let delivery = try #require(try await iterator.next())
         #expect(delivery.publisher.pid == sender.pid)
         #expect(delivery.publisher.uid == getuid())
+        await client.close()
+        try await daemon.stop()
+    }
+    @Test("a client's subscriptions never see a message twice: a later subscribe with latestFirst replays only to itself")
+    func laterLatestFirstSubscription() async throws {
+        let daemon = try await TestDaemon.start()
+        let client = try await daemon.client()
+        let publisher = try await daemon.client()
+        try await publisher.publishAcknowledged("1", to: Topic("two.subs"))
+        let broad = try await client.subscribe(to: [TopicPattern("two.>")])
+        try await publisher.publishAcknowledged("2", to: Topic("two.subs"))
+        // The daemon sends the buffered message (2) again for this one; the broad subscription has it already.
+        let narrow = try await client.subscribe(to: [TopicPattern("two.subs"), TopicPattern("two.*")], latestFirst: true)
+        try await publisher.publishAcknowledged("3", to: Topic("two.subs"))
+        try await publisher.publishAcknowledged("end", to: Topic("two.end"))
+
+        var broadSeen: [String] = []
+        for try await delivery in broad.messages {
+            broadSeen.append(delivery.text ?? "")
+            if delivery.topic.name == "two.end" { break }
+        }
+        #expect(broadSeen == ["2", "3", "end"])
+        var narrowSeen: [String] = []
+        for try await delivery in narrow.messages {
+            narrowSeen.append(delivery.text ?? "")
+            if delivery.topic.name == "two.end" { break }
+        }
+        #expect(narrowSeen == ["2", "3", "end"], "the buffered message once, though two of its patterns match")
+        await client.close()
+        await publisher.close()
+        try await daemon.stop()
+    }
+
+    @Test("the async client: the README's example, fire-and-forget and acknowledged publishes, latest, clear, topics, stats")
+    func asyncClient() async throws {
+        let daemon = try await TestDaemon.start()
+        let client = try await NotifyClient.connect(to: daemon.socketPath)
+        #expect(try await client.publishAcknowledged("done", to: Topic("backup.status")) == 1)
+
+        // The README's example, as written there (but stopping after two messages).
+        var seen: [String] = []
+        for try await delivery in try await client.subscribe(to: [TopicPattern("backup.>")], latestFirst: true).messages {
+            seen.append("\(delivery.topic) \(delivery.sequence) \(delivery.text ?? "<binary>")")
+            if seen.count == 1 { try await client.publish("again", to: Topic("backup.status")) }
+            if seen.count == 2 { break }
+        }
+        #expect(seen == ["backup.status 1 done", "backup.status 2 again"])
+
+        try await client.publish(ByteBuffer(bytes: [0, 0xFF]), to: Topic("backup.blob"), retain: false)
+        try await client.flush()
+        let latest = try #require(try await client.latest(Topic("backup.status")))
+        #expect(latest.text == "again" && latest.sequence == 2 && latest.publisher.uid == getuid())
+        #expect(try await client.latest(Topic("backup.blob")) == nil, "sent without retain: nothing buffered")
+        #expect(try await client.latest(Topic("never.published")) == nil)
+
+        try await client.clear(Topic("backup.status"))
+        #expect(try await client.latest(Topic("backup.status")) == nil)
+        let topics = try await client.topics(matching: TopicPattern("backup.*"))
+        #expect(topics.map(\.topic.name).sorted() == ["backup.blob", "backup.status"])
+        let status = try #require(topics.first { $0.topic.name == "backup.status" })
+        #expect(status.sequence == 2 && status.retainedBytes == nil && status.published == 2 && status.delivered == 2)
+        #expect(try await client.topics(matching: TopicPattern("nothing.>")).isEmpty)
+
+        let stats = try await client.stats()
+        #expect(stats["messages_in"] == 3)
+        #expect(stats["connections"] == 1)
+        #expect(stats["topics"] == 2)
         await client.close()
         try await daemon.stop()
     }

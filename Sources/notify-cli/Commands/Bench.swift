@@ -151,7 +151,7 @@ struct Bench: ParsableCommand, ConnectingCommand {
             } catch let error as BenchmarkError {
                 throw CommandFailure(.checkFailed, error.message)
             }
-            StandardOutput.write(format == .json ? Bench.json(result) : Bench.table(result))
+            try StandardOutput.write(format == .json ? Bench.json(result) : Bench.table(result))
             if !result.isClean { throw CommandFailure(.checkFailed, Bench.verdict(result)) }
         }
     }

@@ -31,7 +31,7 @@ struct Explain: ParsableCommand, ConnectingCommand {
             switch format {
             case .table:
                 for decision in explanation.decisions {
-                    StandardOutput.write("\(decision.access): \(decision.isAllowed ? "allowed" : "denied") for uid \(explanation.uid), by \(decision.rule)\n")
+                    try StandardOutput.write("\(decision.access): \(decision.isAllowed ? "allowed" : "denied") for uid \(explanation.uid), by \(decision.rule)\n")
                 }
             case .json:
                 var json = JSONWriter()
@@ -43,7 +43,7 @@ struct Explain: ParsableCommand, ConnectingCommand {
                     json.field(decision.access + "_rule", decision.rule)
                 }
                 json.endObject()
-                StandardOutput.write(json.text + "\n")
+                try StandardOutput.write(json.text + "\n")
             }
         }
     }

@@ -16,12 +16,15 @@ struct Latest: ParsableCommand, ConnectingCommand {
     @Argument(help: "The topic.")
     var topic: String
 
-    @Option(name: .long, help: "raw or json.")
-    var format: DeliveryFormat = .raw
+    /// The formats that make sense for one message read on purpose: `line` would repeat the topic just asked for.
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        case raw, json
 
-    func validate() throws {
-        if format == .line { throw ValidationError("--format for latest is raw or json") }
+        var deliveryFormat: DeliveryFormat { self == .raw ? .raw : .json }
     }
+
+    @Option(name: .long, help: "raw or json.")
+    var format: Format = .raw
 
     func run() throws {
         try runReportingFailures {
@@ -30,9 +33,12 @@ struct Latest: ParsableCommand, ConnectingCommand {
             let delivery = try connection.latest(topic)
             connection.close()
             guard let delivery else {
-                throw CommandFailure(.checkFailed, "nothing is buffered for topic \"\(topic.name)\"")
+                throw CommandFailure(
+                    .checkFailed,
+                    "nothing is buffered for topic \"\(topic.name)\"; notify wait \(topic.name) waits for its next message"
+                )
             }
-            StandardOutput.write(format.render(delivery))
+            try StandardOutput.write(format.deliveryFormat.render(delivery))
         }
     }
 }

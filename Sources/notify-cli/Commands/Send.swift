@@ -10,6 +10,8 @@ struct Send: AsyncParsableCommand, ConnectingCommand {
             line of standard input (without its line break) is a message of its own, all sent over one connection \
             as the lines arrive, so `tail -f log | notify send log.lines --lines` works.
 
+            A MESSAGE that starts with - goes after --: notify send temperature.outside -- -5.
+
             notify send exits 0 only once the daemon has accepted the message(s).
             """
     )
@@ -59,7 +61,15 @@ struct Send: AsyncParsableCommand, ConnectingCommand {
             if StandardInput.isTerminal {
                 StandardError.writeLine("notify: reading the message from standard input; end it with Ctrl-D")
             }
-            payload = StandardInput.readAll(limit: connection.greeting.limits.maxPayload)
+            let limit = connection.greeting.limits.maxPayload
+            payload = StandardInput.readAll(limit: limit)
+            guard payload.count <= limit else {
+                connection.close()
+                throw CommandFailure(
+                    .invalidInput,
+                    "standard input holds more than \(limit) bytes, the most the daemon accepts in a message (max_payload); send less, or split it with --lines"
+                )
+            }
         }
         try connection.publishAcknowledged(ByteBuffer(bytes: payload), to: topic, retain: retain)
         connection.close()
@@ -90,6 +100,12 @@ struct Send: AsyncParsableCommand, ConnectingCommand {
             pending.removeSubrange(..<start)
         }
         if !pending.isEmpty { try await send(pending[...]) }
-        try await client.flush()
+        do {
+            try await client.flush()
+        } catch let error as NotifyClientError where error.kind == .refused {
+            // Each line is a publish of its own: say that the ones not refused went through.
+            let failure = CommandFailure(error)
+            throw CommandFailure(failure.status, "\(error.message) (\(lineNumber) lines were sent; those not refused were accepted)")
+        }
     }
 }

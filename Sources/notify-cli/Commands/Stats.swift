@@ -5,9 +5,11 @@ struct Stats: ParsableCommand, ConnectingCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the daemon's counters.",
         discussion: """
-            connections and subscriptions open now; topics known and retained (with a buffered message) and their \
-            retained_bytes; messages_in (publishes) and messages_out (deliveries) with their payload bytes_in and \
-            bytes_out; uptime_seconds. Per-topic counters: notify topics.
+            connections and subscriptions open now, connections_total accepted since the daemon started; topics \
+            known and retained (with a buffered message) and their retained_bytes; messages_in (publishes) and \
+            messages_out (deliveries) with their payload bytes_in and bytes_out; dropped (deliveries dropped for \
+            subscribers that fell behind); uptime_seconds; reloads and reloads_failed (configuration reloads \
+            applied and refused); pid (the daemon's process id). Per-topic counters: notify topics.
             """
     )
 
@@ -24,13 +26,13 @@ struct Stats: ParsableCommand, ConnectingCommand {
             connection.close()
             switch format {
             case .table:
-                StandardOutput.write(renderTable([["COUNTER", "VALUE"]] + stats.counters.map { [$0.name, String($0.value)] }))
+                try StandardOutput.write(renderTable([["COUNTER", "VALUE"]] + stats.counters.map { [$0.name, String($0.value)] }))
             case .json:
                 var json = JSONWriter()
                 json.beginObject()
                 for counter in stats.counters { json.field(counter.name, counter.value) }
                 json.endObject()
-                StandardOutput.write(json.text + "\n")
+                try StandardOutput.write(json.text + "\n")
             }
         }
     }

@@ -13,7 +13,9 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
             UTF-8). raw and line end each message with a line break unless its payload already ends with one.
 
             Without --count, notify subscribe runs until interrupted, until --timeout, or until the daemon goes away \
-            (exit 69). With --count, it exits 0 after that many messages, or 124 if --timeout comes first.
+            (exit 69). With --count, it exits 0 after that many messages, or 124 if --timeout comes first. When \
+            the reader of its output goes away (notify subscribe 'x.>' | head -1, once head has its line), it \
+            exits 0 at once.
 
             A subscriber that falls behind (its reader is slower than the publishers) has messages queued for it, up to \
             the daemon's limit; past that, --overflow says what happens: drop-oldest (the default) drops the oldest \
@@ -57,17 +59,18 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
             let subscription = try await client.subscribe(to: patterns, latestFirst: latest, overflow: overflow)
             let format = self.format
             let count = self.count
-            let outcome = try await withDeadline(seconds: timeout) {
+            let outcome = try await listen(timeout: timeout, watchingOutput: true) {
                 var received = 0
                 for try await event in subscription {
                     switch event {
                     case .message(let delivery):
-                        StandardOutput.write(format.render(delivery))
+                        // false: nobody reads any more, as good a reason to stop as --count.
+                        guard try StandardOutput.write(format.render(delivery)) else { return }
                         received += 1
                         if received == count { return }
                     case .dropped(let notice):
                         if format == .json {
-                            StandardOutput.write(DeliveryFormat.json(notice) + "\n")
+                            guard try StandardOutput.write(DeliveryFormat.json(notice) + "\n") else { return }
                         } else {
                             StandardError.writeLine("notify: \(DeliveryFormat.sentence(notice))")
                         }
@@ -76,35 +79,10 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
                 throw CommandFailure(.unavailable, "the daemon closed the connection")
             }
             await client.close()
-            if outcome == .timedOut && count != nil {
-                throw CommandFailure(.timeout, "--timeout ran out before \(count!) messages came")
+            if outcome == .timedOut, let count {
+                let messages = count == 1 ? "the message" : "\(count) messages"
+                throw CommandFailure(.timeout, "--timeout ran out before \(messages) came")
             }
         }
-    }
-}
-
-enum DeadlineOutcome {
-    case finished
-    case timedOut
-}
-
-/// Runs `body` until it returns, or until `seconds` have passed (then it is cancelled).
-func withDeadline(seconds: Double?, _ body: @escaping @Sendable () async throws -> Void) async throws -> DeadlineOutcome {
-    guard let seconds else {
-        try await body()
-        return .finished
-    }
-    return try await withThrowingTaskGroup(of: DeadlineOutcome.self) { group in
-        group.addTask {
-            try await body()
-            return .finished
-        }
-        group.addTask {
-            try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
-            return .timedOut
-        }
-        let first = try await group.next()!
-        group.cancelAll()
-        return first
     }
 }

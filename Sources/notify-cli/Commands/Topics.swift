@@ -27,14 +27,15 @@ struct Topics: ParsableCommand, ConnectingCommand {
             connection.close()
             switch format {
             case .table:
-                var rows = [["TOPIC", "SEQ", "RETAINED", "PUBLISHED", "DELIVERED", "LAST PUBLISHED"]]
+                var rows = [["TOPIC", "SEQ", "RETAINED", "PUBLISHED", "DELIVERED", "DROPPED", "LAST PUBLISHED"]]
                 for info in topics {
                     rows.append([
                         info.topic.name, String(info.sequence), info.retainedBytes.map { "\($0) B" } ?? "-",
-                        String(info.published), String(info.delivered), info.lastPublished?.rfc3339 ?? "-",
+                        String(info.published), String(info.delivered), String(info.dropped),
+                        info.lastPublished?.rfc3339 ?? "-",
                     ])
                 }
-                StandardOutput.write(renderTable(rows))
+                try StandardOutput.write(renderTable(rows))
             case .json:
                 var json = JSONWriter()
                 json.beginArray()
@@ -46,11 +47,12 @@ struct Topics: ParsableCommand, ConnectingCommand {
                     if let bytes = info.retainedBytes { json.number(UInt64(bytes)) } else { json.null() }
                     json.field("published", info.published)
                     json.field("delivered", info.delivered)
+                    json.field("dropped", info.dropped)
                     json.field("last_published", info.lastPublished?.rfc3339)
                     json.endObject()
                 }
                 json.endArray()
-                StandardOutput.write(json.text + "\n")
+                try StandardOutput.write(json.text + "\n")
             }
         }
     }

@@ -34,11 +34,11 @@ struct Wait: AsyncParsableCommand, ConnectingCommand {
             let client = try await connect()
             let subscription = try await client.subscribe(to: [pattern], latestFirst: true)
             let expected = equals.map { Array($0.utf8) }
-            let outcome = try await withDeadline(seconds: timeout) {
+            let outcome = try await listen(timeout: timeout, watchingOutput: false) {
                 for try await event in subscription {
                     switch event {
                     case .message(let delivery) where expected == nil || delivery.bytes == expected:
-                        StandardOutput.write(DeliveryFormat.raw.render(delivery))
+                        try StandardOutput.write(DeliveryFormat.raw.render(delivery))
                         return
                     case .message:
                         continue

@@ -17,6 +17,8 @@ enum ExitStatus: Int32 {
     case software = 70
     /// The daemon refused for now: a limit was reached.
     case temporaryFailure = 75
+    /// Standard output could not be written (not a reader that went away: that ends a command quietly).
+    case ioError = 74
     /// Not permitted: the socket's permissions, or the daemon's policy.
     case notPermitted = 77
     /// The time given with --timeout ran out.
@@ -26,13 +28,14 @@ enum ExitStatus: Int32 {
     static let help = """
         Exit status:
           0    success
-          1    latest: nothing is buffered for the topic; bench: messages were lost or out of order
+          1    latest: nothing is buffered; bench: messages were lost or out of order
           64   usage error (bad options or arguments)
           65   invalid input: a bad topic or pattern, a payload over the limit
           69   the daemon is unreachable, or closed the connection
           70   the daemon answered something this notify does not understand
+          74   standard output could not be written (a full disk, say)
           75   the daemon refused for now: one of its limits was reached
-          77   not permitted (socket permissions, reserved $ topics)
+          77   not permitted: socket permissions, or the access policy (see explain)
           124  --timeout ran out
         """
 }

@@ -9,12 +9,19 @@ import Darwin
 /// Unbuffered writes to stdout: each call reaches the pipe at once, so `notify subscribe … | grep` sees every
 /// message as it comes, not when a buffer fills.
 enum StandardOutput {
-    static func write(_ bytes: [UInt8]) {
-        writeAll(1, bytes)
+    /// - Returns: false when nobody reads the output any more (`| head -1` exited: EPIPE).
+    /// - Throws: ``CommandFailure`` (74) when it cannot be written otherwise, such as on a full disk: what was meant
+    ///   for it is lost, which must not pass for success.
+    @discardableResult
+    static func write(_ bytes: [UInt8]) throws -> Bool {
+        guard let error = writeAll(1, bytes) else { return true }
+        if error == EPIPE { return false }
+        throw CommandFailure(.ioError, "cannot write to standard output: \(String(cString: strerror(error)))")
     }
 
-    static func write(_ text: String) {
-        write(Array(text.utf8))
+    @discardableResult
+    static func write(_ text: String) throws -> Bool {
+        try write(Array(text.utf8))
     }
 }
 
@@ -24,17 +31,21 @@ enum StandardError {
     }
 }
 
-private func writeAll(_ descriptor: CInt, _ bytes: [UInt8]) {
+/// Writes all of `bytes`.
+/// - Returns: nil, or the `errno` of the failure (EPIPE included: SwiftNIO ignores SIGPIPE).
+@discardableResult
+private func writeAll(_ descriptor: CInt, _ bytes: [UInt8]) -> CInt? {
     bytes.withUnsafeBytes { raw in
         var offset = 0
         while offset < raw.count {
             let written = systemWrite(descriptor, raw.baseAddress! + offset, raw.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
-                return
+                return errno
             }
             offset += written
         }
+        return nil
     }
 }
 
