@@ -94,13 +94,7 @@ struct CLITests {
         let daemon = try await TestDaemon.start()
         #expect(try await daemon.notify(["send", "h.one", "first"]).status == 0)
         // `head -1` exits after the buffered message; no other message ever comes to make a write fail.
-        var environment = ProcessInfo.processInfo.environment
-        environment["NOTIFYD_SOCKET"] = daemon.socketPath
-        let pipeline = try ChildProcess(
-            "/bin/bash",
-            ["-c", "set -o pipefail; \"$0\" subscribe 'h.>' --latest | head -1", Binaries.notify],
-            environment: environment
-        )
+        let pipeline = try startNotifyInShell("\"$0\" subscribe 'h.>' --latest | head -1", socket: daemon.socketPath)
         #expect(try await pipeline.exitStatus(timeout: .seconds(30)) == 0, "notify exited, and with 0")
         try await pipeline.standardOutput.wait("its output to end") { _ in pipeline.standardOutput.isClosed }
         #expect(pipeline.standardOutput.text == "h.one first\n")
@@ -198,15 +192,13 @@ struct CLITests {
     func unwritableOutput() async throws {
         let daemon = try await TestDaemon.start()
         #expect(try await daemon.notify(["send", "full.x", "payload"]).status == 0)
-        var environment = ProcessInfo.processInfo.environment
-        environment["NOTIFYD_SOCKET"] = daemon.socketPath
         for command in ["latest full.x", "subscribe 'full.>' --latest --count 1", "topics", "stats"] {
-            let shell = try ChildProcess("/bin/bash", ["-c", "\"$0\" \(command) >/dev/full", Binaries.notify], environment: environment)
+            let shell = try startNotifyInShell("\"$0\" \(command) >/dev/full", socket: daemon.socketPath)
             #expect(try await shell.exitStatus() == 74, "\(command)")
             try await shell.standardError.wait("its errors to end") { _ in shell.standardError.isClosed }
             #expect(shell.standardError.text.contains("cannot write to standard output: No space left on device"), "\(command)")
         }
-        let reader = try ChildProcess("/bin/bash", ["-c", "set -o pipefail; \"$0\" topics | true", Binaries.notify], environment: environment)
+        let reader = try startNotifyInShell("\"$0\" topics | true", socket: daemon.socketPath)
         #expect(try await reader.exitStatus() == 0)
         try await daemon.stop()
     }

@@ -163,6 +163,12 @@ func startNotify(_ arguments: [String], socket socketPath: String, input: [UInt8
     try ChildProcess(Binaries.notify, arguments, input: input, environment: notifyEnvironment(socketPath))
 }
 
+/// Starts bash with `script`, in which `"$0"` is `notify` (for pipes and redirections: `"$0" topics | head -1`),
+/// with the same environment as ``startNotify(_:socket:input:)``.
+func startNotifyInShell(_ script: String, socket socketPath: String) throws -> ChildProcess {
+    try ChildProcess("/bin/bash", ["-c", "set -o pipefail; " + script, Binaries.notify], environment: notifyEnvironment(socketPath))
+}
+
 /// The environment for `notify`: the test's socket through $NOTIFYD_SOCKET, as a user would set it.
 private func notifyEnvironment(_ socketPath: String) -> [String: String] {
     var environment = ProcessInfo.processInfo.environment
