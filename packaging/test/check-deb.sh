@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks that a notifyd .deb holds what it should: both binaries (static Swift runtime, stripped, runnable), the
 # system and user units, the sysusers entry, the configuration as a conffile, man pages that render, completions
-# for three shells, docs, and the maintainer scripts. Prints one line per check; exits 1 if any failed.
+# of both commands for three shells, docs, and the maintainer scripts. Prints one line per check; exits 1 if any failed.
 set -uo pipefail
 deb=${1:?usage: $0 path/to/notifyd.deb}
 root=$(mktemp -d)
@@ -38,9 +38,19 @@ for page in usr/share/man/man1/notify.1.gz usr/share/man/man8/notifyd.8.gz; do
   check "$page renders without warnings" sh -c "zcat '$root/$page' | groff -mandoc -Tutf8 -ww -z 2>&1 | grep -q . && exit 1 || exit 0"
 done
 check "notify(1) documents the subcommands and exit statuses" sh -c "zcat '$root/usr/share/man/man1/notify.1.gz' | grep -q 'subscribe' && zcat '$root/usr/share/man/man1/notify.1.gz' | grep -q '124'"
-check "bash completion" grep -q 'notify' "$root/usr/share/bash-completion/completions/notify"
-check "zsh completion" grep -q '#compdef notify' "$root/usr/share/zsh/vendor-completions/_notify"
-check "fish completion" grep -Eq "complete -c '?notify'? " "$root/usr/share/fish/vendor_completions.d/notify.fish"
+# Completions of both commands: each there, not empty, and for its command.
+for name in notify notifyd; do
+  for path in usr/share/bash-completion/completions/$name usr/share/zsh/vendor-completions/_$name \
+              usr/share/fish/vendor_completions.d/$name.fish; do
+    check "$path is there, not empty" test -s "$root/$path"
+  done
+  check "bash completion completes $name" grep -Eq "^complete .* $name\$" "$root/usr/share/bash-completion/completions/$name"
+  check "zsh completion completes $name" grep -q "^#compdef $name\$" "$root/usr/share/zsh/vendor-completions/_$name"
+  check "fish completion completes $name" grep -Eq "complete -c '?$name'? " "$root/usr/share/fish/vendor_completions.d/$name.fish"
+done
+check "bash completion of notifyd offers its options" grep -q -- '--max-payload' "$root/usr/share/bash-completion/completions/notifyd"
+check "notifyd(8) has no subcommand, since notifyd takes none" sh -c "! zcat '$root/usr/share/man/man8/notifyd.8.gz' | grep -q -i 'subcommand'"
+check "notifyd(8) documents its options" sh -c "zcat '$root/usr/share/man/man8/notifyd.8.gz' | grep -q 'max-queued-bytes'"
 for script in postinst prerm postrm; do
   check "$script is there" test -x "$root/DEBIAN/$script"
 done

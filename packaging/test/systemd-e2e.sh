@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the notifyd .deb in a Debian bookworm root booted with systemd as PID 1 (systemd-nspawn --boot, no VM,
 # no host systemd needed) and runs packaging/test/guest-test.sh inside it, twice: after installing, and after a
-# reboot of the same root. Prints every check; the last line is "N passed, N failed"; exits 0 only if all passed.
+# reboot of the same root. Prints every check; the last line is "N passed, N failed"; exits 0 only if every phase
+# passed: its guest test ran to its end (it marks that as its very last action), at least one check passed and none
+# failed. A guest test that dies early, even before any check, is a failure, not "0 passed, 0 failed".
 #
 #   sudo packaging/test/systemd-e2e.sh path/to/notifyd_X_ARCH.deb
 #
@@ -104,7 +106,8 @@ write_phase_runner() {
 phase=$(cat /e2e/in/phase)
 out=/e2e/out/$phase
 rm -rf "$out"; mkdir -p "$out"
-export E2E_PHASE="$phase" E2E_RESULTS="$out/results"
+# E2E_COMPLETE: the guest test creates it as its last action, so that a test that died early cannot pass.
+export E2E_PHASE="$phase" E2E_RESULTS="$out/results" E2E_COMPLETE="$out/complete"
 : >"$E2E_RESULTS"
 timeout -k 5 "$(cat /e2e/in/test-timeout)" sh -c '. /e2e/in/checks.sh; . /e2e/in/guest-test.sh' >"$out/test.log" 2>&1
 [ $? -eq 124 ] && echo "FAIL: the guest test timed out" >>"$E2E_RESULTS"
@@ -112,7 +115,7 @@ journalctl --sync 2>/dev/null
 journalctl -b --no-pager -o short-monotonic >"$out/journal.txt" 2>&1
 passed=$(grep -c '^PASS' "$E2E_RESULTS"); failed=$(grep -c '^FAIL' "$E2E_RESULTS")
 echo "$passed $failed" >"$out/done"
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ] && [ -f "$E2E_COMPLETE" ]
 EOF
 }
 
@@ -209,15 +212,29 @@ for phase in install reboot; do
   status=0
   boot "$phase" || status=$?
   say "phase $phase: the guest exited ($status) after $((SECONDS - started)) s"
-  if [ -f "$run/out/$phase/done" ]; then
-    sed "s/^/[$phase] /" "$run/out/$phase/results"
-    read -r passed failed <"$run/out/$phase/done"
-    total_passed=$((total_passed + passed))
-    total_failed=$((total_failed + failed))
-  else
-    [ -f "$run/out/$phase/results" ] && sed "s/^/[$phase] /" "$run/out/$phase/results"
-    echo "FAIL: [$phase] the guest did not finish (status $status); the console said:"
-    tail -n 40 "$run/boot-$phase.log" | sed 's/^/    /'
+  out=$run/out/$phase
+  [ -f "$out/results" ] && sed "s/^/[$phase] /" "$out/results"
+  passed=0 failed=0
+  [ -f "$out/done" ] && read -r passed failed <"$out/done"
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  # Why the phase failed beyond its own FAIL lines, if it did; the next phase builds on this one, so it stops there.
+  problem="" log=""
+  if [ ! -f "$out/done" ]; then
+    problem="the guest did not finish (status $status); the console said:"
+    log=$run/boot-$phase.log
+  elif [ ! -f "$out/complete" ]; then
+    problem="the guest test did not run to its end; its output ended with:"
+    log=$out/test.log
+  elif [ "$passed" -eq 0 ]; then
+    problem="no check passed"
+  elif [ "$failed" -eq 0 ] && [ "$status" -ne 0 ]; then
+    problem="the guest exited with status $status; the console said:"
+    log=$run/boot-$phase.log
+  fi
+  if [ -n "$problem" ]; then
+    echo "FAIL: [$phase] $problem"
+    [ -z "$log" ] || tail -n 40 "$log" | sed 's/^/    /'
     total_failed=$((total_failed + 1))
     break
   fi
