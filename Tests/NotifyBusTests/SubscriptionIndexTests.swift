@@ -17,23 +17,44 @@ struct SubscriptionIndexTests {
         return match(0, 0)
     }
 
+    /// Split at `.` bytes, as the protocol defines tokens (not at `.` characters: see the combining-mark tokens below).
     static func tokens(_ name: String) -> [String] {
-        name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        name.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
     }
 
     static func randomTopic(_ random: inout SeededRandom) -> String {
-        let tokens = ["a", "b", "c", "dd", "é", "x1"]
+        let tokens = ["a", "b", "c", "dd", "é", "x1", "\u{301}x", "\u{200D}"]
         var parts = (0..<Int.random(in: 1...5, using: &random)).map { _ in tokens.randomElement(using: &random)! }
         if Int.random(in: 0..<10, using: &random) == 0 { parts[0] = "$sys" }
         return parts.joined(separator: ".")
     }
 
     static func randomPattern(_ random: inout SeededRandom) -> String {
-        let tokens = ["a", "b", "c", "dd", "é", "x1", "*", "*"]
+        let tokens = ["a", "b", "c", "dd", "é", "x1", "\u{301}x", "\u{200D}", "*", "*"]
         var parts = (0..<Int.random(in: 1...5, using: &random)).map { _ in tokens.randomElement(using: &random)! }
         if Int.random(in: 0..<3, using: &random) == 0 { parts[parts.count - 1] = ">" }
         if Int.random(in: 0..<12, using: &random) == 0 { parts[0] = "$sys" }
         return parts.joined(separator: ".")
+    }
+
+    @Test("a token that starts with a combining mark is a token: the index and the pattern split at the dot byte alike")
+    func combiningMarkAfterDot() throws {
+        let index = SubscriptionIndex<String>()
+        for text in ["backup.>", "a.\u{301}.*", "a.*.b", "x.\u{200D}y"] { index.insert(text, for: try TopicPattern(text)) }
+        let cases: [(topic: String, expected: Set<String>)] = [
+            ("backup.\u{301}x", ["backup.>"]),
+            ("a.\u{301}.b", ["a.\u{301}.*", "a.*.b"]),
+            ("a.\u{301}", []),
+            ("x.\u{200D}y", ["x.\u{200D}y"]),
+        ]
+        for (name, expected) in cases {
+            let topic = try Topic(name)
+            #expect(Set(index.matches(of: topic)) == expected, "index, topic \(name.unicodeScalars.map(\.value))")
+            let viaPatterns = Set(["backup.>", "a.\u{301}.*", "a.*.b", "x.\u{200D}y"].filter { try! TopicPattern($0).matches(topic) })
+            #expect(viaPatterns == expected, "TopicPattern.matches, topic \(name.unicodeScalars.map(\.value))")
+        }
+        #expect(try Topic("a.\u{301}b").tokens.count == 2)
+        #expect(try TopicPattern("a.\u{301}.*").tokens.count == 3)
     }
 
     @Test("matches exactly what a brute-force matcher matches, through inserts and removals")

@@ -60,7 +60,7 @@ public final class SubscriptionIndex<Subscriber: Hashable> {
         } else {
             var node = root
             var endsWithRest = false
-            for token in pattern.text.split(separator: ".", omittingEmptySubsequences: false) {
+            for token in TopicSyntax.tokens(of: pattern.text) {
                 if token == ">" {
                     endsWithRest = true
                     break
@@ -88,7 +88,7 @@ public final class SubscriptionIndex<Subscriber: Hashable> {
             exact[key] = subscribers.isEmpty ? nil : subscribers
             removed = true
         } else {
-            let tokens = pattern.text.split(separator: ".", omittingEmptySubsequences: false)
+            let tokens = TopicSyntax.tokens(of: pattern.text)
             removed = removeFromTrie(subscriber, tokens: tokens[...], at: root)
         }
         if removed { _count -= 1 }

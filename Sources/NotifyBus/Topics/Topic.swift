@@ -34,7 +34,7 @@ public struct Topic: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var isReserved: Bool { name.utf8.first == UInt8(ascii: "$") }
 
     /// The dot-separated tokens of the name.
-    public var tokens: [Substring] { name.split(separator: ".", omittingEmptySubsequences: false) }
+    public var tokens: [Substring] { TopicSyntax.tokens(of: name) }
 
     public var description: String { name }
 

@@ -31,7 +31,7 @@ public struct TopicPattern: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The dot-separated tokens of the pattern, wildcards included.
-    public var tokens: [Substring] { text.split(separator: ".", omittingEmptySubsequences: false) }
+    public var tokens: [Substring] { TopicSyntax.tokens(of: text) }
 
     /// Whether `topic` is one of the topics this pattern stands for.
     ///

@@ -4,6 +4,7 @@
 /// A name is 1 to `maxLength` bytes of UTF-8, made of tokens separated by single dots. No token is empty; no byte is
 /// whitespace or a control character. In patterns, a token may be `*` (exactly one token) or, as the last token,
 /// `>` (one or more tokens). `*` and `>` appear nowhere else, in patterns or names.
+@usableFromInline
 enum TopicSyntax {
     /// The default and protocol maximum length of a name, in bytes.
     static let defaultMaxLength = 255
@@ -15,7 +16,17 @@ enum TopicSyntax {
         case pattern
     }
 
-    private static let dot = UInt8(ascii: ".")
+    /// The tokens of a name, split at each `.` byte.
+    ///
+    /// Not `String.split(separator: ".")`: that splits at `.` characters, and a `.` followed by a combining mark
+    /// (`"a.\u{301}b"`) is one character with it, so no split would happen there, while the checks of this type and
+    /// the index's matching walk split at every `.` byte. Names are bytes on the wire; so are their tokens.
+    @usableFromInline
+    static func tokens(of name: String) -> [Substring] {
+        name.utf8.split(separator: dot, omittingEmptySubsequences: false).map { Substring($0) }
+    }
+
+    @usableFromInline static let dot = UInt8(ascii: ".")
     private static let star = UInt8(ascii: "*")
     private static let greater = UInt8(ascii: ">")
 
