@@ -227,13 +227,15 @@ struct Notifyd: AsyncParsableCommand {
         do {
             settings = try await DaemonSettings.load(overrides: overrides, configurationFile: configurationFile)
         } catch {
-            logger.critical("\(error)")
+            logger.log(.startFailed, .critical, "\(error)", ["reason": "configuration"])
             throw ExitCode(78)
         }
         levelSetting.current = settings.logLevel
         let openFiles = FileDescriptorLimit.raiseToMaximum()
         if openFiles < UInt64(settings.broker.maxConnections) + 64 {
-            logger.warning(
+            logger.log(
+                .openFilesLimited,
+                .warning,
                 "open files are limited to \(openFiles), fewer than max-connections (\(settings.broker.maxConnections)) needs; raise LimitNOFILE= or lower max-connections"
             )
         }
@@ -256,11 +258,11 @@ struct Notifyd: AsyncParsableCommand {
         do {
             try await services.run()
         } catch let error as SocketFileError {
-            logger.critical("\(error.description)")
+            logger.log(.startFailed, .critical, "\(error.description)", ["reason": "socket"])
             try? await group.shutdownGracefully()
             throw ExitCode(73)
         } catch let error as StateLogError {
-            logger.critical("state directory: \(error.description)")
+            logger.log(.startFailed, .critical, "state directory: \(error.description)", ["reason": "state"])
             try? await group.shutdownGracefully()
             throw ExitCode(73)
         }

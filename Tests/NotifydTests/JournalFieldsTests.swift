@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOCore
 import NotifyBus
@@ -7,6 +8,10 @@ import Testing
 
 @Suite("Journal fields")
 struct JournalFieldsTests {
+    /// The checkout this file is in (Tests/NotifydTests/ under it).
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+
     @Test("a record becomes MESSAGE, PRIORITY, identifier, code location, and one field per metadata key")
     func fields() {
         let fields = JournalLogHandler.fields(
@@ -66,12 +71,13 @@ struct JournalFieldsTests {
         #expect(line == "2026-11-22T00:00:00Z notifyd info: listening (socket=/run/x.sock)\n")
     }
 
-    @Test("every kind of event has its own 128-bit message id")
-    func messageIDs() {
-        let all: [DaemonEvent] = [.started, .stopping, .stopped, .reloaded, .reloadFailed, .staleSocketReplaced,
-                                  .subscriberDisconnected, .messagesDropped, .messageCleared, .publishRefused, .stateLoaded,
-                                  .stateProblem,
-                                  .connectionError]
+    @Test("every kind of event has its own 128-bit message id, and the README's table lists it")
+    func messageIDs() throws {
+        let all = DaemonEvent.allCases
+        let readme = try String(contentsOfFile: Self.packageRoot + "/README.md", encoding: .utf8)
+        for event in all {
+            #expect(readme.contains("`\(event.rawValue)`"), "README.md lacks the MESSAGE_ID of \(event)")
+        }
         #expect(Set(all.map(\.rawValue)).count == all.count)
         for event in all {
             #expect(event.rawValue.count == 32 && event.rawValue.allSatisfy(\.isHexDigit))

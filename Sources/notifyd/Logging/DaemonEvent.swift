@@ -2,7 +2,7 @@ import Logging
 
 /// The kinds of event notifyd logs, each with a stable journal `MESSAGE_ID`, so an administrator can find them
 /// with `journalctl MESSAGE_ID=…` however the wording of the message changes.
-enum DaemonEvent: String, Hashable {
+enum DaemonEvent: String, Hashable, CaseIterable {
     case started = "a70c2dcbd61748cb8346970c7821b0a5"
     case stopping = "9c369642fcb04d62961d0a0fd9e9a65d"
     case stopped = "f08c2ccf8e1b400c8334262d4f8f94de"
@@ -16,6 +16,11 @@ enum DaemonEvent: String, Hashable {
     case stateLoaded = "2867fe51ed1743d5a511391fa758ce40"
     case stateProblem = "cbe95eda38ab43dc92c586228b50f1a3"
     case connectionError = "9e6d49f0b42843d49ed8175cf55b9314"
+    case connectionOpened = "068f570dc2d14a01bc59b77eaf5dda52"
+    case connectionClosed = "532de1876cbe4b8d84808f4f7c5a3a84"
+    /// The daemon could not start: its configuration, socket or state directory cannot be used.
+    case startFailed = "9b7ed27843ec43718181d1f5a9c2ac89"
+    case openFilesLimited = "b85d8dfdf510426aa05b75006411127a"
 
     /// The metadata key the journal handler turns into `MESSAGE_ID`.
     static let metadataKey = "message_id"
@@ -24,9 +29,13 @@ enum DaemonEvent: String, Hashable {
 extension Logger {
     /// Logs `event` with its `MESSAGE_ID` and `metadata`, which the journal stores as fields (`peer_uid` becomes
     /// `PEER_UID`).
-    func log(_ event: DaemonEvent, _ level: Logger.Level, _ message: @autoclosure () -> Logger.Message, _ metadata: Logger.Metadata = [:]) {
-        var metadata = metadata
-        metadata[DaemonEvent.metadataKey] = .string(event.rawValue)
-        log(level: level, message(), metadata: metadata)
+    /// Like swift-log's own, the message and metadata are built only when `level` is logged.
+    func log(
+        _ event: DaemonEvent,
+        _ level: Logger.Level,
+        _ message: @autoclosure () -> Logger.Message,
+        _ metadata: @autoclosure () -> Logger.Metadata = [:]
+    ) {
+        log(level: level, message(), metadata: metadata().merging([DaemonEvent.metadataKey: .string(event.rawValue)]) { $1 })
     }
 }

@@ -46,7 +46,7 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         self.transport = transport
         let session = broker.open(peer: peer, transport: transport)
         self.session = session
-        logger.debug("connection opened", metadata: peer.logMetadata.merging(["session": "\(session.id)"]) { $1 })
+        logger.log(.connectionOpened, .debug, "connection opened", peer.logMetadata.merging(["session": "\(session.id)"]) { $1 })
         broker.flush()
         context.fireChannelActive()
     }
@@ -96,7 +96,7 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
                 broker.handle(request, from: session)
             }
             broker.close(session)
-            logger.debug("connection closed", metadata: ["session": "\(session.id)"])
+            logger.log(.connectionClosed, .debug, "connection closed", ["session": "\(session.id)"])
         }
         broker.flush()
         session = nil
@@ -106,7 +106,7 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // A reset by a client that vanished is routine; anything else is worth a line.
         if let io = error as? IOError, io.errnoCode == ECONNRESET || io.errnoCode == EPIPE {
-            logger.debug("connection reset by peer")
+            logger.log(.connectionClosed, .debug, "connection reset by peer", session?.peer.logMetadata ?? [:])
         } else {
             logger.log(.connectionError, .warning, "connection error; closing it: \(error)", session?.peer.logMetadata ?? [:])
         }
