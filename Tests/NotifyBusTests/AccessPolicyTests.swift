@@ -140,6 +140,20 @@ struct AccessPolicyTests {
         #expect(!policy.allows(.publish, topic: try Topic("user.1000.inbox"), peer: peer(1001)), "for what it names only")
     }
 
+    @Test("no rule lets a client publish to a $ topic; reading one is up to the rules")
+    func reservedStaysReserved() throws {
+        let policy = AccessPolicy(rules: [
+            try Self.rule("allow all $notifyd.> everyone", "opens-too-much"),
+            try Self.rule("deny read $secret.> everyone", "closes-reading"),
+        ])
+        let root = PeerCredentials(pid: 1, uid: 0, gid: 0, groups: [], unit: nil)
+        let publish = policy.decide(.publish, topic: try Topic("$notifyd.status"), peer: root)
+        #expect(!publish.isAllowed && publish.rule == .reservedForDaemon, "not even root, not even by a rule")
+        #expect(policy.decide(.read, topic: try Topic("$notifyd.status"), peer: root).rule.description.contains("opens-too-much"))
+        #expect(!policy.allows(.read, topic: try Topic("$secret.x"), peer: root))
+        #expect(policy.allows(.read, topic: try Topic("$other"), peer: root), "the built-in rule: readable by everyone")
+    }
+
     @Test("EXPLAIN answers for the caller, or for root about another uid (with its groups); others may not ask about others")
     func explain() throws {
         var configuration = BrokerConfiguration.default

@@ -66,14 +66,15 @@ public struct AccessPolicy: Sendable, Hashable {
     /// Whether `peer` may have `access` to `topic`, and by which rule. Cheap enough for every publish: without
     /// rules of the administrator's it looks at the first bytes of the name and builds no string.
     public func decide(_ access: Access, topic: Topic, peer: PeerCredentials) -> Decision {
+        // `$` topics are the daemon's own, whatever the rules say: a client that could publish `$notifyd.…` could
+        // pass for the daemon. Who may read them is the rules' business like any other topic's.
+        if topic.isReserved && access == .publish { return Decision(isAllowed: false, rule: .reservedForDaemon) }
         for rule in rules where rule.applies(to: access, of: topic, by: peer) {
             return Decision(isAllowed: rule.effect == .allow, rule: .configured(rule))
         }
         let uid = peer.uid
         let name = topic.name.utf8
-        if topic.isReserved {
-            return access == .read ? Decision(isAllowed: true, rule: .reservedReadable) : Decision(isAllowed: false, rule: .reservedForDaemon)
-        }
+        if topic.isReserved { return Decision(isAllowed: true, rule: .reservedReadable) }
         if let owner = Self.privateOwner(of: name) {
             return Decision(isAllowed: uid == owner || uid == 0, rule: .privateToUser(owner))
         }
