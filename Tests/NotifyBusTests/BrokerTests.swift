@@ -315,7 +315,7 @@ struct BrokerTests {
         let client = harness.connect()
         client.send("PUB m.a 3\nabc\nPUB m.a 2 noretain\nde\nPUB z 1\nx\n#4 TOPICS m.>\n#5 STATS\n")
         let frames = try client.received()
-        guard case .topics(let id, let infos) = frames.first, case .stats(_, let stats) = frames.last else {
+        guard case .topics(let id, let infos) = frames.first, case .stats(let statsID, let stats) = frames.last else {
             Issue.record("unexpected \(frames)")
             return
         }
@@ -328,6 +328,7 @@ struct BrokerTests {
         #expect(stats["messages_in"] == 3 && stats["messages_out"] == 2)
         #expect(stats["bytes_in"] == 6 && stats["bytes_out"] == 5)
         #expect(stats["uptime_seconds"] != nil)
+        #expect(statsID == 5, "the reply echoes the request's id")
     }
 
     @Test("shutdown sends every connection what it is owed, then ERR unavailable, then closes it")
@@ -356,6 +357,7 @@ struct BrokerTests {
         #expect(frames.count == 3)
         #expect(frames[0].flatMapError == .invalidTopic)
         #expect(frames[1].flatMapError == .unknownOperation)
+        #expect(frames.map(\.requestID) == [1, 2, 3], "errors echo the id of the request they answer")
         #expect(frames[2] == .pong(requestID: 3))
     }
 }

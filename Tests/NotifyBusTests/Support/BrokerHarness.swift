@@ -109,3 +109,17 @@ func errorCode(_ frame: ServerFrame) -> ErrorCode? {
     if case .error(let error) = frame { return error.code }
     return nil
 }
+
+extension ServerFrame {
+    /// The request id a reply echoes; nil for frames that answer no request (and replies to requests without one).
+    var requestID: UInt64? {
+        switch self {
+        case .ok(let id, _), .pong(let id), .latest(let id, _), .topics(let id, _), .stats(let id, _), .explanation(let id, _):
+            return id
+        case .error(let error):
+            return error.requestID
+        case .hello, .delivery, .dropped:
+            return nil
+        }
+    }
+}
