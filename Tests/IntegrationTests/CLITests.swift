@@ -24,6 +24,51 @@ struct CLITests {
         try await daemon.stop()
     }
 
+    @Test("the README's Try it, as an ordinary user with no options: the per-user socket, subscribe, send, latest", .enabled(if: getuid() == 0))
+    func readmeTryIt() async throws {
+        // A user's session as the README assumes it: $XDG_RUNTIME_DIR set, nothing else; `notifyd` and `notify`
+        // run without options or $NOTIFYD_SOCKET, as nobody (setpriv; root only, as in CI).
+        let home = try TemporaryDirectory()
+        chown(home.path, 65534, 65534)
+        chmod(home.path, 0o700)
+        var environment = ProcessInfo.processInfo.environment
+        environment[SocketPath.environmentVariable] = nil
+        environment["XDG_RUNTIME_DIR"] = home.path
+        environment["HOME"] = home.path
+        environment["XDG_STATE_HOME"] = home.path + "/state"
+        environment["XDG_CONFIG_HOME"] = home.path + "/config"
+        let daemon = try Self.asNobody(environment, Binaries.notifyd, [])
+        try await daemon.standardError.wait("notifyd to listen") { $0.contains("listening") }
+        #expect(daemon.standardError.text.contains("socket=\(home.path)/notifyd/notifyd.sock"), "the per-user socket")
+
+        let subscriber = try Self.asNobody(environment, Binaries.notify, ["subscribe", "demo.>"])
+        // Until the subscriber shows a message, it may not be subscribed yet: send until it does (each send is
+        // acknowledged), then check what it printed first.
+        let subscribed = Shared(false)
+        let sender = Task {
+            for _ in 0..<2_000 {
+                if subscribed.value { break }
+                let send = try Self.asNobody(environment, Binaries.notify, ["send", "demo.hello", "world"])
+                #expect(try await send.exitStatus() == 0)
+            }
+        }
+        try await subscriber.standardOutput.wait("the subscriber's first message") { $0.contains("\n") }
+        subscribed.withLock { $0 = true }
+        try await sender.value
+        #expect(subscriber.standardOutput.lines.first == "demo.hello world")
+
+        let latest = try Self.asNobody(environment, Binaries.notify, ["latest", "demo.hello"])
+        #expect(try await latest.exitStatus() == 0)
+        try await latest.standardOutput.wait("latest's output to end") { _ in latest.standardOutput.isClosed }
+        #expect(latest.standardOutput.text == "world\n")
+
+        subscriber.signal(SIGINT)
+        _ = try await subscriber.exitStatus()
+        daemon.signal(SIGTERM)
+        #expect(try await daemon.exitStatus() == 0)
+        #expect(!FileManager.default.fileExists(atPath: home.path + "/notifyd/notifyd.sock"), "the socket is gone with it")
+    }
+
     @Test("send reads stdin byte for byte when no message is given; --no-retain keeps the buffered message")
     func stdinAndNoRetain() async throws {
         let daemon = try await TestDaemon.start()
@@ -160,7 +205,11 @@ struct CLITests {
 
         let gone = try await notify(["send", "a", "b"], socket: daemon.socketPath)
         #expect(gone.status == 69)
-        #expect(gone.stderr.contains(daemon.socketPath) && gone.stderr.contains("start it with"))
+        #expect(gone.stderr.contains(daemon.socketPath) && gone.stderr.contains("start it with `notifyd`"), "$NOTIFYD_SOCKET: notifyd takes it too")
+        let elsewhere = daemon.socketPath + ".other"
+        let goneElsewhere = try await notify(["--socket", elsewhere, "send", "a", "b"], socket: daemon.socketPath)
+        #expect(goneElsewhere.status == 69)
+        #expect(goneElsewhere.stderr.contains("start it with `notifyd --socket \(elsewhere)`"), "\(goneElsewhere.stderr)")
     }
 
     @Test("the quick send path and the argument parser's behave the same")
@@ -285,6 +334,11 @@ struct CLITests {
 }
 
 extension CLITests {
+    /// Starts `binary` as nobody (uid and gid 65534, no supplementary groups) with `environment`.
+    static func asNobody(_ environment: [String: String], _ binary: String, _ arguments: [String]) throws -> ChildProcess {
+        try ChildProcess("/usr/bin/setpriv", ["--reuid", "65534", "--regid", "65534", "--clear-groups", binary] + arguments, environment: environment)
+    }
+
     /// A daemon with a queue of five messages (and 1 MiB waiting) per subscriber; a `notify subscribe slow.>` with `options`, stopped
     /// (SIGSTOP) once it runs, so it reads nothing; and a publisher that has sent it 300 messages of 32 KiB, more
     /// than the kernel's and the daemon's buffers hold. The caller continues the subscriber (SIGCONT).

@@ -51,7 +51,7 @@ struct AccessPolicyTests {
         let refusals = try user.received()
         #expect(refusals.map(errorCode) == [.notPermitted, .notPermitted, .notPermitted])
         guard case .error(let error) = refusals[0] else { return }
-        #expect(error.message == "uid 1000 may not publish to or clear \"system.backup\": system topics are published only by root")
+        #expect(error.message == "uid 1000 may not publish to or clear \"system.backup\": system topics are published only by root; EXPLAIN system.backup (notify explain) shows who may")
         #expect(try reader.deliveries() == [])
         let root = harness.connect(uid: 0)
         root.send("PUB system.backup 4\ndone\n#4 LATEST system.backup\n")
@@ -167,7 +167,7 @@ struct AccessPolicyTests {
             replies.first == .explanation(
                 requestID: 1,
                 AccessExplanation(uid: 1001, decisions: [
-                    .init(access: "publish", isAllowed: false, rule: "system topics are published only by root"),
+                    .init(access: "publish", isAllowed: false, rule: "system topics are published only by root; EXPLAIN system.backup (notify explain) shows who may"),
                     .init(access: "read", isAllowed: true, rule: "system topics are readable by everyone"),
                 ])
             )

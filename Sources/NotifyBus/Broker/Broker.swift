@@ -826,7 +826,9 @@ public final class Broker {
         let decision = configuration.accessPolicy.decide(access, topic: topic, peer: session.peer)
         guard !decision.isAllowed else { return nil }
         let verb = access == .publish ? "publish to or clear" : "read"
-        return ProtocolError(.notPermitted, "uid \(session.peer.uid) may not \(verb) \"\(topic.name)\": \(decision.rule)", requestID: id)
+        let sentence = "uid \(session.peer.uid) may not \(verb) \"\(topic.name)\": \(decision.rule);"
+            + " EXPLAIN \(topic.name) (notify explain) shows who may"
+        return ProtocolError(.notPermitted, sentence, requestID: id)
     }
 
     /// Answers `error` and reports it as an event.

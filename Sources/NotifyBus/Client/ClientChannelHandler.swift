@@ -222,7 +222,9 @@ final class ClientChannelHandler: ChannelInboundHandler {
             failure
             ?? NotifyClientError(
                 .connectionClosed,
-                closedByUser ? "the connection was closed" : "the daemon closed the connection (did it stop?)"
+                closedByUser
+                    ? "the connection was closed"
+                    : "the daemon closed the connection: it stopped, or closed a subscriber that fell behind with overflow=disconnect"
             )
         failure = error
         greeting.fail(error)

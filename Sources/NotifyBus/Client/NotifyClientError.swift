@@ -55,8 +55,10 @@ public struct NotifyClientError: Error, Sendable, CustomStringConvertible {
         let reason = code.map { String(cString: strerror($0)) } ?? detail ?? "unknown error"
         // The system socket is systemd's system instance's to start; any other path is a user's own daemon.
         let service = path == SocketPath.system ? "sudo systemctl start notifyd.socket" : "systemctl --user start notifyd.socket"
+        // A plain `notifyd` listens where a plain client looks; for any other path it must be told.
+        let daemon = path == SocketPath.resolve() ? "notifyd" : "notifyd --socket \(path)"
         let start =
-            "start it with `notifyd` (or `\(service)`), or point --socket or $\(SocketPath.environmentVariable) at its socket"
+            "start it with `\(daemon)` (or `\(service)`), or point --socket or $\(SocketPath.environmentVariable) at its socket"
         switch code {
         case EACCES?, EPERM?:
             return NotifyClientError(.notPermitted, "not permitted to connect to \(path) (\(reason)); check the socket's owner and mode")

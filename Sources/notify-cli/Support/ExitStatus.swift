@@ -89,13 +89,15 @@ func runReportingFailures(_ body: () throws -> Void) throws {
     }
 }
 
-/// Prints a failure on stderr and returns its exit status; other errors are left to the argument parser.
+/// Prints a failure on stderr and returns its exit status.
 func report(_ error: any Error) -> Int32 {
     let failure: CommandFailure
     switch error {
     case let known as CommandFailure: failure = known
     case let client as NotifyClientError: failure = CommandFailure(client)
-    default: return ExitCode.failure.rawValue
+    case let exit as ExitCode: return exit.rawValue
+    // Not one of ours: still said, and not as 1, which means "nothing buffered" to `latest`.
+    default: failure = CommandFailure(.software, "\(error)")
     }
     StandardError.writeLine("notify: \(failure.message)")
     return failure.status.rawValue
