@@ -21,7 +21,11 @@ script/bootstrap  # libsystemd-dev, which notifyd links
 command -v dpkg-shlibdeps >/dev/null || {
   say "installing dpkg-dev (dpkg-shlibdeps)"
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
-  $sudo apt-get install -y -qq dpkg-dev >/dev/null
+  # A machine whose package lists were never fetched knows no dpkg-dev yet: fetch them, then try again.
+  $sudo apt-get install -y -qq dpkg-dev >/dev/null 2>&1 || {
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq dpkg-dev >/dev/null
+  }
 }
 
 say "building $version for $arch (release, static Swift standard library; notify fully static)"

@@ -21,8 +21,14 @@ struct SystemdIntegrationTests {
         #expect(FileManager.default.fileExists(atPath: daemon.socketPath), "READY=1 comes after the socket exists")
 
         let client = try await daemon.client()
+        let subscription = try await client.subscribe(to: [TopicPattern("status.>")])
         try await client.publishAcknowledged("x", to: Topic("status.topic"))
-        try await notify.wait(for: "a STATUS= with the new counts") { field("STATUS", in: $0)?.hasPrefix("1 connections, 1 topics (1 buffered)") == true }
+        let counted = try await notify.wait(for: "a STATUS= with the new counts") {
+            field("STATUS", in: $0)?.hasPrefix("1 connections, 1 topics (1 buffered), 1 subscriptions, ") == true
+        }
+        let rates = /^1 connections, 1 topics \(1 buffered\), 1 subscriptions, \d+(\.\d)? msg\/s in, \d+(\.\d)? msg\/s out$/
+        #expect(try rates.wholeMatch(in: field("STATUS", in: counted) ?? "") != nil, "\(counted)")
+        _ = subscription
 
         daemon.child.signal(SIGHUP)
         let reloading = try await notify.wait(for: "RELOADING=1") { $0.contains("RELOADING=1") }
