@@ -32,7 +32,7 @@ enum ExitStatus: Int32 {
           64   usage error (bad options or arguments)
           65   invalid input: a bad topic or pattern, a payload over the limit
           69   the daemon is unreachable, or closed the connection
-          70   the daemon answered something this notify does not understand
+          70   the daemon answered something this notify does not understand, or notify failed itself
           74   standard output could not be written (a full disk, say)
           75   the daemon refused for now: one of its limits was reached
           77   not permitted: socket permissions, or the access policy (see explain)
