@@ -150,6 +150,7 @@ struct DeliveryTests {
         await client.close()
         try await daemon.stop()
     }
+
     @Test("a client's subscriptions never see a message twice: a later subscribe with latestFirst replays only to itself")
     func laterLatestFirstSubscription() async throws {
         let daemon = try await TestDaemon.start()

@@ -609,21 +609,29 @@ public final class Broker {
                 guard configuration.accessPolicy.allows(.read, topic: state.topic, peer: session.peer) else { return }
                 // A `LAST` with the SUB's id, not the `MSG` itself: a client with several subscriptions hands it only
                 // to the one that asked (a live `MSG` is for every one that matches).
-                deliver(lastFrame(of: retained, id: id), of: state, sequence: retained.sequence, payloadSize: retained.payloadSize, to: target)
+                // One frame: a delivery may have to wait in the subscriber's queue, which takes whole frames.
+                let body = lastBody(of: retained)
+                var frame = lastHeader(id: id, capacity: 28 + body.readableBytes)
+                frame.writeImmutableBuffer(body)
+                deliver(frame, of: state, sequence: retained.sequence, payloadSize: retained.payloadSize, to: target)
             }
         }
         replyOK(id, to: session)
     }
 
-    /// A buffered message as a reply to request `id` (`LATEST`, or `SUB … latest`): its `MSG` frame with another verb
-    /// and the request id.
-    private func lastFrame(of retained: RetainedMessage, id: UInt64?) -> ByteBuffer {
+    /// A `LAST` frame (the reply to `LATEST`, and what `SUB … latest` sends) is the buffered `MSG` frame with the
+    /// request id and another verb: this header, then ``lastBody(of:)``.
+    private func lastHeader(id: UInt64?, capacity: Int = 28) -> ByteBuffer {
+        var header = allocator.buffer(capacity: capacity)
+        header.writeRequestID(id)
+        header.writeStaticString("LAST")
+        return header
+    }
+
+    /// The buffered `MSG` frame after its verb: a slice, so the payload is not copied.
+    private func lastBody(of retained: RetainedMessage) -> ByteBuffer {
         let verbLength = 3  // "MSG"
-        var frame = allocator.buffer(capacity: retained.frame.readableBytes + 26)
-        frame.writeRequestID(id)
-        frame.writeStaticString("LAST")
-        frame.writeImmutableBuffer(retained.frame.getSlice(at: retained.frame.readerIndex + verbLength, length: retained.frame.readableBytes - verbLength)!)
-        return frame
+        return retained.frame.getSlice(at: retained.frame.readerIndex + verbLength, length: retained.frame.readableBytes - verbLength)!
     }
 
     private func unsubscribe(_ session: Session, from pattern: TopicPattern, id: UInt64?) {
@@ -657,7 +665,9 @@ public final class Broker {
             let sentence = "nothing is buffered for topic \"\(topic.name)\"; it has no messages yet, was cleared, or only got messages sent without retaining (--no-retain, noretain)"
             return reply(ProtocolError(.notFound, sentence, requestID: id), to: session)
         }
-        queue(lastFrame(of: retained, id: id), to: session)
+        // Two writes, and the payload is never copied: a `LATEST` of a 1 MiB message costs a 28-byte header.
+        queue(lastHeader(id: id), to: session)
+        queue(lastBody(of: retained), to: session)
     }
 
     private func clear(_ topic: Topic, id: UInt64?, for session: Session) {
