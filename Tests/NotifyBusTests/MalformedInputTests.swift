@@ -119,6 +119,10 @@ struct MalformedInputTests {
             .request(.subscribe(try! TopicPattern("a.>"), SubscribeOptions(latestFirst: true))),
             .request(.setEcho(false)),
         ]),
+        .init("OPT pause and resume (protocol 2)", "OPT pause\n#4 opt RESUME\n", [
+            .request(.setDeliveriesPaused(true)),
+            .request(.setDeliveriesPaused(false), id: 4),
+        ]),
         .init("blank lines and extra blanks are ignored", "\n\r\n   \n \t PING  \n", [ping]),
         .init("largest id", "#18446744073709551615 PING\n", [.request(.ping, id: UInt64.max)]),
         .init("TOPICS without a pattern", "TOPICS\n", [.request(.topics(nil))]),

@@ -344,15 +344,25 @@ public final class Broker {
     public func writabilityChanged(_ session: Session) {
         guard let transport = session.transport, transport.isWritable else { return }
         writeSpan(of: session)
-        if !session.outbox.isEmpty {
-            let (messages, payloadBytes) = session.outbox.drain(into: transport)
-            counters.messagesOut += UInt64(messages)
-            counters.bytesOut += UInt64(payloadBytes)
-            markForFlush(session)
-        }
+        drainOutbox(of: session, into: transport)
         while transport.isWritable, session.transport != nil, let request = session.heldBack.popFirst() {
             carryOut(request, from: session)
         }
+    }
+
+    /// Writes what the session's queue holds while its connection takes it: everything, or while its deliveries
+    /// are paused, only the replies that may pass them.
+    private func drainOutbox(of session: Session, into transport: any SessionTransport) {
+        if session.pausesDeliveries {
+            guard session.outbox.hasPassingReplies else { return }
+            session.outbox.drainReplies(into: transport)
+        } else {
+            guard !session.outbox.isEmpty else { return }
+            let (messages, payloadBytes) = session.outbox.drain(into: transport)
+            counters.messagesOut += UInt64(messages)
+            counters.bytesOut += UInt64(payloadBytes)
+        }
+        markForFlush(session)
     }
 
     // MARK: - Requests
@@ -411,6 +421,14 @@ public final class Broker {
             queue(reply, to: session)
         case .setEcho(let echo):
             session.receivesOwnMessages = echo
+            replyOK(id, to: session)
+        case .setDeliveriesPaused(let paused):
+            session.pausesDeliveries = paused
+            if !paused, let transport = session.transport, transport.isWritable {
+                // What waited goes out before the OK, as it would have without the pause.
+                writeSpan(of: session)
+                drainOutbox(of: session, into: transport)
+            }
             replyOK(id, to: session)
         }
     }
@@ -616,7 +634,8 @@ public final class Broker {
                 deliver(frame, of: state, sequence: retained.sequence, payloadSize: retained.payloadSize, to: target)
             }
         }
-        replyOK(id, to: session)
+        // The OK ends the buffered messages for the client: it never passes them, not even while they wait paused.
+        replyOK(id, to: session, holdsPlace: options.latestFirst)
     }
 
     /// A `LAST` frame (the reply to `LATEST`, and what `SUB … latest` sends) is the buffered `MSG` frame with the
@@ -726,14 +745,16 @@ public final class Broker {
 
     // MARK: - Output
 
-    /// Sends a reply (or greeting): straight to the connection, or behind what is queued for it.
-    private func queue(_ frame: ByteBuffer, to session: Session) {
+    /// Sends a reply (or greeting): straight to the connection, or behind what is queued for it. While the session
+    /// pauses its deliveries, a reply passes the deliveries queued, unless it `holdsPlace` behind them.
+    private func queue(_ frame: ByteBuffer, to session: Session, holdsPlace: Bool = false) {
         guard let transport = session.transport else { return }
         writeSpan(of: session)
-        if session.outbox.isEmpty && transport.isWritable {
+        let passesQueue = session.pausesDeliveries && !holdsPlace && !session.outbox.hasPassingReplies
+        if transport.isWritable && (session.outbox.isEmpty || passesQueue) {
             transport.write(frame)
         } else {
-            session.outbox.appendReply(frame)
+            session.outbox.appendReply(frame, holdsPlace: holdsPlace)
         }
         markForFlush(session)
     }
@@ -750,7 +771,7 @@ public final class Broker {
         let session = target.session
         guard let transport = session.transport else { return }
         markForFlush(session)
-        if session.outbox.isEmpty && transport.isWritable {
+        if session.outbox.isEmpty && transport.isWritable && !session.pausesDeliveries {
             if session.spanGeneration == batch.generation, !session.span.isEmpty, session.span.upperBound == frame.lowerBound {
                 session.span = session.span.lowerBound..<frame.upperBound
             } else {
@@ -773,7 +794,7 @@ public final class Broker {
         guard let transport = session.transport else { return }
         markForFlush(session)
         writeSpan(of: session)
-        if session.outbox.isEmpty && transport.isWritable {
+        if session.outbox.isEmpty && transport.isWritable && !session.pausesDeliveries {
             transport.write(frame)
             state.delivered += 1
             counters.messagesOut += 1
@@ -825,10 +846,10 @@ public final class Broker {
         }
     }
 
-    private func replyOK(_ id: UInt64?, value: UInt64? = nil, to session: Session) {
+    private func replyOK(_ id: UInt64?, value: UInt64? = nil, to session: Session, holdsPlace: Bool = false) {
         var reply = allocator.buffer(capacity: 32)
         reply.writeOK(requestID: id, value: value)
-        queue(reply, to: session)
+        queue(reply, to: session, holdsPlace: holdsPlace)
     }
 
     /// The `not-permitted` error for `access` to `topic` by `session`'s peer, if the policy denies it.

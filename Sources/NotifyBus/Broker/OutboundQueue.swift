@@ -9,6 +9,10 @@ import NIOCore
 /// every message dropped is remembered per topic, to be announced with `DROP` before anything else is sent.
 /// Replies are never dropped; the daemon stops reading a connection that does not read its replies.
 ///
+/// A client that paused its deliveries (`OPT pause`) is sent its replies at once while its deliveries wait here:
+/// ``drainReplies(into:)`` takes the replies out from between them, except those that keep their place behind the
+/// deliveries before them (the `OK` that ends a `SUB … latest` comes after the `LAST` frames it brought).
+///
 /// A subscriber that never reads sits here for good, taking every message and dropping the oldest, so this is a
 /// hot path too: frames are copied back to back into chunks of ``chunkSize`` bytes, each entry is a plain value
 /// that says where its frame is, and the chunks that dropped frames emptied are reused. Queueing a message then
@@ -37,7 +41,10 @@ struct OutboundQueue {
         let topic: TopicState?
         let sequence: UInt64
         let payloadSize: Int
-        var isDropped = false
+        /// For a reply: whether it waits behind the deliveries queued before it even while deliveries are paused.
+        var holdsPlace = false
+        /// Dropped, or a reply sent ahead of paused deliveries: a tombstone until it reaches the front.
+        var isRemoved = false
     }
 
     /// What was dropped of one topic since the last notices went out.
@@ -66,6 +73,8 @@ struct OutboundQueue {
     private(set) var messageCount = 0
     /// Bytes of the frames queued and not dropped.
     private(set) var byteCount = 0
+    /// Replies queued that may go out ahead of paused deliveries (see ``drainReplies(into:)``).
+    private var passingReplyCount = 0
     /// The number of the newest queued `latest-only` delivery of each topic.
     private var newestByTopic: [ObjectIdentifier: Int] = [:]
     /// What was dropped since the last notices went out, per topic, in the order of the first drop.
@@ -77,11 +86,18 @@ struct OutboundQueue {
     /// Whether nothing waits: no frame and no notice.
     var isEmpty: Bool { entries.isEmpty && drops.isEmpty }
 
+    /// Whether a reply waits that may go out ahead of paused deliveries; a new reply must then go behind it.
+    var hasPassingReplies: Bool { passingReplyCount > 0 }
+
     /// Queues a reply; replies are never dropped.
-    mutating func appendReply(_ frame: ByteBuffer) {
+    /// - Parameter holdsPlace: whether it stays behind the deliveries queued before it while they are paused.
+    mutating func appendReply(_ frame: ByteBuffer, holdsPlace: Bool = false) {
         let (chunk, offset) = store(frame)
-        entries.append(Entry(chunk: chunk, offset: offset, length: frame.readableBytes, topic: nil, sequence: 0, payloadSize: 0))
+        entries.append(
+            Entry(chunk: chunk, offset: offset, length: frame.readableBytes, topic: nil, sequence: 0, payloadSize: 0, holdsPlace: holdsPlace)
+        )
         byteCount += frame.readableBytes
+        if !holdsPlace { passingReplyCount += 1 }
     }
 
     /// Queues a delivery, making room by `policy` when the queue would go over `limits`. Its bytes are copied at
@@ -98,7 +114,7 @@ struct OutboundQueue {
         var dropped = 0
         if policy == .latestOnly {
             let key = ObjectIdentifier(topic)
-            if let number = newestByTopic[key], number >= firstEntryNumber, !entries[number - firstEntryNumber].isDropped {
+            if let number = newestByTopic[key], number >= firstEntryNumber, !entries[number - firstEntryNumber].isRemoved {
                 drop(at: number - firstEntryNumber)
                 dropped += 1
             }
@@ -112,7 +128,7 @@ struct OutboundQueue {
             if policy == .disconnect { return nil }
             // The oldest delivery is usually the first entry; a reply can sit before it.
             var oldest = 0
-            while oldest < entries.count && (entries[oldest].topic == nil || entries[oldest].isDropped) { oldest += 1 }
+            while oldest < entries.count && (entries[oldest].topic == nil || entries[oldest].isRemoved) { oldest += 1 }
             guard oldest < entries.count else { break }
             drop(at: oldest)
             dropped += 1
@@ -139,7 +155,7 @@ struct OutboundQueue {
             transport.write(notices)
         }
         while transport.isWritable, let first = popFirst() {
-            if first.isDropped { continue }
+            if first.isRemoved { continue }
             // Adjacent frames of one chunk go out as one slice.
             var end = first.offset + first.length
             var entry = first
@@ -150,8 +166,10 @@ struct OutboundQueue {
                     messages += 1
                     payloadBytes += entry.payloadSize
                     topic.delivered += 1
+                } else if !entry.holdsPlace {
+                    passingReplyCount -= 1
                 }
-                guard let next = entries.first, !next.isDropped, next.chunk == first.chunk, next.offset == end else { break }
+                guard let next = entries.first, !next.isRemoved, next.chunk == first.chunk, next.offset == end else { break }
                 entry = popFirst()!
                 end += entry.length
             }
@@ -161,6 +179,25 @@ struct OutboundQueue {
         }
         removeTombstonesAtFront()
         return (messages, payloadBytes)
+    }
+
+    /// Writes the queued replies that may pass the deliveries before them, in order, while `transport` takes them;
+    /// deliveries, the replies that hold their place and the drop notices stay. For a connection whose deliveries
+    /// are paused.
+    mutating func drainReplies(into transport: any SessionTransport) {
+        var index = 0
+        while passingReplyCount > 0, transport.isWritable, index < entries.count {
+            defer { index += 1 }
+            let entry = entries[index]
+            guard entry.topic == nil, !entry.holdsPlace, !entry.isRemoved else { continue }
+            entries[index].isRemoved = true
+            passingReplyCount -= 1
+            byteCount -= entry.length
+            let chunkIndex = entry.chunk - firstChunkNumber
+            if chunkIndex == chunks.count - 1 { lastChunkIsShared = true }
+            transport.write(chunks[chunkIndex].getSlice(at: entry.offset, length: entry.length)!)
+        }
+        removeTombstonesAtFront()
     }
 
     /// Copies `frame` to the end of the last chunk, starting a chunk when it does not fit.
@@ -202,7 +239,7 @@ struct OutboundQueue {
         guard let topic = entries[index].topic else { return }
         let length = entries[index].length
         let sequence = entries[index].sequence
-        entries[index].isDropped = true
+        entries[index].isRemoved = true
         messageCount -= 1
         byteCount -= length
         topic.dropped += 1
@@ -224,7 +261,7 @@ struct OutboundQueue {
 
     /// Lets go of dropped entries at the front, and of the chunks no entry refers to any more.
     private mutating func removeTombstonesAtFront() {
-        while !entries.isEmpty && entries[0].isDropped { _ = popFirst() }
+        while !entries.isEmpty && entries[0].isRemoved { _ = popFirst() }
         let firstNeeded = entries.isEmpty ? firstChunkNumber + chunks.count : entries[0].chunk
         while firstChunkNumber < firstNeeded, let chunk = chunks.popFirst() {
             firstChunkNumber += 1

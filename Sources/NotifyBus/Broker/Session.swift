@@ -23,6 +23,9 @@ public final class Session: Hashable {
     @exclusivity(unchecked) var heldBack = Deque<DecodedRequest>()
     /// Whether the session receives its own publishes.
     @exclusivity(unchecked) var receivesOwnMessages = true
+    /// Whether the client paused its deliveries (`OPT pause`): they wait in ``outbox`` under their overflow policy,
+    /// as if the socket took nothing, while replies still go out.
+    @exclusivity(unchecked) var pausesDeliveries = false
     /// Deliveries dropped since the last ``BrokerEvent/dropped(count:for:)``.
     @exclusivity(unchecked) var droppedSinceReport = 0
     /// Whether frames were queued since the last flush.

@@ -37,6 +37,10 @@ public enum Command: Sendable, Hashable {
     case ping
     /// Whether the connection receives its own publishes (true by default).
     case setEcho(Bool)
+    /// Whether the daemon holds this connection's deliveries back (`OPT pause`, `OPT resume`; protocol 2): while it
+    /// does, deliveries wait in the daemon's bounded queue under their overflow policy and replies still go out.
+    /// This is how a client whose consumer fell behind keeps reading its replies without buffering deliveries.
+    case setDeliveriesPaused(Bool)
 }
 
 /// How a message is published.

@@ -288,11 +288,16 @@ private struct RequestParser {
 
         if verbIs("OPT") {
             guard let option = tokens.next(), tokens.next() == nil else {
-                return fail(.malformed, "OPT takes one option: OPT noecho or OPT echo")
+                return fail(.malformed, "OPT takes one option: noecho, echo, pause or resume")
             }
             if LineScanner.equalsIgnoringCase(bytes, option, "NOECHO") { return done(.setEcho(false)) }
             if LineScanner.equalsIgnoringCase(bytes, option, "ECHO") { return done(.setEcho(true)) }
-            return fail(.malformed, "unknown option \(LineScanner.quoted(bytes, option)) for OPT; the options are noecho and echo")
+            if LineScanner.equalsIgnoringCase(bytes, option, "PAUSE") { return done(.setDeliveriesPaused(true)) }
+            if LineScanner.equalsIgnoringCase(bytes, option, "RESUME") { return done(.setDeliveriesPaused(false)) }
+            return fail(
+                .malformed,
+                "unknown option \(LineScanner.quoted(bytes, option)) for OPT; the options are noecho, echo, pause and resume"
+            )
         }
 
         return fail(

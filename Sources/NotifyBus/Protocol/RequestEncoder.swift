@@ -35,6 +35,8 @@ extension ByteBuffer {
             written += writeStaticString("PING")
         case .setEcho(let echo):
             written += writeStaticString(echo ? "OPT echo" : "OPT noecho")
+        case .setDeliveriesPaused(let paused):
+            written += writeStaticString(paused ? "OPT pause" : "OPT resume")
         }
         return written + writeStaticString("\n")
     }

@@ -24,8 +24,10 @@ public enum ServerFrame: Sendable, Hashable {
 
 /// What the server says about itself on connect.
 public struct ServerGreeting: Sendable, Hashable {
-    /// The protocol version this document describes.
-    public static let currentVersion: UInt64 = 1
+    /// The protocol version this library speaks: 2 adds `OPT pause` and `OPT resume` (flow control of deliveries).
+    public static let currentVersion: UInt64 = 2
+    /// The first version whose servers understand `OPT pause` and `OPT resume`.
+    public static let pausingVersion: UInt64 = 2
 
     /// The server's name, `notifyd`.
     public var server: String

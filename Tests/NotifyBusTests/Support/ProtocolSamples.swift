@@ -70,7 +70,8 @@ enum ProtocolSamples {
             case 1: command = .ping
             default: command = .explain(topic(&random), uid: Bool.random(using: &random) ? nil : UInt32.random(in: 0...UInt32.max, using: &random))
             }
-        default: command = .setEcho(Bool.random(using: &random))
+        default:
+            command = Bool.random(using: &random) ? .setEcho(Bool.random(using: &random)) : .setDeliveriesPaused(Bool.random(using: &random))
         }
         return Request(id: requestID(&random), command)
     }
