@@ -8,7 +8,8 @@ final class RawSocket: @unchecked Sendable {
     private(set) var received: [UInt8] = []
 
     init(path: String) throws {
-        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        // Close-on-exec: a child another test starts meanwhile must not keep this connection open after it closes.
+        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         let result = try SocketAddress(unixDomainSocketPath: path).withSockAddr { connect(descriptor, $0, socklen_t($1)) }
         guard result == 0 else { throw TestFailure("connect to \(path) failed: errno \(errno)") }
     }
