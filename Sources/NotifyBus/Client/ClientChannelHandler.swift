@@ -86,6 +86,21 @@ final class ClientChannelHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
     }
 
+    /// Sends `commands`, none of which waits for a reply, in one write; `written` completes once the bytes are
+    /// handed to the kernel.
+    func send(_ commands: [Command], written: EventLoopPromise<Void>) {
+        guard let context, failure == nil, !closedByUser else {
+            written.fail(failure ?? NotifyClientError(.connectionClosed, "the connection to the daemon is closed"))
+            return
+        }
+        var buffer = context.channel.allocator.buffer(capacity: commands.reduce(0) { $0 + 64 + $1.payloadSize })
+        for command in commands {
+            buffer.writeRequest(Request(id: nextRequestID, command))
+            nextRequestID += 1
+        }
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
+    }
+
     /// Takes the errors that fire-and-forget requests got since the last call.
     func takeDeferredErrors() -> [ProtocolError] {
         defer { deferredErrors.removeAll() }

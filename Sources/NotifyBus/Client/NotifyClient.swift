@@ -111,6 +111,24 @@ public final class NotifyClient: Sendable {
         }
     }
 
+    /// Publishes each of `payloads` to `topic`, in order, in one write, without waiting for the daemon to confirm
+    /// them; returns once the bytes are written. Errors the daemon sends back are thrown by the next ``flush()``.
+    /// For a stream of messages (`notify send --lines`): one write and one wake-up of the connection for many.
+    public func publish(_ payloads: [ByteBuffer], to topic: Topic, retain: Bool = true) async throws {
+        guard !payloads.isEmpty else { return }
+        for payload in payloads { try checkSize(payload) }
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        let options = PublishOptions(retain: retain, acknowledge: false)
+        let commands = payloads.map { Command.publish(topic, payload: $0, options) }
+        let handler = self.handler
+        channel.eventLoop.execute { handler.value.send(commands, written: written) }
+        do {
+            try await written.futureResult.get()
+        } catch {
+            throw NotifyClientError(.connectionClosed, "could not send to the daemon: \(error)")
+        }
+    }
+
     /// Publishes `text` (as UTF-8) to `topic` without waiting for confirmation (see ``publish(_:to:retain:)-(ByteBuffer,_,_)``).
     public func publish(_ text: String, to topic: Topic, retain: Bool = true) async throws {
         try await publish(ByteBuffer(string: text), to: topic, retain: retain)

@@ -75,18 +75,21 @@ struct Send: AsyncParsableCommand, ConnectingCommand {
         connection.close()
     }
 
-    /// Publishes each line without waiting for its acknowledgement, then one round trip confirms them all: the
-    /// daemon handles one connection's requests in order.
+    /// Publishes each line without waiting for its acknowledgement, the lines of each read of standard input in one
+    /// write; then one round trip confirms them all: the daemon handles one connection's requests in order.
     private func sendLines(to topic: Topic, with client: NotifyClient) async throws {
         let limit = client.greeting.limits.maxPayload
         var pending: [UInt8] = []
         var lineNumber = 0
-        func send(_ line: ArraySlice<UInt8>) async throws {
+        var batch: [ByteBuffer] = []
+        func add(_ line: ArraySlice<UInt8>) async throws {
             lineNumber += 1
             if line.count > limit {
+                // The lines before it go out, as they would have one by one.
+                try await client.publish(batch, to: topic, retain: !noRetain)
                 throw CommandFailure(.invalidInput, "line \(lineNumber) is \(line.count) bytes; the daemon accepts at most \(limit) (max_payload)")
             }
-            try await client.publish(ByteBuffer(bytes: line), to: topic, retain: !noRetain)
+            batch.append(ByteBuffer(bytes: line))
         }
         while true {
             let chunk = StandardInput.read()
@@ -94,12 +97,18 @@ struct Send: AsyncParsableCommand, ConnectingCommand {
             pending += chunk
             var start = pending.startIndex
             while let newline = pending[start...].firstIndex(of: UInt8(ascii: "\n")) {
-                try await send(pending[start..<newline])
+                try await add(pending[start..<newline])
                 start = newline + 1
             }
             pending.removeSubrange(..<start)
+            // What was read goes out before the next read: a line is published as soon as it arrives.
+            try await client.publish(batch, to: topic, retain: !noRetain)
+            batch.removeAll(keepingCapacity: true)
         }
-        if !pending.isEmpty { try await send(pending[...]) }
+        if !pending.isEmpty {
+            try await add(pending[...])
+            try await client.publish(batch, to: topic, retain: !noRetain)
+        }
         do {
             try await client.flush()
         } catch let error as NotifyClientError where error.kind == .refused {
