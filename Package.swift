@@ -105,6 +105,7 @@ let package = Package(
             dependencies: [
                 "NotifyBus",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
         ),

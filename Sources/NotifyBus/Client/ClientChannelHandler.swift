@@ -3,6 +3,15 @@ import NIOCore
 /// The client's end of a connection: gives every request an id, matches replies to the requests waiting for them,
 /// and hands deliveries to the local subscriptions whose patterns match.
 ///
+/// It also keeps the connection from reading ahead of the consumers: a subscription whose consumer falls behind
+/// fills up to its ``SubscriptionBufferLimits``; then deliveries are paused at the daemon (`OPT pause`), which queues
+/// them under their overflow policy while its replies still come, and resumed once the consumer caught up. A
+/// daemon that cannot pause (protocol 1) is simply not read while a subscription is full. A subscription at its hard
+/// limit (what the daemon sent before it paused may take it there) stops the reading; if someone waits for a reply
+/// meanwhile, the connection reads on, and what that brings for a subscription at its limit is dropped here and
+/// announced to its consumer like the daemon's drops (see ``LocalDrops``), so nothing waits on a consumer that
+/// waits for the reply, and nothing is held beyond the limit.
+///
 /// Like every `ChannelHandler`, it is used only on its channel's event loop; ``NotifyClient`` reaches it through
 /// `NIOLoopBound`.
 final class ClientChannelHandler: ChannelInboundHandler {
@@ -13,15 +22,24 @@ final class ClientChannelHandler: ChannelInboundHandler {
     struct LocalSubscription {
         let patterns: [TopicPattern]
         let continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation
+        /// What it holds for its consumer.
+        let gauge: SubscriptionGauge
         /// Its `SUB … latest` requests not answered yet: while there are some, buffered messages may still come.
         var replaysPending = 0
         /// While `replaysPending`, the newest message handed to it per topic, to tell a buffered message it already
         /// has (see ``ClientChannelHandler/isRepeat(_:for:)``); emptied once the last reply is in.
         var newest: [Topic: (sequence: UInt64, time: PublishTime)] = [:]
+        /// What it did not keep while at its hard limit, to be announced once it has room.
+        var localDrops = LocalDrops()
 
-        init(patterns: [TopicPattern], continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation) {
+        init(
+            patterns: [TopicPattern],
+            continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation,
+            gauge: SubscriptionGauge
+        ) {
             self.patterns = patterns
             self.continuation = continuation
+            self.gauge = gauge
         }
     }
 
@@ -42,6 +60,17 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// The local subscription each `SUB … latest` still waiting for its `OK` was sent for, by request id: the
     /// buffered messages it brings (`LAST` frames with that id) are for that subscription alone.
     private var replayTargets: [UInt64: UInt64] = [:]
+    /// The subscriptions over their high-water marks whose consumers have not caught up yet.
+    private var fullSubscriptions: Set<UInt64> = []
+    /// Whether the daemon understands `OPT pause` (protocol 2 and later).
+    private var daemonPauses = false
+    /// Whether the daemon was last asked to pause deliveries.
+    private var pausedAtDaemon = false
+    /// Whether the channel reads (NIO's `autoRead`).
+    private(set) var isReading = true
+    /// Whether it reads although a subscription is at its hard limit, for a reply someone waits for: what comes for
+    /// such a subscription meanwhile is dropped and announced.
+    private var isReadingPastLimit = false
     private var closedByUser = false
     private var greeted = false
     private var failure: NotifyClientError?
@@ -84,6 +113,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
         var buffer = context.channel.allocator.buffer(capacity: 64 + command.payloadSize)
         buffer.writeRequest(Request(id: id, command))
         context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
+        // Someone waits for the reply: it comes only once what the daemon sent before it is read.
+        if reply != nil && !isReading { updateFlow() }
     }
 
     /// Sends `commands`, none of which waits for a reply, in one write; `written` completes once the bytes are
@@ -127,6 +158,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     func removeSubscription(_ id: UInt64) {
         guard let subscription = subscriptions.removeValue(forKey: id) else { return }
         subscription.continuation.finish()
+        if fullSubscriptions.remove(id) != nil { updateFlow() }
         for pattern in Set(subscription.patterns) {
             routes.remove(id, for: pattern)
             patternUsers[pattern, default: 1] -= 1
@@ -137,6 +169,33 @@ final class ClientChannelHandler: ChannelInboundHandler {
                 }
             }
         }
+    }
+
+    /// Notes that the consumer of subscription `id` took it back under its low-water marks. It may have filled up
+    /// again since it said so: its gauge decides.
+    func subscriptionCaughtUp(_ id: UInt64) {
+        guard let gauge = subscriptions[id]?.gauge, !gauge.isFull else { return }
+        announceLocalDrops(of: id)
+        if fullSubscriptions.remove(id) != nil { updateFlow() }
+    }
+
+    /// Pauses or resumes deliveries at the daemon, and stops or resumes reading, as the subscriptions' levels say.
+    private func updateFlow() {
+        guard let context, failure == nil, !closedByUser else { return }
+        let holdingBack = !fullSubscriptions.isEmpty
+        if daemonPauses && holdingBack != pausedAtDaemon {
+            pausedAtDaemon = holdingBack
+            send(.setDeliveriesPaused(holdingBack), reply: nil, written: nil)
+        }
+        let atHardLimit = holdingBack && fullSubscriptions.contains { subscriptions[$0]?.gauge.isAtHardLimit == true }
+        let dropsFull = holdingBack && fullSubscriptions.contains { subscriptions[$0]?.localDrops.isFull == true }
+        let replyAwaited = !waiting.isEmpty
+        let reading = !dropsFull && (atHardLimit ? replyAwaited : daemonPauses || !holdingBack || replyAwaited)
+        isReadingPastLimit = reading && atHardLimit
+        guard reading != isReading else { return }
+        isReading = reading
+        // Turning autoRead back on also reads at once.
+        context.channel.setOption(ChannelOptions.autoRead, value: reading).whenFailure { _ in }
     }
 
     /// Closes the connection on the user's behalf: subscriptions end normally, waiting requests fail.
@@ -151,6 +210,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         switch unwrapInboundIn(data) {
         case .hello(let serverGreeting):
             greeted = true
+            daemonPauses = serverGreeting.version >= ServerGreeting.pausingVersion
             greeting.succeed(serverGreeting)
         case .delivery(let delivery):
             route(.message(delivery), topic: delivery.topic)
@@ -173,7 +233,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         case .latest(let id?, let delivery) where replayTargets[id] != nil:
             // A buffered message brought by `SUB … latest`: for the subscription that asked, not a reply.
             let subscription = replayTargets[id]!
-            if !isRepeat(delivery, for: subscription) { subscriptions[subscription]?.continuation.yield(.message(delivery)) }
+            if !isRepeat(delivery, for: subscription) { hand(.message(delivery), to: subscription) }
         case .ok(let id, _), .pong(let id), .latest(let id, _), .topics(let id, _), .stats(let id, _), .explanation(let id, _):
             let frame = unwrapInboundIn(data)
             if let id { replaysAnswered(id) }
@@ -188,8 +248,41 @@ final class ClientChannelHandler: ChannelInboundHandler {
         routes.forEachMatch(of: topic) { id in
             guard seen.insert(id).inserted else { return }
             if case .message(let delivery) = event, isRepeat(delivery, for: id) { return }
-            subscriptions[id]?.continuation.yield(event)
+            hand(event, to: id)
         }
+    }
+
+    /// Gives `event` to subscription `id`'s consumer, counting it in what the subscription holds; or, while the
+    /// connection reads past the subscription's hard limit, drops it, to be announced.
+    private func hand(_ event: SubscriptionEvent, to id: UInt64) {
+        guard let subscription = subscriptions[id] else { return }
+        if isReadingPastLimit && fullSubscriptions.contains(id) && subscription.gauge.isAtHardLimit {
+            subscriptions[id]!.localDrops.record(event)
+            return
+        }
+        if !subscription.localDrops.isEmpty { announceLocalDrops(of: id) }
+        switch subscription.gauge.add(event.bufferedSize) {
+        case .roomy, .full:
+            break
+        case .becameFull:
+            fullSubscriptions.insert(id)
+            // At once rather than at the end of the read: the sooner the daemon pauses, the less it sends meanwhile.
+            updateFlow()
+        case .atHardLimit:
+            if isReading { updateFlow() }
+        }
+        subscription.continuation.yield(event)
+    }
+
+    /// Hands subscription `id` the notices of what it dropped itself, if it did.
+    private func announceLocalDrops(of id: UInt64) {
+        guard subscriptions[id]?.localDrops.isEmpty == false else { return }
+        for notice in subscriptions[id]!.localDrops.take() { hand(.dropped(notice), to: id) }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        updateFlow()
+        context.fireChannelReadComplete()
     }
 
     /// Notes that the `SUB … latest` with request `id`, if it was one, has its reply: its buffered messages are all

@@ -54,6 +54,8 @@ public final class NotifyClient: Sendable {
         let channel: any Channel
         do {
             channel = try await ClientBootstrap(group: group)
+                // One read of the socket at a time, so a subscription that fills up stops the reading within 64 KiB.
+                .channelOption(.maxMessagesPerRead, value: 1)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let handler = ClientChannelHandler(greeting: channel.eventLoop.makePromise(of: ServerGreeting.self))
@@ -168,28 +170,34 @@ public final class NotifyClient: Sendable {
     /// Subscribes to `patterns` and returns the matching messages, and notices of messages dropped, as they come.
     ///
     /// With `latestFirst`, the buffered message of each matching topic comes first, then live ones, with no gap and
-    /// no repeat in between. `overflow` says what the daemon does if this client falls behind (see
-    /// ``OverflowPolicy``); what it drops is announced as ``SubscriptionEvent/dropped(_:)``. The subscription ends
-    /// when the sequence is no longer iterated (the daemon is told); it throws if the connection is lost.
+    /// no repeat in between. The subscription holds at most `buffer` for a consumer that falls behind; past it, the
+    /// daemon keeps the rest and `overflow` says what it does when that is full too (see ``OverflowPolicy``); what
+    /// it drops is announced as ``SubscriptionEvent/dropped(_:)``. Subscriptions of one client share its
+    /// connection: while one of them is full, the others wait too (take a client per independent consumer).
+    /// The subscription ends when the sequence is no longer iterated (the daemon is told); it throws if the
+    /// connection is lost.
     public func subscribe(
         to patterns: [TopicPattern],
         latestFirst: Bool = false,
-        overflow: OverflowPolicy = .dropOldest
+        overflow: OverflowPolicy = .dropOldest,
+        buffer: SubscriptionBufferLimits = .default
     ) async throws -> NotifySubscription {
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: SubscriptionEvent.self, throwing: (any Error).self)
         let handler = self.handler
         let eventLoop = channel.eventLoop
         let options = SubscribeOptions(latestFirst: latestFirst, overflow: overflow)
-        let replies = try await eventLoop.submit {
-            let local = ClientChannelHandler.LocalSubscription(patterns: patterns, continuation: continuation)
+        let gauge = SubscriptionGauge(limits: buffer)
+        let (id, replies) = try await eventLoop.submit {
+            let local = ClientChannelHandler.LocalSubscription(patterns: patterns, continuation: continuation, gauge: gauge)
             let (id, newPatterns) = handler.value.addSubscription(local)
             continuation.onTermination = { _ in eventLoop.execute { handler.value.removeSubscription(id) } }
             // With latestFirst, every pattern is asked for its buffered messages, even one already held.
-            return (latestFirst ? patterns : newPatterns).map { pattern in
+            let replies = (latestFirst ? patterns : newPatterns).map { pattern in
                 let reply = eventLoop.makePromise(of: ServerFrame.self)
                 handler.value.send(.subscribe(pattern, options), reply: reply, written: nil, replaysFor: latestFirst ? id : nil)
                 return reply.futureResult
             }
+            return (id, replies)
         }.get()
         for reply in replies {
             let frame = try await reply.get()
@@ -198,7 +206,9 @@ public final class NotifyClient: Sendable {
                 throw NotifyClientError.refused(error)
             }
         }
-        return NotifySubscription(stream: stream)
+        return NotifySubscription(stream: stream, gauge: gauge) {
+            eventLoop.execute { handler.value.subscriptionCaughtUp(id) }
+        }
     }
 
     // MARK: - Buffered messages
@@ -275,32 +285,5 @@ public final class NotifyClient: Sendable {
 
     private func unexpected(_ frame: ServerFrame, for request: String) -> NotifyClientError {
         NotifyClientError.unexpected(frame, for: request)
-    }
-}
-
-/// What a subscription receives: a message, or the notice that messages were dropped because the subscriber fell
-/// behind.
-public enum SubscriptionEvent: Sendable, Hashable {
-    /// A message published to a matching topic.
-    case message(Delivery)
-    /// Messages of a matching topic were dropped for this connection (see ``OverflowPolicy``).
-    case dropped(DropNotice)
-}
-
-/// The events of a subscription, as they come: `for try await event in subscription`.
-public struct NotifySubscription: AsyncSequence, Sendable {
-    public typealias Element = SubscriptionEvent
-    let stream: AsyncThrowingStream<SubscriptionEvent, any Error>
-
-    public func makeAsyncIterator() -> AsyncThrowingStream<SubscriptionEvent, any Error>.Iterator {
-        stream.makeAsyncIterator()
-    }
-
-    /// Only the messages, for callers that do not care what was dropped.
-    public var messages: some AsyncSequence<Delivery, any Error> {
-        stream.compactMap { event in
-            if case .message(let delivery) = event { return delivery }
-            return nil
-        }
     }
 }
