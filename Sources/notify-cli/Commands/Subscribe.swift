@@ -17,8 +17,9 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
             the reader of its output goes away (notify subscribe 'x.>' | head -1, once head has its line), it \
             exits 0 at once.
 
-            A subscriber that falls behind (its reader is slower than the publishers) has messages queued for it, up to \
-            the daemon's limit; past that, --overflow says what happens: drop-oldest (the default) drops the oldest \
+            notify subscribe writes at the pace its reader takes the output, and reads no further ahead than a few \
+            MiB. A subscriber that falls behind (its reader is slower than the publishers) has messages queued for it \
+            in the daemon, up to the daemon's limit; past that, --overflow says what happens: drop-oldest (the default) drops the oldest \
             queued messages, latest-only keeps only the newest queued message of each topic, disconnect ends the \
             subscription (exit 69). What is dropped is announced: a line on standard error, or with --format json a \
             record {"dropped": {"topic", "count", "first_seq", "last_seq"}} in the output.
