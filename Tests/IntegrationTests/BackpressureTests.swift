@@ -179,7 +179,7 @@ struct BackpressureTests {
                 case .dropped(let notice):
                     seen.append(.dropped(count: notice.count, first: notice.firstSequence, last: notice.lastSequence))
                 }
-                if !askedWhileFull && held.events >= limits.highEvents / 2 {
+                if !askedWhileFull && held.events >= limits.highEvents {
                     // The subscription is held back now: replies on the same connection still come, at once.
                     askedWhileFull = true
                     let stats = try await withDeadline(.seconds(10), waitingFor: "STATS while the subscription is full") {

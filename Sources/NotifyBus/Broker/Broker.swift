@@ -63,10 +63,10 @@ public final class Broker {
     private let allocator = ByteBufferAllocator()
     private var greeting: ByteBuffer
     @exclusivity(unchecked) private var batch: DeliveryBatch
-    /// Set while a publish hands out ranges of the batch. A connection closed meanwhile (a subscriber past its
-    /// bounds under `disconnect`) makes the daemon flush from inside the publish; that flush must leave the batch
-    /// as it is.
-    @exclusivity(unchecked) private var isPublishing = false
+    /// Subscribers disconnected in this batch for falling behind under `disconnect`, with their connections: closed
+    /// by ``flush()``, never in the middle of the fan-out that overflowed them. Closing a connection runs work of its
+    /// own (its held-back publishes; the daemon's handler flushes), which must not run inside another publish.
+    @exclusivity(unchecked) private var disconnecting: [(session: Session, transport: any SessionTransport)] = []
 
     @exclusivity(unchecked) private var counters: BrokerStatistics
     @exclusivity(unchecked) private var stateLog: StateLog?
@@ -270,8 +270,8 @@ public final class Broker {
         forget(session)
     }
 
-    /// Ends a session without carrying out what it sent and is held back: for a subscriber disconnected in the
-    /// middle of a fan-out, where carrying out its requests would publish inside another publish.
+    /// Lets go of a session once what it held back is dealt with: its subscriptions, its account's share, its place
+    /// among the open sessions.
     private func forget(_ session: Session) {
         guard !session.isClosed else { return }
         session.heldBack.removeAll()
@@ -303,12 +303,13 @@ public final class Broker {
     /// Sends every frame queued since the last flush, one flush per connection, and closes the connections that
     /// asked for it.
     public func flush() {
+        closeDisconnected()
         commitState()
         guard !sessionsToFlush.isEmpty else { return }
         // Every span goes out before any flush: a flush can make a connection writable again, and what that sets
         // off (a nested flush) starts a new batch.
         for session in sessionsToFlush { writeSpan(of: session) }
-        if !batch.isEmpty && !isPublishing { batch.restart(allocator: allocator) }
+        if !batch.isEmpty { batch.restart(allocator: allocator) }
         let sessions = sessionsToFlush
         sessionsToFlush.removeAll(keepingCapacity: true)
         for session in sessions {
@@ -322,6 +323,19 @@ public final class Broker {
             if session.closesAfterFlush {
                 transport.close()
                 close(session)
+            }
+        }
+    }
+
+    /// Closes the subscribers disconnected during the batch: what they had held back is carried out first (a
+    /// publish among it is published now, outside any fan-out), then their connections are aborted.
+    private func closeDisconnected() {
+        while !disconnecting.isEmpty {
+            let sessions = disconnecting
+            disconnecting.removeAll()
+            for (session, transport) in sessions {
+                close(session)
+                transport.abort()
             }
         }
     }
@@ -467,8 +481,6 @@ public final class Broker {
             batch.restart(minimumCapacity: frameSize, allocator: allocator)
         }
         let sequence = state.sequence
-        isPublishing = true
-        defer { isPublishing = false }
         let frame = batch.append { buffer in
             buffer.writeMessageFrame(
                 .delivery,
@@ -828,8 +840,9 @@ public final class Broker {
         )
         guard let dropped else {
             onEvent?(.disconnectedSlowSubscriber(session.peer, queuedMessages: session.outbox.messageCount))
-            transport.abort()
-            forget(session)
+            // Nothing more goes to it from now on; it is closed once this batch's work is done.
+            session.detachTransport()
+            disconnecting.append((session, transport))
             return
         }
         if dropped > 0 {
