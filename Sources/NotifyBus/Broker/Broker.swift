@@ -48,8 +48,9 @@ public final class Broker {
     // it is owned by the broker's one thread and never accessed overlapping, and the runtime's checks of class
     // properties cost a sixth of a publish (profiled with perf on 1→1 16-byte publishes).
     @exclusivity(unchecked) private var topics: [ByteKey: TopicState] = [:]
-    /// Topics with no buffered message, oldest first: the ones forgotten when `maxTopics` is reached. A topic may
-    /// be listed after it gained a buffered message or was forgotten; such entries are skipped.
+    /// Topics with no buffered message, oldest first: the ones forgotten when `maxTopics` is reached, unless someone
+    /// subscribes to them. A topic is listed at most once (``TopicState/isListedForgettable``); one that gained a
+    /// buffered message since is skipped, and listed again when cleared.
     @exclusivity(unchecked) private var forgettableTopics = Deque<ByteKey>()
     private let index = SubscriptionIndex<Subscription>()
     @exclusivity(unchecked) private var wildcardGeneration: UInt64 = 0
@@ -80,6 +81,9 @@ public final class Broker {
 
     /// How far ahead of a topic's sequence number the state log's ceiling is written.
     public static let sequenceReserve: UInt64 = 1_000
+
+    /// The length of the list of topics it may forget, for tests: it stays within the number of topics.
+    var forgettableTopicCount: Int { forgettableTopics.count }
 
     /// What the broker holds now and has done since it started.
     public var statistics: BrokerStatistics {
@@ -155,7 +159,7 @@ public final class Broker {
             }
             let key = ByteKey(name)
             topics[key] = state
-            if state.retained == nil { forgettableTopics.append(key) }
+            if state.retained == nil { listForgettable(state, key) }
         }
         stateLog = log
     }
@@ -457,7 +461,7 @@ public final class Broker {
             return refuse(ProtocolError(.limitReached, refusal, requestID: id), subject: topic.name, to: session)
         }
         guard let state = topicState(for: topic) else {
-            let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message"
+            let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message or have subscribers"
                 + " (its limit); clear some (notify clear, CLEAR), or publish to a topic it tracks without retaining"
                 + " (notify send --no-retain, noretain)"
             return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: topic.name, to: session)
@@ -560,13 +564,37 @@ public final class Broker {
         let key = ByteKey(topic.name)
         if let state = topics[key] { return state }
         while topics.count >= configuration.maxTopics {
-            guard let oldest = forgettableTopics.popFirst() else { return nil }
-            if let state = topics[oldest], state.retained == nil { topics[oldest] = nil }
+            guard forgetATopic() else { return nil }
         }
         let state = TopicState(topic: topic)
         topics[key] = state
-        forgettableTopics.append(key)
+        listForgettable(state, key)
         return state
+    }
+
+    private func listForgettable(_ state: TopicState, _ key: ByteKey) {
+        guard !state.isListedForgettable else { return }
+        state.isListedForgettable = true
+        forgettableTopics.append(key)
+    }
+
+    /// Forgets the oldest topic that buffers no message and that nobody subscribes to: its sequence number would
+    /// start again at 1, which a subscriber would take for a restart. Returns false when there is none.
+    private func forgetATopic() -> Bool {
+        var candidates = forgettableTopics.count
+        while candidates > 0, let key = forgettableTopics.popFirst() {
+            candidates -= 1
+            guard let state = topics[key] else { continue }
+            state.isListedForgettable = false
+            guard state.retained == nil else { continue }
+            if !subscribers(of: state).isEmpty {
+                listForgettable(state, key)
+                continue
+            }
+            topics[key] = nil
+            return true
+        }
+        return false
     }
 
     /// The sessions that receive `state`'s messages, each once with its strictest overflow policy, recomputed only
@@ -713,7 +741,7 @@ public final class Broker {
             retained.owner.retainedBytes -= retained.payloadSize
             forgetIfEmpty(retained.owner)
             retainedFrameBytes -= retained.frame.readableBytes
-            forgettableTopics.append(key)
+            listForgettable(state, key)
             markUnsaved(state)
             onEvent?(.cleared(topic, by: session.peer))
         }

@@ -17,6 +17,9 @@ final class TopicState {
     @exclusivity(unchecked) var persistedSequence: UInt64 = 0
     /// Whether the buffered message changed since the state log last recorded it.
     @exclusivity(unchecked) var isUnsaved = false
+    /// Whether the topic is in the broker's list of topics it may forget: there at most once, so that clearing a
+    /// topic again and again does not grow the list.
+    @exclusivity(unchecked) var isListedForgettable = false
 
     /// The sessions that receive this topic's messages, each once; valid while `subscribersGeneration` equals the
     /// broker's wildcard generation and `invalidateSubscribers` was not called since.

@@ -1,0 +1,37 @@
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+
+/// Issue 14: what the topic table costs, and what forgetting a topic may take from its subscribers.
+@Suite("The topic table under abuse (broker, no socket)")
+struct TopicTableTests {
+    @Test("PUB and CLEAR of one topic in a loop do not grow the list of topics the broker may forget")
+    func clearInALoop() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        client.send(String(repeating: "PUB t 1\nx\nCLEAR t\n", count: 10_000))
+        #expect(harness.broker.forgettableTopicCount == 1)
+    }
+
+    @Test("a full topic table forgets a topic nobody subscribes to, never one with a subscriber: its numbers go on")
+    func subscribedTopicsAreKept() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxTopics = 2
+        let harness = BrokerHarness(configuration: configuration)
+        let subscriber = harness.connect()
+        subscriber.send("SUB watched\n")
+        let publisher = harness.connect()
+        publisher.send("PUB watched 1 noretain\n1\nPUB idle 1 noretain\n1\n#1 PUB new 1 noretain ack\n1\n#2 PUB watched 1 noretain ack\n2\n")
+        #expect(try publisher.received() == [.ok(requestID: 1, value: 1), .ok(requestID: 2, value: 2)],
+                "idle was forgotten for new; watched kept its numbers")
+        #expect(try subscriber.deliveries() == ["1", "2"])
+
+        // Every topic has a subscriber now: a new one is refused rather than take a subscriber's numbers.
+        subscriber.send("SUB new\n")
+        publisher.send("#3 PUB other 1 noretain ack\n1\n#4 PUB watched 1 noretain ack\n3\n")
+        let replies = try publisher.received()
+        #expect(replies.map(errorCode) == [.limitReached, nil])
+        #expect(replies.last == .ok(requestID: 4, value: 3))
+    }
+}
