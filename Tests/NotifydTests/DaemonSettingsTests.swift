@@ -72,6 +72,11 @@ struct DaemonSettingsTests {
         ("sync = sometimes\n", "line 1: sync is \"sometimes\"; use never or always"),
         ("log-level debug\n", "line 1: expected `key = value`, found \"log-level debug\""),
         ("max-topic-length = 300\n", "line 1: max-topic-length must be at most 255, not 300"),
+        // Issue 14: every size has an upper bound, well before arithmetic or NIO's 4 GiB buffers would trap.
+        ("max-payload = 4294967296\n", "line 1: max-payload must be at most 268435456, not 4294967296"),
+        ("max-queued-bytes = 9223372036854775807\n", "line 1: max-queued-bytes must be at most 1099511627776"),
+        ("max-retained-bytes-per-user = 2199023255552\n", "line 1: max-retained-bytes-per-user must be at most 1099511627776"),
+        ("max-connections = 1000000000\n", "line 1: max-connections must be at most 100000000"),
         ("max-paylod = 10\n", "line 1: unknown setting \"max-paylod\"; the settings are log-level, max-connections,"),
         ("sync = never\nsync = always\n", "line 2: sync is set twice (also on line 1)"),
         ("[limits\n", "line 1: a section header is [name]"),

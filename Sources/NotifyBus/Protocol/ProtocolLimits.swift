@@ -10,6 +10,10 @@ public struct ProtocolLimits: Sendable, Hashable {
     /// 1 MiB payloads, 255-byte topics, 1 KiB lines.
     public static let `default` = ProtocolLimits(maxPayload: 1 << 20, maxTopic: Topic.maxLength, maxLine: 1024)
 
+    /// The largest `max_payload` a server may announce: what every client of this library accepts in a frame
+    /// (``ServerFrameDecoder``), far inside a `ByteBuffer`'s 4 GiB.
+    public static let largestPayload = 256 << 20
+
     /// Creates limits; `maxTopic` is capped at ``Topic/maxLength`` and `maxLine` raised so a line can hold a
     /// frame with the longest topic.
     public init(maxPayload: Int, maxTopic: Int, maxLine: Int) {

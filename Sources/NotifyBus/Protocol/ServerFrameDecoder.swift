@@ -22,7 +22,7 @@ public struct ServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
     public var maxPayload: Int
 
     /// Creates a decoder.
-    public init(maxLine: Int = 64 * 1024, maxPayload: Int = 256 << 20) {
+    public init(maxLine: Int = 64 * 1024, maxPayload: Int = ProtocolLimits.largestPayload) {
         self.maxLine = maxLine
         self.maxPayload = maxPayload
     }

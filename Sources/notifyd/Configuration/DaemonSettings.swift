@@ -136,35 +136,68 @@ struct DaemonSettings: Sendable, Equatable {
         }
         syncPolicy = policy
         var limits = ProtocolLimits.default
-        limits.maxPayload = try integer("max-payload", default: ProtocolLimits.default.maxPayload, minimum: 0)
+        // Upper bounds keep every size the daemon computes from a setting far from overflow and from NIO's 4 GiB
+        // buffers: generous for any host, refused with a sentence rather than a trap.
+        let largeCount = 100_000_000
+        let largeBytes = 1 << 40
+        limits.maxPayload = try integer(
+            "max-payload",
+            default: ProtocolLimits.default.maxPayload,
+            minimum: 0,
+            maximum: ProtocolLimits.largestPayload
+        )
         limits.maxTopic = try integer("max-topic-length", default: Topic.maxLength, minimum: 1, maximum: Topic.maxLength)
         broker = BrokerConfiguration(
             protocolLimits: limits,
             maxSubscriptionsPerConnection: try integer(
                 "max-subscriptions",
                 default: BrokerConfiguration.default.maxSubscriptionsPerConnection,
-                minimum: 1
+                minimum: 1,
+                maximum: largeCount
             ),
-            maxTopics: try integer("max-topics", default: BrokerConfiguration.default.maxTopics, minimum: 1),
-            maxQueuedMessages: try integer("max-queued-messages", default: BrokerConfiguration.default.maxQueuedMessages, minimum: 1),
-            maxQueuedBytes: try integer("max-queued-bytes", default: BrokerConfiguration.default.maxQueuedBytes, minimum: 1),
-            maxConnections: try integer("max-connections", default: BrokerConfiguration.default.maxConnections, minimum: 1),
+            maxTopics: try integer("max-topics", default: BrokerConfiguration.default.maxTopics, minimum: 1, maximum: largeCount),
+            maxQueuedMessages: try integer(
+                "max-queued-messages",
+                default: BrokerConfiguration.default.maxQueuedMessages,
+                minimum: 1,
+                maximum: largeCount
+            ),
+            maxQueuedBytes: try integer(
+                "max-queued-bytes",
+                default: BrokerConfiguration.default.maxQueuedBytes,
+                minimum: 1,
+                maximum: largeBytes
+            ),
+            maxConnections: try integer(
+                "max-connections",
+                default: BrokerConfiguration.default.maxConnections,
+                minimum: 1,
+                maximum: largeCount
+            ),
             maxConnectionsPerUser: try integer(
                 "max-connections-per-user",
                 default: BrokerConfiguration.default.maxConnectionsPerUser,
-                minimum: 1
+                minimum: 1,
+                maximum: largeCount
             ),
-            maxRetainedBytes: try integer("max-retained-bytes", default: BrokerConfiguration.default.maxRetainedBytes, minimum: 0)
+            maxRetainedBytes: try integer(
+                "max-retained-bytes",
+                default: BrokerConfiguration.default.maxRetainedBytes,
+                minimum: 0,
+                maximum: largeBytes
+            )
         )
         broker.maxRetainedBytesPerUser = try integer(
             "max-retained-bytes-per-user",
             default: BrokerConfiguration.default.maxRetainedBytesPerUser,
-            minimum: 0
+            minimum: 0,
+            maximum: largeBytes
         )
         broker.maxSubscriptionsPerUser = try integer(
             "max-subscriptions-per-user",
             default: BrokerConfiguration.default.maxSubscriptionsPerUser,
-            minimum: 1
+            minimum: 1,
+            maximum: largeCount
         )
         var rules: [AccessRule] = []
         for (name, entry) in file?.entries(in: "rules") ?? [] {
