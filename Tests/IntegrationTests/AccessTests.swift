@@ -128,4 +128,24 @@ struct AccessTests {
         await listener.close()
         #expect(try await daemon.stop() == 0)
     }
+
+    @Test("a peer in more groups than the kernel reports (70) is denied by a deny rule for one of them", .enabled(if: getuid() == 0))
+    func manyGroupsFailClosed() async throws {
+        let directory = try TemporaryDirectory()
+        chmod(directory.path, 0o755)
+        try "[rules]\nno-secrets = deny read secret.> group:4270\n".write(
+            toFile: directory.path + "/notifyd.conf",
+            atomically: true,
+            encoding: .utf8
+        )
+        let daemon = try await TestDaemon.start(in: directory)
+        #expect(try await daemon.notify(["send", "secret.plans", "x"]).status == 0)
+        let few = try await notifyAs(uid: 1000, groups: [4270], ["latest", "secret.plans"], socket: daemon.socketPath)
+        #expect(few.status == 77, "a member of the denied group: \(few.stderr)")
+        let many = try await notifyAs(uid: 1000, groups: Array(4201...4270), ["latest", "secret.plans"], socket: daemon.socketPath)
+        #expect(many.status == 77, "70 groups, the denied one among them: SO_PEERGROUPS cannot tell, so the deny applies: \(many.stderr)")
+        let outsider = try await notifyAs(uid: 1000, groups: [4271], ["latest", "secret.plans"], socket: daemon.socketPath)
+        #expect(outsider.status == 0, "\(outsider.stderr)")
+        try await daemon.stop()
+    }
 }

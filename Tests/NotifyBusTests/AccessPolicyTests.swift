@@ -200,3 +200,21 @@ struct AccessPolicyTests {
         #expect(try reader.deliveries() == ["c"])
     }
 }
+
+/// Issue 14, "Identity": a peer whose groups the daemon could not read is never let through by a rule by group,
+/// nor let past a `deny` by group.
+@Suite("Access policy with unknown groups")
+struct UnknownGroupsTests {
+    @Test("rules by group fail closed for a peer whose groups are not known: a deny applies, an allow does not")
+    func failClosed() throws {
+        let rules = try ["deny read secret.> group:70", "allow publish system.> group:70"].enumerated().map { index, text in
+            try AccessRule(parsing: text, name: "r\(index)", line: index + 1, resolver: AccessRule.NameResolver(uid: { _ in nil }, gid: { _ in nil }))
+        }
+        let policy = AccessPolicy(rules: rules)
+        let unknown = PeerCredentials(pid: 1, uid: 1000, gid: 1000, groups: [], groupsAreKnown: false)
+        let outsider = PeerCredentials(pid: 1, uid: 1000, gid: 1000, groups: [71])
+        #expect(!policy.allows(.read, topic: try Topic("secret.plans"), peer: unknown), "as if in the denied group")
+        #expect(policy.allows(.read, topic: try Topic("secret.plans"), peer: outsider))
+        #expect(!policy.allows(.publish, topic: try Topic("system.x"), peer: unknown), "not as if in the allowed group")
+    }
+}

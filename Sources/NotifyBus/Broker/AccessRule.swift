@@ -25,10 +25,12 @@ public struct AccessRule: Sendable, Hashable, CustomStringConvertible {
         case unit(String)
         case everyone
 
-        func includes(_ peer: PeerCredentials) -> Bool {
+        /// Whether `peer` is one of these; a peer whose groups are not known is taken to be in a group when
+        /// `unknownGroupsMatch` (for a `deny`), and not otherwise, so that either way the rule fails closed.
+        func includes(_ peer: PeerCredentials, unknownGroupsMatch: Bool) -> Bool {
             switch self {
             case .user(let uid): peer.uid == uid
-            case .group(let gid): peer.gid == gid || peer.groups.contains(gid)
+            case .group(let gid): peer.gid == gid || peer.groups.contains(gid) || (!peer.groupsAreKnown && unknownGroupsMatch)
             case .unit(let name): peer.unit == name
             case .everyone: true
             }
@@ -139,7 +141,8 @@ public struct AccessRule: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether the rule applies to `peer` having `access` to `topic`.
     public func applies(to access: AccessPolicy.Access, of topic: Topic, by peer: PeerCredentials) -> Bool {
-        accesses.contains(access) && pattern.matches(topic) && principals.contains { $0.includes(peer) }
+        accesses.contains(access) && pattern.matches(topic)
+            && principals.contains { $0.includes(peer, unknownGroupsMatch: effect == .deny) }
     }
 
     /// The rule as it would be written.

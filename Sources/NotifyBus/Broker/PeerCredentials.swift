@@ -9,15 +9,19 @@ public struct PeerCredentials: Sendable, Hashable {
     public var gid: UInt32
     /// The peer's supplementary groups, when the daemon can tell (`SO_PEERGROUPS`).
     public var groups: [UInt32]
+    /// Whether `groups` is the whole list. When the kernel's answer could not be read (a peer in more groups than
+    /// the daemon asks for), rules by group fail closed: a `deny` applies, an `allow` does not.
+    public var groupsAreKnown: Bool
     /// The peer's systemd unit, when it has one and the daemon can tell.
     public var unit: String?
 
     /// Creates credentials.
-    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = [], unit: String? = nil) {
+    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = [], groupsAreKnown: Bool = true, unit: String? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
         self.groups = groups
+        self.groupsAreKnown = groupsAreKnown
         self.unit = unit
     }
 

@@ -30,20 +30,28 @@ extension PeerCredentials {
         guard let credentials = try result?.get() else {
             throw SocketFileError(description: "SO_PEERCRED did not answer on the event loop")
         }
-        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, groups: groups(of: provider))
+        let groups = groups(of: provider)
+        return PeerCredentials(
+            pid: credentials.pid,
+            uid: credentials.uid,
+            gid: credentials.gid,
+            groups: groups ?? [],
+            groupsAreKnown: groups != nil
+        )
     }
 
     /// `SO_PEERGROUPS`: the peer's supplementary groups at connect time, as the kernel keeps them (sorted, so a
     /// group 0 can only come first). NIO hands the answer back in a zeroed buffer without its length, so the list
-    /// ends at the first 0 after the start. A peer in more than 64 groups is known by its primary group only.
-    private static func groups(of provider: any SocketOptionProvider) -> [UInt32] {
+    /// ends at the first 0 after the start. For a peer in more than 64 groups the kernel refuses the answer (ERANGE):
+    /// nil, and rules by group fail closed for it.
+    private static func groups(of provider: any SocketOptionProvider) -> [UInt32]? {
         let future: EventLoopFuture<SIMD64<UInt32>> = provider.unsafeGetSocketOption(
             level: SocketOptionLevel(SOL_SOCKET),
             name: SocketOptionName(59)  // SO_PEERGROUPS, Linux 4.13; Glibc's module does not export the name
         )
         var result: Result<SIMD64<UInt32>, any Error>?
         future.assumeIsolated().whenComplete { result = $0 }
-        guard let answer = try? result?.get() else { return [] }
+        guard let answer = try? result?.get() else { return nil }
         var groups: [UInt32] = []
         for index in 0..<answer.scalarCount {
             let gid = answer[index]
