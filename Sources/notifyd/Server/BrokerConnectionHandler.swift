@@ -41,7 +41,7 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
             context.close(promise: nil)
             return
         }
-        peer.unit = UnitLookup.unit(of: peer.pid)
+        peer.unit = UnitLookup.unit(ofPeerOf: context.channel, pid: peer.pid, uid: peer.uid)
         let transport = ChannelTransport(context: context)
         self.transport = transport
         let session = broker.open(peer: peer, transport: transport)
