@@ -47,9 +47,10 @@ struct OutboundQueue {
         var isRemoved = false
     }
 
-    /// What was dropped of one topic since the last notices went out.
+    /// What was dropped of one topic since the last notices went out. By name: a notice must not keep a topic the
+    /// broker forgot alive.
     private struct PendingDrop {
-        let topic: TopicState
+        let topic: Topic
         var count: UInt64
         var firstSequence: UInt64
         var lastSequence: UInt64
@@ -75,16 +76,25 @@ struct OutboundQueue {
     private(set) var byteCount = 0
     /// Replies queued that may go out ahead of paused deliveries (see ``drainReplies(into:)``).
     private var passingReplyCount = 0
-    /// The number of the newest queued `latest-only` delivery of each topic.
-    private var newestByTopic: [ObjectIdentifier: Int] = [:]
-    /// What was dropped since the last notices went out, per topic, in the order of the first drop.
+    /// The number of the newest queued `latest-only` delivery of each topic, while it is queued.
+    private var newestByTopic: [ByteKey: Int] = [:]
+    /// What was dropped since the last notices went out, per topic, in the order of the first drop; at most
+    /// ``dropRecordLimit`` topics, the drops of any other counted in `otherTopicsDropped`.
     private var drops: [PendingDrop] = []
-    private var dropIndex: [ObjectIdentifier: Int] = [:]
+    private var dropIndex: [ByteKey: Int] = [:]
+    private var otherTopicsDropped: UInt64 = 0
+
+    /// The most topics the queue keeps a drop notice for between two drains: a subscriber stalled on a flood of
+    /// distinct topics is told of the rest in one ``DropNotice/manyTopics`` notice, and costs no more.
+    static let dropRecordLimit = 1_024
+
+    /// The topics a drop notice waits for, and the topics whose newest `latest-only` delivery is known: for tests.
+    var recordCounts: (drops: Int, newest: Int) { (drops.count, newestByTopic.count) }
 
     private static let allocator = ByteBufferAllocator()
 
     /// Whether nothing waits: no frame and no notice.
-    var isEmpty: Bool { entries.isEmpty && drops.isEmpty }
+    var isEmpty: Bool { entries.isEmpty && drops.isEmpty && otherTopicsDropped == 0 }
 
     /// Whether a reply waits that may go out ahead of paused deliveries; a new reply must then go behind it.
     var hasPassingReplies: Bool { passingReplyCount > 0 }
@@ -113,7 +123,7 @@ struct OutboundQueue {
     ) -> Int? {
         var dropped = 0
         if policy == .latestOnly {
-            let key = ObjectIdentifier(topic)
+            let key = ByteKey(topic.topic.name)
             if let number = newestByTopic[key], number >= firstEntryNumber, !entries[number - firstEntryNumber].isRemoved {
                 drop(at: number - firstEntryNumber)
                 dropped += 1
@@ -142,16 +152,20 @@ struct OutboundQueue {
     mutating func drain(into transport: any SessionTransport) -> (messages: Int, payloadBytes: Int) {
         var messages = 0
         var payloadBytes = 0
-        if !drops.isEmpty {
+        if !drops.isEmpty || otherTopicsDropped > 0 {
             // The dropped messages were older than everything still queued, so their notices go first.
             var notices = ByteBuffer()
             for drop in drops {
                 notices.writeDropNotice(
-                    DropNotice(topic: drop.topic.topic, count: drop.count, firstSequence: drop.firstSequence, lastSequence: drop.lastSequence)
+                    DropNotice(topic: drop.topic, count: drop.count, firstSequence: drop.firstSequence, lastSequence: drop.lastSequence)
                 )
             }
-            drops.removeAll(keepingCapacity: true)
-            dropIndex.removeAll(keepingCapacity: true)
+            if otherTopicsDropped > 0 {
+                notices.writeDropNotice(DropNotice(topic: DropNotice.manyTopics, count: otherTopicsDropped, firstSequence: 0, lastSequence: 0))
+            }
+            drops.removeAll(keepingCapacity: drops.count <= 64)
+            dropIndex.removeAll(keepingCapacity: drops.count <= 64)
+            otherTopicsDropped = 0
             transport.write(notices)
         }
         while transport.isWritable, let first = popFirst() {
@@ -230,7 +244,9 @@ struct OutboundQueue {
     }
 
     private mutating func popFirst() -> Entry? {
-        guard let entry = entries.popFirst() else { return nil }
+        guard let entry = entries.first else { return nil }
+        if let topic = entry.topic, !entry.isRemoved { forgetNewest(of: topic, at: 0) }
+        entries.removeFirst()
         firstEntryNumber += 1
         return entry
     }
@@ -243,14 +259,26 @@ struct OutboundQueue {
         messageCount -= 1
         byteCount -= length
         topic.dropped += 1
-        if let last = drops.indices.last, drops[last].topic === topic {
+        forgetNewest(of: topic, at: index)
+        let key = ByteKey(topic.topic.name)
+        if let last = drops.indices.last, drops[last].topic == topic.topic {
             record(sequence, in: &drops[last])
-        } else if let known = dropIndex[ObjectIdentifier(topic)] {
+        } else if let known = dropIndex[key] {
             record(sequence, in: &drops[known])
+        } else if drops.count < OutboundQueue.dropRecordLimit {
+            dropIndex[key] = drops.count
+            drops.append(PendingDrop(topic: topic.topic, count: 1, firstSequence: sequence, lastSequence: sequence))
         } else {
-            dropIndex[ObjectIdentifier(topic)] = drops.count
-            drops.append(PendingDrop(topic: topic, count: 1, firstSequence: sequence, lastSequence: sequence))
+            otherTopicsDropped += 1
         }
+    }
+
+    /// Forgets that the entry at `index`, leaving the queue, is its topic's newest `latest-only` one, if it is:
+    /// the table holds only what is queued, however many topics pass through a queue that never empties.
+    private mutating func forgetNewest(of topic: TopicState, at index: Int) {
+        guard !newestByTopic.isEmpty else { return }
+        let key = ByteKey(topic.topic.name)
+        if newestByTopic[key] == firstEntryNumber + index { newestByTopic[key] = nil }
     }
 
     private func record(_ sequence: UInt64, in drop: inout PendingDrop) {

@@ -214,6 +214,9 @@ final class ClientChannelHandler: ChannelInboundHandler {
             greeting.succeed(serverGreeting)
         case .delivery(let delivery):
             route(.message(delivery), topic: delivery.topic)
+        case .dropped(let notice) where notice.isAboutManyTopics:
+            // Of topics it does not name: any subscription may have missed some.
+            for id in subscriptions.keys { hand(.dropped(notice), to: id) }
         case .dropped(let notice):
             route(.dropped(notice), topic: notice.topic)
         case .error(let error) where !greeted:

@@ -41,4 +41,11 @@ public struct DropNotice: Sendable, Hashable {
         self.firstSequence = firstSequence
         self.lastSequence = lastSequence
     }
+
+    /// The topic of a notice about many topics at once: a subscriber that fell behind on more topics than the daemon
+    /// keeps a notice for each is told how many messages of the others were dropped, without their numbers.
+    public static let manyTopics = try! Topic("$notifyd.dropped")
+
+    /// Whether this notice counts messages of many topics (``manyTopics``), whose sequence numbers it does not give.
+    public var isAboutManyTopics: Bool { topic == DropNotice.manyTopics }
 }

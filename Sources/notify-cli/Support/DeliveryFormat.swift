@@ -65,6 +65,10 @@ enum DeliveryFormat: String, ExpressibleByArgument, CaseIterable {
 
     /// A drop notice for people.
     static func sentence(_ notice: DropNotice) -> String {
+        if notice.isAboutManyTopics {
+            return "the daemon dropped \(notice.count) message\(notice.count == 1 ? "" : "s") of other topics too"
+                + " because this subscriber fell behind on more topics than it keeps a notice for each"
+        }
         let range = notice.firstSequence == notice.lastSequence
             ? "sequence \(notice.firstSequence)" : "sequence \(notice.firstSequence) to \(notice.lastSequence)"
         return "the daemon dropped \(notice.count) message\(notice.count == 1 ? "" : "s") of \(notice.topic.name) (\(range))"

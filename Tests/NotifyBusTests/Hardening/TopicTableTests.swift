@@ -35,3 +35,41 @@ struct TopicTableTests {
         #expect(replies.last == .ok(requestID: 4, value: 3))
     }
 }
+
+/// Issue 14: what a stalled subscriber's queue keeps about what it dropped stays bounded, however many topics.
+@Suite("Drop records of a stalled subscriber (broker, no socket)")
+struct DropRecordTests {
+    @Test("drops over 5,000 distinct topics keep 1,024 notices and one for the rest; the counts add up")
+    func manyTopics() throws {
+        let harness = OutboundQueueTests.harness(messages: 10)
+        let subscriber = harness.connect()
+        subscriber.send("SUB leak.>\n")
+        _ = try subscriber.received()
+        subscriber.transport.isWritable = false
+        let publisher = harness.connect()
+        publisher.send((1...5_000).map { "PUB leak.\($0) 0 noretain\n\n" }.joined())
+        #expect(subscriber.session.outbox.recordCounts.drops == OutboundQueue.dropRecordLimit)
+        OutboundQueueTests.resume(subscriber)
+        let frames = try subscriber.received()
+        let notices = frames.compactMap { frame -> DropNotice? in
+            if case .dropped(let notice) = frame { return notice }
+            return nil
+        }
+        #expect(notices.count == OutboundQueue.dropRecordLimit + 1)
+        #expect(notices.last?.isAboutManyTopics == true)
+        #expect(notices.reduce(0) { $0 + $1.count } == 4_990, "all but the 10 queued were announced")
+        #expect(frames.compactMap(delivery).map(\.topic.name) == (4_991...5_000).map { "leak.\($0)" })
+    }
+
+    @Test("a latest-only queue that never empties forgets the topics that left it")
+    func latestOnlyTable() throws {
+        let harness = OutboundQueueTests.harness(messages: 10)
+        let subscriber = harness.connect()
+        subscriber.send("SUB leak.> overflow=latest-only\n")
+        _ = try subscriber.received()
+        subscriber.transport.isWritable = false
+        let publisher = harness.connect()
+        publisher.send((1...5_000).map { "PUB leak.\($0) 0 noretain\n\n" }.joined())
+        #expect(subscriber.session.outbox.recordCounts.newest <= 10, "only the queued topics are remembered")
+    }
+}
