@@ -168,6 +168,24 @@ struct Notifyd: AsyncParsableCommand {
     )
     var maxQueuedBytes: Int?
 
+    @Option(
+        name: .customLong("max-queued-bytes-per-user"),
+        help: ArgumentHelp(
+            "The most bytes queued for one uid's connections together; past it, their overflow policies apply (default: 268435456).",
+            valueName: "bytes"
+        )
+    )
+    var maxQueuedBytesPerUser: Int?
+
+    @Option(
+        name: .customLong("max-queued-bytes-total"),
+        help: ArgumentHelp(
+            "The most bytes queued for all connections together; past it, their overflow policies apply (default: 1073741824).",
+            valueName: "bytes"
+        )
+    )
+    var maxQueuedBytesTotal: Int?
+
     func validate() throws {
         if reload && checkConfig {
             throw ValidationError("--reload asks a running daemon to reload; --check-config checks a file: give one of them")
@@ -207,7 +225,9 @@ struct Notifyd: AsyncParsableCommand {
             maxConnectionsPerUser: maxConnectionsPerUser,
             maxRetainedBytes: maxRetainedBytes,
             maxRetainedBytesPerUser: maxRetainedBytesPerUser,
-            maxSubscriptionsPerUser: maxSubscriptionsPerUser
+            maxSubscriptionsPerUser: maxSubscriptionsPerUser,
+            maxQueuedBytesPerUser: maxQueuedBytesPerUser,
+            maxQueuedBytesTotal: maxQueuedBytesTotal
         )
         let configurationFile = checkedFile ?? config
         if checkConfig {

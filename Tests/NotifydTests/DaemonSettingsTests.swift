@@ -45,6 +45,8 @@ struct DaemonSettingsTests {
             max-connections-per-user = 9
             max-retained-bytes-per-user = 10
             max-subscriptions-per-user = 11
+            max-queued-bytes-per-user = 12
+            max-queued-bytes-total = 13
 
             """
         )
@@ -53,9 +55,10 @@ struct DaemonSettingsTests {
             broker.protocolLimits.maxPayload, broker.protocolLimits.maxTopic, broker.maxSubscriptionsPerConnection,
             broker.maxTopics, broker.maxRetainedBytes, broker.maxQueuedMessages, broker.maxQueuedBytes,
             broker.maxConnections, broker.maxConnectionsPerUser, broker.maxRetainedBytesPerUser, broker.maxSubscriptionsPerUser,
+            broker.maxQueuedBytesPerUser, broker.maxQueuedBytesTotal,
         ]
-        #expect(read == Array(1...11))
-        #expect(DaemonSettings.keys.count == 15, "a new setting gets a line in this test")
+        #expect(read == Array(1...13))
+        #expect(DaemonSettings.keys.count == 17, "a new setting gets a line in this test")
     }
 
     @Test("a file of comments only is an empty configuration")

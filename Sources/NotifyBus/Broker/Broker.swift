@@ -288,6 +288,8 @@ public final class Broker {
         }
         session.account.subscriptions -= session.subscriptions.count
         session.subscriptions.removeAll()
+        // What waited for it is let go with it.
+        changingOutbox(of: session) { $0 = OutboundQueue() }
         session.account.connections -= 1
         forgetIfEmpty(session.account)
     }
@@ -350,7 +352,7 @@ public final class Broker {
         for session in openSessions {
             // What is queued goes out as far as the connection takes it; the transport's close gives it a while.
             writeSpan(of: session)
-            if let transport = session.transport { _ = session.outbox.drain(into: transport) }
+            if let transport = session.transport { _ = changingOutbox(of: session) { $0.drain(into: transport) } }
             reply(ProtocolError(.unavailable, "the daemon is shutting down; reconnect once it is back"), to: session)
             session.closesAfterFlush = true
         }
@@ -373,14 +375,24 @@ public final class Broker {
     private func drainOutbox(of session: Session, into transport: any SessionTransport) {
         if session.pausesDeliveries {
             guard session.outbox.hasPassingReplies else { return }
-            session.outbox.drainReplies(into: transport)
+            changingOutbox(of: session) { $0.drainReplies(into: transport) }
         } else {
             guard !session.outbox.isEmpty else { return }
-            let (messages, payloadBytes) = session.outbox.drain(into: transport)
+            let (messages, payloadBytes) = changingOutbox(of: session) { $0.drain(into: transport) }
             counters.messagesOut += UInt64(messages)
             counters.bytesOut += UInt64(payloadBytes)
         }
         markForFlush(session)
+    }
+
+    /// Changes the session's queue, and counts what that changed in the bytes queued for its uid and in total.
+    private func changingOutbox<Result>(of session: Session, _ change: (inout OutboundQueue) -> Result) -> Result {
+        let before = session.outbox.byteCount
+        let result = change(&session.outbox)
+        let delta = session.outbox.byteCount - before
+        session.account.queuedBytes += delta
+        counters.queuedBytes += delta
+        return result
     }
 
     // MARK: - Requests
@@ -794,7 +806,7 @@ public final class Broker {
         if transport.isWritable && (session.outbox.isEmpty || passesQueue) {
             transport.write(frame)
         } else {
-            session.outbox.appendReply(frame, holdsPlace: holdsPlace)
+            changingOutbox(of: session) { $0.appendReply(frame, holdsPlace: holdsPlace) }
         }
         markForFlush(session)
     }
@@ -858,14 +870,17 @@ public final class Broker {
         let session = target.session
         guard let transport = session.transport else { return }
         writeSpan(of: session)
-        let dropped = session.outbox.appendDelivery(
-            frame,
-            topic: state,
-            sequence: sequence,
-            payloadSize: payloadSize,
-            policy: target.overflow,
-            limits: configuration.queueLimits
+        // The uid's share and the daemon's as well as the connection's own: past either, this connection's queue
+        // counts as full.
+        var limits = configuration.queueLimits
+        let room = min(
+            configuration.maxQueuedBytesPerUser - session.account.queuedBytes,
+            configuration.maxQueuedBytesTotal - counters.queuedBytes
         )
+        limits.bytes = min(limits.bytes, session.outbox.byteCount + max(0, room))
+        let dropped = changingOutbox(of: session) {
+            $0.appendDelivery(frame, topic: state, sequence: sequence, payloadSize: payloadSize, policy: target.overflow, limits: limits)
+        }
         guard let dropped else {
             onEvent?(.disconnectedSlowSubscriber(session.peer, queuedMessages: session.outbox.messageCount))
             // Nothing more goes to it from now on; it is closed once this batch's work is done.

@@ -25,12 +25,19 @@ public struct BrokerConfiguration: Sendable, Hashable {
     /// The most payload bytes of buffered messages one user (uid) may have published (each message counts against
     /// the uid that published it, until it is replaced or cleared).
     public var maxRetainedBytesPerUser: Int = 64 << 20
+    /// The most bytes waiting in the queues of one user's (uid's) connections together: past it, a delivery to one
+    /// of them makes room by its subscription's overflow policy as if that connection's own queue were full. Without
+    /// it, a uid's stalled connections could each hold ``maxQueuedBytes``.
+    public var maxQueuedBytesPerUser: Int = 256 << 20
+    /// The most bytes waiting in the queues of all connections together, likewise.
+    public var maxQueuedBytesTotal: Int = 1 << 30
     /// Who may publish to and read which topics.
     public var accessPolicy: AccessPolicy = .default
 
     /// 1 MiB payloads, 10,000 subscriptions per connection and 100,000 per user, one million topics, 64 MiB waiting
     /// per connection (of which at most 100,000 messages in its queue), 16,384 connections of which 4,096 per user,
-    /// 256 MiB of buffered payloads of which 64 MiB per user.
+    /// 256 MiB of buffered payloads of which 64 MiB per user, 1 GiB queued for connections that fall behind of which
+    /// 256 MiB per user.
     public static let `default` = BrokerConfiguration(
         protocolLimits: .default,
         maxSubscriptionsPerConnection: 10_000,

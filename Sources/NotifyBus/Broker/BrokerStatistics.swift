@@ -30,6 +30,8 @@ public struct BrokerStatistics: Sendable, Hashable {
     public internal(set) var bytesOut: UInt64 = 0
     /// Deliveries dropped for subscribers that fell behind.
     public internal(set) var dropped: UInt64 = 0
+    /// Bytes of the frames waiting in the queues of connections that fell behind, now.
+    public internal(set) var queuedBytes = 0
     /// Topics known (set when reported).
     public internal(set) var topics = 0
     /// Configurations reloaded and applied since the broker started (``Broker/recordReload(applied:)``).
@@ -55,6 +57,7 @@ public struct BrokerStatistics: Sendable, Hashable {
             .init(name: "bytes_in", value: bytesIn),
             .init(name: "bytes_out", value: bytesOut),
             .init(name: "dropped", value: dropped),
+            .init(name: "queued_bytes", value: UInt64(queuedBytes)),
             .init(name: "uptime_seconds", value: uptime),
             .init(name: "reloads", value: reloads),
             .init(name: "reloads_failed", value: reloadsFailed),

@@ -9,11 +9,13 @@ final class UserAccount {
     @exclusivity(unchecked) var subscriptions = 0
     /// Payload bytes of the buffered messages this uid published.
     @exclusivity(unchecked) var retainedBytes = 0
+    /// Bytes of the frames waiting in the queues of this uid's connections.
+    @exclusivity(unchecked) var queuedBytes = 0
 
     init(uid: UInt32) {
         self.uid = uid
     }
 
     /// Whether the account holds nothing, and can be forgotten.
-    var isEmpty: Bool { connections == 0 && subscriptions == 0 && retainedBytes == 0 }
+    var isEmpty: Bool { connections == 0 && subscriptions == 0 && retainedBytes == 0 && queuedBytes == 0 }
 }

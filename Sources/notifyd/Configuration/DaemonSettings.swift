@@ -41,6 +41,8 @@ struct DaemonSettings: Sendable, Equatable {
         var maxRetainedBytes: Int?
         var maxRetainedBytesPerUser: Int?
         var maxSubscriptionsPerUser: Int?
+        var maxQueuedBytesPerUser: Int?
+        var maxQueuedBytesTotal: Int?
     }
 
     /// The configuration file used: `explicit`, else `notifyd.conf` in systemd's `$CONFIGURATION_DIRECTORY`
@@ -79,6 +81,8 @@ struct DaemonSettings: Sendable, Equatable {
         set("max-retained-bytes", overrides.maxRetainedBytes.map { .int($0) })
         set("max-retained-bytes-per-user", overrides.maxRetainedBytesPerUser.map { .int($0) })
         set("max-subscriptions-per-user", overrides.maxSubscriptionsPerUser.map { .int($0) })
+        set("max-queued-bytes-per-user", overrides.maxQueuedBytesPerUser.map { .int($0) })
+        set("max-queued-bytes-total", overrides.maxQueuedBytesTotal.map { .int($0) })
 
         var providers: [any ConfigProvider] = [InMemoryProvider(name: "command line", values: values)]
         let file = try ConfigurationFile.read(path: path, mustExist: isExplicit)
@@ -100,7 +104,7 @@ struct DaemonSettings: Sendable, Equatable {
     static let keys: Set<String> = [
         "socket", "state-dir", "log-level", "sync", "max-payload", "max-topic-length", "max-subscriptions", "max-topics",
         "max-retained-bytes", "max-queued-messages", "max-queued-bytes", "max-connections", "max-connections-per-user",
-        "max-retained-bytes-per-user", "max-subscriptions-per-user",
+        "max-retained-bytes-per-user", "max-subscriptions-per-user", "max-queued-bytes-per-user", "max-queued-bytes-total",
     ]
 
     private init(reader: ConfigReader, file: ConfigurationFile?, path: String) throws {
@@ -193,6 +197,18 @@ struct DaemonSettings: Sendable, Equatable {
             minimum: 0,
             maximum: largeBytes
         )
+        broker.maxQueuedBytesPerUser = try integer(
+            "max-queued-bytes-per-user",
+            default: BrokerConfiguration.default.maxQueuedBytesPerUser,
+            minimum: 1,
+            maximum: largeBytes
+        )
+        broker.maxQueuedBytesTotal = try integer(
+            "max-queued-bytes-total",
+            default: BrokerConfiguration.default.maxQueuedBytesTotal,
+            minimum: 1,
+            maximum: largeBytes
+        )
         broker.maxSubscriptionsPerUser = try integer(
             "max-subscriptions-per-user",
             default: BrokerConfiguration.default.maxSubscriptionsPerUser,
@@ -273,6 +289,8 @@ extension DaemonSettings {
             ("max-subscriptions-per-user", "\(broker.maxSubscriptionsPerUser)"),
             ("max-queued-messages", "\(broker.maxQueuedMessages)"),
             ("max-queued-bytes", "\(broker.maxQueuedBytes)"),
+            ("max-queued-bytes-per-user", "\(broker.maxQueuedBytesPerUser)"),
+            ("max-queued-bytes-total", "\(broker.maxQueuedBytesTotal)"),
             ("max-connections", "\(broker.maxConnections)"),
             ("max-connections-per-user", "\(broker.maxConnectionsPerUser)"),
         ]
