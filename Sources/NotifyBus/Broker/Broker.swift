@@ -71,8 +71,15 @@ public final class Broker {
 
     @exclusivity(unchecked) private var counters: BrokerStatistics
     @exclusivity(unchecked) private var stateLog: StateLog?
-    /// Set when a write to the state log failed: the next flush rewrites the log from memory.
+    /// Set when a write to the state log failed: a flush rewrites the log from memory, not before
+    /// `stateRetryTime` (backing off, so a full disk does not cost a full rewrite per batch).
     private var stateNeedsRewrite = false
+    /// Why the state log cannot be written, while it cannot: retained publishes are refused meanwhile.
+    public private(set) var stateProblem: String?
+    private var stateRetryTime: UInt64 = 0
+    private var stateRetryDelay: UInt64 = 0
+    /// Sessions whose acknowledgements wait for this batch's commit (see ``Session/awaitsCommit``).
+    @exclusivity(unchecked) private var sessionsAwaitingCommit: [Session] = []
     /// Topics whose buffered message changed in this batch. Only their final state is logged, at the batch's end:
     /// a topic published to a thousand times in one read batch costs one record, not a thousand.
     @exclusivity(unchecked) private var unsavedTopics: [TopicState] = []
@@ -173,22 +180,69 @@ public final class Broker {
     }
 
     /// Writes the batch's state records; runs before the batch's replies go out.
-    private func commitState() {
-        guard let stateLog else { return }
+    /// - Returns: whether they are in the log (true without a log).
+    private func commitState() -> Bool {
+        guard let stateLog else { return true }
+        let now = clock().microsecondsSinceEpoch
         do {
             if stateNeedsRewrite {
+                guard now >= stateRetryTime else { return false }
                 try compactState(stateLog)
                 stateNeedsRewrite = false
+                stateProblem = nil
+                stateRetryDelay = 0
+                onEvent?(.stateSavedAgain)
             } else {
                 logUnsavedTopics(stateLog)
                 try stateLog.commit()
                 stateLog.setLiveSize(retainedFrameBytes + topics.count * 48)
                 if stateLog.wantsCompaction { try compactState(stateLog) }
             }
+            return true
         } catch {
             stateNeedsRewrite = true
+            stateProblem = "\(error)"
+            // From a tenth of a second up to half a minute between rewrites.
+            stateRetryDelay = min(max(2 * stateRetryDelay, 100_000), 30_000_000)
+            stateRetryTime = now + stateRetryDelay
             onEvent?(.stateNotSaved("\(error)"))
+            return false
         }
+    }
+
+    /// Lets out the acknowledgements that waited for the commit, or, when it failed, withdraws them: what waited
+    /// for such a session is dropped, and it is told why and closed, so that no `OK` stands for what is not in the
+    /// log.
+    private func settleAcknowledgements(committed: Bool) {
+        guard !sessionsAwaitingCommit.isEmpty else { return }
+        let sessions = sessionsAwaitingCommit
+        sessionsAwaitingCommit.removeAll(keepingCapacity: true)
+        for session in sessions {
+            session.awaitsCommit = false
+            guard let transport = session.transport else { continue }
+            if committed {
+                if transport.isWritable { drainOutbox(of: session, into: transport) }
+                continue
+            }
+            changingOutbox(of: session) { $0 = OutboundQueue() }
+            var error = allocator.buffer(capacity: 200)
+            error.writeError(ProtocolError(
+                .storage,
+                "the daemon could not write its state log (\(stateProblem ?? "unknown")), so what it acknowledged on this"
+                    + " connection in its last batch may not be saved; the connection is closed: check, and send again"
+            ))
+            transport.write(error)
+            session.closesAfterFlush = true
+            markForFlush(session)
+        }
+    }
+
+    /// Holds what is sent to `session` from now on in this batch until the batch's records are in the log.
+    private func awaitCommit(_ session: Session) {
+        guard stateLog != nil, !session.awaitsCommit else { return }
+        writeSpan(of: session)
+        session.awaitsCommit = true
+        sessionsAwaitingCommit.append(session)
     }
 
     /// Appends the final state of each topic whose buffered message changed since the last commit.
@@ -310,7 +364,7 @@ public final class Broker {
     /// asked for it.
     public func flush() {
         closeDisconnected()
-        commitState()
+        settleAcknowledgements(committed: commitState())
         guard !sessionsToFlush.isEmpty else { return }
         // Every span goes out before any flush: a flush can make a connection writable again, and what that sets
         // off (a nested flush) starts a new batch.
@@ -472,6 +526,11 @@ public final class Broker {
         if options.retain, let refusal = retainRefusal(topic, payloadSize: payload.readableBytes, by: session.account) {
             return refuse(ProtocolError(.limitReached, refusal, requestID: id), subject: topic.name, to: session)
         }
+        if options.retain, stateLog != nil, let stateProblem {
+            let sentence = "the daemon cannot write its state log (\(stateProblem)), so it keeps no new buffered messages"
+                + " for now; publish without retaining (notify send --no-retain, noretain), or try again later"
+            return refuse(ProtocolError(.storage, sentence, requestID: id), subject: topic.name, to: session)
+        }
         guard let state = topicState(for: topic) else {
             let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message or have subscribers"
                 + " (its limit); clear some (notify clear, CLEAR), or publish to a topic it tracks without retaining"
@@ -543,7 +602,12 @@ public final class Broker {
             state.persistedSequence = state.sequence + Broker.sequenceReserve
             stateLog.appendSequence(topic.name, state.persistedSequence)
         }
-        if options.acknowledge { replyOK(id, value: state.sequence, to: session) }
+        if options.acknowledge {
+            // An OK means the message is where the README says: a retained one, with a log, in it. (One sent
+            // without retaining is promised delivery only, which it had.)
+            if options.retain { awaitCommit(session) }
+            replyOK(id, value: state.sequence, to: session)
+        }
     }
 
     /// Why buffering `payloadSize` bytes as `topic`'s latest message by `account` would break
@@ -756,6 +820,7 @@ public final class Broker {
             listForgettable(state, key)
             markUnsaved(state)
             onEvent?(.cleared(topic, by: session.peer))
+            awaitCommit(session)
         }
         replyOK(id, to: session)
     }
@@ -803,7 +868,7 @@ public final class Broker {
         guard let transport = session.transport else { return }
         writeSpan(of: session)
         let passesQueue = session.pausesDeliveries && !holdsPlace && !session.outbox.hasPassingReplies
-        if transport.isWritable && (session.outbox.isEmpty || passesQueue) {
+        if transport.isWritable && !session.awaitsCommit && (session.outbox.isEmpty || passesQueue) {
             transport.write(frame)
         } else {
             changingOutbox(of: session) { $0.appendReply(frame, holdsPlace: holdsPlace) }
@@ -823,7 +888,7 @@ public final class Broker {
         let session = target.session
         guard let transport = session.transport else { return }
         markForFlush(session)
-        if session.outbox.isEmpty && transport.isWritable && !session.pausesDeliveries {
+        if session.outbox.isEmpty && transport.isWritable && !session.pausesDeliveries && !session.awaitsCommit {
             if session.spanGeneration == batch.generation, !session.span.isEmpty, session.span.upperBound == frame.lowerBound {
                 session.span = session.span.lowerBound..<frame.upperBound
             } else {
@@ -846,7 +911,7 @@ public final class Broker {
         guard let transport = session.transport else { return }
         markForFlush(session)
         writeSpan(of: session)
-        if session.outbox.isEmpty && transport.isWritable && !session.pausesDeliveries {
+        if session.outbox.isEmpty && transport.isWritable && !session.pausesDeliveries && !session.awaitsCommit {
             transport.write(frame)
             state.delivered += 1
             counters.messagesOut += 1

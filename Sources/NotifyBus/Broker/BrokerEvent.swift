@@ -7,6 +7,8 @@ public enum BrokerEvent: Sendable {
     case refused(ProtocolError, subject: String?, by: PeerCredentials)
     /// The state log could not be written; the broker rewrites it whole at its next chance.
     case stateNotSaved(String)
+    /// The state log is written again after it could not be.
+    case stateSavedAgain
     /// A subscriber fell behind: `count` deliveries to it were dropped in one batch of work, to keep its queue within
     /// bounds.
     case dropped(count: Int, for: PeerCredentials)

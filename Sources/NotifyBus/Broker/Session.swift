@@ -23,6 +23,9 @@ public final class Session: Hashable {
     @exclusivity(unchecked) var heldBack = Deque<DecodedRequest>()
     /// Whether the session receives its own publishes.
     @exclusivity(unchecked) var receivesOwnMessages = true
+    /// Whether an acknowledgement that the state log must back (`OK` of a retained `PUB … ack`, or of a `CLEAR`)
+    /// waits in ``outbox`` for the batch's commit, with everything sent to the session after it.
+    @exclusivity(unchecked) var awaitsCommit = false
     /// Whether the client paused its deliveries (`OPT pause`): they wait in ``outbox`` under their overflow policy,
     /// as if the socket took nothing, while replies still go out.
     @exclusivity(unchecked) var pausesDeliveries = false

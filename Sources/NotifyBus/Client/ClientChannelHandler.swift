@@ -227,8 +227,9 @@ final class ClientChannelHandler: ChannelInboundHandler {
             if let id = error.requestID { replaysAnswered(id) }
             if let id = error.requestID, let promise = waiting.removeValue(forKey: id) {
                 promise.succeed(.error(error))
-            } else if error.requestID == nil && error.code == .unavailable {
-                // The daemon is going away: say so when the connection ends, rather than just "closed".
+            } else if error.requestID == nil && (error.code == .unavailable || error.code == .storage) {
+                // The daemon is closing the connection (going away, or withdrawing acknowledgements its state log
+                // could not back): say why when the connection ends, rather than just "closed".
                 failure = failure ?? NotifyClientError(.connectionClosed, error.message, refusal: error)
             } else {
                 deferredErrors.append(error)

@@ -60,6 +60,9 @@ public final class StateLog {
     public let syncPolicy: SyncPolicy
     /// How many times ``commit()`` has called `fsync`: what ``SyncPolicy/always`` costs, counted.
     public private(set) var syncs = 0
+    /// Set by tests to play a disk that fails every write with this `errno` (the integration tests use a full
+    /// tmpfs for the real thing).
+    var injectedWriteError: Int32?
     private var descriptor: CInt
     private let lockDescriptor: CInt
     private var pending = ByteBuffer()
@@ -162,6 +165,7 @@ public final class StateLog {
     public func commit() throws {
         guard pending.readableBytes > 0 else { return }
         defer { pending.clear() }
+        if let injectedWriteError { throw StateLogError.system("cannot write \(path)", injectedWriteError) }
         try StateLog.writeAll(descriptor, pending, path: path)
         fileSize += pending.readableBytes
         if syncPolicy == .always {
@@ -182,6 +186,7 @@ public final class StateLog {
             StateRecord.sequence(topic: topic, record.sequence).write(to: &snapshot)
         }
         let temporary = path + ".tmp"
+        if let injectedWriteError { throw StateLogError.system("cannot write \(temporary)", injectedWriteError) }
         let file = POSIX.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard file >= 0 else { throw StateLogError.system("cannot create \(temporary)", errno) }
         do {

@@ -22,6 +22,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let notFound = ErrorCode(rawValue: "not-found")
     /// The server is shutting down.
     public static let unavailable = ErrorCode(rawValue: "unavailable")
+    /// The server cannot write its state log (a full or failing disk): a retained publish is refused, and an
+    /// acknowledgement that the log could not back is withdrawn.
+    public static let storage = ErrorCode(rawValue: "storage")
 
     public var description: String { rawValue }
 }

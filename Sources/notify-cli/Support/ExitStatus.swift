@@ -62,7 +62,7 @@ struct CommandFailure: Error {
             switch error.refusal?.code {
             case .invalidTopic?, .payloadTooLarge?: status = .invalidInput
             case .notPermitted?: status = .notPermitted
-            case .limitReached?: status = .temporaryFailure
+            case .limitReached?, .storage?: status = .temporaryFailure
             case .notFound?: status = .checkFailed
             case .unavailable?: status = .unavailable
             default: status = .software

@@ -215,7 +215,14 @@ final class ServerState {
             logger.log(.publishRefused, important ? .notice : .debug, "refused: \(error.message)", metadata)
         case .stateNotSaved(let problem):
             guard let metadata = admit(.stateProblem, nil) else { return }
-            logger.log(.stateProblem, .error, "the state could not be saved (\(problem)); it is rewritten at the next chance", metadata)
+            logger.log(
+                .stateProblem,
+                .error,
+                "the state could not be saved (\(problem)); retained publishes are refused and acknowledgements it cannot back are withdrawn until it is rewritten",
+                metadata
+            )
+        case .stateSavedAgain:
+            logger.log(.stateProblem, .notice, "the state log is written again; retained publishes are accepted again", [:])
         case .dropped(let count, let peer):
             guard var metadata = admit(.messagesDropped, peer) else { return }
             metadata["dropped"] = "\(count)"
@@ -266,8 +273,10 @@ final class StatusReporter: Sendable {
         box.messagesIn = statistics.messagesIn
         box.messagesOut = statistics.messagesOut
         box.time = now
-        return "\(statistics.connections) connections, \(statistics.topics) topics (\(statistics.retainedTopics) buffered), "
+        let status = "\(statistics.connections) connections, \(statistics.topics) topics (\(statistics.retainedTopics) buffered), "
             + "\(statistics.subscriptions) subscriptions, \(Self.rate(rateIn)) msg/s in, \(Self.rate(rateOut)) msg/s out"
+        guard let problem = state.value.broker.stateProblem else { return status }
+        return status + "; STATE LOG FAILING, retained publishes refused: \(problem)"
     }
 
     /// A rate as people read it: whole numbers from 10 up, one decimal below, so a message every few seconds does

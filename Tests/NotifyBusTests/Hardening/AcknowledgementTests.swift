@@ -1,0 +1,69 @@
+import Foundation
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+
+/// Issue 14, "Acknowledged data": an `OK` means the message is in the state log; when the log cannot be written it
+/// is an error, never an `OK`.
+@Suite("Acknowledgements and a failing state log (broker, no socket)")
+struct AcknowledgementTests {
+    @Test("an OK the log could not back is withdrawn; retained publishes are refused until the log is written again")
+    func failingLog() throws {
+        let directory = StateLogTests.Directory()
+        let harness = BrokerHarness()
+        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        harness.broker.attach(log, restoring: contents)
+        let subscriber = harness.connect()
+        subscriber.send("SUB t\n")
+        _ = try subscriber.received()
+        let client = harness.connect()
+        client.send("#1 PUB t 1 ack\na\n")
+        #expect(try client.received() == [.ok(requestID: 1, value: 1)])
+
+        log.injectedWriteError = ENOSPC
+        client.send("#2 PUB t 1 ack\nb\n#3 PING\n")
+        let withdrawn = try client.received()
+        #expect(withdrawn.count == 1 && withdrawn.first.map(errorCode) == .storage, "no OK, no PONG after it: \(withdrawn)")
+        #expect(withdrawn.first?.requestID == nil)
+        #expect(client.transport.closed, "the connection is closed after the error")
+        #expect(try subscriber.deliveries() == ["a", "b"], "the message itself was delivered")
+        #expect(harness.broker.stateProblem?.contains("No space left on device") == true)
+
+        let other = harness.connect()
+        other.send("#4 PUB t 1 ack\nc\n#5 PING\n")
+        let refused = try other.received()
+        #expect(refused.map(errorCode) == [.storage, nil], "a retained publish is refused while the log fails: \(refused)")
+        #expect(refused.first?.requestID == 4 && !other.transport.closed)
+
+        // The disk has room again; once the back-off has passed, the next batch rewrites the log.
+        log.injectedWriteError = nil
+        harness.now += 1_000_000
+        other.send("PING\n")
+        #expect(harness.broker.stateProblem == nil)
+        other.send("#6 PUB t 1 ack\nd\n")
+        #expect(try other.received().last == .ok(requestID: 6, value: 3))
+    }
+
+    @Test("while the log fails, the rewrite is tried with growing pauses, not at every batch")
+    func backOff() throws {
+        let directory = StateLogTests.Directory()
+        let harness = BrokerHarness()
+        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        harness.broker.attach(log, restoring: contents)
+        var failures = 0
+        harness.broker.onEvent = { event in if case .stateNotSaved = event { failures += 1 } }
+        let client = harness.connect()
+        log.injectedWriteError = EIO
+        client.send("PUB t 1\na\n")
+        #expect(failures == 1)
+        for _ in 0..<100 { client.send("PUB u 1 noretain\nx\n") }
+        #expect(failures == 1, "a hundred batches within the pause try no rewrite")
+        harness.now += 150_000
+        client.send("PING\n")
+        #expect(failures == 2, "past the first pause (0.1 s), one more try")
+        harness.now += 150_000
+        client.send("PING\n")
+        #expect(failures == 2, "the second pause is longer (0.2 s)")
+    }
+}
