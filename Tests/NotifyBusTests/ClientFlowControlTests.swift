@@ -17,21 +17,21 @@ struct ClientFlowControlTests {
         let continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation
         let id: UInt64
 
-        init(version: UInt64, limits: SubscriptionBufferLimits) throws {
+        init(version: UInt64, limits: SubscriptionBufferLimits, pattern: String = "t") throws {
             handler = ClientChannelHandler(greeting: channel.eventLoop.makePromise(of: ServerGreeting.self))
             try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ServerFrameDecoder()))
             try channel.pipeline.syncOperations.addHandler(handler)
             try channel.writeInbound(ByteBuffer(string: "HELLO notifyd \(version) max_payload=1048576 max_topic=255 max_line=1024\n"))
             gauge = SubscriptionGauge(limits: limits)
             (stream, continuation) = AsyncThrowingStream.makeStream(of: SubscriptionEvent.self, throwing: (any Error).self)
-            let local = ClientChannelHandler.LocalSubscription(patterns: [try TopicPattern("t")], continuation: continuation, gauge: gauge)
+            let local = ClientChannelHandler.LocalSubscription(patterns: [try TopicPattern(pattern)], continuation: continuation, gauge: gauge)
             id = handler.addSubscription(local).id
         }
 
-        /// Delivers messages `sequences` of topic `t`, one read each.
-        func deliver(_ sequences: ClosedRange<UInt64>) throws {
+        /// Delivers messages `sequences` of `topic`, one read each.
+        func deliver(_ sequences: ClosedRange<UInt64>, of topic: String = "t") throws {
             for sequence in sequences {
-                try channel.writeInbound(ByteBuffer(string: "MSG t \(sequence) 1795305600000000 1000 1 - 1\nx\n"))
+                try channel.writeInbound(ByteBuffer(string: "MSG \(topic) \(sequence) 1795305600000000 1000 1 - 1\nx\n"))
             }
         }
 
@@ -127,4 +127,45 @@ struct ClientFlowControlTests {
         }
         #expect(summary == ["1", "2", "3", "4", "DROP 7 5-11", "12"])
     }
+
+    @Test("notices of what it dropped itself all come before the next message, even when they fill it to its limit")
+    func noticesBeforeTheNextMessage() async throws {
+        let client = try Client(version: 2, limits: SubscriptionBufferLimits(highEvents: 2, highBytes: 1 << 20), pattern: "*")
+        try client.deliver(1...4)
+        let reply = client.channel.eventLoop.makePromise(of: ServerFrame.self)
+        client.handler.send(.stats, reply: reply, written: nil)
+        try client.deliver(5...5)
+        try client.deliver(1...1, of: "u")
+        client.consume(1)
+        try client.deliver(6...6)
+        let summary = try await client.events().map { event -> String in
+            switch event {
+            case .message(let delivery): return "\(delivery.topic.name)#\(delivery.sequence)"
+            case .dropped(let notice): return "DROP \(notice.topic.name) \(notice.firstSequence)-\(notice.lastSequence)"
+            }
+        }
+        #expect(summary == ["t#1", "t#2", "t#3", "t#4", "DROP t 5-5", "DROP u 1-1", "t#6"])
+        reply.fail(TestStop())
+    }
+
+    @Test("what it drops itself over more than 1,024 topics is told in 1,024 notices and one about the others")
+    func localDropsStayBounded() {
+        var drops = LocalDrops()
+        for index in 1...2_000 {
+            let delivery = Delivery(
+                topic: try! Topic("t.\(index)"),
+                sequence: 1,
+                time: PublishTime(microsecondsSinceEpoch: 0),
+                publisher: Publisher(uid: 0, pid: 1),
+                payload: ByteBuffer()
+            )
+            drops.record(.message(delivery))
+        }
+        let notices = drops.take()
+        #expect(notices.count == LocalDrops.topicLimit + 1)
+        #expect(notices.last?.isAboutManyTopics == true && notices.last?.count == 976)
+        #expect(drops.isEmpty)
+    }
+
+    struct TestStop: Error {}
 }

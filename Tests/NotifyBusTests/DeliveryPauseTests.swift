@@ -46,22 +46,63 @@ struct DeliveryPauseTests {
         #expect(Self.summary(try latestOnly.received()) == ["DROP t.a 1 1-1", "t.b#1", "t.a#2", "OK -"])
     }
 
-    @Test("SUB latest while paused: its LAST frames wait as deliveries and its OK stays behind them; later replies pass")
+    @Test("SUB latest while paused: its buffered messages and its OK come at once, past the paused live deliveries")
     func subLatestWhilePaused() throws {
         let harness = OutboundQueueTests.harness(messages: 10)
-        harness.connect().send("PUB a.x 1\n1\nPUB a.y 1\n2\n")
+        let publisher = harness.connect()
+        publisher.send("PUB a.x 1\n1\nPUB a.y 1\n2\n")
         let client = harness.connect()
-        client.send("OPT pause\n#5 SUB a.> latest\n#6 PING\n")
-        #expect(Self.summary(try client.received()) == ["OK -", "PONG"], "the SUB's OK waits with its buffered messages")
-        client.send("OPT resume\n")
+        client.send("SUB a.x\nOPT pause\n")
+        _ = try client.received()
+        publisher.send("PUB a.x 1\n3\n")
+        client.send("#5 SUB a.> latest\n#6 PING\n")
         let frames = try client.received()
-        #expect(frames.count == 4)
         let lasts = frames.prefix(2).compactMap { frame -> String? in
-            if case .latest(5, let d) = frame { return d.topic.name }
+            if case .latest(5, let d) = frame { return "\(d.topic.name)#\(d.sequence)" }
             return nil
         }
-        #expect(Set(lasts) == ["a.x", "a.y"])
-        #expect(Self.summary(Array(frames.suffix(2))) == ["OK 5", "OK -"])
+        #expect(Set(lasts) == ["a.x#2", "a.y#1"], "asked for, the buffered messages flow: \(frames)")
+        #expect(Self.summary(Array(frames.dropFirst(2))) == ["OK 5", "PONG"], "then the SUB's OK, then the PING's")
+        client.send("OPT resume\n")
+        #expect(Self.summary(try client.received()) == ["a.x#2", "OK -"], "the live delivery waited for the resume")
+    }
+
+    @Test("shutdown while paused sends what flowed past first, so a half-sent LAST frame is completed, not split")
+    func shutdownWhilePaused() throws {
+        let harness = OutboundQueueTests.harness(messages: 10)
+        let client = harness.connect()
+        client.send("SUB t\nOPT pause\n")
+        _ = try client.received()
+        harness.connect().send("PUB t 5\nfirst\n")
+        client.transport.writesUntilFull = 1
+        client.send("#1 LATEST t\n")
+        client.transport.writesUntilFull = nil
+        client.transport.isWritable = true
+        harness.broker.shutdown()
+        let frames = try client.received()
+        guard frames.count == 3, case .latest(1, let last) = frames[0] else {
+            Issue.record("expected LAST, MSG, ERR: \(frames)")
+            return
+        }
+        #expect(last.text == "first")
+        #expect(Self.summary([frames[1]]) == ["t#1"])
+        #expect(errorCode(frames[2]) == .unavailable)
+    }
+
+    @Test("a latest-only subscriber paused with one old message at the front of its queue keeps its queue compact")
+    func compactsBehindAStayingFront() throws {
+        let harness = OutboundQueueTests.harness(messages: 100)
+        let client = harness.connect()
+        client.send("SUB x.* overflow=latest-only\nOPT pause\n")
+        _ = try client.received()
+        let publisher = harness.connect()
+        publisher.send("PUB x.c 1\nc\n")
+        for _ in 0..<20 { publisher.send(String(repeating: "PUB x.a 1\na\n", count: 1_000)) }
+        #expect(client.session.outbox.messageCount == 2, "x.c and the newest x.a")
+        #expect(client.session.outbox.entryCount <= 2 + 1_024 + 1, "20,000 replaced messages left no pile of tombstones")
+        client.send("OPT resume\n")
+        let frames = try client.received()
+        #expect(Self.summary(frames).suffix(3) == ["x.c#1", "x.a#20000", "OK -"])
     }
 
     @Test("a reply queued while the socket was full goes out before the paused deliveries queued ahead of it")

@@ -406,7 +406,14 @@ public final class Broker {
         for session in openSessions {
             // What is queued goes out as far as the connection takes it; the transport's close gives it a while.
             writeSpan(of: session)
-            if let transport = session.transport { _ = changingOutbox(of: session) { $0.drain(into: transport) } }
+            if let transport = session.transport {
+                // What flowed past paused deliveries goes first: a reply may be half out (a LAST header without its
+                // body), and nothing may come between.
+                if session.pausesDeliveries { _ = changingOutbox(of: session) { $0.drainFlowing(into: transport) } }
+                if !session.outbox.hasFlowingEntries || !session.pausesDeliveries {
+                    _ = changingOutbox(of: session) { $0.drain(into: transport) }
+                }
+            }
             reply(ProtocolError(.unavailable, "the daemon is shutting down; reconnect once it is back"), to: session)
             session.closesAfterFlush = true
         }
@@ -427,15 +434,18 @@ public final class Broker {
     /// Writes what the session's queue holds while its connection takes it: everything, or while its deliveries
     /// are paused, only the replies that may pass them.
     private func drainOutbox(of session: Session, into transport: any SessionTransport) {
+        // Acknowledgements waiting for the batch's commit go out with everything behind them once it is done.
+        guard !session.awaitsCommit else { return }
+        let (messages, payloadBytes): (Int, Int)
         if session.pausesDeliveries {
-            guard session.outbox.hasPassingReplies else { return }
-            changingOutbox(of: session) { $0.drainReplies(into: transport) }
+            guard session.outbox.hasFlowingEntries else { return }
+            (messages, payloadBytes) = changingOutbox(of: session) { $0.drainFlowing(into: transport) }
         } else {
             guard !session.outbox.isEmpty else { return }
-            let (messages, payloadBytes) = changingOutbox(of: session) { $0.drain(into: transport) }
-            counters.messagesOut += UInt64(messages)
-            counters.bytesOut += UInt64(payloadBytes)
+            (messages, payloadBytes) = changingOutbox(of: session) { $0.drain(into: transport) }
         }
+        counters.messagesOut += UInt64(messages)
+        counters.bytesOut += UInt64(payloadBytes)
         markForFlush(session)
     }
 
@@ -747,11 +757,12 @@ public final class Broker {
                 let body = lastBody(of: retained)
                 var frame = lastHeader(id: id, capacity: 28 + body.readableBytes)
                 frame.writeImmutableBuffer(body)
-                deliver(frame, of: state, sequence: retained.sequence, payloadSize: retained.payloadSize, to: target)
+                replay(frame, of: state, sequence: retained.sequence, payloadSize: retained.payloadSize, to: target)
             }
         }
-        // The OK ends the buffered messages for the client: it never passes them, not even while they wait paused.
-        replyOK(id, to: session, holdsPlace: options.latestFirst)
+        // The OK ends the buffered messages for the client, and comes after them: like them, it flows while the
+        // connection's live deliveries are paused.
+        replyOK(id, to: session)
     }
 
     /// A `LAST` frame (the reply to `LATEST`, and what `SUB … latest` sends) is the buffered `MSG` frame with the
@@ -863,17 +874,23 @@ public final class Broker {
     // MARK: - Output
 
     /// Sends a reply (or greeting): straight to the connection, or behind what is queued for it. While the session
-    /// pauses its deliveries, a reply passes the deliveries queued, unless it `holdsPlace` behind them.
-    private func queue(_ frame: ByteBuffer, to session: Session, holdsPlace: Bool = false) {
+    /// pauses its deliveries, a reply passes the live deliveries queued (see ``OutboundQueue``).
+    private func queue(_ frame: ByteBuffer, to session: Session) {
         guard let transport = session.transport else { return }
         writeSpan(of: session)
-        let passesQueue = session.pausesDeliveries && !holdsPlace && !session.outbox.hasPassingReplies
-        if transport.isWritable && !session.awaitsCommit && (session.outbox.isEmpty || passesQueue) {
+        if takesFlowingFrame(session, transport) {
             transport.write(frame)
         } else {
-            changingOutbox(of: session) { $0.appendReply(frame, holdsPlace: holdsPlace) }
+            changingOutbox(of: session) { $0.appendReply(frame) }
         }
         markForFlush(session)
+    }
+
+    /// Whether a frame that flows while deliveries are paused (a reply, a buffered message `SUB … latest` brings)
+    /// may be written to `session` now, ahead of nothing it must follow.
+    private func takesFlowingFrame(_ session: Session, _ transport: any SessionTransport) -> Bool {
+        guard transport.isWritable, !session.awaitsCommit else { return false }
+        return session.outbox.isEmpty || (session.pausesDeliveries && !session.outbox.hasFlowingEntries)
     }
 
     /// Sends a delivery of this batch: added to the session's span when the connection takes it, else copied into
@@ -904,21 +921,23 @@ public final class Broker {
         batch.withBytes(frame) { enqueue($0, of: state, sequence: sequence, payloadSize: payloadSize, to: target) }
     }
 
-    /// Sends a delivery that is not in this batch (a buffered message): straight to the connection when it takes
-    /// it, else into its bounded queue.
-    private func deliver(_ frame: ByteBuffer, of state: TopicState, sequence: UInt64, payloadSize: Int, to target: SubscriberTarget) {
+    /// Sends a buffered message that a `SUB … latest` brings: straight to the connection when it takes it, else into
+    /// its bounded queue. Asked for, it flows while live deliveries are paused, as the `OK` after it does.
+    private func replay(_ frame: ByteBuffer, of state: TopicState, sequence: UInt64, payloadSize: Int, to target: SubscriberTarget) {
         let session = target.session
         guard let transport = session.transport else { return }
         markForFlush(session)
         writeSpan(of: session)
-        if session.outbox.isEmpty && transport.isWritable && !session.pausesDeliveries && !session.awaitsCommit {
+        if takesFlowingFrame(session, transport) {
             transport.write(frame)
             state.delivered += 1
             counters.messagesOut += 1
             counters.bytesOut += UInt64(payloadSize)
             return
         }
-        frame.withUnsafeReadableBytes { enqueue($0, of: state, sequence: sequence, payloadSize: payloadSize, to: target) }
+        frame.withUnsafeReadableBytes {
+            enqueue($0, of: state, sequence: sequence, payloadSize: payloadSize, to: target, isReplay: true)
+        }
     }
 
     /// Writes the session's span of this batch to its connection, if it has one.
@@ -931,7 +950,14 @@ public final class Broker {
 
     /// Queues a delivery for a connection that does not take it now; its subscription's overflow policy makes room
     /// (or disconnects it).
-    private func enqueue(_ frame: UnsafeRawBufferPointer, of state: TopicState, sequence: UInt64, payloadSize: Int, to target: SubscriberTarget) {
+    private func enqueue(
+        _ frame: UnsafeRawBufferPointer,
+        of state: TopicState,
+        sequence: UInt64,
+        payloadSize: Int,
+        to target: SubscriberTarget,
+        isReplay: Bool = false
+    ) {
         let session = target.session
         guard let transport = session.transport else { return }
         writeSpan(of: session)
@@ -944,7 +970,15 @@ public final class Broker {
         )
         limits.bytes = min(limits.bytes, session.outbox.byteCount + max(0, room))
         let dropped = changingOutbox(of: session) {
-            $0.appendDelivery(frame, topic: state, sequence: sequence, payloadSize: payloadSize, policy: target.overflow, limits: limits)
+            $0.appendDelivery(
+                frame,
+                topic: state,
+                sequence: sequence,
+                payloadSize: payloadSize,
+                policy: target.overflow,
+                limits: limits,
+                isReplay: isReplay
+            )
         }
         guard let dropped else {
             onEvent?(.disconnectedSlowSubscriber(session.peer, queuedMessages: session.outbox.messageCount))
@@ -967,10 +1001,10 @@ public final class Broker {
         }
     }
 
-    private func replyOK(_ id: UInt64?, value: UInt64? = nil, to session: Session, holdsPlace: Bool = false) {
+    private func replyOK(_ id: UInt64?, value: UInt64? = nil, to session: Session) {
         var reply = allocator.buffer(capacity: 32)
         reply.writeOK(requestID: id, value: value)
-        queue(reply, to: session, holdsPlace: holdsPlace)
+        queue(reply, to: session)
     }
 
     /// The `not-permitted` error for `access` to `topic` by `session`'s peer, if the policy denies it.

@@ -9,9 +9,11 @@ import NIOCore
 /// every message dropped is remembered per topic, to be announced with `DROP` before anything else is sent.
 /// Replies are never dropped; the daemon stops reading a connection that does not read its replies.
 ///
-/// A client that paused its deliveries (`OPT pause`) is sent its replies at once while its deliveries wait here:
-/// ``drainReplies(into:)`` takes the replies out from between them, except those that keep their place behind the
-/// deliveries before them (the `OK` that ends a `SUB … latest` comes after the `LAST` frames it brought).
+/// A client that paused its deliveries (`OPT pause`) is still sent what it asked for while its live deliveries wait
+/// here: replies, and the buffered messages a `SUB … latest` brings (so that its `OK` comes, after them). They
+/// *flow*: ``drainFlowing(into:)`` takes them out from between the live deliveries, in order. What leaves from the
+/// middle, dropped or flowed, is a tombstone until it reaches the front; when tombstones outnumber the frames, the
+/// queue is compacted, so a front entry that stays does not make them pile up.
 ///
 /// A subscriber that never reads sits here for good, taking every message and dropping the oldest, so this is a
 /// hot path too: frames are copied back to back into chunks of ``chunkSize`` bytes, each entry is a plain value
@@ -41,9 +43,9 @@ struct OutboundQueue {
         let topic: TopicState?
         let sequence: UInt64
         let payloadSize: Int
-        /// For a reply: whether it waits behind the deliveries queued before it even while deliveries are paused.
-        var holdsPlace = false
-        /// Dropped, or a reply sent ahead of paused deliveries: a tombstone until it reaches the front.
+        /// A reply, or a buffered message a `SUB … latest` brought: it goes out while live deliveries are paused.
+        let flowsWhilePaused: Bool
+        /// Dropped, or flowed out ahead of paused deliveries: a tombstone until it reaches the front.
         var isRemoved = false
     }
 
@@ -74,8 +76,10 @@ struct OutboundQueue {
     private(set) var messageCount = 0
     /// Bytes of the frames queued and not dropped.
     private(set) var byteCount = 0
-    /// Replies queued that may go out ahead of paused deliveries (see ``drainReplies(into:)``).
-    private var passingReplyCount = 0
+    /// Entries queued, not removed, that flow while deliveries are paused (see ``drainFlowing(into:)``).
+    private var flowingCount = 0
+    /// Tombstones among the entries, to tell when to compact.
+    private var removedCount = 0
     /// The number of the newest queued `latest-only` delivery of each topic, while it is queued.
     private var newestByTopic: [ByteKey: Int] = [:]
     /// What was dropped since the last notices went out, per topic, in the order of the first drop; at most
@@ -96,22 +100,25 @@ struct OutboundQueue {
     /// Whether nothing waits: no frame and no notice.
     var isEmpty: Bool { entries.isEmpty && drops.isEmpty && otherTopicsDropped == 0 }
 
-    /// Whether a reply waits that may go out ahead of paused deliveries; a new reply must then go behind it.
-    var hasPassingReplies: Bool { passingReplyCount > 0 }
+    /// Whether something waits that flows while deliveries are paused: what flows after it must go behind it.
+    var hasFlowingEntries: Bool { flowingCount > 0 }
+
+    /// Entries kept, tombstones included, for tests.
+    var entryCount: Int { entries.count }
 
     /// Queues a reply; replies are never dropped.
-    /// - Parameter holdsPlace: whether it stays behind the deliveries queued before it while they are paused.
-    mutating func appendReply(_ frame: ByteBuffer, holdsPlace: Bool = false) {
+    mutating func appendReply(_ frame: ByteBuffer) {
         let (chunk, offset) = store(frame)
         entries.append(
-            Entry(chunk: chunk, offset: offset, length: frame.readableBytes, topic: nil, sequence: 0, payloadSize: 0, holdsPlace: holdsPlace)
+            Entry(chunk: chunk, offset: offset, length: frame.readableBytes, topic: nil, sequence: 0, payloadSize: 0, flowsWhilePaused: true)
         )
         byteCount += frame.readableBytes
-        if !holdsPlace { passingReplyCount += 1 }
+        flowingCount += 1
     }
 
     /// Queues a delivery, making room by `policy` when the queue would go over `limits`. Its bytes are copied at
     /// once, so they may be part of a buffer that is not kept.
+    /// - Parameter isReplay: a buffered message a `SUB … latest` brought, which flows while deliveries are paused.
     /// - Returns: how many deliveries were dropped, or nil when the policy is to disconnect and the queue is full.
     mutating func appendDelivery(
         _ frame: UnsafeRawBufferPointer,
@@ -119,7 +126,8 @@ struct OutboundQueue {
         sequence: UInt64,
         payloadSize: Int,
         policy: OverflowPolicy,
-        limits: Limits
+        limits: Limits,
+        isReplay: Bool = false
     ) -> Int? {
         var dropped = 0
         if policy == .latestOnly {
@@ -131,9 +139,20 @@ struct OutboundQueue {
             newestByTopic[key] = firstEntryNumber + entries.count
         }
         let (chunk, offset) = store(frame)
-        entries.append(Entry(chunk: chunk, offset: offset, length: frame.count, topic: topic, sequence: sequence, payloadSize: payloadSize))
+        entries.append(
+            Entry(
+                chunk: chunk,
+                offset: offset,
+                length: frame.count,
+                topic: topic,
+                sequence: sequence,
+                payloadSize: payloadSize,
+                flowsWhilePaused: isReplay
+            )
+        )
         messageCount += 1
         byteCount += frame.count
+        if isReplay { flowingCount += 1 }
         while messageCount > limits.messages || byteCount > limits.bytes {
             if policy == .disconnect { return nil }
             // The oldest delivery is usually the first entry; a reply can sit before it.
@@ -144,6 +163,7 @@ struct OutboundQueue {
             dropped += 1
         }
         removeTombstonesAtFront()
+        compactIfMostlyTombstones()
         return dropped
     }
 
@@ -153,6 +173,7 @@ struct OutboundQueue {
         var messages = 0
         var payloadBytes = 0
         if !drops.isEmpty || otherTopicsDropped > 0 {
+            let keepCapacity = drops.count <= 64
             // The dropped messages were older than everything still queued, so their notices go first.
             var notices = ByteBuffer()
             for drop in drops {
@@ -163,13 +184,16 @@ struct OutboundQueue {
             if otherTopicsDropped > 0 {
                 notices.writeDropNotice(DropNotice(topic: DropNotice.manyTopics, count: otherTopicsDropped, firstSequence: 0, lastSequence: 0))
             }
-            drops.removeAll(keepingCapacity: drops.count <= 64)
-            dropIndex.removeAll(keepingCapacity: drops.count <= 64)
+            drops.removeAll(keepingCapacity: keepCapacity)
+            dropIndex.removeAll(keepingCapacity: keepCapacity)
             otherTopicsDropped = 0
             transport.write(notices)
         }
         while transport.isWritable, let first = popFirst() {
-            if first.isRemoved { continue }
+            if first.isRemoved {
+                removedCount -= 1
+                continue
+            }
             // Adjacent frames of one chunk go out as one slice.
             var end = first.offset + first.length
             var entry = first
@@ -180,9 +204,8 @@ struct OutboundQueue {
                     messages += 1
                     payloadBytes += entry.payloadSize
                     topic.delivered += 1
-                } else if !entry.holdsPlace {
-                    passingReplyCount -= 1
                 }
+                if entry.flowsWhilePaused { flowingCount -= 1 }
                 guard let next = entries.first, !next.isRemoved, next.chunk == first.chunk, next.offset == end else { break }
                 entry = popFirst()!
                 end += entry.length
@@ -195,23 +218,60 @@ struct OutboundQueue {
         return (messages, payloadBytes)
     }
 
-    /// Writes the queued replies that may pass the deliveries before them, in order, while `transport` takes them;
-    /// deliveries, the replies that hold their place and the drop notices stay. For a connection whose deliveries
-    /// are paused.
-    mutating func drainReplies(into transport: any SessionTransport) {
+    /// Writes what flows while deliveries are paused (replies, and buffered messages a `SUB … latest` brought), in
+    /// order, while `transport` takes it; live deliveries and drop notices stay.
+    /// - Returns: the deliveries written and their payload bytes, for the counters.
+    mutating func drainFlowing(into transport: any SessionTransport) -> (messages: Int, payloadBytes: Int) {
+        var messages = 0
+        var payloadBytes = 0
         var index = 0
-        while passingReplyCount > 0, transport.isWritable, index < entries.count {
+        while flowingCount > 0, transport.isWritable, index < entries.count {
             defer { index += 1 }
             let entry = entries[index]
-            guard entry.topic == nil, !entry.holdsPlace, !entry.isRemoved else { continue }
+            guard entry.flowsWhilePaused, !entry.isRemoved else { continue }
             entries[index].isRemoved = true
-            passingReplyCount -= 1
+            removedCount += 1
+            flowingCount -= 1
             byteCount -= entry.length
+            if let topic = entry.topic {
+                forgetNewest(of: topic, at: index)
+                messageCount -= 1
+                messages += 1
+                payloadBytes += entry.payloadSize
+                topic.delivered += 1
+            }
             let chunkIndex = entry.chunk - firstChunkNumber
             if chunkIndex == chunks.count - 1 { lastChunkIsShared = true }
             transport.write(chunks[chunkIndex].getSlice(at: entry.offset, length: entry.length)!)
         }
         removeTombstonesAtFront()
+        compactIfMostlyTombstones()
+        return (messages, payloadBytes)
+    }
+
+    /// Rewrites the queue without its tombstones once they are more than the frames (and many): what stays at the
+    /// front, a paused delivery or a `latest-only` topic's only message, would otherwise keep every chunk behind it.
+    private mutating func compactIfMostlyTombstones() {
+        guard removedCount >= 1_024, removedCount > entries.count - removedCount else { return }
+        var topicOfNewest: [Int: ByteKey] = [:]
+        for (key, number) in newestByTopic { topicOfNewest[number] = key }
+        newestByTopic.removeAll(keepingCapacity: true)
+        let old = entries
+        let oldChunks = chunks
+        let oldFirstChunk = firstChunkNumber
+        entries = Deque(minimumCapacity: old.count - removedCount)
+        chunks = Deque()
+        firstChunkNumber = 0
+        lastChunkIsShared = false
+        spareChunk = nil
+        for (position, entry) in old.enumerated() where !entry.isRemoved {
+            let bytes = oldChunks[entry.chunk - oldFirstChunk].getSlice(at: entry.offset, length: entry.length)!
+            var moved = entry
+            (moved.chunk, moved.offset) = store(bytes)
+            if let key = topicOfNewest[firstEntryNumber + position] { newestByTopic[key] = firstEntryNumber + entries.count }
+            entries.append(moved)
+        }
+        removedCount = 0
     }
 
     /// Copies `frame` to the end of the last chunk, starting a chunk when it does not fit.
@@ -255,7 +315,9 @@ struct OutboundQueue {
         guard let topic = entries[index].topic else { return }
         let length = entries[index].length
         let sequence = entries[index].sequence
+        if entries[index].flowsWhilePaused { flowingCount -= 1 }
         entries[index].isRemoved = true
+        removedCount += 1
         messageCount -= 1
         byteCount -= length
         topic.dropped += 1
@@ -289,7 +351,10 @@ struct OutboundQueue {
 
     /// Lets go of dropped entries at the front, and of the chunks no entry refers to any more.
     private mutating func removeTombstonesAtFront() {
-        while !entries.isEmpty && entries[0].isRemoved { _ = popFirst() }
+        while !entries.isEmpty && entries[0].isRemoved {
+            _ = popFirst()
+            removedCount -= 1
+        }
         let firstNeeded = entries.isEmpty ? firstChunkNumber + chunks.count : entries[0].chunk
         while firstChunkNumber < firstNeeded, let chunk = chunks.popFirst() {
             firstChunkNumber += 1

@@ -188,9 +188,9 @@ final class ClientChannelHandler: ChannelInboundHandler {
             send(.setDeliveriesPaused(holdingBack), reply: nil, written: nil)
         }
         let atHardLimit = holdingBack && fullSubscriptions.contains { subscriptions[$0]?.gauge.isAtHardLimit == true }
-        let dropsFull = holdingBack && fullSubscriptions.contains { subscriptions[$0]?.localDrops.isFull == true }
+        // A reply someone waits for is always read for: that someone may be the consumer that would catch up.
         let replyAwaited = !waiting.isEmpty
-        let reading = !dropsFull && (atHardLimit ? replyAwaited : daemonPauses || !holdingBack || replyAwaited)
+        let reading = replyAwaited || (atHardLimit ? false : daemonPauses || !holdingBack)
         isReadingPastLimit = reading && atHardLimit
         guard reading != isReading else { return }
         isReading = reading
@@ -265,6 +265,13 @@ final class ClientChannelHandler: ChannelInboundHandler {
             return
         }
         if !subscription.localDrops.isEmpty { announceLocalDrops(of: id) }
+        give(event, to: id)
+    }
+
+    /// Gives `event` to subscription `id`'s consumer, counting it, and holding back the connection when that fills
+    /// the subscription.
+    private func give(_ event: SubscriptionEvent, to id: UInt64) {
+        guard let subscription = subscriptions[id] else { return }
         switch subscription.gauge.add(event.bufferedSize) {
         case .roomy, .full:
             break
@@ -278,10 +285,12 @@ final class ClientChannelHandler: ChannelInboundHandler {
         subscription.continuation.yield(event)
     }
 
-    /// Hands subscription `id` the notices of what it dropped itself, if it did.
+    /// Hands subscription `id` the notices of what it dropped itself, if it did: all of them, its hard limit
+    /// notwithstanding (they are a few, at most ``LocalDrops/topicLimit`` and one), so that none comes after a
+    /// message newer than what it tells of.
     private func announceLocalDrops(of id: UInt64) {
         guard subscriptions[id]?.localDrops.isEmpty == false else { return }
-        for notice in subscriptions[id]!.localDrops.take() { hand(.dropped(notice), to: id) }
+        for notice in subscriptions[id]!.localDrops.take() { give(.dropped(notice), to: id) }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

@@ -2,15 +2,15 @@
 /// someone waits for: per topic, in the order first dropped. Its consumer is told as the daemon would tell it, with
 /// drop notices in their place, as soon as the subscription has room again.
 struct LocalDrops {
-    /// The most topics it keeps notices for; past it the connection stops reading even for a reply, so what it
-    /// keeps stays bounded however many topics a flood spans.
+    /// The most topics it keeps a notice for; what it drops of any other is counted in one notice about many topics
+    /// (``DropNotice/manyTopics``), as the daemon does, so it stays bounded however many topics a flood spans.
     static let topicLimit = 1_024
 
     private(set) var notices: [DropNotice] = []
     private var indexByTopic: [Topic: Int] = [:]
+    private var otherTopics: UInt64 = 0
 
-    var isEmpty: Bool { notices.isEmpty }
-    var isFull: Bool { notices.count >= LocalDrops.topicLimit }
+    var isEmpty: Bool { notices.isEmpty && otherTopics == 0 }
 
     /// Records `event` as dropped: a message, or a notice of the daemon's, which is merged with what was dropped of
     /// its topic here (it came in between, so together they are one run).
@@ -26,6 +26,8 @@ struct LocalDrops {
             notices[index].count += count
             notices[index].firstSequence = min(notices[index].firstSequence, first)
             notices[index].lastSequence = max(notices[index].lastSequence, last)
+        } else if topic == DropNotice.manyTopics || notices.count >= LocalDrops.topicLimit {
+            otherTopics += count
         } else {
             indexByTopic[topic] = notices.count
             notices.append(DropNotice(topic: topic, count: count, firstSequence: first, lastSequence: last))
@@ -34,10 +36,13 @@ struct LocalDrops {
 
     /// The notices, which it forgets.
     mutating func take() -> [DropNotice] {
-        defer {
-            notices.removeAll()
-            indexByTopic.removeAll()
+        var taken = notices
+        if otherTopics > 0 {
+            taken.append(DropNotice(topic: DropNotice.manyTopics, count: otherTopics, firstSequence: 0, lastSequence: 0))
         }
-        return notices
+        notices.removeAll()
+        indexByTopic.removeAll()
+        otherTopics = 0
+        return taken
     }
 }

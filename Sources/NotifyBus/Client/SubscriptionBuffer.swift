@@ -8,8 +8,9 @@ import Synchronization
 /// the daemon under the subscription's ``OverflowPolicy`` and what the daemon drops is announced in order with
 /// `DROP`; replies still come. Once the consumer is back under both low-water marks, the deliveries flow again
 /// (`OPT resume`). Whatever the daemon does, a subscription holds at most twice the high-water marks, plus what the
-/// read that crossed them brought (at most 64 KiB of frames): there the client stops reading the socket until the
-/// consumer catches up.
+/// read that crossed them brought (at most 64 KiB of frames) and the drop notices below: there the client stops
+/// reading the socket until the consumer catches up, unless someone waits for a reply; then it reads on, and what
+/// comes for the full subscription is dropped and announced to its consumer in its place.
 public struct SubscriptionBufferLimits: Sendable, Hashable {
     /// The events held that make the client hold back.
     public var highEvents: Int
