@@ -89,6 +89,11 @@ public final class Broker {
     /// How far ahead of a topic's sequence number the state log's ceiling is written.
     public static let sequenceReserve: UInt64 = 1_000
 
+    /// Work done since the broker started, in units of about one request: a request costs one, and one that walks
+    /// the topic table one more per 64 topics it walks. The daemon reads a connection in turns of a fixed amount of
+    /// it, so that one client's burst of costly requests does not keep everyone else (and the watchdog) waiting.
+    @exclusivity(unchecked) public private(set) var workDone = 0
+
     /// The length of the list of topics it may forget, for tests: it stays within the number of topics.
     var forgettableTopicCount: Int { forgettableTopics.count }
 
@@ -467,6 +472,7 @@ public final class Broker {
     /// Holding back is what bounds a client that sends requests and never reads: its replies could be many times
     /// the size of its requests (a `TOPICS` is a few bytes, its answer may be megabytes).
     public func handle(_ decoded: DecodedRequest, from session: Session) {
+        workDone &+= 1
         guard !session.isClosed, !session.closesAfterFlush else { return }
         if session.isHoldingBack || session.transport?.isWritable == false {
             session.heldBack.append(decoded)
@@ -796,6 +802,7 @@ public final class Broker {
             if let state = topics[ByteKey(pattern.text)], let retained = state.retained { body(state, retained) }
             return
         }
+        workDone &+= topics.count / 64
         for state in topics.values {
             if let retained = state.retained, pattern.matches(state.topic) { body(state, retained) }
         }
@@ -862,6 +869,14 @@ public final class Broker {
     }
 
     private func topicInfos(matching pattern: TopicPattern?, readableBy peer: PeerCredentials) -> [TopicInfo] {
+        if let pattern, pattern.isLiteral {
+            // One name: one lookup, not a scan and sort of every topic.
+            guard let state = topics[ByteKey(pattern.text)],
+                configuration.accessPolicy.allows(.read, topic: state.topic, peer: peer)
+            else { return [] }
+            return [state.info]
+        }
+        workDone &+= topics.count / 64
         var infos: [TopicInfo] = []
         for state in topics.values where pattern?.matches(state.topic) ?? true {
             guard configuration.accessPolicy.allows(.read, topic: state.topic, peer: peer) else { continue }

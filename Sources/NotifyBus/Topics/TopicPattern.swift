@@ -39,15 +39,36 @@ public struct TopicPattern: Hashable, Sendable, CustomStringConvertible {
     /// ``SubscriptionIndex``.
     public func matches(_ topic: Topic) -> Bool {
         if isLiteral { return text.sameBytes(as: topic.name) }
-        let patternTokens = tokens
-        let topicTokens = topic.tokens
-        if topic.isReserved, let first = patternTokens.first, first == "*" || first == ">" { return false }
-        for (index, token) in patternTokens.enumerated() {
-            if token == ">" { return topicTokens.count > index }
-            if index >= topicTokens.count { return false }
-            if token != "*" && !String(token).sameBytes(as: String(topicTokens[index])) { return false }
+        var pattern = text
+        var name = topic.name
+        let reserved = topic.isReserved
+        // On the bytes, allocating nothing: TOPICS and SUB … latest run it over every topic.
+        return pattern.withUTF8 { pattern in
+            name.withUTF8 { name in TopicPattern.matches(pattern: pattern, name: name, nameIsReserved: reserved) }
         }
-        return patternTokens.count == topicTokens.count
+    }
+
+    private static func matches(pattern: UnsafeBufferPointer<UInt8>, name: UnsafeBufferPointer<UInt8>, nameIsReserved: Bool) -> Bool {
+        let dot = TopicSyntax.dot
+        var p = 0  // the start of the pattern's token
+        var n = 0  // the start of the name's token; past its end once the name has no more
+        while p < pattern.count {
+            var patternEnd = p
+            while patternEnd < pattern.count && pattern[patternEnd] != dot { patternEnd += 1 }
+            guard n < name.count else { return false }
+            var nameEnd = n
+            while nameEnd < name.count && name[nameEnd] != dot { nameEnd += 1 }
+            let isWildcard = patternEnd - p == 1 && (pattern[p] == UInt8(ascii: "*") || pattern[p] == UInt8(ascii: ">"))
+            if isWildcard && p == 0 && nameIsReserved { return false }
+            if isWildcard && pattern[p] == UInt8(ascii: ">") { return true }
+            if !isWildcard {
+                guard patternEnd - p == nameEnd - n else { return false }
+                for offset in 0..<(patternEnd - p) where pattern[p + offset] != name[n + offset] { return false }
+            }
+            p = patternEnd + 1
+            n = nameEnd + 1
+        }
+        return n > name.count
     }
 
     public var description: String { text }

@@ -25,23 +25,43 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     private var unread: ByteBuffer?
     private var session: Session?
     private var transport: ChannelTransport?
+    /// Set while requests already read wait for this connection's next turn (see ``workPerTurn``).
+    private var waitsForTurn = false
+    /// Who the peer is: from the kernel, and the unit checked against it; tests give their own.
+    private let identify: (any Channel) throws -> PeerCredentials
 
-    init(broker: Broker, decoder: RequestDecoder, logger: Logger) {
+    /// How much broker work (``Broker/workDone``) one connection gets before the others' reads, the timers and the
+    /// watchdog get theirs: about a thousand plain requests, or a few walks of a large topic table.
+    static let workPerTurn = 1_024
+
+    init(
+        broker: Broker,
+        decoder: RequestDecoder,
+        logger: Logger,
+        identify: @escaping (any Channel) throws -> PeerCredentials = BrokerConnectionHandler.identifyFromKernel
+    ) {
         self.broker = broker
         self.decoder = decoder
         self.logger = logger
+        self.identify = identify
+    }
+
+    /// The peer's credentials as the kernel gives them, and its unit.
+    static func identifyFromKernel(_ channel: any Channel) throws -> PeerCredentials {
+        var peer = try PeerCredentials.ofPeer(of: channel)
+        peer.unit = UnitLookup.unit(ofPeerOf: channel, pid: peer.pid, uid: peer.uid)
+        return peer
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        var peer: PeerCredentials
+        let peer: PeerCredentials
         do {
-            peer = try PeerCredentials.ofPeer(of: context.channel)
+            peer = try identify(context.channel)
         } catch {
             logger.log(.connectionError, .warning, "closing a connection whose peer credentials cannot be read: \(error)")
             context.close(promise: nil)
             return
         }
-        peer.unit = UnitLookup.unit(ofPeerOf: context.channel, pid: peer.pid, uid: peer.uid)
         let transport = ChannelTransport(context: context)
         self.transport = transport
         let session = broker.open(peer: peer, transport: transport)
@@ -52,15 +72,43 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard let session else { return }
         var buffer = unwrapInboundIn(data)
         if var pending = unread.take() {
             pending.writeBuffer(&buffer)
             buffer = pending
         }
-        while let request = decoder.decode(buffer: &buffer) {
+        handleRequests(in: &buffer, context: context)
+    }
+
+    /// Carries out the complete requests in `buffer` for one turn's worth of work, and keeps the rest. When the turn
+    /// ends first, reading stops and the rest waits for a turn of its own, after what else the event loop has to do.
+    private func handleRequests(in buffer: inout ByteBuffer, context: ChannelHandlerContext) {
+        guard let session else { return }
+        let turnEnds = broker.workDone &+ Self.workPerTurn
+        while broker.workDone < turnEnds, let request = decoder.decode(buffer: &buffer) {
             broker.handle(request, from: session)
         }
+        if broker.workDone >= turnEnds && buffer.readableBytes > 0 && !waitsForTurn {
+            waitsForTurn = true
+            updateReading(context: context)
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.execute {
+                let (handler, context) = loopBound.value
+                handler.takeTurn(context: context)
+            }
+        }
+        keepUnread(&buffer, context: context)
+    }
+
+    /// The next turn of requests read earlier.
+    private func takeTurn(context: ChannelHandlerContext) {
+        waitsForTurn = false
+        if var buffer = unread.take() { handleRequests(in: &buffer, context: context) }
+        broker.flush()
+        updateReading(context: context)
+    }
+
+    private func keepUnread(_ buffer: inout ByteBuffer, context: ChannelHandlerContext) {
         guard buffer.readableBytes > 0 else { return }
         // A few bytes of a frame would keep a whole receive buffer alive: copy them out.
         if buffer.readableBytes * 4 < buffer.capacity {
@@ -86,14 +134,28 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
             broker.writabilityChanged(session)
             broker.flush()
         }
-        let reading = context.channel.isWritable && session?.isHoldingBack != true
+        updateReading(context: context)
+    }
+
+    /// Reads while the connection takes what it is sent, and its requests are not waiting for their turn.
+    private func updateReading(context: ChannelHandlerContext) {
+        let reading = context.channel.isWritable && session?.isHoldingBack != true && !waitsForTurn
         try? context.channel.syncOptions?.setOption(.autoRead, value: reading)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         if let session {
-            if var rest = unread.take(), let request = decoder.decodeLast(buffer: &rest, seenEOF: true) {
-                broker.handle(request, from: session)
+            // What it sent and was still waiting for its turn: its publishes and clears are carried out, as the
+            // broker does with what it held back (a client that wrote and left still published); questions whose
+            // answers nobody will read are not.
+            if var rest = unread.take() {
+                while let request = decoder.decodeLast(buffer: &rest, seenEOF: true) {
+                    guard case .request(let inner) = request else { continue }
+                    switch inner.command {
+                    case .publish, .clear: broker.handle(request, from: session)
+                    default: continue
+                    }
+                }
             }
             broker.close(session)
             logger.log(.connectionClosed, .debug, "connection closed", ["session": "\(session.id)"])
