@@ -36,13 +36,25 @@ enum RequestDecoderFuzzer {
         guard let first = input.first else { return }
         let bytes = UnsafeRawBufferPointer(rebasing: input.dropFirst())
         let split = bytes.isEmpty ? 0 : Int(first) % (bytes.count + 1)
-        // The first byte also picks whether the connection takes its replies: a stalled one holds requests back.
+        // The first byte also picks whether the connection takes its replies (a stalled one holds requests back),
+        // whether another subscriber takes its deliveries, and that one's overflow policy: with `disconnect` it is
+        // closed in the middle of the fuzzed connection's publishes, as the daemon's channel closes on an abort.
         let transport = CountingTransport(isWritable: first & 0x80 == 0)
+        let subscriberTransport = CountingTransport(isWritable: first & 0x40 == 0)
+        let overflow: OverflowPolicy = first & 0x20 == 0 ? .dropOldest : .disconnect
 
         let broker = Broker(configuration: configuration)
-        let subscriber = broker.open(peer: PeerCredentials(pid: 1, uid: 1, gid: 1), transport: CountingTransport(isWritable: first & 0x40 == 0))
-        broker.handle(.request(Request(id: nil, .subscribe(try! TopicPattern(">"), SubscribeOptions()))), from: subscriber)
+        let subscriber = broker.open(peer: PeerCredentials(pid: 1, uid: 1, gid: 1), transport: subscriberTransport)
+        broker.handle(.request(Request(id: nil, .subscribe(try! TopicPattern(">"), SubscribeOptions(overflow: overflow)))), from: subscriber)
         let session = broker.open(peer: PeerCredentials(pid: 2, uid: 2, gid: 2), transport: transport)
+        subscriberTransport.onAbort = { [unowned broker, unowned subscriber] in
+            broker.close(subscriber)
+            broker.flush()
+        }
+        transport.onAbort = { [unowned broker, unowned session] in
+            broker.close(session)
+            broker.flush()
+        }
 
         let processor = NIOSingleStepByteToMessageProcessor(RequestDecoder(limits: limits))
         for chunk in [bytes[..<split], bytes[split...]] {
@@ -64,11 +76,13 @@ enum RequestDecoderFuzzer {
         broker.flush()
 
         let statistics = broker.statistics
-        precondition(statistics.connections == 1, "connections: \(statistics.connections)")
+        precondition(statistics.connections <= 1, "connections: \(statistics.connections)")
         precondition(statistics.retainedBytes <= UInt64(configuration.maxRetainedBytes), "retained bytes \(statistics.retainedBytes)")
         precondition(statistics.topics <= configuration.maxTopics, "topics \(statistics.topics)")
         broker.close(subscriber)
+        broker.flush()
         precondition(broker.statistics.subscriptions == 0, "subscriptions left: \(broker.statistics.subscriptions)")
+        precondition(broker.statistics.queuedBytes == 0, "queued bytes left: \(broker.statistics.queuedBytes)")
     }
 }
 
@@ -76,6 +90,8 @@ enum RequestDecoderFuzzer {
 final class CountingTransport: SessionTransport {
     var isWritable: Bool
     private(set) var bytes = 0
+    /// What the daemon's channel does on an abort: it closes at once, and its handler closes the session.
+    var onAbort: (() -> Void)?
 
     init(isWritable: Bool) { self.isWritable = isWritable }
 
@@ -85,7 +101,7 @@ final class CountingTransport: SessionTransport {
     }
     func flush() {}
     func close() {}
-    func abort() {}
+    func abort() { onAbort?() }
 }
 
 /// libFuzzer's entry for one input (exported under its C name too, which libFuzzer's own `main` wants linked).
