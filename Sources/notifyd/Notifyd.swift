@@ -186,6 +186,12 @@ struct Notifyd: AsyncParsableCommand {
     )
     var maxQueuedBytesTotal: Int?
 
+    @Option(
+        name: .customLong("max-retained-topics-per-user"),
+        help: ArgumentHelp("The most topics whose buffered message one uid published (default: 100000).", valueName: "count")
+    )
+    var maxRetainedTopicsPerUser: Int?
+
     func validate() throws {
         if reload && checkConfig {
             throw ValidationError("--reload asks a running daemon to reload; --check-config checks a file: give one of them")
@@ -227,7 +233,8 @@ struct Notifyd: AsyncParsableCommand {
             maxRetainedBytesPerUser: maxRetainedBytesPerUser,
             maxSubscriptionsPerUser: maxSubscriptionsPerUser,
             maxQueuedBytesPerUser: maxQueuedBytesPerUser,
-            maxQueuedBytesTotal: maxQueuedBytesTotal
+            maxQueuedBytesTotal: maxQueuedBytesTotal,
+            maxRetainedTopicsPerUser: maxRetainedTopicsPerUser
         )
         let configurationFile = checkedFile ?? config
         if checkConfig {

@@ -47,6 +47,7 @@ struct DaemonSettingsTests {
             max-subscriptions-per-user = 11
             max-queued-bytes-per-user = 12
             max-queued-bytes-total = 13
+            max-retained-topics-per-user = 14
 
             """
         )
@@ -55,10 +56,10 @@ struct DaemonSettingsTests {
             broker.protocolLimits.maxPayload, broker.protocolLimits.maxTopic, broker.maxSubscriptionsPerConnection,
             broker.maxTopics, broker.maxRetainedBytes, broker.maxQueuedMessages, broker.maxQueuedBytes,
             broker.maxConnections, broker.maxConnectionsPerUser, broker.maxRetainedBytesPerUser, broker.maxSubscriptionsPerUser,
-            broker.maxQueuedBytesPerUser, broker.maxQueuedBytesTotal,
+            broker.maxQueuedBytesPerUser, broker.maxQueuedBytesTotal, broker.maxRetainedTopicsPerUser,
         ]
-        #expect(read == Array(1...13))
-        #expect(DaemonSettings.keys.count == 17, "a new setting gets a line in this test")
+        #expect(read == Array(1...14))
+        #expect(DaemonSettings.keys.count == 18, "a new setting gets a line in this test")
     }
 
     @Test("a file of comments only is an empty configuration")

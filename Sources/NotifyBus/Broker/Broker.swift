@@ -157,6 +157,7 @@ public final class Broker {
                 if case .delivery(let delivery)? = try? decoder.decode(buffer: &input) {
                     let owner = account(of: delivery.publisher.uid)
                     owner.retainedBytes += delivery.payload.readableBytes
+                    owner.retainedTopics += 1
                     state.retained = RetainedMessage(
                         frame: frame,
                         payloadSize: delivery.payload.readableBytes,
@@ -597,6 +598,8 @@ public final class Broker {
                 previousOwner.retainedBytes -= state.retained!.payloadSize
                 if previousOwner !== owner {
                     state.retained!.owner = owner
+                    previousOwner.retainedTopics -= 1
+                    owner.retainedTopics += 1
                     forgetIfEmpty(previousOwner)
                 }
                 batch.copy(frame, replacing: &state.retained!.frame, allocator: allocator)
@@ -604,6 +607,7 @@ public final class Broker {
                 state.retained!.sequence = sequence
             } else {
                 counters.retainedTopics += 1
+                owner.retainedTopics += 1
                 let retained = batch.copy(frame, allocator: allocator)
                 state.retained = RetainedMessage(frame: retained, payloadSize: payload.readableBytes, sequence: sequence, owner: owner)
             }
@@ -627,16 +631,22 @@ public final class Broker {
     }
 
     /// Why buffering `payloadSize` bytes as `topic`'s latest message by `account` would break
-    /// ``BrokerConfiguration/maxRetainedBytes`` or ``BrokerConfiguration/maxRetainedBytesPerUser``, if it would:
+    /// ``BrokerConfiguration/maxRetainedBytes``, ``BrokerConfiguration/maxRetainedBytesPerUser`` or
+    /// ``BrokerConfiguration/maxRetainedTopicsPerUser``, if it would:
     /// such a publish is refused whole, so the publisher learns that it was not kept.
     private func retainRefusal(_ topic: Topic, payloadSize: Int, by account: UserAccount) -> String? {
         // Far from the limits, as usual, this costs no lookup of the topic.
         if counters.retainedBytes + UInt64(payloadSize) <= UInt64(configuration.maxRetainedBytes),
-            account.retainedBytes + payloadSize <= configuration.maxRetainedBytesPerUser
+            account.retainedBytes + payloadSize <= configuration.maxRetainedBytesPerUser,
+            account.retainedTopics < configuration.maxRetainedTopicsPerUser
         {
             return nil
         }
         let replaced = topics[ByteKey(topic.name)]?.retained
+        if account.retainedTopics >= configuration.maxRetainedTopicsPerUser && replaced?.owner !== account {
+            return "uid \(account.uid) already has buffered messages in \(configuration.maxRetainedTopicsPerUser) topics (the limit"
+                + " per user); clear some of its topics (notify clear, CLEAR), or publish without retaining (notify send --no-retain, noretain)"
+        }
         let after = counters.retainedBytes - UInt64(replaced?.payloadSize ?? 0) + UInt64(payloadSize)
         if after > UInt64(configuration.maxRetainedBytes) {
             return "buffering this \(payloadSize)-byte message would take the daemon past \(configuration.maxRetainedBytes) bytes"
@@ -833,6 +843,7 @@ public final class Broker {
             counters.retainedTopics -= 1
             counters.retainedBytes -= UInt64(retained.payloadSize)
             retained.owner.retainedBytes -= retained.payloadSize
+            retained.owner.retainedTopics -= 1
             forgetIfEmpty(retained.owner)
             retainedFrameBytes -= retained.frame.readableBytes
             listForgettable(state, key)

@@ -25,6 +25,9 @@ public struct BrokerConfiguration: Sendable, Hashable {
     /// The most payload bytes of buffered messages one user (uid) may have published (each message counts against
     /// the uid that published it, until it is replaced or cleared).
     public var maxRetainedBytesPerUser: Int = 64 << 20
+    /// The most topics whose buffered message one user (uid) published: well below ``maxTopics``, so that one user's
+    /// buffered messages (0-byte ones cost no bytes) cannot fill the topic table for everyone.
+    public var maxRetainedTopicsPerUser: Int = 100_000
     /// The most bytes waiting in the queues of one user's (uid's) connections together: past it, a delivery to one
     /// of them makes room by its subscription's overflow policy as if that connection's own queue were full. Without
     /// it, a uid's stalled connections could each hold ``maxQueuedBytes``.

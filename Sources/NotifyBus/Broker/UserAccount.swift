@@ -9,6 +9,8 @@ final class UserAccount {
     @exclusivity(unchecked) var subscriptions = 0
     /// Payload bytes of the buffered messages this uid published.
     @exclusivity(unchecked) var retainedBytes = 0
+    /// Topics whose buffered message this uid published: a 0-byte message costs no bytes, but a topic all the same.
+    @exclusivity(unchecked) var retainedTopics = 0
     /// Bytes of the frames waiting in the queues of this uid's connections.
     @exclusivity(unchecked) var queuedBytes = 0
 
@@ -17,5 +19,5 @@ final class UserAccount {
     }
 
     /// Whether the account holds nothing, and can be forgotten.
-    var isEmpty: Bool { connections == 0 && subscriptions == 0 && retainedBytes == 0 && queuedBytes == 0 }
+    var isEmpty: Bool { connections == 0 && subscriptions == 0 && retainedBytes == 0 && retainedTopics == 0 && queuedBytes == 0 }
 }

@@ -43,6 +43,7 @@ struct DaemonSettings: Sendable, Equatable {
         var maxSubscriptionsPerUser: Int?
         var maxQueuedBytesPerUser: Int?
         var maxQueuedBytesTotal: Int?
+        var maxRetainedTopicsPerUser: Int?
     }
 
     /// The configuration file used: `explicit`, else `notifyd.conf` in systemd's `$CONFIGURATION_DIRECTORY`
@@ -83,6 +84,7 @@ struct DaemonSettings: Sendable, Equatable {
         set("max-subscriptions-per-user", overrides.maxSubscriptionsPerUser.map { .int($0) })
         set("max-queued-bytes-per-user", overrides.maxQueuedBytesPerUser.map { .int($0) })
         set("max-queued-bytes-total", overrides.maxQueuedBytesTotal.map { .int($0) })
+        set("max-retained-topics-per-user", overrides.maxRetainedTopicsPerUser.map { .int($0) })
 
         var providers: [any ConfigProvider] = [InMemoryProvider(name: "command line", values: values)]
         let file = try ConfigurationFile.read(path: path, mustExist: isExplicit)
@@ -105,6 +107,7 @@ struct DaemonSettings: Sendable, Equatable {
         "socket", "state-dir", "log-level", "sync", "max-payload", "max-topic-length", "max-subscriptions", "max-topics",
         "max-retained-bytes", "max-queued-messages", "max-queued-bytes", "max-connections", "max-connections-per-user",
         "max-retained-bytes-per-user", "max-subscriptions-per-user", "max-queued-bytes-per-user", "max-queued-bytes-total",
+        "max-retained-topics-per-user",
     ]
 
     private init(reader: ConfigReader, file: ConfigurationFile?, path: String) throws {
@@ -197,6 +200,12 @@ struct DaemonSettings: Sendable, Equatable {
             minimum: 0,
             maximum: largeBytes
         )
+        broker.maxRetainedTopicsPerUser = try integer(
+            "max-retained-topics-per-user",
+            default: BrokerConfiguration.default.maxRetainedTopicsPerUser,
+            minimum: 1,
+            maximum: largeCount
+        )
         broker.maxQueuedBytesPerUser = try integer(
             "max-queued-bytes-per-user",
             default: BrokerConfiguration.default.maxQueuedBytesPerUser,
@@ -286,6 +295,7 @@ extension DaemonSettings {
             ("max-topics", "\(broker.maxTopics)"),
             ("max-retained-bytes", "\(broker.maxRetainedBytes)"),
             ("max-retained-bytes-per-user", "\(broker.maxRetainedBytesPerUser)"),
+            ("max-retained-topics-per-user", "\(broker.maxRetainedTopicsPerUser)"),
             ("max-subscriptions-per-user", "\(broker.maxSubscriptionsPerUser)"),
             ("max-queued-messages", "\(broker.maxQueuedMessages)"),
             ("max-queued-bytes", "\(broker.maxQueuedBytes)"),

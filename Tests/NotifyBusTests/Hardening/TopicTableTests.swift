@@ -73,3 +73,29 @@ struct DropRecordTests {
         #expect(subscriber.session.outbox.recordCounts.newest <= 10, "only the queued topics are remembered")
     }
 }
+
+/// Issue 14, "The topic table filled for free": 0-byte buffered messages cost no bytes, but each holds a topic.
+@Suite("Buffered topics per user (broker, no socket)")
+struct RetainedTopicsPerUserTests {
+    @Test("one uid's 0-byte buffered messages stop at its topic limit; other uids and its own topics go on")
+    func zeroByteTopics() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxRetainedTopicsPerUser = 100
+        let harness = BrokerHarness(configuration: configuration)
+        let flooder = harness.connect(uid: 1000)
+        flooder.send((1...150).map { "#\($0) PUB free.\($0) 0\n\n" }.joined())
+        let refused = try flooder.received()
+        #expect(refused.count == 50 && refused.allSatisfy { errorCode($0) == .limitReached }, "\(refused.prefix(2))")
+        guard case .error(let error) = refused.first else { return }
+        #expect(error.message.hasPrefix("uid 1000 already has buffered messages in 100 topics (the limit per user)"))
+        #expect(harness.broker.statistics.retainedTopics == 100)
+
+        flooder.send("#1 PUB free.1 0 ack\n\n#2 PUB free.151 1 noretain ack\nx\n")
+        #expect(try flooder.received().map(errorCode) == [nil, nil], "its own topics, and publishing without retaining, go on")
+        let other = harness.connect(uid: 1001)
+        other.send("#1 PUB mine 0 ack\n\n")
+        #expect(try other.received() == [.ok(requestID: 1, value: 1)], "another uid is not held back")
+        flooder.send("CLEAR free.1\n#3 PUB free.152 0 ack\n\n")
+        #expect(try flooder.received().last == .ok(requestID: 3, value: 1), "a cleared topic frees its place")
+    }
+}
