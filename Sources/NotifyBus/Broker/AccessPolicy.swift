@@ -42,6 +42,14 @@ public struct AccessPolicy: Sendable, Hashable {
             case .open: "topics outside $, user.<uid> and system are open to every local user"
             }
         }
+
+        /// The rule as told to the peer of `uid`: an administrator's rule is named (by its name and line) but not
+        /// quoted to anyone but root, as its text names the users, groups and units it is about.
+        public func description(toUID uid: UInt32) -> String {
+            guard case .configured(let rule) = self, uid != 0 else { return description }
+            let place = rule.line.map { " (line \($0))" } ?? ""
+            return "rule \(rule.name)\(place) of the daemon's configuration"
+        }
     }
 
     /// The outcome of ``decide(_:topic:peer:)``: whether it is allowed, and the rule that said so.

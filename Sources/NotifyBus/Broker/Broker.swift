@@ -871,7 +871,7 @@ public final class Broker {
             return AccessExplanation.Decision(
                 access: access.rawValue,
                 isAllowed: decision.isAllowed,
-                rule: decision.rule.description
+                rule: decision.rule.description(toUID: session.peer.uid)
             )
         }
         var reply = allocator.buffer(capacity: 256)
@@ -1038,7 +1038,7 @@ public final class Broker {
         let decision = configuration.accessPolicy.decide(access, topic: topic, peer: session.peer)
         guard !decision.isAllowed else { return nil }
         let verb = access == .publish ? "publish to or clear" : "read"
-        let sentence = "uid \(session.peer.uid) may not \(verb) \"\(topic.name)\": \(decision.rule);"
+        let sentence = "uid \(session.peer.uid) may not \(verb) \"\(topic.name)\": \(decision.rule.description(toUID: session.peer.uid));"
             + " EXPLAIN \(topic.name) (notify explain) shows who may"
         return ProtocolError(.notPermitted, sentence, requestID: id)
     }
