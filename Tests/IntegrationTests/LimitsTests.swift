@@ -101,6 +101,21 @@ struct LimitsTests {
         await client.close()
         #expect(try await daemon.stop() == 0)
     }
+
+    @Test("notify topics lists 25,000 topics whole, though the daemon answers in pages of 10,000")
+    func topicsInPages() async throws {
+        let daemon = try await TestDaemon.start()
+        let raw = try RawSocket(path: daemon.socketPath)
+        try raw.send((0..<25_000).map { "PUB page.\($0) 0 noretain\n\n" }.joined() + "PING\n")
+        #expect(await raw.read(timeout: .seconds(60)) { String(decoding: $0.suffix(64), as: UTF8.self).contains("PONG") })
+        let listed = try await daemon.notify(["topics", "page.>", "--format", "json"])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.output.components(separatedBy: "\"topic\":").count - 1 == 25_000)
+        let one = try await daemon.notify(["topics", "page.24999"])
+        #expect(one.output.split(separator: "\n").count == 2, "a plain name: the header and its line")
+        try await daemon.stop()
+    }
+
 }
 
 /// Runs `notify` as another user (the test runs as root), through setpriv.

@@ -126,6 +126,12 @@ struct MalformedInputTests {
         .init("blank lines and extra blanks are ignored", "\n\r\n   \n \t PING  \n", [ping]),
         .init("largest id", "#18446744073709551615 PING\n", [.request(.ping, id: UInt64.max)]),
         .init("TOPICS without a pattern", "TOPICS\n", [.request(.topics(nil))]),
+        .init("TOPICS pages (protocol 2)", "TOPICS a.> AFTER=a.b\nTOPICS after=z\n", [
+            .request(.topics(try! TopicPattern("a.>"), after: topic("a.b"))),
+            .request(.topics(nil, after: topic("z"))),
+        ]),
+        .init("TOPICS with two patterns", "TOPICS a b\nPING\n", [.error(.malformed), ping]),
+        .init("TOPICS after a wildcard", "TOPICS after=a.*\nPING\n", [.error(.invalidTopic), ping]),
         .init("SUB with every option, in any case", "SUB a.* Overflow=Latest-Only LATEST\n",
               [.request(.subscribe(try! TopicPattern("a.*"), SubscribeOptions(latestFirst: true, overflow: .latestOnly)))]),
         .init("EXPLAIN with the largest uid", "EXPLAIN a.b 4294967295\n", [.request(.explain(topic("a.b"), uid: UInt32.max))]),

@@ -506,9 +506,9 @@ public final class Broker {
             latest(topic, id: id, for: session)
         case .clear(let topic):
             clear(topic, id: id, for: session)
-        case .topics(let pattern):
+        case .topics(let pattern, let after):
             var reply = allocator.buffer(capacity: 64)
-            reply.writeTopics(requestID: id, topicInfos(matching: pattern, readableBy: session.peer))
+            reply.writeTopics(requestID: id, topicInfos(matching: pattern, after: after, readableBy: session.peer))
             queue(reply, to: session)
         case .stats:
             var reply = allocator.buffer(capacity: 256)
@@ -879,22 +879,30 @@ public final class Broker {
         queue(reply, to: session)
     }
 
-    private func topicInfos(matching pattern: TopicPattern?, readableBy peer: PeerCredentials) -> [TopicInfo] {
+    /// The topics `peer` may read that match `pattern`, in name order, after `after`: one page (see
+    /// ``Command/topicsPageSize``), so that a reply stays small however many topics there are.
+    private func topicInfos(matching pattern: TopicPattern?, after: Topic?, readableBy peer: PeerCredentials) -> [TopicInfo] {
         if let pattern, pattern.isLiteral {
             // One name: one lookup, not a scan and sort of every topic.
-            guard let state = topics[ByteKey(pattern.text)],
+            guard let state = topics[ByteKey(pattern.text)], after.map({ state.topic > $0 }) ?? true,
                 configuration.accessPolicy.allows(.read, topic: state.topic, peer: peer)
             else { return [] }
             return [state.info]
         }
         workDone &+= topics.count / 64
-        var infos: [TopicInfo] = []
+        var page: [TopicState] = []
         for state in topics.values where pattern?.matches(state.topic) ?? true {
+            if let after, state.topic <= after { continue }
             guard configuration.accessPolicy.allows(.read, topic: state.topic, peer: peer) else { continue }
-            infos.append(state.info)
+            page.append(state)
+            // Keeps the first page's worth only: sorted and cut whenever it holds two pages.
+            if page.count >= 2 * Command.topicsPageSize {
+                page.sort { $0.topic < $1.topic }
+                page.removeLast(page.count - Command.topicsPageSize)
+            }
         }
-        infos.sort { $0.topic < $1.topic }
-        return infos
+        page.sort { $0.topic < $1.topic }
+        return page.prefix(Command.topicsPageSize).map(\.info)
     }
 
     // MARK: - Output

@@ -233,9 +233,16 @@ public final class NotifyClient: Sendable {
 
     /// The topics the daemon knows, all or those matching `pattern`, in name order.
     public func topics(matching pattern: TopicPattern? = nil) async throws -> [TopicInfo] {
-        let frame = try await exchange(.topics(pattern))
-        guard case .topics(_, let topics) = frame else { throw unexpected(frame, for: "TOPICS") }
-        return topics
+        var all: [TopicInfo] = []
+        var after: Topic?
+        while true {
+            let frame = try await exchange(.topics(pattern, after: after))
+            guard case .topics(_, let page) = frame else { throw unexpected(frame, for: "TOPICS") }
+            all += page
+            // A full page may have more after it (a protocol 1 daemon never pages, and answers all at once).
+            guard page.count == Command.topicsPageSize, greeting.version >= 2, let last = page.last else { return all }
+            after = last.topic
+        }
     }
 
     /// The daemon's counters.

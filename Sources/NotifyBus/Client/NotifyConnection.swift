@@ -105,9 +105,16 @@ public final class NotifyConnection {
 
     /// The topics the daemon knows, all or those matching `pattern`, in name order.
     public func topics(matching pattern: TopicPattern? = nil) throws -> [TopicInfo] {
-        let reply = try exchange(.topics(pattern))
-        guard case .topics(_, let topics) = reply else { throw NotifyClientError.unexpected(reply, for: "TOPICS") }
-        return topics
+        var all: [TopicInfo] = []
+        var after: Topic?
+        while true {
+            let reply = try exchange(.topics(pattern, after: after))
+            guard case .topics(_, let page) = reply else { throw NotifyClientError.unexpected(reply, for: "TOPICS") }
+            all += page
+            // A full page may have more after it (a protocol 1 daemon never pages, and answers all at once).
+            guard page.count == Command.topicsPageSize, greeting.version >= 2, let last = page.last else { return all }
+            after = last.topic
+        }
     }
 
     /// The daemon's counters.

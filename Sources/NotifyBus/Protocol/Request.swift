@@ -26,8 +26,9 @@ public enum Command: Sendable, Hashable {
     case latest(Topic)
     /// Forget a topic's buffered message without sending anything.
     case clear(Topic)
-    /// List the known topics, all or those matching a pattern.
-    case topics(TopicPattern?)
+    /// List the known topics, all or those matching a pattern, in name order: at most ``Command/topicsPageSize``,
+    /// starting after `after` when given (protocol 2), so that no reply is larger than a page.
+    case topics(TopicPattern?, after: Topic? = nil)
     /// Read the daemon's counters.
     case stats
     /// Ask which access rule decides publishing to and reading `topic`, for the connection's peer or (root only)
@@ -70,4 +71,9 @@ public struct SubscribeOptions: Sendable, Hashable {
         self.latestFirst = latestFirst
         self.overflow = overflow
     }
+}
+
+extension Command {
+    /// The most topics one `TOPICS` reply lists; a reply of exactly this many may have more after it.
+    public static let topicsPageSize = 10_000
 }

@@ -260,11 +260,30 @@ private struct RequestParser {
         }
 
         if verbIs("TOPICS") {
-            guard let patternRange = tokens.next() else { return done(.topics(nil)) }
-            guard tokens.next() == nil else {
-                return fail(.malformed, "TOPICS takes at most one pattern: TOPICS [<pattern>]")
+            let usage = "TOPICS [<pattern>] [after=<topic>]"
+            var patternRange: Range<Int>?
+            var afterRange: Range<Int>?
+            let afterKey = "after=".utf8.count
+            while let token = tokens.next() {
+                if token.count > afterKey, LineScanner.equalsIgnoringCase(bytes, token.lowerBound..<token.lowerBound + afterKey, "AFTER="),
+                    afterRange == nil
+                {
+                    afterRange = (token.lowerBound + afterKey)..<token.upperBound
+                } else if patternRange == nil && afterRange == nil {
+                    patternRange = token
+                } else {
+                    return fail(.malformed, "TOPICS takes at most one pattern, then after=<topic>: \(usage)")
+                }
             }
-            return with(pattern(patternRange)) { .topics($0) }
+            var after: Topic?
+            if let afterRange {
+                switch topic(afterRange) {
+                case .success(let valid): after = valid
+                case .failure(let error): return .failure(error, consumed: next, payloadToSkip: 0)
+                }
+            }
+            guard let patternRange else { return done(.topics(nil, after: after)) }
+            return with(pattern(patternRange)) { .topics($0, after: after) }
         }
 
         if verbIs("EXPLAIN") {

@@ -23,9 +23,10 @@ extension ByteBuffer {
             written += writeStaticString("LATEST ") + writeString(topic.name)
         case .clear(let topic):
             written += writeStaticString("CLEAR ") + writeString(topic.name)
-        case .topics(let pattern):
+        case .topics(let pattern, let after):
             written += writeStaticString("TOPICS")
             if let pattern { written += writeStaticString(" ") + writeString(pattern.text) }
+            if let after { written += writeStaticString(" after=") + writeString(after.name) }
         case .stats:
             written += writeStaticString("STATS")
         case .explain(let topic, let uid):

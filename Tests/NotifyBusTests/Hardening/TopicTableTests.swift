@@ -99,3 +99,32 @@ struct RetainedTopicsPerUserTests {
         #expect(try flooder.received().last == .ok(requestID: 3, value: 1), "a cleared topic frees its place")
     }
 }
+
+/// Issue 14: a `TOPICS` reply is one page, however many topics the daemon knows.
+@Suite("TOPICS in pages (broker, no socket)")
+struct TopicsPagesTests {
+    static func names(_ frames: [ServerFrame]) -> [String] {
+        guard case .topics(_, let infos)? = frames.first else { return [] }
+        return infos.map(\.topic.name)
+    }
+
+    @Test("25,000 topics come as pages of 10,000 in name order, each after the last of the one before")
+    func pages() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        let all = (0..<25_000).map { "p." + String(String(100_000 + $0).dropFirst()) }
+        client.send(all.shuffled().map { "PUB \($0) 0 noretain\n\n" }.joined())
+        client.send("TOPICS\n")
+        let first = Self.names(try client.received())
+        #expect(first == Array(all.prefix(10_000)))
+        client.send("TOPICS p.> after=\(first.last!)\n")
+        let second = Self.names(try client.received())
+        #expect(second == Array(all[10_000..<20_000]))
+        client.send("TOPICS after=\(second.last!)\n")
+        #expect(Self.names(try client.received()) == Array(all.suffix(5_000)))
+        client.send("TOPICS p.00001 after=p.00000\nTOPICS p.00001 after=p.00001\n")
+        let literal = try client.received()
+        #expect(literal.count == 2)
+        #expect(Self.names([literal[0]]) == ["p.00001"] && Self.names([literal[1]]) == [])
+    }
+}

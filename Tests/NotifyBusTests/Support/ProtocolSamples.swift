@@ -63,7 +63,7 @@ enum ProtocolSamples {
         case 4: command = .unsubscribe(pattern(&random))
         case 5: command = .latest(topic(&random))
         case 6: command = .clear(topic(&random))
-        case 7: command = .topics(Bool.random(using: &random) ? pattern(&random) : nil)
+        case 7: command = .topics(Bool.random(using: &random) ? pattern(&random) : nil, after: Bool.random(using: &random) ? topic(&random) : nil)
         case 8:
             switch Int.random(in: 0..<3, using: &random) {
             case 0: command = .stats
