@@ -192,6 +192,24 @@ struct Notifyd: AsyncParsableCommand {
     )
     var maxRetainedTopicsPerUser: Int?
 
+    @Option(
+        name: .customLong("max-unread-bytes-per-user"),
+        help: ArgumentHelp(
+            "The most bytes of unfinished requests one uid's connections may hold; past it, the connection is closed (default: 67108864).",
+            valueName: "bytes"
+        )
+    )
+    var maxUnreadBytesPerUser: Int?
+
+    @Option(
+        name: .customLong("max-unread-bytes-total"),
+        help: ArgumentHelp(
+            "The most bytes of unfinished requests all connections may hold (default: 268435456).",
+            valueName: "bytes"
+        )
+    )
+    var maxUnreadBytesTotal: Int?
+
     func validate() throws {
         if reload && checkConfig {
             throw ValidationError("--reload asks a running daemon to reload; --check-config checks a file: give one of them")
@@ -234,7 +252,9 @@ struct Notifyd: AsyncParsableCommand {
             maxSubscriptionsPerUser: maxSubscriptionsPerUser,
             maxQueuedBytesPerUser: maxQueuedBytesPerUser,
             maxQueuedBytesTotal: maxQueuedBytesTotal,
-            maxRetainedTopicsPerUser: maxRetainedTopicsPerUser
+            maxRetainedTopicsPerUser: maxRetainedTopicsPerUser,
+            maxUnreadBytesPerUser: maxUnreadBytesPerUser,
+            maxUnreadBytesTotal: maxUnreadBytesTotal
         )
         let configurationFile = checkedFile ?? config
         if checkConfig {

@@ -48,6 +48,8 @@ struct DaemonSettingsTests {
             max-queued-bytes-per-user = 12
             max-queued-bytes-total = 13
             max-retained-topics-per-user = 14
+            max-unread-bytes-per-user = 15
+            max-unread-bytes-total = 16
 
             """
         )
@@ -57,9 +59,10 @@ struct DaemonSettingsTests {
             broker.maxTopics, broker.maxRetainedBytes, broker.maxQueuedMessages, broker.maxQueuedBytes,
             broker.maxConnections, broker.maxConnectionsPerUser, broker.maxRetainedBytesPerUser, broker.maxSubscriptionsPerUser,
             broker.maxQueuedBytesPerUser, broker.maxQueuedBytesTotal, broker.maxRetainedTopicsPerUser,
+            broker.maxUnreadBytesPerUser, broker.maxUnreadBytesTotal,
         ]
-        #expect(read == Array(1...14))
-        #expect(DaemonSettings.keys.count == 18, "a new setting gets a line in this test")
+        #expect(read == Array(1...16))
+        #expect(DaemonSettings.keys.count == 20, "a new setting gets a line in this test")
     }
 
     @Test("a file of comments only is an empty configuration")

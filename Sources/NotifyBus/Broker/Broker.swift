@@ -78,6 +78,8 @@ public final class Broker {
     public private(set) var stateProblem: String?
     private var stateRetryTime: UInt64 = 0
     private var stateRetryDelay: UInt64 = 0
+    /// Bytes read from all connections and not carried out yet (see ``holdUnread(_:for:)``).
+    @exclusivity(unchecked) private var unreadBytesTotal = 0
     /// Sessions whose acknowledgements wait for this batch's commit (see ``Session/awaitsCommit``).
     @exclusivity(unchecked) private var sessionsAwaitingCommit: [Session] = []
     /// Topics whose buffered message changed in this batch. Only their final state is logged, at the batch's end:
@@ -348,8 +350,9 @@ public final class Broker {
         }
         session.account.subscriptions -= session.subscriptions.count
         session.subscriptions.removeAll()
-        // What waited for it is let go with it.
+        // What waited for it, and what it had sent unfinished, are let go with it.
         changingOutbox(of: session) { $0 = OutboundQueue() }
+        _ = holdUnread(0, for: session)
         session.account.connections -= 1
         forgetIfEmpty(session.account)
     }
@@ -391,6 +394,37 @@ public final class Broker {
                 close(session)
             }
         }
+    }
+
+    /// Counts `bytes` read from `session` and not carried out yet (what its connection keeps of an unfinished
+    /// frame) against its uid's budget and the daemon's.
+    /// - Returns: false when that goes over either; the session is then sent `ERR limit` and closed at the flush,
+    ///   and the caller drops what it kept.
+    public func holdUnread(_ bytes: Int, for session: Session) -> Bool {
+        let delta = bytes - session.unreadBytes
+        session.unreadBytes = bytes
+        session.account.unreadBytes += delta
+        unreadBytesTotal += delta
+        guard delta > 0 else { return true }
+        let overUser = session.account.unreadBytes > configuration.maxUnreadBytesPerUser
+        guard overUser || unreadBytesTotal > configuration.maxUnreadBytesTotal else { return true }
+        let whose = overUser ? "uid \(session.peer.uid)'s connections" : "all connections"
+        let limit = overUser ? configuration.maxUnreadBytesPerUser : configuration.maxUnreadBytesTotal
+        end(session, with: ProtocolError(
+            .limitReached,
+            "\(whose) hold \(limit) bytes of requests not finished yet (the limit); this connection is closed: send each"
+                + " request whole, or use fewer connections at once"
+        ))
+        _ = holdUnread(0, for: session)
+        return false
+    }
+
+    /// Sends `error` to the session and closes its connection at the flush: for what makes the daemon give up on a
+    /// connection (an unfinished frame that waits too long, or too many unfinished bytes).
+    public func end(_ session: Session, with error: ProtocolError) {
+        guard !session.isClosed, !session.closesAfterFlush else { return }
+        refuse(error, subject: nil, to: session)
+        session.closesAfterFlush = true
     }
 
     /// Closes the subscribers disconnected during the batch: what they had held back is carried out first (a

@@ -34,6 +34,12 @@ public struct BrokerConfiguration: Sendable, Hashable {
     public var maxQueuedBytesPerUser: Int = 256 << 20
     /// The most bytes waiting in the queues of all connections together, likewise.
     public var maxQueuedBytesTotal: Int = 1 << 30
+    /// The most bytes read from one user's (uid's) connections and not carried out yet (frames that did not finish,
+    /// a payload on its way): past it, the connection that goes over is closed with `ERR limit`. Without it, a uid's
+    /// connections could each hold a line and a `max-payload` unfinished.
+    public var maxUnreadBytesPerUser: Int = 64 << 20
+    /// The same, over all connections.
+    public var maxUnreadBytesTotal: Int = 256 << 20
     /// Who may publish to and read which topics.
     public var accessPolicy: AccessPolicy = .default
 

@@ -21,6 +21,8 @@ public final class Session: Hashable {
     @exclusivity(unchecked) var outbox = OutboundQueue()
     /// Requests waiting while the connection's socket cannot take their replies.
     @exclusivity(unchecked) var heldBack = Deque<DecodedRequest>()
+    /// Bytes read from the connection and not carried out yet, as last told (see ``Broker/holdUnread(_:for:)``).
+    var unreadBytes = 0
     /// Whether the session receives its own publishes.
     @exclusivity(unchecked) var receivesOwnMessages = true
     /// Whether an acknowledgement that the state log must back (`OK` of a retained `PUB … ack`, or of a `CLEAR`)

@@ -13,11 +13,13 @@ final class UserAccount {
     @exclusivity(unchecked) var retainedTopics = 0
     /// Bytes of the frames waiting in the queues of this uid's connections.
     @exclusivity(unchecked) var queuedBytes = 0
+    /// Bytes read from this uid's connections and not carried out yet: unfinished frames, mostly.
+    @exclusivity(unchecked) var unreadBytes = 0
 
     init(uid: UInt32) {
         self.uid = uid
     }
 
     /// Whether the account holds nothing, and can be forgotten.
-    var isEmpty: Bool { connections == 0 && subscriptions == 0 && retainedBytes == 0 && retainedTopics == 0 && queuedBytes == 0 }
+    var isEmpty: Bool { connections == 0 && subscriptions == 0 && retainedBytes == 0 && retainedTopics == 0 && queuedBytes == 0 && unreadBytes == 0 }
 }

@@ -44,6 +44,8 @@ struct DaemonSettings: Sendable, Equatable {
         var maxQueuedBytesPerUser: Int?
         var maxQueuedBytesTotal: Int?
         var maxRetainedTopicsPerUser: Int?
+        var maxUnreadBytesPerUser: Int?
+        var maxUnreadBytesTotal: Int?
     }
 
     /// The configuration file used: `explicit`, else `notifyd.conf` in systemd's `$CONFIGURATION_DIRECTORY`
@@ -85,6 +87,8 @@ struct DaemonSettings: Sendable, Equatable {
         set("max-queued-bytes-per-user", overrides.maxQueuedBytesPerUser.map { .int($0) })
         set("max-queued-bytes-total", overrides.maxQueuedBytesTotal.map { .int($0) })
         set("max-retained-topics-per-user", overrides.maxRetainedTopicsPerUser.map { .int($0) })
+        set("max-unread-bytes-per-user", overrides.maxUnreadBytesPerUser.map { .int($0) })
+        set("max-unread-bytes-total", overrides.maxUnreadBytesTotal.map { .int($0) })
 
         var providers: [any ConfigProvider] = [InMemoryProvider(name: "command line", values: values)]
         let file = try ConfigurationFile.read(path: path, mustExist: isExplicit)
@@ -107,7 +111,7 @@ struct DaemonSettings: Sendable, Equatable {
         "socket", "state-dir", "log-level", "sync", "max-payload", "max-topic-length", "max-subscriptions", "max-topics",
         "max-retained-bytes", "max-queued-messages", "max-queued-bytes", "max-connections", "max-connections-per-user",
         "max-retained-bytes-per-user", "max-subscriptions-per-user", "max-queued-bytes-per-user", "max-queued-bytes-total",
-        "max-retained-topics-per-user",
+        "max-retained-topics-per-user", "max-unread-bytes-per-user", "max-unread-bytes-total",
     ]
 
     private init(reader: ConfigReader, file: ConfigurationFile?, path: String) throws {
@@ -206,6 +210,18 @@ struct DaemonSettings: Sendable, Equatable {
             minimum: 1,
             maximum: largeCount
         )
+        broker.maxUnreadBytesPerUser = try integer(
+            "max-unread-bytes-per-user",
+            default: BrokerConfiguration.default.maxUnreadBytesPerUser,
+            minimum: 1,
+            maximum: largeBytes
+        )
+        broker.maxUnreadBytesTotal = try integer(
+            "max-unread-bytes-total",
+            default: BrokerConfiguration.default.maxUnreadBytesTotal,
+            minimum: 1,
+            maximum: largeBytes
+        )
         broker.maxQueuedBytesPerUser = try integer(
             "max-queued-bytes-per-user",
             default: BrokerConfiguration.default.maxQueuedBytesPerUser,
@@ -301,6 +317,8 @@ extension DaemonSettings {
             ("max-queued-bytes", "\(broker.maxQueuedBytes)"),
             ("max-queued-bytes-per-user", "\(broker.maxQueuedBytesPerUser)"),
             ("max-queued-bytes-total", "\(broker.maxQueuedBytesTotal)"),
+            ("max-unread-bytes-per-user", "\(broker.maxUnreadBytesPerUser)"),
+            ("max-unread-bytes-total", "\(broker.maxUnreadBytesTotal)"),
             ("max-connections", "\(broker.maxConnections)"),
             ("max-connections-per-user", "\(broker.maxConnectionsPerUser)"),
         ]

@@ -29,6 +29,11 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     private var waitsForTurn = false
     /// Who the peer is: from the kernel, and the unit checked against it; tests give their own.
     private let identify: (any Channel) throws -> PeerCredentials
+    /// How long an unfinished frame may wait for its next byte before the connection is closed.
+    private let frameTimeout: TimeAmount
+    /// Bytes read from the connection so far, to tell an unfinished frame that makes progress from one that stalled.
+    private var bytesReceived = 0
+    private var stalledFrameCheck: Scheduled<Void>?
 
     /// How much broker work (``Broker/workDone``) one connection gets before the others' reads, the timers and the
     /// watchdog get theirs: about a thousand plain requests, or a few walks of a large topic table.
@@ -38,11 +43,13 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         broker: Broker,
         decoder: RequestDecoder,
         logger: Logger,
+        frameTimeout: TimeAmount = .seconds(30),
         identify: @escaping (any Channel) throws -> PeerCredentials = BrokerConnectionHandler.identifyFromKernel
     ) {
         self.broker = broker
         self.decoder = decoder
         self.logger = logger
+        self.frameTimeout = frameTimeout
         self.identify = identify
     }
 
@@ -73,6 +80,7 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
+        bytesReceived &+= buffer.readableBytes
         if var pending = unread.take() {
             pending.writeBuffer(&buffer)
             buffer = pending
@@ -108,16 +116,55 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         updateReading(context: context)
     }
 
+    /// Keeps what is left of `buffer` for the next read, counted against the uid's budget of unfinished requests.
     private func keepUnread(_ buffer: inout ByteBuffer, context: ChannelHandlerContext) {
-        guard buffer.readableBytes > 0 else { return }
-        // A few bytes of a frame would keep a whole receive buffer alive: copy them out.
-        if buffer.readableBytes * 4 < buffer.capacity {
-            var copy = context.channel.allocator.buffer(capacity: max(buffer.readableBytes, 256))
-            copy.writeBuffer(&buffer)
-            unread = copy
-        } else {
-            unread = buffer
+        if buffer.readableBytes > 0 {
+            // A few bytes of a frame would keep a whole receive buffer alive: copy them out.
+            if buffer.readableBytes * 4 < buffer.capacity {
+                var copy = context.channel.allocator.buffer(capacity: max(buffer.readableBytes, 256))
+                copy.writeBuffer(&buffer)
+                unread = copy
+            } else {
+                unread = buffer
+            }
         }
+        guard let session else { return }
+        guard broker.holdUnread(unread?.capacity ?? 0, for: session) else {
+            unread = nil
+            return
+        }
+        watchForStalledFrame(context: context)
+    }
+
+    /// Closes the connection if an unfinished frame gets no byte more for `frameTimeout` while the daemon reads:
+    /// a client that stops mid-frame would otherwise hold its bytes, and its place, for good.
+    private func watchForStalledFrame(context: ChannelHandlerContext) {
+        guard unread != nil, !waitsForTurn, stalledFrameCheck == nil else { return }
+        let mark = bytesReceived
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        stalledFrameCheck = context.eventLoop.scheduleTask(in: frameTimeout) {
+            let (handler, context) = loopBound.value
+            handler.checkStalledFrame(since: mark, context: context)
+        }
+    }
+
+    private func checkStalledFrame(since mark: Int, context: ChannelHandlerContext) {
+        stalledFrameCheck = nil
+        guard let session, unread != nil, !waitsForTurn else { return }
+        // Not reading it (it does not take its replies) is the daemon's doing, not a stall of the client's.
+        let reading = context.channel.isWritable && !session.isHoldingBack
+        if bytesReceived != mark || !reading {
+            watchForStalledFrame(context: context)
+            return
+        }
+        let seconds = frameTimeout.nanoseconds / 1_000_000_000
+        broker.end(session, with: ProtocolError(
+            .malformed,
+            "a request stopped mid-way and nothing more came for \(seconds) s; the connection is closed"
+        ))
+        unread = nil
+        _ = broker.holdUnread(0, for: session)
+        broker.flush()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -144,6 +191,8 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        stalledFrameCheck?.cancel()
+        stalledFrameCheck = nil
         if let session {
             // What it sent and was still waiting for its turn: its publishes and clears are carried out, as the
             // broker does with what it held back (a client that wrote and left still published); questions whose
