@@ -91,3 +91,34 @@ struct UserLimitsTests {
         #expect(try alice.received().map(errorCode) == [nil], "the cleared message no longer counts")
     }
 }
+
+/// Issue 14, "Pattern cost": each token of a wildcard pattern may cost a trie node; they are bounded per pattern and
+/// per uid.
+@Suite("Wildcard pattern tokens (broker, no socket)")
+struct WildcardTokensTests {
+    @Test("a wildcard pattern has at most 32 tokens; one uid's wildcard tokens are bounded; plain names cost none")
+    func tokens() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxWildcardTokensPerUser = 100
+        let harness = BrokerHarness(configuration: configuration)
+        let client = harness.connect(uid: 1000)
+        let long = (1...40).map { "t\($0)" }.joined(separator: ".")
+        client.send("#1 SUB \(long).*\n#2 SUB \(long)\n")
+        let first = try client.received()
+        #expect(first.map(errorCode) == [.limitReached, nil], "41 tokens with a wildcard no; without one, a hash entry")
+        guard case .error(let error) = first.first else { return }
+        #expect(error.message.hasPrefix("a pattern with a wildcard may have at most 32 tokens, and this one has 41"))
+
+        // 30 tokens each: three fit in 100, the fourth does not, until one goes.
+        let patterns = (1...4).map { index in (1...29).map { "p\(index)x\($0)" }.joined(separator: ".") + ".>" }
+        client.send(patterns.enumerated().map { "#\($0.offset + 3) SUB \($0.element)\n" }.joined())
+        #expect(try client.received().map(errorCode) == [nil, nil, nil, .limitReached])
+        harness.connect(uid: 1001).send("SUB \(patterns[3])\n")
+        client.send("UNSUB \(patterns[0])\nSUB \(patterns[3])\n")
+        #expect(try client.received().map(errorCode) == [nil, nil], "an UNSUB gives its tokens back")
+        harness.broker.close(client.session)
+        let again = harness.connect(uid: 1000)
+        again.send(patterns.prefix(3).map { "SUB \($0)\n" }.joined())
+        #expect(try again.received().map(errorCode) == [nil, nil, nil], "a closed connection gives its tokens back")
+    }
+}

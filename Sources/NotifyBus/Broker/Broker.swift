@@ -349,6 +349,7 @@ public final class Broker {
             subscriptionsChanged(for: subscription.pattern)
         }
         session.account.subscriptions -= session.subscriptions.count
+        for pattern in session.subscriptions.keys { session.account.wildcardTokens -= Self.wildcardTokens(of: pattern) }
         session.subscriptions.removeAll()
         // What waited for it, and what it had sent unfinished, are let go with it.
         changingOutbox(of: session) { $0 = OutboundQueue() }
@@ -790,8 +791,20 @@ public final class Broker {
                     + " over its connections (the limit per user); unsubscribe from some, or use a wildcard pattern"
                 return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: pattern.text, to: session)
             }
+            let tokens = Self.wildcardTokens(of: pattern)
+            guard tokens <= configuration.maxWildcardTokens else {
+                let sentence = "a pattern with a wildcard may have at most \(configuration.maxWildcardTokens) tokens, and this one"
+                    + " has \(tokens); subscribe to a shorter one (a final > matches any number of tokens)"
+                return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: pattern.text, to: session)
+            }
+            guard session.account.wildcardTokens + tokens <= configuration.maxWildcardTokensPerUser else {
+                let sentence = "uid \(session.peer.uid) already subscribes to wildcard patterns of"
+                    + " \(configuration.maxWildcardTokensPerUser) tokens in all (the limit per user); unsubscribe from some"
+                return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: pattern.text, to: session)
+            }
             let subscription = Subscription(session: session, pattern: pattern, overflow: options.overflow)
             session.account.subscriptions += 1
+            session.account.wildcardTokens += tokens
             session.subscriptions[pattern] = subscription
             index.insert(subscription, for: pattern)
             subscriptionsChanged(for: pattern)
@@ -838,7 +851,14 @@ public final class Broker {
         index.remove(subscription, for: pattern)
         subscriptionsChanged(for: pattern)
         session.account.subscriptions -= 1
+        session.account.wildcardTokens -= Self.wildcardTokens(of: pattern)
         replyOK(id, to: session)
+    }
+
+    /// The tokens a pattern costs in the subscription index's trie: none for one without wildcards (a hash entry).
+    private static func wildcardTokens(of pattern: TopicPattern) -> Int {
+        guard !pattern.isLiteral else { return 0 }
+        return pattern.text.utf8.reduce(1) { $1 == TopicSyntax.dot ? $0 + 1 : $0 }
     }
 
     private func forEachRetained(matching pattern: TopicPattern, _ body: (TopicState, RetainedMessage) -> Void) {

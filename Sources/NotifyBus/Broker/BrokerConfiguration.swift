@@ -40,6 +40,12 @@ public struct BrokerConfiguration: Sendable, Hashable {
     public var maxUnreadBytesPerUser: Int = 64 << 20
     /// The same, over all connections.
     public var maxUnreadBytesTotal: Int = 256 << 20
+    /// The most tokens of a wildcard pattern: each may cost a node of the subscription index's trie (a pattern without
+    /// wildcards costs one hash entry, whatever its length).
+    public var maxWildcardTokens = 32
+    /// The most tokens of the wildcard patterns one user (uid) subscribes to, over its subscriptions: the trie nodes
+    /// it can make the daemon keep.
+    public var maxWildcardTokensPerUser = 262_144
     /// Who may publish to and read which topics.
     public var accessPolicy: AccessPolicy = .default
 

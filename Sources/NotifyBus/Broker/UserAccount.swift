@@ -7,6 +7,8 @@ final class UserAccount {
     let uid: UInt32
     @exclusivity(unchecked) var connections = 0
     @exclusivity(unchecked) var subscriptions = 0
+    /// Tokens of the wildcard patterns this uid subscribes to: each may cost a node of the subscription index's trie.
+    @exclusivity(unchecked) var wildcardTokens = 0
     /// Payload bytes of the buffered messages this uid published.
     @exclusivity(unchecked) var retainedBytes = 0
     /// Topics whose buffered message this uid published: a 0-byte message costs no bytes, but a topic all the same.
