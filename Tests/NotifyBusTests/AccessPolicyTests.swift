@@ -218,3 +218,32 @@ struct UnknownGroupsTests {
         #expect(!policy.allows(.publish, topic: try Topic("system.x"), peer: unknown), "not as if in the allowed group")
     }
 }
+
+/// Issue 14, "Leaks across users": after a reload, nothing is sent of a topic the new policy denies, queued or not.
+@Suite("Access policy reloads and queued deliveries")
+struct PolicyReloadQueueTests {
+    @Test("deliveries and drop notices queued for a topic the new policy denies are taken out; the others stay")
+    func queuedAfterReload() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxQueuedMessages = 3
+        let harness = BrokerHarness(configuration: configuration)
+        let subscriber = harness.connect(uid: 1000)
+        subscriber.send("SUB >\n")
+        _ = try subscriber.received()
+        subscriber.transport.isWritable = false
+        harness.connect(uid: 2000).send("PUB secret.a 1\n1\nPUB open.b 1\n2\nPUB secret.a 1\n3\nPUB secret.a 1\n4\nPUB open.b 1\n5\n")
+
+        let rule = try AccessRule(
+            parsing: "deny read secret.> user:1000",
+            name: "no-secrets",
+            line: 1,
+            resolver: AccessRule.NameResolver(uid: { _ in nil }, gid: { _ in nil })
+        )
+        var reloaded = harness.broker.configuration
+        reloaded.accessPolicy = AccessPolicy(rules: [rule])
+        harness.broker.reconfigure(reloaded)
+        OutboundQueueTests.resume(subscriber)
+        let frames = try subscriber.received()
+        #expect(OutboundQueueTests.summary(frames) == ["DROP open.b 1 1-1", "open.b#2"], "\(OutboundQueueTests.summary(frames))")
+    }
+}

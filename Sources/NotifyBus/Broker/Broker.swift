@@ -127,8 +127,15 @@ public final class Broker {
         self.configuration = configuration
         greeting = Broker.greeting(for: configuration)
         // The cached subscriber lists were filtered by the old policy: subscriptions already made now deliver what
-        // the new one lets them read, no more and no less.
-        if policyChanged { wildcardGeneration &+= 1 }
+        // the new one lets them read, no more and no less; and what waits in the queues for a topic a connection may
+        // no longer read is not sent either.
+        if policyChanged {
+            wildcardGeneration &+= 1
+            let policy = configuration.accessPolicy
+            for session in openSessions where !session.outbox.isEmpty {
+                changingOutbox(of: session) { $0.removeDeliveries { !policy.allows(.read, topic: $0, peer: session.peer) } }
+            }
+        }
     }
 
     /// Counts a reload of the daemon's configuration once the daemon is done with it: applied, or refused because

@@ -249,6 +249,28 @@ struct OutboundQueue {
         return (messages, payloadBytes)
     }
 
+    /// Takes out, without a notice, the queued deliveries and drop notices of the topics `isDenied` names: after a
+    /// change of access policy, a connection is sent nothing of a topic it may no longer read.
+    mutating func removeDeliveries(where isDenied: (Topic) -> Bool) {
+        for index in entries.indices where !entries[index].isRemoved {
+            guard let topic = entries[index].topic, isDenied(topic.topic) else { continue }
+            forgetNewest(of: topic, at: index)
+            if entries[index].flowsWhilePaused { flowingCount -= 1 }
+            entries[index].isRemoved = true
+            removedCount += 1
+            messageCount -= 1
+            byteCount -= entries[index].length
+        }
+        let kept = drops.filter { !isDenied($0.topic) }
+        if kept.count != drops.count {
+            drops = kept
+            dropIndex.removeAll()
+            for (position, drop) in drops.enumerated() { dropIndex[ByteKey(drop.topic.name)] = position }
+        }
+        removeTombstonesAtFront()
+        compactIfMostlyTombstones()
+    }
+
     /// Rewrites the queue without its tombstones once they are more than the frames (and many): what stays at the
     /// front, a paused delivery or a `latest-only` topic's only message, would otherwise keep every chunk behind it.
     private mutating func compactIfMostlyTombstones() {
