@@ -1,4 +1,3 @@
-import Logging
 import NIOCore
 import NIOEmbedded
 import NotifyBus
@@ -10,28 +9,14 @@ import Testing
 /// the event loop gets to the others (and to the watchdog) in between.
 @Suite("Turns of work per connection (no socket)")
 struct TurnTakingTests {
-    static func connection(to broker: Broker) throws -> EmbeddedChannel {
-        let handler = BrokerConnectionHandler(
-            broker: broker,
-            decoder: RequestDecoder(limits: broker.configuration.protocolLimits),
-            logger: Logger(label: "test"),
-            identify: { _ in PeerCredentials(pid: 1, uid: 1000, gid: 1000) }
-        )
-        let channel = EmbeddedChannel(handler: handler)
-        try channel.connect(to: SocketAddress(unixDomainSocketPath: "/tmp/turns")).wait()
-        return channel
-    }
-
     static func pongs(in channel: EmbeddedChannel) throws -> Int {
-        var text = ""
-        while let buffer = try channel.readOutbound(as: ByteBuffer.self) { text += String(buffer: buffer) }
-        return text.split(separator: "\n").filter { $0 == "PONG" }.count
+        try writtenText(channel).split(separator: "\n").filter { $0 == "PONG" }.count
     }
 
     @Test("a read of 3,000 requests is carried out in turns of about a thousand, the rest after other work")
     func burstInTurns() throws {
         let broker = Broker()
-        let channel = try Self.connection(to: broker)
+        let channel = try embeddedConnection(to: broker)
         _ = try Self.pongs(in: channel)  // the greeting
         try channel.writeInbound(ByteBuffer(string: String(repeating: "PING\n", count: 3_000)))
         #expect(try Self.pongs(in: channel) == BrokerConnectionHandler.workPerTurn, "one turn, then the loop's other work")
@@ -42,7 +27,7 @@ struct TurnTakingTests {
     @Test("a connection that closes while requests wait for their turn still publishes what it sent")
     func closeWhileWaiting() throws {
         let broker = Broker()
-        let channel = try Self.connection(to: broker)
+        let channel = try embeddedConnection(to: broker)
         try channel.writeInbound(ByteBuffer(string: String(repeating: "PING\n", count: 2_000) + "PUB t 4\nlast\n"))
         _ = try channel.finish()
         #expect(broker.statistics.messagesIn == 1, "the PUB behind the PINGs was carried out")

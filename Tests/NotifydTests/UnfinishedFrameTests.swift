@@ -1,4 +1,3 @@
-import Logging
 import NIOCore
 import NIOEmbedded
 import NotifyBus
@@ -10,30 +9,12 @@ import Testing
 /// total, and a request that stops mid-way does not hold it for good.
 @Suite("Unfinished requests (no socket)")
 struct UnfinishedFrameTests {
-    static func connection(to broker: Broker, uid: UInt32 = 1000) throws -> EmbeddedChannel {
-        let handler = BrokerConnectionHandler(
-            broker: broker,
-            decoder: RequestDecoder(limits: broker.configuration.protocolLimits),
-            logger: Logger(label: "test"),
-            identify: { _ in PeerCredentials(pid: 1, uid: uid, gid: uid) }
-        )
-        let channel = EmbeddedChannel(handler: handler)
-        try channel.connect(to: SocketAddress(unixDomainSocketPath: "/tmp/unfinished")).wait()
-        return channel
-    }
-
-    static func written(_ channel: EmbeddedChannel) throws -> String {
-        var text = ""
-        while let buffer = try channel.readOutbound(as: ByteBuffer.self) { text += String(buffer: buffer) }
-        return text
-    }
-
     @Test("a request that gets no byte more for 30 s closes its connection; one that makes progress does not")
     func stalledFrame() throws {
         let broker = Broker()
-        let slow = try Self.connection(to: broker)
-        let stalled = try Self.connection(to: broker)
-        _ = (try Self.written(slow), try Self.written(stalled))
+        let slow = try embeddedConnection(to: broker)
+        let stalled = try embeddedConnection(to: broker)
+        _ = (try writtenText(slow), try writtenText(stalled))
         try slow.writeInbound(ByteBuffer(string: "PUB t 10\nab"))
         try stalled.writeInbound(ByteBuffer(string: "PUB t 10\nab"))
         slow.embeddedEventLoop.advanceTime(by: .seconds(20))
@@ -42,9 +23,9 @@ struct UnfinishedFrameTests {
         stalled.embeddedEventLoop.advanceTime(by: .seconds(40))
         #expect(slow.isActive, "it sent more within 30 s")
         #expect(!stalled.isActive, "nothing came for 30 s")
-        #expect(try Self.written(stalled).hasPrefix("ERR malformed a request stopped mid-way and nothing more came for 30 s"))
+        #expect(try writtenText(stalled).hasPrefix("ERR malformed a request stopped mid-way and nothing more came for 30 s"))
         try slow.writeInbound(ByteBuffer(string: "efghij\n#1 PING\n"))
-        #expect(try Self.written(slow) == "#1 PONG\n", "it finished its request and goes on")
+        #expect(try writtenText(slow) == "#1 PONG\n", "it finished its request and goes on")
         #expect(broker.statistics.messagesIn == 1)
     }
 
@@ -54,18 +35,18 @@ struct UnfinishedFrameTests {
         configuration.maxUnreadBytesPerUser = 3_000
         let broker = Broker(configuration: configuration)
         let payload = String(repeating: "x", count: 1_000)
-        let first = try Self.connection(to: broker, uid: 1000)
-        let second = try Self.connection(to: broker, uid: 1000)
-        let other = try Self.connection(to: broker, uid: 1001)
-        _ = (try Self.written(first), try Self.written(second), try Self.written(other))
+        let first = try embeddedConnection(to: broker, uid: 1000)
+        let second = try embeddedConnection(to: broker, uid: 1000)
+        let other = try embeddedConnection(to: broker, uid: 1001)
+        _ = (try writtenText(first), try writtenText(second), try writtenText(other))
         try first.writeInbound(ByteBuffer(string: "PUB t 4000\n" + payload))
         #expect(first.isActive)
         try second.writeInbound(ByteBuffer(string: "PUB t 4000\n" + payload + payload))
         #expect(!second.isActive, "together over 3,000 bytes")
-        #expect(try Self.written(second).hasPrefix("ERR limit uid 1000's connections hold 3000 bytes of requests not finished yet"))
+        #expect(try writtenText(second).hasPrefix("ERR limit uid 1000's connections hold 3000 bytes of requests not finished yet"))
         try other.writeInbound(ByteBuffer(string: "PUB t 4000\n" + payload + payload))
         #expect(other.isActive, "another uid has a budget of its own")
         try first.writeInbound(ByteBuffer(string: String(repeating: "y", count: 3_000) + "\n#2 PING\n"))
-        #expect(try Self.written(first) == "#2 PONG\n", "finishing a request gives its bytes back")
+        #expect(try writtenText(first) == "#2 PONG\n", "finishing a request gives its bytes back")
     }
 }
