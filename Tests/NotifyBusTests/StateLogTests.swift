@@ -274,3 +274,79 @@ struct StateLogTests {
         }
     }
 }
+
+/// Issue 14, "Recovery that loses or forges data" and "Directory fsyncs".
+@Suite("State log recovery")
+struct StateLogRecoveryTests {
+    typealias Directory = StateLogTests.Directory
+
+    static func write(_ records: [StateRecord], to directory: Directory) throws {
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        var bytes = ByteBuffer(bytes: StateLog.header)
+        for record in records { record.write(to: &bytes) }
+        try Data(bytes.readableBytesView).write(to: URL(fileURLWithPath: directory.logPath))
+    }
+
+    @Test("a record cut short in the middle, with whole records after it, is damage: they are recovered, not cut off")
+    func cutShortInTheMiddle() throws {
+        let directory = Directory()
+        var middle = ByteBuffer()
+        StateRecord.retained(frame: StateLogTests.frame("two", 1, "cut")).write(to: &middle)
+        var bytes = ByteBuffer(bytes: StateLog.header)
+        StateRecord.retained(frame: StateLogTests.frame("one", 1, "before")).write(to: &bytes)
+        // The record's header says more bytes than the file has left when read from here: it reads as cut short.
+        bytes.writeBytes(middle.readableBytesView.prefix(12))
+        StateRecord.retained(frame: StateLogTests.frame("three", 1, "after")).write(to: &bytes)
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        try Data(bytes.readableBytesView).write(to: URL(fileURLWithPath: directory.logPath))
+
+        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        #expect(StateLogTests.payload(contents.topics["one"]) == "before")
+        #expect(StateLogTests.payload(contents.topics["three"]) == "after", "the record after the damage survived")
+        #expect(contents.keptAside != nil)
+    }
+
+    @Test("two damaged logs in one second are both kept aside, under names of their own")
+    func uniqueAsideNames() throws {
+        let directory = Directory()
+        var kept: [String] = []
+        for text in ["first", "second"] {
+            try Self.write([.retained(frame: StateLogTests.frame("t", 1, text))], to: directory)
+            var bytes = try Data(contentsOf: URL(fileURLWithPath: directory.logPath))
+            bytes.append(contentsOf: [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+            bytes.append(contentsOf: Data(repeating: 0x41, count: 64))
+            try bytes.write(to: URL(fileURLWithPath: directory.logPath))
+            let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            kept.append(try #require(contents.keptAside))
+        }
+        #expect(kept[0] != kept[1])
+        for (index, text) in ["first", "second"].enumerated() {
+            let aside = try Data(contentsOf: URL(fileURLWithPath: kept[index]))
+            #expect(aside.range(of: Data(text.utf8)) != nil, "each damaged log is kept whole")
+        }
+        #expect(!directory.files.contains("state.log.tmp"))
+    }
+
+    @Test("an unfinished state.log.tmp of a rewrite that died is removed at start")
+    func staleTemporary() throws {
+        let directory = Directory()
+        try Self.write([.retained(frame: StateLogTests.frame("t", 1, "kept"))], to: directory)
+        try Data("half a rewrite".utf8).write(to: URL(fileURLWithPath: directory.logPath + ".tmp"))
+        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        #expect(StateLogTests.payload(contents.topics["t"]) == "kept")
+        #expect(!directory.files.contains("state.log.tmp"))
+    }
+
+    @Test("a sequence number near UInt64.max in the log is refused, and publishing to its topic goes on")
+    func outOfRangeSequence() throws {
+        let directory = Directory()
+        try Self.write([.sequence(topic: "t", UInt64.max - 1)], to: directory)
+        let harness = BrokerHarness()
+        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        #expect(contents.problems.contains { $0.contains("out of range") })
+        harness.broker.attach(log, restoring: contents)
+        let client = harness.connect()
+        client.send("#1 PUB t 1 ack\nx\n#2 PUB t 1 noretain ack\ny\n")
+        #expect(try client.received() == [.ok(requestID: 1, value: 1), .ok(requestID: 2, value: 2)])
+    }
+}

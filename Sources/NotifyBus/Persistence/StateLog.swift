@@ -69,7 +69,7 @@ public final class StateLog {
     private var fileSize: Int
     /// The size a freshly compacted log would have, as far as the broker reported it.
     private var liveSize: Int
-    private static let header = Array("NOTIFYD STATE 1\n".utf8)
+    static let header = Array("NOTIFYD STATE 1\n".utf8)
     /// Below this the log is never compacted; above it, once it is more than twice what is live. A compaction
     /// rewrites every topic and syncs the copy, so with many busy topics it must not come every megabyte.
     private static let minimumCompactionSize = 16 << 20
@@ -94,22 +94,28 @@ public final class StateLog {
             throw StateLogError.system("cannot lock \(directory)/state.lock", code)
         }
         let path = directory + "/state.log"
+        // What a rewrite that died left behind; the log it was to replace is still whole.
+        if unlink(path + ".tmp") != 0 && errno != ENOENT {
+            throw StateLogError.system("cannot remove the unfinished \(path).tmp", errno)
+        }
         let maxBody = maxPayload + 1024
         var contents = Contents()
         var intactSize = 0
-        if let bytes = try readFile(path) {
-            intactSize = load(bytes, into: &contents, maxBody: maxBody)
-            if !contents.problems.isEmpty {
-                contents.keptAside = try keepAside(path)
-            }
-        }
+        let bytes = try readFile(path)
+        if let bytes { intactSize = load(bytes, into: &contents, maxBody: maxBody) }
         let log = try StateLog(directory: directory, syncPolicy: syncPolicy, lock: lock, fileSize: intactSize, maxBody: maxBody)
-        if !contents.problems.isEmpty || intactSize == 0 {
-            // A damaged file was kept aside, or there is none: start a clean log holding what was read.
-            try log.compact(contents.topics.map { ($0.key, $0.value) })
+        if bytes != nil && !contents.problems.isEmpty {
+            // Damage: the recovered log is written and synced first, the damaged one kept under a name of its own,
+            // and only then replaced, so that whenever the process dies one of them is whole and in place.
+            try log.compact(contents.topics.map { ($0.key, $0.value) }) { contents.keptAside = try keepAside(path) }
+        } else if intactSize == 0 {
+            // No log yet: a new one, with the directory entry synced.
+            try log.compact([])
         } else if intactSize < (try fileLength(path)) {
             // A record cut short at the end: cut it off so appends start on a record boundary.
-            guard truncate(path, off_t(intactSize)) == 0 else { throw StateLogError.system("cannot truncate \(path)", errno) }
+            guard truncate(path, off_t(intactSize)) == 0, fsync(log.descriptor) == 0 else {
+                throw StateLogError.system("cannot truncate \(path)", errno)
+            }
             contents.problems.append("dropped an incomplete record at the end of \(path) (a write cut short by a crash)")
         }
         return (log, contents)
@@ -175,8 +181,9 @@ public final class StateLog {
     }
 
     /// Rewrites the log from `topics` (name, state): into `state.log.tmp`, synced, then renamed over `state.log`,
-    /// so there is a complete log whenever the process dies.
-    public func compact(_ topics: [(String, TopicRecord)]) throws {
+    /// so there is a complete log whenever the process dies. `beforeReplacing` runs once the new log is synced and
+    /// before it replaces the old one (recovery keeps the damaged log aside then).
+    public func compact(_ topics: [(String, TopicRecord)], beforeReplacing: () throws -> Void = {}) throws {
         var snapshot = ByteBuffer(bytes: StateLog.header)
         for (topic, record) in topics {
             if let frame = record.retainedFrame {
@@ -197,8 +204,9 @@ public final class StateLog {
             throw error
         }
         POSIX.close(file)
+        try beforeReplacing()
         guard rename(temporary, path) == 0 else { throw StateLogError.system("cannot replace \(path)", errno) }
-        StateLog.syncDirectory(directory)
+        try StateLog.syncDirectory(directory)
         // Records appended but not committed belong after the snapshot, which already holds their effect.
         pending.clear()
         POSIX.close(descriptor)
@@ -232,8 +240,9 @@ public final class StateLog {
                 apply(record, to: &contents, decoder: &decoder, offset: offset)
                 offset += size
                 intactEnd = offset
-            case .truncated where damagedFrom == nil:
-                // A write cut short: the end of the log.
+            case .truncated where damagedFrom == nil && !hasRecord(in: bytes, after: offset, maxBody: maxBody):
+                // A write cut short: the end of the log. (With whole records after it, it is damage instead, and
+                // cutting the file there would lose them.)
                 return intactEnd - bytes.readerIndex
             case .truncated, .damaged:
                 if damagedFrom == nil { damagedFrom = offset }
@@ -246,6 +255,20 @@ public final class StateLog {
         return intactEnd - bytes.readerIndex
     }
 
+    /// Whether an intact record starts anywhere after `offset`.
+    private static func hasRecord(in bytes: ByteBuffer, after offset: Int, maxBody: Int) -> Bool {
+        var candidate = offset + 1
+        while candidate < bytes.writerIndex {
+            if case .record = StateRecord.read(bytes, at: candidate, maxBodySize: maxBody) { return true }
+            candidate += 1
+        }
+        return false
+    }
+
+    /// The highest sequence number a log may give a topic: far beyond what a topic reaches, and far enough from
+    /// `UInt64.max` that counting on from it (and the ceiling's reserve above it) cannot overflow.
+    static let largestSequence: UInt64 = 1 << 62
+
     private static func apply(_ record: StateRecord, to contents: inout Contents, decoder: inout ServerFrameDecoder, offset: Int) {
         switch record {
         case .retained(let frame):
@@ -254,11 +277,19 @@ public final class StateLog {
                 contents.problems.append("a buffered message at offset \(offset) is not a message frame; skipped")
                 return
             }
+            guard delivery.sequence <= largestSequence else {
+                contents.problems.append("a buffered message at offset \(offset) has sequence number \(delivery.sequence), out of range; skipped")
+                return
+            }
             var topic = contents.topics[delivery.topic.name] ?? TopicRecord()
             topic.retainedFrame = frame
             topic.sequence = max(topic.sequence, delivery.sequence)
             contents.topics[delivery.topic.name] = topic
         case .sequence(let name, let sequence):
+            guard sequence <= largestSequence else {
+                contents.problems.append("the sequence number \(sequence) of \(name) at offset \(offset) is out of range; skipped")
+                return
+            }
             contents.topics[name, default: TopicRecord()].sequence = max(contents.topics[name]?.sequence ?? 0, sequence)
         case .cleared(let name):
             contents.topics[name]?.retainedFrame = nil
@@ -306,10 +337,18 @@ public final class StateLog {
         return Int(info.st_size)
     }
 
-    /// Renames a damaged log so that nothing is lost, and returns its new name.
+    /// Keeps a damaged log under a name no other copy has (a second link to it: the log stays in place until the
+    /// recovered one replaces it), synced, and returns that name.
     private static func keepAside(_ path: String) throws -> String {
-        let aside = "\(path).damaged-\(PublishTime.now().microsecondsSinceEpoch / 1_000_000)"
-        guard rename(path, aside) == 0 else { throw StateLogError.system("cannot keep the damaged \(path) aside", errno) }
+        let stem = "\(path).damaged-\(PublishTime.now().microsecondsSinceEpoch / 1_000_000)"
+        var aside = stem
+        var attempt = 1
+        while link(path, aside) != 0 {
+            guard errno == EEXIST, attempt < 1_000 else { throw StateLogError.system("cannot keep the damaged \(path) aside", errno) }
+            aside = "\(stem).\(attempt)"
+            attempt += 1
+        }
+        try syncDirectory(String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]))
         return aside
     }
 
@@ -317,11 +356,12 @@ public final class StateLog {
         if let code = POSIX.writeAll(file, buffer) { throw StateLogError.system("cannot write \(path)", code) }
     }
 
-    private static func syncDirectory(_ directory: String) {
-        let file = POSIX.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard file >= 0 else { return }
-        _ = fsync(file)
-        POSIX.close(file)
+    /// Syncs a directory, so that the names created and replaced in it survive a power loss.
+    private static func syncDirectory(_ directory: String) throws {
+        let file = POSIX.open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard file >= 0 else { throw StateLogError.system("cannot open the directory \(directory) to sync it", errno) }
+        defer { POSIX.close(file) }
+        guard fsync(file) == 0 else { throw StateLogError.system("cannot sync the directory \(directory)", errno) }
     }
 }
 
