@@ -76,6 +76,7 @@ expect "notifyd.service is Type=notify" notify systemctl show -P Type notifyd.se
 expect_match "STATUS= reached systemd" '^[0-9]+ connections, [0-9]+ topics \([0-9]+ buffered\), [0-9]+ subscriptions, [0-9.]+ msg/s in' \
   systemctl show -P StatusText notifyd.service
 expect_match "the watchdog is armed" '^30s$' systemctl show -P WatchdogUSec notifyd.service
+expect "the memory the daemon may take is bounded (MemoryMax=3G)" 3221225472 systemctl show -P MemoryMax notifyd.service
 
 # Who published: uid, pid and the systemd unit, from the kernel.
 check  "a publish from a transient service" systemd-run --wait --quiet --unit e2e-publisher notify send e2e.unit from-a-unit
