@@ -409,10 +409,16 @@ public final class Broker {
     /// - Returns: false when that goes over either; the session is then sent `ERR limit` and closed at the flush,
     ///   and the caller drops what it kept.
     public func holdUnread(_ bytes: Int, for session: Session) -> Bool {
-        let delta = bytes - session.unreadBytes
-        session.unreadBytes = bytes
+        // A closed session gave its share back already; a closing one keeps nothing (its connection may still be
+        // read from while it closes, and nothing would give those bytes back).
+        guard !session.isClosed else { return false }
+        let closing = session.closesAfterFlush
+        let kept = closing ? 0 : bytes
+        let delta = kept - session.unreadBytes
+        session.unreadBytes = kept
         session.account.unreadBytes += delta
         unreadBytesTotal += delta
+        if closing { return false }
         guard delta > 0 else { return true }
         let overUser = session.account.unreadBytes > configuration.maxUnreadBytesPerUser
         guard overUser || unreadBytesTotal > configuration.maxUnreadBytesTotal else { return true }
@@ -423,7 +429,7 @@ public final class Broker {
             "\(whose) hold \(limit) bytes of requests not finished yet (the limit); this connection is closed: send each"
                 + " request whole, or use fewer connections at once"
         ))
-        _ = holdUnread(0, for: session)
+        _ = holdUnread(0, for: session)  // closing now: gives its share back
         return false
     }
 
@@ -591,7 +597,7 @@ public final class Broker {
             return refuse(ProtocolError(.storage, sentence, requestID: id), subject: topic.name, to: session)
         }
         guard let state = topicState(for: topic) else {
-            let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message or have subscribers"
+            let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message or have subscribers by name"
                 + " (its limit); clear some (notify clear, CLEAR), or publish to a topic it tracks without retaining"
                 + " (notify send --no-retain, noretain)"
             return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: topic.name, to: session)
@@ -722,19 +728,16 @@ public final class Broker {
         forgettableTopics.append(key)
     }
 
-    /// Forgets the oldest topic that buffers no message and that nobody subscribes to: its sequence number would
-    /// start again at 1, which a subscriber would take for a restart. Returns false when there is none.
+    /// Forgets the oldest topic that buffers no message and that nobody subscribes to by name: its sequence number
+    /// would start again at 1, which such a subscriber would take for a restart. (A wildcard subscription, `>` say,
+    /// protects nothing: it would keep every topic.) Returns false when there is none. A topic passed over leaves
+    /// the list, and comes back to it when it may be forgotten again (see ``subscriptionsChanged(for:)``).
     private func forgetATopic() -> Bool {
-        var candidates = forgettableTopics.count
-        while candidates > 0, let key = forgettableTopics.popFirst() {
-            candidates -= 1
+        while let key = forgettableTopics.popFirst() {
+            workDone &+= 1
             guard let state = topics[key] else { continue }
             state.isListedForgettable = false
-            guard state.retained == nil else { continue }
-            if !subscribers(of: state).isEmpty {
-                listForgettable(state, key)
-                continue
-            }
+            guard state.retained == nil, !index.hasExactSubscribers(to: state.topic.name) else { continue }
             topics[key] = nil
             return true
         }
@@ -769,7 +772,11 @@ public final class Broker {
     /// Invalidates the cached subscriber lists that a change to `pattern` may have made wrong.
     private func subscriptionsChanged(for pattern: TopicPattern) {
         if pattern.isLiteral {
-            topics[ByteKey(pattern.text)]?.invalidateSubscribers()
+            let key = ByteKey(pattern.text)
+            guard let state = topics[key] else { return }
+            state.invalidateSubscribers()
+            // Its last subscriber by name may be gone: it may be forgotten again.
+            if state.retained == nil { listForgettable(state, key) }
         } else {
             wildcardGeneration &+= 1
         }
@@ -897,6 +904,10 @@ public final class Broker {
     private func clear(_ topic: Topic, id: UInt64?, for session: Session) {
         if let denial = denial(.publish, of: topic, to: session, id: id) {
             return refuse(denial, subject: topic.name, to: session)
+        }
+        if stateLog != nil, let stateProblem {
+            let sentence = "the daemon cannot write its state log (\(stateProblem)), so it cannot save a clear for now; try again later"
+            return refuse(ProtocolError(.storage, sentence, requestID: id), subject: topic.name, to: session)
         }
         let key = ByteKey(topic.name)
         if let state = topics[key], let retained = state.retained {

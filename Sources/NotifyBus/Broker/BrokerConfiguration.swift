@@ -4,9 +4,9 @@ public struct BrokerConfiguration: Sendable, Hashable {
     public var protocolLimits: ProtocolLimits
     /// The most subscriptions one connection may hold.
     public var maxSubscriptionsPerConnection: Int
-    /// The most topics the broker keeps track of. Past it, topics with no buffered message and no subscriber are
-    /// forgotten, oldest first (their sequence numbers restart at 1); if every topic holds a buffered message or has
-    /// a subscriber, publishing to a new topic is refused.
+    /// The most topics the broker keeps track of. Past it, topics with no buffered message and no subscriber by name
+    /// are forgotten, oldest first (their sequence numbers restart at 1); if every topic holds a buffered message or
+    /// has a subscriber by name, publishing to a new topic is refused.
     public var maxTopics: Int
     /// The most deliveries in the queue of a connection that does not keep up; past it, its subscriptions'
     /// overflow policy applies.

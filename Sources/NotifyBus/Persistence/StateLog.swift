@@ -218,7 +218,13 @@ public final class StateLog {
 
     // MARK: - Reading
 
-    /// Applies every intact record of `bytes` to `contents`; returns how many leading bytes were intact records.
+    /// Applies the intact records of `bytes` to `contents`, up to the end or the first damage; returns how many
+    /// leading bytes were intact records.
+    ///
+    /// Nothing after damage is applied: a record's body holds a client's payload byte for byte, so a "record" found
+    /// by searching past damage may be one a client wrote into a message (a forged `system.…` message from uid 0,
+    /// say). What is not loaded stays in the damaged file, which is kept aside. A record cut short at the very end
+    /// (no intact record after it) is a write a crash interrupted, not damage.
     static func load(_ bytes: ByteBuffer, into contents: inout Contents, maxBody: Int) -> Int {
         guard bytes.readableBytes >= header.count,
             bytes.getBytes(at: bytes.readerIndex, length: header.count) == header
@@ -227,32 +233,24 @@ public final class StateLog {
             return 0
         }
         var offset = bytes.readerIndex + header.count
-        var intactEnd = offset
-        var damagedFrom: Int?
         var decoder = ServerFrameDecoder(maxPayload: maxBody)
         while offset < bytes.writerIndex {
             switch StateRecord.read(bytes, at: offset, maxBodySize: maxBody) {
             case .record(let record, let size):
-                if let start = damagedFrom {
-                    contents.problems.append("skipped \(offset - start) damaged bytes at offset \(start)")
-                    damagedFrom = nil
-                }
                 apply(record, to: &contents, decoder: &decoder, offset: offset)
                 offset += size
-                intactEnd = offset
-            case .truncated where damagedFrom == nil && !hasRecord(in: bytes, after: offset, maxBody: maxBody):
-                // A write cut short: the end of the log. (With whole records after it, it is damage instead, and
-                // cutting the file there would lose them.)
-                return intactEnd - bytes.readerIndex
+            case .truncated where !hasRecord(in: bytes, after: offset, maxBody: maxBody):
+                return offset - bytes.readerIndex
             case .truncated, .damaged:
-                if damagedFrom == nil { damagedFrom = offset }
-                offset += 1  // look for the next record marker
+                contents.problems.append(
+                    "the log is damaged at offset \(offset - bytes.readerIndex): the \(bytes.writerIndex - offset) bytes from"
+                        + " there were not loaded (a record found past damage could be a client's payload posing as one);"
+                        + " they stay in the damaged file, which is kept aside"
+                )
+                return offset - bytes.readerIndex
             }
         }
-        if let start = damagedFrom {
-            contents.problems.append("skipped \(bytes.writerIndex - start) damaged bytes at offset \(start)")
-        }
-        return intactEnd - bytes.readerIndex
+        return offset - bytes.readerIndex
     }
 
     /// Whether an intact record starts anywhere after `offset`.

@@ -49,6 +49,11 @@ public final class SubscriptionIndex<Subscriber: Hashable> {
     @inlinable
     public init() {}
 
+    /// Whether someone subscribes to exactly `name` (a pattern without wildcards): one hash lookup.
+    public func hasExactSubscribers(to name: String) -> Bool {
+        exact[ByteKey(name)] != nil
+    }
+
     /// Registers `subscriber` for `pattern`.
     /// - Returns: false when that subscriber was already registered for that pattern (nothing changes).
     @inlinable

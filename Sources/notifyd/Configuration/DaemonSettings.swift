@@ -210,16 +210,18 @@ struct DaemonSettings: Sendable, Equatable {
             minimum: 1,
             maximum: largeCount
         )
+        // One whole request must fit, or a publish of max-payload could never arrive.
+        let largestRequest = limits.maxPayload + limits.maxLine + 2
         broker.maxUnreadBytesPerUser = try integer(
             "max-unread-bytes-per-user",
-            default: BrokerConfiguration.default.maxUnreadBytesPerUser,
-            minimum: 1,
+            default: max(BrokerConfiguration.default.maxUnreadBytesPerUser, largestRequest),
+            minimum: largestRequest,
             maximum: largeBytes
         )
         broker.maxUnreadBytesTotal = try integer(
             "max-unread-bytes-total",
-            default: BrokerConfiguration.default.maxUnreadBytesTotal,
-            minimum: 1,
+            default: max(BrokerConfiguration.default.maxUnreadBytesTotal, broker.maxUnreadBytesPerUser),
+            minimum: broker.maxUnreadBytesPerUser,
             maximum: largeBytes
         )
         broker.maxQueuedBytesPerUser = try integer(

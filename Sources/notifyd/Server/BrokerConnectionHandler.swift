@@ -129,7 +129,7 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
             }
         }
         guard let session else { return }
-        guard broker.holdUnread(unread?.capacity ?? 0, for: session) else {
+        guard broker.holdUnread(unread?.readableBytes ?? 0, for: session) else {
             unread = nil
             return
         }

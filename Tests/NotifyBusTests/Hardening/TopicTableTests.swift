@@ -34,6 +34,23 @@ struct TopicTableTests {
         #expect(replies.map(errorCode) == [.limitReached, nil])
         #expect(replies.last == .ok(requestID: 4, value: 3))
     }
+
+    @Test("a wildcard subscriber keeps no topic from being forgotten; a topic whose subscriber by name left may be again")
+    func wildcardsKeepNothing() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxTopics = 2
+        let harness = BrokerHarness(configuration: configuration)
+        let monitor = harness.connect()
+        monitor.send("SUB >\nSUB kept\n")
+        let publisher = harness.connect()
+        publisher.send((1...50).map { "#\($0) PUB t\($0) 1 noretain ack\nx\n" }.joined())
+        #expect(try publisher.received().allSatisfy { errorCode($0) == nil }, "each new topic took the place of an older one")
+        publisher.send("#1 PUB kept 1 noretain ack\nx\n#2 PUB a 1 noretain ack\nx\n#3 PUB b 1 noretain ack\nx\n")
+        #expect(try publisher.received().map(errorCode) == [nil, nil, nil], "kept has a subscriber by name; the others go")
+        monitor.send("UNSUB kept\n")
+        publisher.send("#4 PUB c 1 noretain ack\nx\n#5 PUB d 1 noretain ack\nx\n#6 PUB kept 1 noretain ack\nx\n")
+        #expect(try publisher.received().last == .ok(requestID: 6, value: 1), "once unsubscribed, kept could be forgotten")
+    }
 }
 
 /// Issue 14: what a stalled subscriber's queue keeps about what it dropped stays bounded, however many topics.
