@@ -441,15 +441,17 @@ public final class Broker {
         session.closesAfterFlush = true
     }
 
-    /// Closes the subscribers disconnected during the batch: what they had held back is carried out first (a
-    /// publish among it is published now, outside any fan-out), then their connections are aborted.
+    /// Closes the subscribers disconnected during the batch, outside any fan-out: their connections are aborted, and
+    /// what they had sent and was not carried out yet (held back here, or still in their handler) is published now.
     private func closeDisconnected() {
         while !disconnecting.isEmpty {
             let sessions = disconnecting
             disconnecting.removeAll()
             for (session, transport) in sessions {
-                close(session)
+                // The connection first: closing it hands over what it read and did not carry out yet (its handler
+                // passes those publishes on, behind the ones held back here); then the session, if that did not.
                 transport.abort()
+                close(session)
             }
         }
     }
