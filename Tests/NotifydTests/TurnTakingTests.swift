@@ -24,6 +24,19 @@ struct TurnTakingTests {
         #expect(try Self.pongs(in: channel) == 3_000 - BrokerConnectionHandler.workPerTurn, "the rest, in the turns after")
     }
 
+    @Test("the reads of one read loop share one turn, and what comes after the turn ended waits for the next")
+    func oneTurnPerReadLoop() throws {
+        let broker = Broker()
+        let channel = try embeddedConnection(to: broker)
+        _ = try Self.pongs(in: channel)
+        // As NIO does when a socket has more than one buffer's worth: several reads, then one read-complete.
+        for _ in 0..<3 { channel.pipeline.fireChannelRead(ByteBuffer(string: String(repeating: "PING\n", count: 800))) }
+        channel.pipeline.fireChannelReadComplete()
+        #expect(try Self.pongs(in: channel) == BrokerConnectionHandler.workPerTurn, "one turn for the three reads")
+        channel.embeddedEventLoop.run()
+        #expect(try Self.pongs(in: channel) == 2_400 - BrokerConnectionHandler.workPerTurn)
+    }
+
     @Test("a connection that closes while requests wait for their turn still publishes what it sent")
     func closeWhileWaiting() throws {
         let broker = Broker()

@@ -27,6 +27,9 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     private var transport: ChannelTransport?
     /// Set while requests already read wait for this connection's next turn (see ``workPerTurn``).
     private var waitsForTurn = false
+    /// Where the current turn ends, in broker work: one turn spans all the reads of one read loop (NIO may read a
+    /// socket several times before its `channelReadComplete`); nil between turns.
+    private var turnEnds: Int?
     /// Who the peer is: from the kernel, and the unit checked against it; tests give their own.
     private let identify: (any Channel) throws -> PeerCredentials
     /// How long an unfinished frame may wait for its next byte before the connection is closed.
@@ -92,11 +95,17 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     /// ends first, reading stops and the rest waits for a turn of its own, after what else the event loop has to do.
     private func handleRequests(in buffer: inout ByteBuffer, context: ChannelHandlerContext) {
         guard let session else { return }
-        let turnEnds = broker.workDone &+ Self.workPerTurn
+        guard !waitsForTurn else {
+            // A read that came in the same loop as the end of the turn: it waits for the next turn too.
+            keepUnread(&buffer, context: context)
+            return
+        }
+        let turnEnds = self.turnEnds ?? broker.workDone &+ Self.workPerTurn
+        self.turnEnds = turnEnds
         while broker.workDone < turnEnds, let request = decoder.decode(buffer: &buffer) {
             broker.handle(request, from: session)
         }
-        if broker.workDone >= turnEnds && buffer.readableBytes > 0 && !waitsForTurn {
+        if broker.workDone >= turnEnds && buffer.readableBytes > 0 {
             waitsForTurn = true
             updateReading(context: context)
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -111,7 +120,9 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     /// The next turn of requests read earlier.
     private func takeTurn(context: ChannelHandlerContext) {
         waitsForTurn = false
+        turnEnds = nil
         if var buffer = unread.take() { handleRequests(in: &buffer, context: context) }
+        turnEnds = nil
         broker.flush()
         updateReading(context: context)
     }
@@ -168,6 +179,7 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        turnEnds = nil
         broker.flush()
     }
 
