@@ -49,7 +49,7 @@ public final class Broker {
     // properties cost a sixth of a publish (profiled with perf on 1→1 16-byte publishes).
     @exclusivity(unchecked) private var topics: [ByteKey: TopicState] = [:]
     /// Topics with no buffered message, oldest first: the ones forgotten when `maxTopics` is reached, unless someone
-    /// subscribes to them. A topic is listed at most once (``TopicState/isListedForgettable``); one that gained a
+    /// subscribes to them by name. A topic is listed at most once (``TopicState/isListedForgettable``); one that gained a
     /// buffered message since is skipped, and listed again when cleared.
     @exclusivity(unchecked) private var forgettableTopics = Deque<ByteKey>()
     private let index = SubscriptionIndex<Subscription>()
@@ -593,10 +593,11 @@ public final class Broker {
         if options.retain, let refusal = retainRefusal(topic, payloadSize: payload.readableBytes, by: session.account) {
             return refuse(ProtocolError(.limitReached, refusal, requestID: id), subject: topic.name, to: session)
         }
-        if options.retain, stateLog != nil, let stateProblem {
-            let sentence = "the daemon cannot write its state log (\(stateProblem)), so it keeps no new buffered messages"
-                + " for now; publish without retaining (notify send --no-retain, noretain), or try again later"
-            return refuse(ProtocolError(.storage, sentence, requestID: id), subject: topic.name, to: session)
+        if options.retain, let refusal = storageRefusal(
+            "it keeps no new buffered messages for now; publish without retaining (notify send --no-retain, noretain), or try again later",
+            id: id
+        ) {
+            return refuse(refusal, subject: topic.name, to: session)
         }
         guard let state = topicState(for: topic) else {
             let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message or have subscribers by name"
@@ -678,6 +679,13 @@ public final class Broker {
             if options.retain { awaitCommit(session) }
             replyOK(id, value: state.sequence, to: session)
         }
+    }
+
+    /// The `ERR storage` for a change the state log must hold, while the log cannot be written: `consequence` says
+    /// what that means for the request.
+    private func storageRefusal(_ consequence: String, id: UInt64?) -> ProtocolError? {
+        guard stateLog != nil, let stateProblem else { return nil }
+        return ProtocolError(.storage, "the daemon cannot write its state log (\(stateProblem)), so \(consequence)", requestID: id)
     }
 
     /// Why buffering `payloadSize` bytes as `topic`'s latest message by `account` would break
@@ -907,9 +915,8 @@ public final class Broker {
         if let denial = denial(.publish, of: topic, to: session, id: id) {
             return refuse(denial, subject: topic.name, to: session)
         }
-        if stateLog != nil, let stateProblem {
-            let sentence = "the daemon cannot write its state log (\(stateProblem)), so it cannot save a clear for now; try again later"
-            return refuse(ProtocolError(.storage, sentence, requestID: id), subject: topic.name, to: session)
+        if let refusal = storageRefusal("it cannot save a clear for now; try again later", id: id) {
+            return refuse(refusal, subject: topic.name, to: session)
         }
         let key = ByteKey(topic.name)
         if let state = topics[key], let retained = state.retained {

@@ -49,15 +49,6 @@ struct OutboundQueue {
         var isRemoved = false
     }
 
-    /// What was dropped of one topic since the last notices went out. By name: a notice must not keep a topic the
-    /// broker forgot alive.
-    private struct PendingDrop {
-        let topic: Topic
-        var count: UInt64
-        var firstSequence: UInt64
-        var lastSequence: UInt64
-    }
-
     /// Queued frames, oldest first; dropped deliveries stay as tombstones until they reach the front.
     private var entries = Deque<Entry>()
     /// The number of the first entry; entries are numbered in the order queued, so a number stays valid while the
@@ -82,23 +73,19 @@ struct OutboundQueue {
     private var removedCount = 0
     /// The number of the newest queued `latest-only` delivery of each topic, while it is queued.
     private var newestByTopic: [ByteKey: Int] = [:]
-    /// What was dropped since the last notices went out, per topic, in the order of the first drop; at most
-    /// ``dropRecordLimit`` topics, the drops of any other counted in `otherTopicsDropped`.
-    private var drops: [PendingDrop] = []
-    private var dropIndex: [ByteKey: Int] = [:]
-    private var otherTopicsDropped: UInt64 = 0
+    /// What was dropped since the last notices went out.
+    private var drops = DropTally()
 
-    /// The most topics the queue keeps a drop notice for between two drains: a subscriber stalled on a flood of
-    /// distinct topics is told of the rest in one ``DropNotice/manyTopics`` notice, and costs no more.
-    static let dropRecordLimit = 1_024
+    /// The most topics the queue keeps a drop notice of their own for between two drains (see ``DropTally``).
+    static let dropRecordLimit = DropTally.topicLimit
 
     /// The topics a drop notice waits for, and the topics whose newest `latest-only` delivery is known: for tests.
-    var recordCounts: (drops: Int, newest: Int) { (drops.count, newestByTopic.count) }
+    var recordCounts: (drops: Int, newest: Int) { (drops.topicCount, newestByTopic.count) }
 
     private static let allocator = ByteBufferAllocator()
 
     /// Whether nothing waits: no frame and no notice.
-    var isEmpty: Bool { entries.isEmpty && drops.isEmpty && otherTopicsDropped == 0 }
+    var isEmpty: Bool { entries.isEmpty && drops.isEmpty }
 
     /// Whether something waits that flows while deliveries are paused: what flows after it must go behind it.
     var hasFlowingEntries: Bool { flowingCount > 0 }
@@ -172,21 +159,10 @@ struct OutboundQueue {
     mutating func drain(into transport: any SessionTransport) -> (messages: Int, payloadBytes: Int) {
         var messages = 0
         var payloadBytes = 0
-        if !drops.isEmpty || otherTopicsDropped > 0 {
-            let keepCapacity = drops.count <= 64
+        if !drops.isEmpty {
             // The dropped messages were older than everything still queued, so their notices go first.
             var notices = ByteBuffer()
-            for drop in drops {
-                notices.writeDropNotice(
-                    DropNotice(topic: drop.topic, count: drop.count, firstSequence: drop.firstSequence, lastSequence: drop.lastSequence)
-                )
-            }
-            if otherTopicsDropped > 0 {
-                notices.writeDropNotice(DropNotice(topic: DropNotice.manyTopics, count: otherTopicsDropped, firstSequence: 0, lastSequence: 0))
-            }
-            drops.removeAll(keepingCapacity: keepCapacity)
-            dropIndex.removeAll(keepingCapacity: keepCapacity)
-            otherTopicsDropped = 0
+            for notice in drops.take() { notices.writeDropNotice(notice) }
             transport.write(notices)
         }
         while transport.isWritable, let first = popFirst() {
@@ -227,15 +203,9 @@ struct OutboundQueue {
         var index = 0
         while flowingCount > 0, transport.isWritable, index < entries.count {
             defer { index += 1 }
-            let entry = entries[index]
-            guard entry.flowsWhilePaused, !entry.isRemoved else { continue }
-            entries[index].isRemoved = true
-            removedCount += 1
-            flowingCount -= 1
-            byteCount -= entry.length
+            guard entries[index].flowsWhilePaused, !entries[index].isRemoved else { continue }
+            let entry = remove(at: index)
             if let topic = entry.topic {
-                forgetNewest(of: topic, at: index)
-                messageCount -= 1
                 messages += 1
                 payloadBytes += entry.payloadSize
                 topic.delivered += 1
@@ -254,19 +224,9 @@ struct OutboundQueue {
     mutating func removeDeliveries(where isDenied: (Topic) -> Bool) {
         for index in entries.indices where !entries[index].isRemoved {
             guard let topic = entries[index].topic, isDenied(topic.topic) else { continue }
-            forgetNewest(of: topic, at: index)
-            if entries[index].flowsWhilePaused { flowingCount -= 1 }
-            entries[index].isRemoved = true
-            removedCount += 1
-            messageCount -= 1
-            byteCount -= entries[index].length
+            remove(at: index)
         }
-        let kept = drops.filter { !isDenied($0.topic) }
-        if kept.count != drops.count {
-            drops = kept
-            dropIndex.removeAll()
-            for (position, drop) in drops.enumerated() { dropIndex[ByteKey(drop.topic.name)] = position }
-        }
+        drops.removeAll(where: isDenied)
         removeTombstonesAtFront()
         compactIfMostlyTombstones()
     }
@@ -335,26 +295,25 @@ struct OutboundQueue {
 
     private mutating func drop(at index: Int) {
         guard let topic = entries[index].topic else { return }
-        let length = entries[index].length
-        let sequence = entries[index].sequence
-        if entries[index].flowsWhilePaused { flowingCount -= 1 }
+        let entry = remove(at: index)
+        topic.dropped += 1
+        drops.record(topic.topic, count: 1, first: entry.sequence, last: entry.sequence)
+    }
+
+    /// Takes the entry at `index` out of the counts and marks it a tombstone: the one place that keeps them in
+    /// step, whether it was dropped, flowed out ahead of paused deliveries, or may no longer be sent.
+    @discardableResult
+    private mutating func remove(at index: Int) -> Entry {
+        let entry = entries[index]
         entries[index].isRemoved = true
         removedCount += 1
-        messageCount -= 1
-        byteCount -= length
-        topic.dropped += 1
-        forgetNewest(of: topic, at: index)
-        let key = ByteKey(topic.topic.name)
-        if let last = drops.indices.last, drops[last].topic == topic.topic {
-            record(sequence, in: &drops[last])
-        } else if let known = dropIndex[key] {
-            record(sequence, in: &drops[known])
-        } else if drops.count < OutboundQueue.dropRecordLimit {
-            dropIndex[key] = drops.count
-            drops.append(PendingDrop(topic: topic.topic, count: 1, firstSequence: sequence, lastSequence: sequence))
-        } else {
-            otherTopicsDropped += 1
+        byteCount -= entry.length
+        if entry.flowsWhilePaused { flowingCount -= 1 }
+        if let topic = entry.topic {
+            messageCount -= 1
+            forgetNewest(of: topic, at: index)
         }
+        return entry
     }
 
     /// Forgets that the entry at `index`, leaving the queue, is its topic's newest `latest-only` one, if it is:
@@ -363,12 +322,6 @@ struct OutboundQueue {
         guard !newestByTopic.isEmpty else { return }
         let key = ByteKey(topic.topic.name)
         if newestByTopic[key] == firstEntryNumber + index { newestByTopic[key] = nil }
-    }
-
-    private func record(_ sequence: UInt64, in drop: inout PendingDrop) {
-        drop.count += 1
-        drop.firstSequence = min(drop.firstSequence, sequence)
-        drop.lastSequence = max(drop.lastSequence, sequence)
     }
 
     /// Lets go of dropped entries at the front, and of the chunks no entry refers to any more.

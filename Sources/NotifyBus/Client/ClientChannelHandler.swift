@@ -9,7 +9,7 @@ import NIOCore
 /// daemon that cannot pause (protocol 1) is simply not read while a subscription is full. A subscription at its hard
 /// limit (what the daemon sent before it paused may take it there) stops the reading; if someone waits for a reply
 /// meanwhile, the connection reads on, and what that brings for a subscription at its limit is dropped here and
-/// announced to its consumer like the daemon's drops (see ``LocalDrops``), so nothing waits on a consumer that
+/// announced to its consumer like the daemon's drops (see ``DropTally``), so nothing waits on a consumer that
 /// waits for the reply, and nothing is held beyond the limit.
 ///
 /// Like every `ChannelHandler`, it is used only on its channel's event loop; ``NotifyClient`` reaches it through
@@ -30,7 +30,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         /// has (see ``ClientChannelHandler/isRepeat(_:for:)``); emptied once the last reply is in.
         var newest: [Topic: (sequence: UInt64, time: PublishTime)] = [:]
         /// What it did not keep while at its hard limit, to be announced once it has room.
-        var localDrops = LocalDrops()
+        var localDrops = DropTally()
 
         init(
             patterns: [TopicPattern],
@@ -98,9 +98,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
         replaysFor subscription: UInt64? = nil
     ) {
         guard let context, failure == nil, !closedByUser else {
-            let error = failure ?? NotifyClientError(.connectionClosed, "the connection to the daemon is closed")
-            reply?.fail(error)
-            written?.fail(error)
+            reply?.fail(closedError)
+            written?.fail(closedError)
             return
         }
         let id = nextRequestID
@@ -121,7 +120,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// handed to the kernel.
     func send(_ commands: [Command], written: EventLoopPromise<Void>) {
         guard let context, failure == nil, !closedByUser else {
-            written.fail(failure ?? NotifyClientError(.connectionClosed, "the connection to the daemon is closed"))
+            written.fail(closedError)
             return
         }
         var buffer = context.channel.allocator.buffer(capacity: commands.reduce(0) { $0 + 64 + $1.payloadSize })
@@ -130,6 +129,11 @@ final class ClientChannelHandler: ChannelInboundHandler {
             nextRequestID += 1
         }
         context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
+    }
+
+    /// Why nothing can be sent: the connection's failure, or that it was closed.
+    private var closedError: NotifyClientError {
+        failure ?? NotifyClientError(.connectionClosed, "the connection to the daemon is closed")
     }
 
     /// Takes the errors that fire-and-forget requests got since the last call.
@@ -190,7 +194,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         let atHardLimit = holdingBack && fullSubscriptions.contains { subscriptions[$0]?.gauge.isAtHardLimit == true }
         // A reply someone waits for is always read for: that someone may be the consumer that would catch up.
         let replyAwaited = !waiting.isEmpty
-        let reading = replyAwaited || (atHardLimit ? false : daemonPauses || !holdingBack)
+        let reading = replyAwaited || (!atHardLimit && (daemonPauses || !holdingBack))
         isReadingPastLimit = reading && atHardLimit
         guard reading != isReading else { return }
         isReading = reading
@@ -261,7 +265,12 @@ final class ClientChannelHandler: ChannelInboundHandler {
     private func hand(_ event: SubscriptionEvent, to id: UInt64) {
         guard let subscription = subscriptions[id] else { return }
         if isReadingPastLimit && fullSubscriptions.contains(id) && subscription.gauge.isAtHardLimit {
-            subscriptions[id]!.localDrops.record(event)
+            switch event {
+            case .message(let delivery):
+                subscriptions[id]!.localDrops.record(delivery.topic, count: 1, first: delivery.sequence, last: delivery.sequence)
+            case .dropped(let notice):
+                subscriptions[id]!.localDrops.record(notice)
+            }
             return
         }
         if !subscription.localDrops.isEmpty { announceLocalDrops(of: id) }
@@ -286,7 +295,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     }
 
     /// Hands subscription `id` the notices of what it dropped itself, if it did: all of them, its hard limit
-    /// notwithstanding (they are a few, at most ``LocalDrops/topicLimit`` and one), so that none comes after a
+    /// notwithstanding (they are a few, at most ``DropTally/topicLimit`` and one), so that none comes after a
     /// message newer than what it tells of.
     private func announceLocalDrops(of id: UInt64) {
         guard subscriptions[id]?.localDrops.isEmpty == false else { return }

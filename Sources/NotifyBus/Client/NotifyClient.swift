@@ -102,15 +102,8 @@ public final class NotifyClient: Sendable {
     /// - Parameter retain: whether the message becomes the topic's buffered latest message.
     public func publish(_ payload: ByteBuffer, to topic: Topic, retain: Bool = true) async throws {
         try checkSize(payload)
-        let written = channel.eventLoop.makePromise(of: Void.self)
         let command = Command.publish(topic, payload: payload, PublishOptions(retain: retain, acknowledge: false))
-        let handler = self.handler
-        channel.eventLoop.execute { handler.value.send(command, reply: nil, written: written) }
-        do {
-            try await written.futureResult.get()
-        } catch {
-            throw NotifyClientError(.connectionClosed, "could not send to the daemon: \(error)")
-        }
+        try await write { handler, written in handler.send(command, reply: nil, written: written) }
     }
 
     /// Publishes each of `payloads` to `topic`, in order, in one write, without waiting for the daemon to confirm
@@ -119,16 +112,9 @@ public final class NotifyClient: Sendable {
     public func publish(_ payloads: [ByteBuffer], to topic: Topic, retain: Bool = true) async throws {
         guard !payloads.isEmpty else { return }
         for payload in payloads { try checkSize(payload) }
-        let written = channel.eventLoop.makePromise(of: Void.self)
         let options = PublishOptions(retain: retain, acknowledge: false)
         let commands = payloads.map { Command.publish(topic, payload: $0, options) }
-        let handler = self.handler
-        channel.eventLoop.execute { handler.value.send(commands, written: written) }
-        do {
-            try await written.futureResult.get()
-        } catch {
-            throw NotifyClientError(.connectionClosed, "could not send to the daemon: \(error)")
-        }
+        try await write { handler, written in handler.send(commands, written: written) }
     }
 
     /// Publishes `text` (as UTF-8) to `topic` without waiting for confirmation (see ``publish(_:to:retain:)-(ByteBuffer,_,_)``).
@@ -239,9 +225,8 @@ public final class NotifyClient: Sendable {
             let frame = try await exchange(.topics(pattern, after: after))
             guard case .topics(_, let page) = frame else { throw unexpected(frame, for: "TOPICS") }
             all += page
-            // A full page may have more after it (a protocol 1 daemon never pages, and answers all at once).
-            guard page.count == Command.topicsPageSize, greeting.version >= 2, let last = page.last else { return all }
-            after = last.topic
+            after = Command.topicsPage(after: page, serverVersion: greeting.version)
+            if after == nil { return all }
         }
     }
 
@@ -282,6 +267,18 @@ public final class NotifyClient: Sendable {
             throw NotifyClientError.refused(error)
         }
         return frame
+    }
+
+    /// Has `send` write requests on the event loop, and waits until the bytes are handed to the kernel.
+    private func write(_ send: @escaping @Sendable (ClientChannelHandler, EventLoopPromise<Void>) -> Void) async throws {
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        let handler = self.handler
+        channel.eventLoop.execute { send(handler.value, written) }
+        do {
+            try await written.futureResult.get()
+        } catch {
+            throw NotifyClientError(.connectionClosed, "could not send to the daemon: \(error)")
+        }
     }
 
     private func checkSize(_ payload: ByteBuffer) throws {

@@ -111,9 +111,8 @@ public final class NotifyConnection {
             let reply = try exchange(.topics(pattern, after: after))
             guard case .topics(_, let page) = reply else { throw NotifyClientError.unexpected(reply, for: "TOPICS") }
             all += page
-            // A full page may have more after it (a protocol 1 daemon never pages, and answers all at once).
-            guard page.count == Command.topicsPageSize, greeting.version >= 2, let last = page.last else { return all }
-            after = last.topic
+            after = Command.topicsPage(after: page, serverVersion: greeting.version)
+            if after == nil { return all }
         }
     }
 

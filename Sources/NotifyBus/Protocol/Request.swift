@@ -76,4 +76,11 @@ public struct SubscribeOptions: Sendable, Hashable {
 extension Command {
     /// The most topics one `TOPICS` reply lists; a reply of exactly this many may have more after it.
     public static let topicsPageSize = 10_000
+
+    /// Where the next page of a `TOPICS` listing starts, after `page` from a server of protocol `version`; nil when
+    /// `page` was the last (a protocol 1 server never pages: it answers all at once).
+    static func topicsPage(after page: [TopicInfo], serverVersion version: UInt64) -> Topic? {
+        guard page.count == topicsPageSize, version >= 2 else { return nil }
+        return page.last?.topic
+    }
 }
