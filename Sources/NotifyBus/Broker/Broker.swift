@@ -89,7 +89,7 @@ public final class Broker {
     @exclusivity(unchecked) private var retainedFrameBytes = 0
 
     /// How far ahead of a topic's sequence number the state log's ceiling is written.
-    public static let sequenceReserve: UInt64 = 1_000
+    public static let sequenceReserve = StateLog.sequenceReserve
 
     /// Work done since the broker started, in units of about one request: a request costs one, and one that walks
     /// the topic table one more per 64 topics it walks. The daemon reads a connection in turns of a fixed amount of

@@ -17,9 +17,13 @@ import Darwin
 /// being killed. Surviving power loss as well takes `fsync`, which ``SyncPolicy`` chooses.
 ///
 /// ## Safety
-/// Every record carries a length and a CRC-32 (see ``StateRecord``). Opening the log reads every intact record.
-/// A record cut short at the end (a crash mid-write) is dropped. Damage anywhere else is reported, the file is
-/// kept aside as `state.log.damaged-<time>` (never deleted), and the log is rewritten from what could be read.
+/// Every record carries a length and a seal, a hash keyed with a secret drawn when the log was created and kept in
+/// its header (see ``StateRecord``). Opening the log reads every intact record. A record cut short at the end (a crash
+/// mid-write) is dropped. Past damage anywhere else the reader searches on for the next intact record and goes on
+/// from there: a client cannot forge one inside a message's payload without the secret. What could not be read is
+/// reported, the file is kept aside as `state.log.damaged-<time>` (never deleted), the log is rewritten from what
+/// was read, and every topic's sequence number is raised past what the lost records could have held, so that none
+/// is given out twice.
 ///
 /// ## Compaction
 /// Records pile up as topics are republished; once the file holds more than twice what is live (and at least
@@ -65,11 +69,19 @@ public final class StateLog {
     var injectedWriteError: Int32?
     private var descriptor: CInt
     private let lockDescriptor: CInt
+    /// The secret this log's records are sealed with.
+    private let key: RecordKey
     private var pending = ByteBuffer()
     private var fileSize: Int
     /// The size a freshly compacted log would have, as far as the broker reported it.
     private var liveSize: Int
-    static let header = Array("NOTIFYD STATE 1\n".utf8)
+    /// The first line of a log; a format 2 log follows it with its 16-byte ``RecordKey``.
+    static let header = Array("NOTIFYD STATE 2\n".utf8)
+    /// The first line of a format 1 log, still read to upgrade it.
+    static let firstHeader = Array("NOTIFYD STATE 1\n".utf8)
+    /// How far ahead of a topic's sequence number its ceiling is written (by the broker, which owns the numbers);
+    /// the log needs it to know how far numbers may have gone when records were lost to damage.
+    public static let sequenceReserve: UInt64 = 1_000
     /// Below this the log is never compacted; above it, once it is more than twice what is live. A compaction
     /// rewrites every topic and syncs the copy, so with many busy topics it must not come every megabyte.
     private static let minimumCompactionSize = 16 << 20
@@ -100,20 +112,27 @@ public final class StateLog {
         }
         let maxBody = maxPayload + 1024
         var contents = Contents()
-        var intactSize = 0
         let bytes = try readFile(path)
-        if let bytes { intactSize = load(bytes, into: &contents, maxBody: maxBody) }
-        let log = try StateLog(directory: directory, syncPolicy: syncPolicy, lock: lock, fileSize: intactSize, maxBody: maxBody)
+        var loaded = Loaded()
+        if let bytes { loaded = load(bytes, into: &contents, maxBody: maxBody) }
+        let log = try StateLog(
+            directory: directory,
+            syncPolicy: syncPolicy,
+            lock: lock,
+            key: loaded.key ?? .random(),
+            fileSize: loaded.intactSize,
+            maxBody: maxBody
+        )
         if bytes != nil && !contents.problems.isEmpty {
             // Damage: the recovered log is written and synced first, the damaged one kept under a name of its own,
             // and only then replaced, so that whenever the process dies one of them is whole and in place.
             try log.compact(contents.topics.map { ($0.key, $0.value) }) { contents.keptAside = try keepAside(path) }
-        } else if intactSize == 0 {
-            // No log yet: a new one, with the directory entry synced.
-            try log.compact([])
-        } else if intactSize < (try fileLength(path)) {
+        } else if loaded.key == nil {
+            // No log yet, or one of format 1: a new one, sealed, with the directory entry synced.
+            try log.compact(contents.topics.map { ($0.key, $0.value) })
+        } else if loaded.intactSize < (try fileLength(path)) {
             // A record cut short at the end: cut it off so appends start on a record boundary.
-            guard truncate(path, off_t(intactSize)) == 0, fsync(log.descriptor) == 0 else {
+            guard truncate(path, off_t(loaded.intactSize)) == 0, fsync(log.descriptor) == 0 else {
                 throw StateLogError.system("cannot truncate \(path)", errno)
             }
             contents.problems.append("dropped an incomplete record at the end of \(path) (a write cut short by a crash)")
@@ -121,10 +140,11 @@ public final class StateLog {
         return (log, contents)
     }
 
-    private init(directory: String, syncPolicy: SyncPolicy, lock: CInt, fileSize: Int, maxBody: Int) throws {
+    private init(directory: String, syncPolicy: SyncPolicy, lock: CInt, key: RecordKey, fileSize: Int, maxBody: Int) throws {
         self.directory = directory
         self.syncPolicy = syncPolicy
         self.lockDescriptor = lock
+        self.key = key
         self.fileSize = fileSize
         self.liveSize = fileSize
         self.maxRecordBody = maxBody
@@ -141,17 +161,17 @@ public final class StateLog {
 
     /// Records a topic's new buffered message (its `MSG` frame); written at the next ``commit()``.
     public func appendRetained(_ frame: ByteBuffer) {
-        StateRecord.retained(frame: frame).write(to: &pending)
+        StateRecord.retained(frame: frame).write(to: &pending, sealedWith: key)
     }
 
     /// Records that `topic`'s sequence may reach `sequence`.
     public func appendSequence(_ topic: String, _ sequence: UInt64) {
-        StateRecord.sequence(topic: topic, sequence).write(to: &pending)
+        StateRecord.sequence(topic: topic, sequence).write(to: &pending, sealedWith: key)
     }
 
     /// Records that `topic`'s buffered message was cleared.
     public func appendCleared(_ topic: String) {
-        StateRecord.cleared(topic: topic).write(to: &pending)
+        StateRecord.cleared(topic: topic).write(to: &pending, sealedWith: key)
     }
 
     /// Tells the log how big a compacted copy would be, to decide when to compact.
@@ -184,13 +204,13 @@ public final class StateLog {
     /// so there is a complete log whenever the process dies. `beforeReplacing` runs once the new log is synced and
     /// before it replaces the old one (recovery keeps the damaged log aside then).
     public func compact(_ topics: [(String, TopicRecord)], beforeReplacing: () throws -> Void = {}) throws {
-        var snapshot = ByteBuffer(bytes: StateLog.header)
+        var snapshot = StateLog.fileHeader(key)
         for (topic, record) in topics {
             if let frame = record.retainedFrame {
-                StateRecord.retained(frame: frame).write(to: &snapshot)
+                StateRecord.retained(frame: frame).write(to: &snapshot, sealedWith: key)
             }
             // Exact, not a ceiling: a clean restart continues without a gap.
-            StateRecord.sequence(topic: topic, record.sequence).write(to: &snapshot)
+            StateRecord.sequence(topic: topic, record.sequence).write(to: &snapshot, sealedWith: key)
         }
         let temporary = path + ".tmp"
         if let injectedWriteError { throw StateLogError.system("cannot write \(temporary)", injectedWriteError) }
@@ -218,49 +238,110 @@ public final class StateLog {
 
     // MARK: - Reading
 
-    /// Applies the intact records of `bytes` to `contents`, up to the end or the first damage; returns how many
-    /// leading bytes were intact records.
-    ///
-    /// Nothing after damage is applied: a record's body holds a client's payload byte for byte, so a "record" found
-    /// by searching past damage may be one a client wrote into a message (a forged `system.…` message from uid 0,
-    /// say). What is not loaded stays in the damaged file, which is kept aside. A record cut short at the very end
-    /// (no intact record after it) is a write a crash interrupted, not damage.
-    static func load(_ bytes: ByteBuffer, into contents: inout Contents, maxBody: Int) -> Int {
-        guard bytes.readableBytes >= header.count,
-            bytes.getBytes(at: bytes.readerIndex, length: header.count) == header
-        else {
-            contents.problems.append("the file does not start with the notifyd state header")
-            return 0
-        }
-        var offset = bytes.readerIndex + header.count
-        var decoder = ServerFrameDecoder(maxPayload: maxBody)
-        while offset < bytes.writerIndex {
-            switch StateRecord.read(bytes, at: offset, maxBodySize: maxBody) {
-            case .record(let record, let size):
-                apply(record, to: &contents, decoder: &decoder, offset: offset)
-                offset += size
-            case .truncated where !hasRecord(in: bytes, after: offset, maxBody: maxBody):
-                return offset - bytes.readerIndex
-            case .truncated, .damaged:
-                contents.problems.append(
-                    "the log is damaged at offset \(offset - bytes.readerIndex): the \(bytes.writerIndex - offset) bytes from"
-                        + " there were not loaded (a record found past damage could be a client's payload posing as one);"
-                        + " they stay in the damaged file, which is kept aside"
-                )
-                return offset - bytes.readerIndex
-            }
-        }
-        return offset - bytes.readerIndex
+    /// The bytes a log of format 2 starts with: its first line, then its key.
+    static func fileHeader(_ key: RecordKey) -> ByteBuffer {
+        var header = ByteBuffer(bytes: StateLog.header)
+        header.writeInteger(key.k0, endianness: .little)
+        header.writeInteger(key.k1, endianness: .little)
+        return header
     }
 
-    /// Whether an intact record starts anywhere after `offset`.
-    private static func hasRecord(in bytes: ByteBuffer, after offset: Int, maxBody: Int) -> Bool {
-        var candidate = offset + 1
+    /// What ``load(_:into:maxBody:)`` found besides the topics.
+    struct Loaded {
+        /// The key of a format 2 log whose header could be read.
+        var key: RecordKey?
+        /// How many leading bytes hold the header and whole records: where appends may go on.
+        var intactSize = 0
+    }
+
+    /// Applies the intact records of `bytes` to `contents`.
+    ///
+    /// In a format 2 log, a search past damage for the next intact record is safe: a record's body holds a client's
+    /// payload byte for byte, but its seal needs the log's key, which no client has. A format 1 log (checksums
+    /// anyone can compute) is read up to its first damage only, since there a "record" found past damage could be a
+    /// client's payload posing as one (a forged `system.…` message from uid 0, say). A record cut short at the very
+    /// end (no intact record after it) is a write a crash interrupted, not damage.
+    static func load(_ bytes: ByteBuffer, into contents: inout Contents, maxBody: Int) -> Loaded {
+        let start = bytes.readerIndex
+        let format: StateRecord.Format
+        var loaded = Loaded()
+        var offset: Int
+        if bytes.readableBytes >= header.count + 16, bytes.getBytes(at: start, length: header.count) == header {
+            let key = RecordKey(
+                k0: bytes.getInteger(at: start + header.count, endianness: .little)!,
+                k1: bytes.getInteger(at: start + header.count + 8, endianness: .little)!
+            )
+            format = .sealed(key)
+            loaded.key = key
+            offset = start + header.count + 16
+        } else if bytes.readableBytes >= firstHeader.count, bytes.getBytes(at: start, length: firstHeader.count) == firstHeader {
+            format = .checksummed
+            offset = start + firstHeader.count
+        } else {
+            contents.problems.append("the file does not start with the notifyd state header")
+            return loaded
+        }
+        var decoder = ServerFrameDecoder(maxPayload: maxBody)
+        var lostBytes = 0
+        while offset < bytes.writerIndex {
+            let read = StateRecord.read(bytes, at: offset, maxBodySize: maxBody, format: format)
+            if case .record(let record, let size) = read {
+                apply(record, to: &contents, decoder: &decoder, offset: offset - start)
+                offset += size
+                continue
+            }
+            var searchFrom = offset + 1
+            if case .damaged(_, let extent?) = read { searchFrom = offset + extent }
+            let next = firstRecord(in: bytes, from: searchFrom, maxBody: maxBody, format: format)
+            if case .truncated = read, next == nil {
+                break
+            }
+            guard case .sealed = format else {
+                contents.problems.append(
+                    "the log (format 1) is damaged at offset \(offset - start): the \(bytes.writerIndex - offset) bytes from"
+                        + " there were not loaded (in this format a record found past damage could be a client's payload"
+                        + " posing as one); they stay in the damaged file, which is kept aside"
+                )
+                break
+            }
+            let end = next ?? bytes.writerIndex
+            contents.problems.append(
+                "the log is damaged at offset \(offset - start): the \(end - offset) bytes from there could not be read"
+                    + (next == nil ? " (to the end of the file)" : ", reading went on after them")
+                    + "; they stay in the damaged file, which is kept aside"
+            )
+            lostBytes += end - offset
+            offset = end
+        }
+        if lostBytes > 0 { raiseSequences(in: &contents, pastRecordsLostIn: lostBytes) }
+        loaded.intactSize = offset - start
+        return loaded
+    }
+
+    /// Where the first intact record at or after `offset` starts, if one does.
+    private static func firstRecord(in bytes: ByteBuffer, from offset: Int, maxBody: Int, format: StateRecord.Format) -> Int? {
+        var candidate = offset
         while candidate < bytes.writerIndex {
-            if case .record = StateRecord.read(bytes, at: candidate, maxBodySize: maxBody) { return true }
+            if bytes.getInteger(at: candidate, as: UInt8.self) == StateRecord.marker,
+                case .record = StateRecord.read(bytes, at: candidate, maxBodySize: maxBody, format: format)
+            {
+                return candidate
+            }
             candidate += 1
         }
-        return false
+        return nil
+    }
+
+    /// Raises every topic's sequence number past what records lost in `lostBytes` could have recorded: each lost
+    /// record may have been a ceiling one ``sequenceReserve`` above the one before, so a topic may have given out
+    /// numbers up to that many reserves above what was read. A gap in the numbers, never a repeat.
+    private static func raiseSequences(in contents: inout Contents, pastRecordsLostIn lostBytes: Int) {
+        // The smallest record: a sequence record of a one-byte topic.
+        let smallestRecord = StateRecord.Format.sealed(RecordKey(k0: 0, k1: 0)).headerSize + 9
+        let raise = UInt64(lostBytes / smallestRecord + 1) * sequenceReserve
+        for name in contents.topics.keys {
+            contents.topics[name]!.sequence = min(contents.topics[name]!.sequence + raise, largestSequence)
+        }
     }
 
     /// The highest sequence number a log may give a topic: far beyond what a topic reaches, and far enough from

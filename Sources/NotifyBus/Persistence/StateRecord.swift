@@ -1,16 +1,23 @@
 import NIOCore
 
-/// One record of the state log, and its bytes on disk:
+/// One record of the state log, and its bytes on disk (format 2):
 ///
 /// ```
 /// offset 0  u8     0xA5, the record marker (lets a reader find the next record after damage)
 ///        1  u8     kind: 1 retained message, 2 sequence, 3 cleared
 ///        2  u32 LE length of the body
-///        6  u32 LE CRC-32 of the kind byte and the body
-///       10  body   retained: the MSG frame as delivered
+///        6  u32 LE header seal: SipHash of bytes 0..<6 (domain 1), low 32 bits
+///       10  u64 LE record seal: SipHash of bytes 0..<6 (domain 2) and the body
+///       18  body   retained: the MSG frame as delivered
 ///                  sequence: u64 LE sequence number, then the topic
 ///                  cleared:  the topic
 /// ```
+///
+/// Both seals are keyed with the log's secret ``RecordKey``, so only the daemon can write a record that reads as
+/// intact; the header seal lets a reader searching past damage reject a candidate without hashing its body.
+///
+/// Format 1 (notifyd before 0.2) had a 10-byte header: marker, kind, length, then a CRC-32 of the kind byte and
+/// the body. It is still read, to upgrade an old log, but never written.
 enum StateRecord: Equatable {
     /// A topic's buffered message, as the `MSG` frame that delivered it (topic and sequence are inside).
     case retained(frame: ByteBuffer)
@@ -21,7 +28,21 @@ enum StateRecord: Equatable {
     case cleared(topic: String)
 
     static let marker: UInt8 = 0xA5
-    static let headerSize = 10
+
+    /// How records are checked: the two formats a log file may have.
+    enum Format {
+        /// Format 1: a CRC-32, which anyone can compute. Read only.
+        case checksummed
+        /// Format 2: seals keyed with the log's secret.
+        case sealed(RecordKey)
+
+        var headerSize: Int {
+            switch self {
+            case .checksummed: 10
+            case .sealed: 18
+            }
+        }
+    }
 
     var kind: UInt8 {
         switch self {
@@ -31,14 +52,10 @@ enum StateRecord: Equatable {
         }
     }
 
-    /// Appends the record's bytes to `buffer`.
-    func write(to buffer: inout ByteBuffer) {
+    /// Appends the record's bytes, sealed with `key`, to `buffer`.
+    func write(to buffer: inout ByteBuffer, sealedWith key: RecordKey) {
         let start = buffer.writerIndex
-        buffer.writeInteger(StateRecord.marker)
-        buffer.writeInteger(kind)
-        buffer.writeInteger(UInt32(0), endianness: .little)  // length, patched below
-        buffer.writeInteger(UInt32(0), endianness: .little)  // checksum, patched below
-        let bodyStart = buffer.writerIndex
+        buffer.writeRepeatingByte(0, count: Format.sealed(key).headerSize)  // patched below, once the length is known
         switch self {
         case .retained(let frame):
             buffer.writeImmutableBuffer(frame)
@@ -48,16 +65,25 @@ enum StateRecord: Equatable {
         case .cleared(let topic):
             buffer.writeString(topic)
         }
-        let length = buffer.writerIndex - bodyStart
-        let checksum = buffer.withUnsafeReadableBytes { bytes in
-            // The kind byte and the body, relative to the buffer's reader index.
-            let base = start - buffer.readerIndex
-            let kindAndBody = CRC32.checksum(UnsafeRawBufferPointer(rebasing: bytes[(base + 1)..<(base + 2)]))
-            return CRC32.checksum(UnsafeRawBufferPointer(rebasing: bytes[(base + StateRecord.headerSize)...]), continuing: kindAndBody)
+        let length = buffer.writerIndex - start - Format.sealed(key).headerSize
+        let word = StateRecord.headerWord(kind: kind, length: length)
+        let seal = buffer.withUnsafeReadableBytes { bytes in
+            key.hash.hash(word: word | StateRecord.bodyDomain, UnsafeRawBufferPointer(rebasing: bytes[(start - buffer.readerIndex + 18)...]))
         }
+        buffer.setInteger(StateRecord.marker, at: start)
+        buffer.setInteger(kind, at: start + 1)
         buffer.setInteger(UInt32(length), at: start + 2, endianness: .little)
-        buffer.setInteger(checksum, at: start + 6, endianness: .little)
+        buffer.setInteger(key.headerSeal(word), at: start + 6, endianness: .little)
+        buffer.setInteger(seal, at: start + 10, endianness: .little)
     }
+
+    /// Bytes 0..<6 of a record's header as a little-endian word; bits 48... carry the seal's domain.
+    static func headerWord(kind: UInt8, length: Int) -> UInt64 {
+        UInt64(marker) | UInt64(kind) << 8 | UInt64(truncatingIfNeeded: UInt32(truncatingIfNeeded: length)) << 16
+    }
+
+    static let headerDomain: UInt64 = 1 << 48
+    static let bodyDomain: UInt64 = 2 << 48
 
     /// What reading the bytes at an offset found.
     enum Read {
@@ -65,40 +91,73 @@ enum StateRecord: Equatable {
         case record(StateRecord, size: Int)
         /// The bytes end inside a record: a write that was cut short.
         case truncated
-        /// These bytes are not an intact record.
-        case damaged(String)
+        /// These bytes are not an intact record. `extent` is the record's size when its header is intact (sealed
+        /// format only): the damage is in its body, and the next record starts after it.
+        case damaged(String, extent: Int?)
     }
 
     /// Reads the record that starts at `offset` in `bytes`.
-    static func read(_ bytes: ByteBuffer, at offset: Int, maxBodySize: Int) -> Read {
+    static func read(_ bytes: ByteBuffer, at offset: Int, maxBodySize: Int, format: Format) -> Read {
+        let headerSize = format.headerSize
         let available = bytes.writerIndex - offset
         guard available >= headerSize else { return .truncated }
-        guard bytes.getInteger(at: offset, as: UInt8.self) == marker else { return .damaged("no record marker") }
+        guard bytes.getInteger(at: offset, as: UInt8.self) == marker else { return .damaged("no record marker", extent: nil) }
         let kind = bytes.getInteger(at: offset + 1, as: UInt8.self)!
         let length = Int(bytes.getInteger(at: offset + 2, endianness: .little, as: UInt32.self)!)
-        let expected = bytes.getInteger(at: offset + 6, endianness: .little, as: UInt32.self)!
-        guard (1...3).contains(kind) else { return .damaged("unknown record kind \(kind)") }
-        guard length <= maxBodySize else { return .damaged("a record claims \(length) bytes") }
-        guard available >= headerSize + length else { return .truncated }
-        let body = bytes.getSlice(at: offset + headerSize, length: length)!
-        let checksum = body.withUnsafeReadableBytes { body in
-            withUnsafeBytes(of: kind) { CRC32.checksum(body, continuing: CRC32.checksum($0)) }
+        let word = headerWord(kind: kind, length: length)
+        if case .sealed(let key) = format,
+            bytes.getInteger(at: offset + 6, endianness: .little, as: UInt32.self)! != key.headerSeal(word)
+        {
+            return .damaged("a record header that does not match its seal", extent: nil)
         }
-        guard checksum == expected else { return .damaged("checksum mismatch") }
+        guard (1...3).contains(kind) else { return .damaged("unknown record kind \(kind)", extent: nil) }
+        guard length <= maxBodySize else { return .damaged("a record claims \(length) bytes", extent: nil) }
+        guard available >= headerSize + length else { return .truncated }
         let size = headerSize + length
+        let body = bytes.getSlice(at: offset + headerSize, length: length)!
+        switch format {
+        case .checksummed:
+            let expected = bytes.getInteger(at: offset + 6, endianness: .little, as: UInt32.self)!
+            let checksum = body.withUnsafeReadableBytes { body in
+                withUnsafeBytes(of: kind) { CRC32.checksum(body, continuing: CRC32.checksum($0)) }
+            }
+            guard checksum == expected else { return .damaged("checksum mismatch", extent: nil) }
+        case .sealed(let key):
+            let expected = bytes.getInteger(at: offset + 10, endianness: .little, as: UInt64.self)!
+            let seal = body.withUnsafeReadableBytes { key.hash.hash(word: word | bodyDomain, $0) }
+            guard seal == expected else { return .damaged("a record that does not match its seal", extent: size) }
+        }
         switch kind {
         case 1:
             return .record(.retained(frame: body), size: size)
         case 2:
             guard length > 8, let sequence = body.getInteger(at: body.readerIndex, endianness: .little, as: UInt64.self),
                 let topic = body.getString(at: body.readerIndex + 8, length: length - 8)
-            else { return .damaged("a short sequence record") }
+            else { return .damaged("a short sequence record", extent: size) }
             return .record(.sequence(topic: topic, sequence), size: size)
         default:
             guard length > 0, let topic = body.getString(at: body.readerIndex, length: length) else {
-                return .damaged("an empty cleared record")
+                return .damaged("an empty cleared record", extent: size)
             }
             return .record(.cleared(topic: topic), size: size)
         }
+    }
+}
+
+/// The secret a state log seals its records with: 128 random bits, drawn when the log is created and kept in its
+/// header. The state directory is readable by the daemon's user alone, so a client never learns it.
+struct RecordKey: Equatable {
+    let k0: UInt64
+    let k1: UInt64
+
+    static func random() -> RecordKey {
+        var generator = SystemRandomNumberGenerator()
+        return RecordKey(k0: generator.next(), k1: generator.next())
+    }
+
+    var hash: SipHash { SipHash(k0: k0, k1: k1) }
+
+    func headerSeal(_ word: UInt64) -> UInt32 {
+        UInt32(truncatingIfNeeded: hash.hash(word: word | StateRecord.headerDomain))
     }
 }
