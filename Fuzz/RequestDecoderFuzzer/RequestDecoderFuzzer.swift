@@ -86,10 +86,12 @@ enum RequestDecoderFuzzer {
     }
 }
 
-/// A connection that takes frames (or not) and counts them.
+/// A connection that takes frames (or not) and counts them; its peer reads nothing, so they all stay in its write
+/// buffer and count against the uid's queued bytes until it closes.
 final class CountingTransport: SessionTransport {
     var isWritable: Bool
     private(set) var bytes = 0
+    var bufferedBytes: Int { bytes }
     /// What the daemon's channel does on an abort: it closes at once, and its handler closes the session.
     var onAbort: (() -> Void)?
 

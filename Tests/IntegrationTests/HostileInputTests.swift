@@ -320,4 +320,50 @@ struct SlowSubscriberTests {
         await publisher.close()
         try await daemon.stop()
     }
+
+    @Test("one uid's stalled subscribers hold at most its budget of queued bytes, what waits in their write buffers included")
+    func budgetIncludesWriteBuffers() async throws {
+        // Each connection may hold 8 MiB in its write buffer and 8 MiB in its queue; the uid, 4 MiB in all.
+        let budget = 4 << 20
+        let daemon = try await TestDaemon.start(arguments: [
+            "--max-queued-bytes", "\(16 << 20)", "--max-queued-bytes-per-user", "\(budget)", "--max-payload", "\(64 << 10)",
+        ])
+        let stalled = try (0..<4).map { index in
+            let socket = try RawSocket(path: daemon.socketPath)
+            try socket.send("SUB big.\(index)\nPING\n")
+            return socket
+        }
+        for socket in stalled { #expect(await socket.read { String(decoding: $0, as: UTF8.self).contains("PONG") }) }
+        let publisher = try await daemon.client()
+        let rssBefore = try residentKiB(of: daemon.child.pid)
+        let payload = ByteBuffer(repeating: UInt8(ascii: "x"), count: 60_000)
+        let perTopic = 160  // 9.6 MB a subscriber: past its write buffer's own mark, let alone the uid's budget
+        for _ in 0..<perTopic {
+            for index in 0..<4 { try await publisher.publish(payload, to: Topic("big.\(index)"), retain: false) }
+        }
+        try await publisher.flush()
+        let stats = try await publisher.stats()
+        let rssDuring = try residentKiB(of: daemon.child.pid)
+        // One read loop's deliveries per connection may go out before the flush that counts them.
+        #expect(try #require(stats["queued_bytes"]) <= UInt64(budget + 4 * (512 << 10)), "\(stats)")
+        #expect(rssDuring < rssBefore + 16 << 10, "RSS \(rssBefore) KiB before, \(rssDuring) KiB with 4 stalled subscribers")
+
+        // Each reads now: what waited for it, and the notices of what was dropped, add up to what was published.
+        for socket in stalled {
+            let start = socket.received.count
+            try socket.send("PING\n")
+            #expect(await socket.read(timeout: .seconds(60)) { String(decoding: $0[start...].suffix(5), as: UTF8.self) == "PONG\n" })
+            var delivered = 0
+            var dropped: UInt64 = 0
+            for frame in try Self.frames(socket.received) {
+                if case .delivery = frame { delivered += 1 }
+                if case .dropped(let notice) = frame { dropped += notice.count }
+            }
+            #expect(UInt64(delivered) + dropped == UInt64(perTopic) && dropped > 0, "\(delivered) delivered, \(dropped) dropped")
+        }
+        let after = try await publisher.stats()
+        #expect(after["queued_bytes"] == 0, "what the write buffers held was counted off as it was taken: \(after)")
+        await publisher.close()
+        try await daemon.stop()
+    }
 }

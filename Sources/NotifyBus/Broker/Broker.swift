@@ -52,6 +52,8 @@ public final class Broker {
     /// subscribes to them by name. A topic is listed at most once (``TopicState/isListedForgettable``); one that gained a
     /// buffered message since is skipped, and listed again when cleared.
     @exclusivity(unchecked) private var forgettableTopics = Deque<ByteKey>()
+    /// The topics again, grouped by first token, for the pattern lookups of `SUB … latest` and `TOPICS`.
+    @exclusivity(unchecked) private var topicGroups = TopicGroups()
     private let index = SubscriptionIndex<Subscription>()
     @exclusivity(unchecked) private var wildcardGeneration: UInt64 = 0
     @exclusivity(unchecked) private var matchStamp: UInt64 = 0
@@ -181,6 +183,7 @@ public final class Broker {
             }
             let key = ByteKey(name)
             topics[key] = state
+            topicGroups.add(state)
             if state.retained == nil { listForgettable(state, key) }
         }
         stateLog = log
@@ -360,6 +363,7 @@ public final class Broker {
         session.subscriptions.removeAll()
         // What waited for it, and what it had sent unfinished, are let go with it.
         changingOutbox(of: session) { $0 = OutboundQueue() }
+        chargeWriteBuffer(of: session, 0)
         _ = holdUnread(0, for: session)
         session.account.connections -= 1
         forgetIfEmpty(session.account)
@@ -397,6 +401,7 @@ public final class Broker {
             }
             guard let transport = session.transport else { continue }
             transport.flush()
+            chargeWriteBuffer(of: session, transport.bufferedBytes)
             if session.closesAfterFlush {
                 transport.close()
                 close(session)
@@ -474,6 +479,33 @@ public final class Broker {
             session.closesAfterFlush = true
         }
         flush()
+    }
+
+    /// Counts what the session's connection holds in its write buffer in its uid's queued bytes, and the daemon's,
+    /// in place of what it held before.
+    private func chargeWriteBuffer(of session: Session, _ bytes: Int) {
+        let delta = bytes - session.writeBufferCharge
+        guard delta != 0 else { return }
+        session.writeBufferCharge = bytes
+        session.account.queuedBytes += delta
+        counters.queuedBytes += delta
+    }
+
+    /// Whether a connection that holds frames in its write buffer already must take no more there: its uid, or the
+    /// daemon, has as many bytes waiting as its budget allows. Its deliveries then go to its queue, whose overflow
+    /// policy makes room. A connection that takes all it is sent holds nothing there, and is never held up.
+    private func writeBufferIsOverBudget(_ session: Session) -> Bool {
+        session.writeBufferCharge > 0
+            && (session.account.queuedBytes >= configuration.maxQueuedBytesPerUser || counters.queuedBytes >= configuration.maxQueuedBytesTotal)
+    }
+
+    /// Takes note that the session's connection took bytes from its write buffer without a flush (see
+    /// ``SessionTransport/bufferedBytes``): they no longer count against its uid, and what waited in its queue for
+    /// that room goes out.
+    public func writeBufferChanged(_ session: Session) {
+        guard let transport = session.transport else { return }
+        chargeWriteBuffer(of: session, transport.bufferedBytes)
+        writabilityChanged(session)
     }
 
     /// Drains a session's queue into its connection once the connection takes frames again, then carries out the
@@ -728,6 +760,7 @@ public final class Broker {
         }
         let state = TopicState(topic: topic)
         topics[key] = state
+        topicGroups.add(state)
         listForgettable(state, key)
         return state
     }
@@ -749,6 +782,7 @@ public final class Broker {
             state.isListedForgettable = false
             guard state.retained == nil, !index.hasExactSubscribers(to: state.topic.name) else { continue }
             topics[key] = nil
+            topicGroups.remove(state)
             return true
         }
         return false
@@ -890,10 +924,21 @@ public final class Broker {
             if let state = topics[ByteKey(pattern.text)], let retained = state.retained { body(state, retained) }
             return
         }
-        workDone &+= topics.count / 64
-        for state in topics.values {
-            if let retained = state.retained, pattern.matches(state.topic) { body(state, retained) }
+        forEachTopic(matching: pattern) { state in
+            if let retained = state.retained { body(state, retained) }
         }
+    }
+
+    /// Calls `body` with each topic `pattern` matches (every topic for nil), walking only the group of its first
+    /// token when that is literal (see ``TopicGroups``); the walk counts as work.
+    private func forEachTopic(matching pattern: TopicPattern?, _ body: (TopicState) -> Void) {
+        if let pattern, let group = topicGroups.candidates(for: pattern) {
+            workDone &+= group.count / 64
+            for state in group where pattern.matches(state.topic) { body(state) }
+            return
+        }
+        workDone &+= topics.count / 64
+        for state in topics.values where pattern?.matches(state.topic) ?? true { body(state) }
     }
 
     // MARK: - Latest and clear
@@ -970,11 +1015,10 @@ public final class Broker {
             else { return [] }
             return [state.info]
         }
-        workDone &+= topics.count / 64
         var page: [TopicState] = []
-        for state in topics.values where pattern?.matches(state.topic) ?? true {
-            if let after, state.topic <= after { continue }
-            guard configuration.accessPolicy.allows(.read, topic: state.topic, peer: peer) else { continue }
+        forEachTopic(matching: pattern) { state in
+            if let after, state.topic <= after { return }
+            guard configuration.accessPolicy.allows(.read, topic: state.topic, peer: peer) else { return }
             page.append(state)
             // Keeps the first page's worth only: sorted and cut whenever it holds two pages.
             if page.count >= 2 * Command.topicsPageSize {
@@ -1020,7 +1064,9 @@ public final class Broker {
         let session = target.session
         guard let transport = session.transport else { return }
         markForFlush(session)
-        if session.outbox.isEmpty && transport.isWritable && !session.pausesDeliveries && !session.awaitsCommit {
+        if session.outbox.isEmpty && transport.isWritable && !session.pausesDeliveries && !session.awaitsCommit
+            && !writeBufferIsOverBudget(session)
+        {
             if session.spanGeneration == batch.generation, !session.span.isEmpty, session.span.upperBound == frame.lowerBound {
                 session.span = session.span.lowerBound..<frame.upperBound
             } else {

@@ -19,6 +19,8 @@ public final class Session: Hashable {
     var subscriptions: [TopicPattern: Subscription] = [:]
     /// Frames waiting while the connection's socket cannot take more.
     @exclusivity(unchecked) var outbox = OutboundQueue()
+    /// What its connection's write buffer held when last looked at, counted in its account's queued bytes.
+    @exclusivity(unchecked) var writeBufferCharge = 0
     /// Requests waiting while the connection's socket cannot take their replies.
     @exclusivity(unchecked) var heldBack = Deque<DecodedRequest>()
     /// Bytes read from the connection and not carried out yet, as last told (see ``Broker/holdUnread(_:for:)``).

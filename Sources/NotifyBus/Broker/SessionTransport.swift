@@ -17,4 +17,8 @@ public protocol SessionTransport: AnyObject {
     /// Whether the connection takes more frames now. While it does not, the broker queues them itself (see
     /// ``Broker/writabilityChanged(_:)``).
     var isWritable: Bool { get }
+    /// Bytes written and not yet taken by the connection: the broker counts them in the queued bytes of the
+    /// connection's uid, as it counts its queue. Read after each flush, so it may lag until then; when it falls
+    /// without a flush (the peer read them), the transport calls ``Broker/writeBufferChanged(_:)``.
+    var bufferedBytes: Int { get }
 }

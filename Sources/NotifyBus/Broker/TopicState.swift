@@ -20,6 +20,8 @@ final class TopicState {
     /// Whether the topic is in the broker's list of topics it may forget: there at most once, so that clearing a
     /// topic again and again does not grow the list.
     @exclusivity(unchecked) var isListedForgettable = false
+    /// Its position in its group of ``TopicGroups``.
+    @exclusivity(unchecked) var groupSlot = 0
 
     /// The sessions that receive this topic's messages, each once; valid while `subscribersGeneration` equals the
     /// broker's wildcard generation and `invalidateSubscribers` was not called since.

@@ -13,7 +13,7 @@ final class UserAccount {
     @exclusivity(unchecked) var retainedBytes = 0
     /// Topics whose buffered message this uid published: a 0-byte message costs no bytes, but a topic all the same.
     @exclusivity(unchecked) var retainedTopics = 0
-    /// Bytes of the frames waiting in the queues of this uid's connections.
+    /// Bytes of the frames waiting for this uid's connections: in their queues, and in their write buffers.
     @exclusivity(unchecked) var queuedBytes = 0
     /// Bytes read from this uid's connections and not carried out yet: unfinished frames, mostly.
     @exclusivity(unchecked) var unreadBytes = 0

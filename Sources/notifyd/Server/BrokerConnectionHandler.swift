@@ -76,6 +76,11 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         self.transport = transport
         let session = broker.open(peer: peer, transport: transport)
         self.session = session
+        transport.onBufferTaken = { [broker, weak session] in
+            guard let session else { return }
+            broker.writeBufferChanged(session)
+            broker.flush()
+        }
         logger.log(.connectionOpened, .debug, "connection opened", peer.logMetadata.merging(["session": "\(session.id)"]) { $1 })
         broker.flush()
         context.fireChannelActive()

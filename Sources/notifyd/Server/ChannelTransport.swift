@@ -6,6 +6,12 @@ import NotifyBus
 ///
 /// Writability is NIO's: the channel stops taking frames once its write buffer is over the high-water mark (set on
 /// the listener), and the broker queues them itself until ``writabilityChanged(_:)`` says it takes them again.
+///
+/// What waits in the write buffer counts against the uid's budget of queued bytes (``bufferedBytes``). Asking NIO
+/// costs a few dynamic casts, so it is asked only after a flush that left bytes there, or after
+/// ``measureEvery`` bytes were written since it last said none were left: a connection that keeps up is asked once
+/// per that many bytes, and holds less than that unaccounted. While bytes wait, an empty write after them tells
+/// when the peer has taken them, and ``onBufferTaken`` lets the broker count them off.
 final class ChannelTransport: SessionTransport {
     /// How long a closing connection may take to accept what it is owed.
     static let closeGrace = TimeAmount.seconds(5)
@@ -13,6 +19,17 @@ final class ChannelTransport: SessionTransport {
     private let context: ChannelHandlerContext
     private var isClosing = false
     private(set) var isWritable = true
+    /// The write buffer's bytes when NIO was last asked.
+    private(set) var bufferedBytes = 0
+    /// Bytes written since NIO was last asked.
+    private var unmeasuredBytes = 0
+    /// Whether an empty write waits behind the buffered bytes, to tell when they are taken.
+    private var watchesBuffer = false
+    /// Called when bytes left the write buffer without a flush of the broker's; set by the connection's handler.
+    var onBufferTaken: (() -> Void)?
+
+    /// How many bytes may be written, while NIO last said it held none, before it is asked again.
+    static let measureEvery = 16 << 10
 
     init(context: ChannelHandlerContext) {
         self.context = context
@@ -20,12 +37,34 @@ final class ChannelTransport: SessionTransport {
 
     func write(_ frame: ByteBuffer) {
         guard !isClosing else { return }
+        unmeasuredBytes &+= frame.readableBytes
         context.write(NIOAny(frame), promise: nil)
     }
 
     func flush() {
         guard !isClosing else { return }
         context.flush()
+        guard bufferedBytes > 0 || unmeasuredBytes >= ChannelTransport.measureEvery else { return }
+        measure()
+        if bufferedBytes > 0 && !watchesBuffer { watchBuffer() }
+    }
+
+    private func measure() {
+        unmeasuredBytes = 0
+        bufferedBytes = isClosing ? 0 : (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+    }
+
+    /// Writes an empty buffer behind what waits: its promise completes once the peer has taken all before it.
+    private func watchBuffer() {
+        watchesBuffer = true
+        let taken = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(NIOAny(ByteBuffer()), promise: taken)
+        taken.futureResult.assumeIsolated().whenComplete { [self] _ in
+            watchesBuffer = false
+            measure()
+            if bufferedBytes > 0 && !isClosing { watchBuffer() }
+            onBufferTaken?()
+        }
     }
 
     /// How long a connection whose output is closed may still send before it is closed altogether.

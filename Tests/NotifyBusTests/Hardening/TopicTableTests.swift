@@ -145,3 +145,51 @@ struct TopicsPagesTests {
         #expect(Self.names([literal[0]]) == ["p.00001"] && Self.names([literal[1]]) == [])
     }
 }
+
+/// Issue 14, "Cheap requests with O(topics) work": a pattern that starts with a literal token walks that token's
+/// topics, not the table.
+@Suite("Pattern lookups by first token (broker, no socket)")
+struct TopicGroupsTests {
+    @Test("SUB backup.* latest and TOPICS backup.> walk the 10 backup topics, not the 100,000 others")
+    func narrowWalk() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        client.send((0..<100_000).map { "PUB bulk.\($0) 1 noretain\nx\n" }.joined())
+        client.send((0..<10).map { "PUB backup.host\($0) 2\nok\n" }.joined())
+        _ = try client.received()
+        let before = harness.broker.workDone
+        client.send("SUB backup.* latest\nTOPICS backup.>\n")
+        let frames = try client.received()
+        let replayed = frames.filter { if case .latest = $0 { true } else { delivery($0) != nil } }
+        #expect(replayed.count == 10, "\(frames.prefix(3))")
+        #expect(TopicsPagesTests.names(frames.filter { if case .topics = $0 { true } else { false } }).count == 10)
+        #expect(harness.broker.workDone - before <= 4, "two requests and their walks of 10 topics: \(harness.broker.workDone - before)")
+        // A pattern that starts with a wildcard still walks them all, and finds what it should.
+        client.send("TOPICS *.host3\n")
+        #expect(TopicsPagesTests.names(try client.received()) == ["backup.host3"])
+    }
+
+    @Test("topics forgotten and made again stay findable by pattern, in every group, as a full walk finds them")
+    func forgetting() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxTopics = 500
+        let harness = BrokerHarness(configuration: configuration)
+        let client = harness.connect()
+        var random = SeededRandom(seed: 14)
+        var published: [String] = []
+        for _ in 0..<3_000 {
+            let name = ["a", "b", "c"].randomElement(using: &random)! + ".\(Int.random(in: 0..<2_000, using: &random))"
+            let retain = Int.random(in: 0..<4, using: &random) == 0
+            client.send("PUB \(name) 1\(retain ? "" : " noretain")\nx\n")
+            published.append(name)
+        }
+        _ = try client.received()
+        client.send("TOPICS\n")
+        let all = TopicsPagesTests.names(try client.received())
+        #expect(all.count == 500, "the table is full, and forgot the rest")
+        for group in ["a", "b", "c"] {
+            client.send("TOPICS \(group).>\n")
+            #expect(TopicsPagesTests.names(try client.received()) == all.filter { $0.hasPrefix(group + ".") })
+        }
+    }
+}

@@ -18,10 +18,18 @@ final class RecordingTransport: SessionTransport {
 
     /// Set by tests to play a socket that fills up: after this many more writes it stops taking frames.
     var writesUntilFull: Int?
+    /// Set by tests to play a peer that reads nothing: what is written stays in the write buffer, which stops
+    /// taking frames at this many bytes, as NIO's does at its high-water mark.
+    var writeBufferLimit: Int?
+    private(set) var bufferedBytes = 0
 
     func write(_ frame: ByteBuffer) {
         written.append(frame)
         unread.writeImmutableBuffer(frame)
+        if let writeBufferLimit {
+            bufferedBytes += frame.readableBytes
+            if bufferedBytes >= writeBufferLimit { isWritable = false }
+        }
         if let left = writesUntilFull {
             writesUntilFull = left - 1
             if left <= 1 { isWritable = false }
@@ -39,6 +47,12 @@ final class RecordingTransport: SessionTransport {
     func abort() {
         aborted = true
         onAbort?()
+    }
+
+    /// Plays the peer reading everything in the write buffer.
+    func takeBuffered() {
+        bufferedBytes = 0
+        isWritable = true
     }
 
     /// The frames written since the last call.
