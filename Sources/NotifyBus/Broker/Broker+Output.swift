@@ -1,0 +1,250 @@
+internal import DequeModule
+import NIOCore
+
+/// Everything sent to connections: replies, deliveries and the buffered messages `SUB … latest` replays. A frame
+/// goes straight to the connection when it takes it (a delivery as part of its span of the shared batch), else into
+/// its bounded ``OutboundQueue``; what waits, in the queue or in the connection's write buffer, counts against the
+/// uid's budget and the daemon's. ``flush()`` sends it all once per batch.
+extension Broker {
+    /// Sends every frame queued since the last flush, one flush per connection, and closes the connections that
+    /// asked for it.
+    public func flush() {
+        closeDisconnected()
+        settleAcknowledgements(committed: commitState())
+        guard !sessionsToFlush.isEmpty else { return }
+        // Every span goes out before any flush: a flush can make a connection writable again, and what that sets
+        // off (a nested flush) starts a new batch.
+        for session in sessionsToFlush { writeSpan(of: session) }
+        if !batch.isEmpty { batch.restart(allocator: allocator) }
+        let sessions = sessionsToFlush
+        sessionsToFlush.removeAll(keepingCapacity: true)
+        for session in sessions {
+            session.hasUnflushedFrames = false
+            if session.droppedSinceReport > 0 {
+                onEvent?(.dropped(count: session.droppedSinceReport, for: session.peer))
+                session.droppedSinceReport = 0
+            }
+            guard let transport = session.transport else { continue }
+            transport.flush()
+            chargeWriteBuffer(of: session, transport.bufferedBytes)
+            if session.closesAfterFlush {
+                transport.close()
+                close(session)
+            }
+        }
+    }
+
+    /// Sends a reply (or greeting): straight to the connection, or behind what is queued for it. While the session
+    /// pauses its deliveries, a reply passes the live deliveries queued (see ``OutboundQueue``).
+    func queue(_ frame: ByteBuffer, to session: Session) {
+        guard let transport = session.transport else { return }
+        writeSpan(of: session)
+        if takesFlowingFrame(session, transport) {
+            transport.write(frame)
+        } else {
+            changingOutbox(of: session) { $0.appendReply(frame) }
+        }
+        markForFlush(session)
+    }
+
+    /// Whether a frame that flows while deliveries are paused (a reply, a buffered message `SUB … latest` brings)
+    /// may be written to `session` now, ahead of nothing it must follow.
+    func takesFlowingFrame(_ session: Session, _ transport: any SessionTransport) -> Bool {
+        guard transport.isWritable, !session.awaitsCommit else { return false }
+        return session.outbox.isEmpty || (session.pausesDeliveries && !session.outbox.hasFlowingEntries)
+    }
+
+    /// Sends a delivery of this batch: added to the session's span when the connection takes it, else copied into
+    /// its bounded queue.
+    func deliver(
+        _ frame: Range<Int>,
+        of state: TopicState,
+        sequence: UInt64,
+        payloadSize: Int,
+        to target: SubscriberTarget
+    ) {
+        let session = target.session
+        guard let transport = session.transport else { return }
+        markForFlush(session)
+        if session.outbox.isEmpty && transport.isWritable && !session.pausesDeliveries && !session.awaitsCommit
+            && !writeBufferIsOverBudget(session)
+        {
+            if session.spanGeneration == batch.generation, !session.span.isEmpty, session.span.upperBound == frame.lowerBound {
+                session.span = session.span.lowerBound..<frame.upperBound
+            } else {
+                writeSpan(of: session)
+                session.span = frame
+                session.spanGeneration = batch.generation
+            }
+            state.delivered += 1
+            counters.messagesOut += 1
+            counters.bytesOut += UInt64(payloadSize)
+            return
+        }
+        batch.withBytes(frame) { enqueue($0, of: state, sequence: sequence, payloadSize: payloadSize, to: target) }
+    }
+
+    /// Sends a buffered message that a `SUB … latest` brings: straight to the connection when it takes it, else into
+    /// its bounded queue. Asked for, it flows while live deliveries are paused, as the `OK` after it does.
+    func replay(_ frame: ByteBuffer, of state: TopicState, sequence: UInt64, payloadSize: Int, to target: SubscriberTarget) {
+        let session = target.session
+        guard let transport = session.transport else { return }
+        markForFlush(session)
+        writeSpan(of: session)
+        if takesFlowingFrame(session, transport) {
+            transport.write(frame)
+            state.delivered += 1
+            counters.messagesOut += 1
+            counters.bytesOut += UInt64(payloadSize)
+            return
+        }
+        frame.withUnsafeReadableBytes {
+            enqueue($0, of: state, sequence: sequence, payloadSize: payloadSize, to: target, isReplay: true)
+        }
+    }
+
+    /// Writes the session's span of this batch to its connection, if it has one.
+    func writeSpan(of session: Session) {
+        guard session.spanGeneration == batch.generation, !session.span.isEmpty else { return }
+        let frames = batch.frame(session.span, allocator: allocator)
+        session.span = 0..<0
+        session.transport?.write(frames)
+    }
+
+    /// Queues a delivery for a connection that does not take it now; its subscription's overflow policy makes room
+    /// (or disconnects it).
+    func enqueue(
+        _ frame: UnsafeRawBufferPointer,
+        of state: TopicState,
+        sequence: UInt64,
+        payloadSize: Int,
+        to target: SubscriberTarget,
+        isReplay: Bool = false
+    ) {
+        let session = target.session
+        guard let transport = session.transport else { return }
+        writeSpan(of: session)
+        // The uid's share and the daemon's as well as the connection's own: past either, this connection's queue
+        // counts as full.
+        var limits = configuration.queueLimits
+        let room = min(
+            configuration.maxQueuedBytesPerUser - session.account.queuedBytes,
+            configuration.maxQueuedBytesTotal - counters.queuedBytes
+        )
+        limits.bytes = min(limits.bytes, session.outbox.byteCount + max(0, room))
+        let dropped = changingOutbox(of: session) {
+            $0.appendDelivery(
+                frame,
+                topic: state,
+                sequence: sequence,
+                payloadSize: payloadSize,
+                policy: target.overflow,
+                limits: limits,
+                isReplay: isReplay
+            )
+        }
+        guard let dropped else {
+            onEvent?(.disconnectedSlowSubscriber(session.peer, queuedMessages: session.outbox.messageCount))
+            // Nothing more goes to it from now on; it is closed once this batch's work is done.
+            session.detachTransport()
+            disconnecting.append((session, transport))
+            return
+        }
+        if dropped > 0 {
+            counters.dropped += UInt64(dropped)
+            // Reported once per batch: a subscriber that never reads drops a message for every one published.
+            session.droppedSinceReport += dropped
+        }
+    }
+
+    /// Counts what the session's connection holds in its write buffer in its uid's queued bytes, and the daemon's,
+    /// in place of what it held before.
+    func chargeWriteBuffer(of session: Session, _ bytes: Int) {
+        let delta = bytes - session.writeBufferCharge
+        guard delta != 0 else { return }
+        session.writeBufferCharge = bytes
+        session.account.queuedBytes += delta
+        counters.queuedBytes += delta
+    }
+
+    /// Whether a connection that holds frames in its write buffer already must take no more there: its uid, or the
+    /// daemon, has as many bytes waiting as its budget allows. Its deliveries then go to its queue, whose overflow
+    /// policy makes room. A connection that takes all it is sent holds nothing there, and is never held up.
+    func writeBufferIsOverBudget(_ session: Session) -> Bool {
+        session.writeBufferCharge > 0
+            && (session.account.queuedBytes >= configuration.maxQueuedBytesPerUser || counters.queuedBytes >= configuration.maxQueuedBytesTotal)
+    }
+
+    /// Takes note that the session's connection took bytes from its write buffer without a flush (see
+    /// ``SessionTransport/bufferedBytes``): they no longer count against its uid, and what waited in its queue for
+    /// that room goes out.
+    public func writeBufferChanged(_ session: Session) {
+        guard let transport = session.transport else { return }
+        chargeWriteBuffer(of: session, transport.bufferedBytes)
+        writabilityChanged(session)
+    }
+
+    /// Drains a session's queue into its connection once the connection takes frames again, then carries out the
+    /// requests held back meanwhile, for as long as it keeps taking their replies.
+    public func writabilityChanged(_ session: Session) {
+        guard let transport = session.transport, transport.isWritable else { return }
+        writeSpan(of: session)
+        drainOutbox(of: session, into: transport)
+        while transport.isWritable, session.transport != nil, let request = session.heldBack.popFirst() {
+            carryOut(request, from: session)
+        }
+    }
+
+    /// Writes what the session's queue holds while its connection takes it: everything, or while its deliveries
+    /// are paused, only the replies that may pass them.
+    func drainOutbox(of session: Session, into transport: any SessionTransport) {
+        // Acknowledgements waiting for the batch's commit go out with everything behind them once it is done.
+        guard !session.awaitsCommit else { return }
+        let (messages, payloadBytes): (Int, Int)
+        if session.pausesDeliveries {
+            guard session.outbox.hasFlowingEntries else { return }
+            (messages, payloadBytes) = changingOutbox(of: session) { $0.drainFlowing(into: transport) }
+        } else {
+            guard !session.outbox.isEmpty else { return }
+            (messages, payloadBytes) = changingOutbox(of: session) { $0.drain(into: transport) }
+        }
+        counters.messagesOut += UInt64(messages)
+        counters.bytesOut += UInt64(payloadBytes)
+        markForFlush(session)
+    }
+
+    /// Changes the session's queue, and counts what that changed in the bytes queued for its uid and in total.
+    func changingOutbox<Result>(of session: Session, _ change: (inout OutboundQueue) -> Result) -> Result {
+        let before = session.outbox.byteCount
+        let result = change(&session.outbox)
+        let delta = session.outbox.byteCount - before
+        session.account.queuedBytes += delta
+        counters.queuedBytes += delta
+        return result
+    }
+
+    func markForFlush(_ session: Session) {
+        if !session.hasUnflushedFrames {
+            session.hasUnflushedFrames = true
+            sessionsToFlush.append(session)
+        }
+    }
+
+    func replyOK(_ id: UInt64?, value: UInt64? = nil, to session: Session) {
+        var reply = allocator.buffer(capacity: 32)
+        reply.writeOK(requestID: id, value: value)
+        queue(reply, to: session)
+    }
+
+    /// Answers `error` and reports it as an event.
+    func refuse(_ error: ProtocolError, subject: String?, to session: Session) {
+        reply(error, to: session)
+        onEvent?(.refused(error, subject: subject, by: session.peer))
+    }
+
+    func reply(_ error: ProtocolError, to session: Session) {
+        var reply = allocator.buffer(capacity: error.message.utf8.count + 40)
+        reply.writeError(error)
+        queue(reply, to: session)
+    }
+}

@@ -1,0 +1,145 @@
+import NIOCore
+
+/// The broker's side of the state log: what is restored at start, what each batch appends and commits before its
+/// replies leave, and how a failed write is answered (see ``StateLog``).
+extension Broker {
+    /// Restores the topics the log remembers and keeps the log up to date from now on. Call it once, before the
+    /// first connection.
+    public func attach(_ log: StateLog, restoring contents: StateLog.Contents) {
+        var decoder = ServerFrameDecoder()
+        for (name, record) in contents.topics {
+            guard let topic = try? Topic(name) else { continue }
+            let state = TopicState(topic: topic)
+            state.sequence = record.sequence
+            state.persistedSequence = record.sequence
+            if let frame = record.retainedFrame {
+                var input = frame
+                if case .delivery(let delivery)? = try? decoder.decode(buffer: &input) {
+                    let owner = account(of: delivery.publisher.uid)
+                    owner.retainedBytes += delivery.payload.readableBytes
+                    owner.retainedTopics += 1
+                    state.retained = RetainedMessage(
+                        frame: frame,
+                        payloadSize: delivery.payload.readableBytes,
+                        sequence: delivery.sequence,
+                        owner: owner
+                    )
+                    state.lastPublished = delivery.time
+                }
+            }
+            topicTable.restore(state)
+        }
+        stateLog = log
+    }
+
+    /// Writes the exact state to the log, compacted: on a clean shutdown, so a restart continues without gaps.
+    public func saveState() throws {
+        guard let stateLog else { return }
+        logUnsavedTopics(stateLog)
+        try stateLog.commit()
+        try compactState(stateLog)
+    }
+
+    /// Writes the batch's state records; runs before the batch's replies go out.
+    /// - Returns: whether they are in the log (true without a log).
+    func commitState() -> Bool {
+        guard let stateLog else { return true }
+        let now = clock().microsecondsSinceEpoch
+        do {
+            if stateNeedsRewrite {
+                guard now >= stateRetryTime else { return false }
+                try compactState(stateLog)
+                stateNeedsRewrite = false
+                stateProblem = nil
+                stateRetryDelay = 0
+                onEvent?(.stateSavedAgain)
+            } else {
+                logUnsavedTopics(stateLog)
+                try stateLog.commit()
+                stateLog.setLiveSize(topicTable.retainedFrameBytes + topicTable.count * 48)
+                if stateLog.wantsCompaction { try compactState(stateLog) }
+            }
+            return true
+        } catch {
+            stateNeedsRewrite = true
+            stateProblem = "\(error)"
+            // From a tenth of a second up to half a minute between rewrites.
+            stateRetryDelay = min(max(2 * stateRetryDelay, 100_000), 30_000_000)
+            stateRetryTime = now + stateRetryDelay
+            onEvent?(.stateNotSaved("\(error)"))
+            return false
+        }
+    }
+
+    /// Lets out the acknowledgements that waited for the commit, or, when it failed, withdraws them: what waited
+    /// for such a session is dropped, and it is told why and closed, so that no `OK` stands for what is not in the
+    /// log.
+    func settleAcknowledgements(committed: Bool) {
+        guard !sessionsAwaitingCommit.isEmpty else { return }
+        let sessions = sessionsAwaitingCommit
+        sessionsAwaitingCommit.removeAll(keepingCapacity: true)
+        for session in sessions {
+            session.awaitsCommit = false
+            guard let transport = session.transport else { continue }
+            if committed {
+                if transport.isWritable { drainOutbox(of: session, into: transport) }
+                continue
+            }
+            changingOutbox(of: session) { $0 = OutboundQueue() }
+            var error = allocator.buffer(capacity: 200)
+            error.writeError(ProtocolError(
+                .storage,
+                "the daemon could not write its state log (\(stateProblem ?? "unknown")), so what it acknowledged on this"
+                    + " connection in its last batch may not be saved; the connection is closed: check, and send again"
+            ))
+            transport.write(error)
+            session.closesAfterFlush = true
+            markForFlush(session)
+        }
+    }
+
+    /// Holds what is sent to `session` from now on in this batch until the batch's records are in the log.
+    func awaitCommit(_ session: Session) {
+        guard stateLog != nil, !session.awaitsCommit else { return }
+        writeSpan(of: session)
+        session.awaitsCommit = true
+        sessionsAwaitingCommit.append(session)
+    }
+
+    /// Appends the final state of each topic whose buffered message changed since the last commit.
+    func logUnsavedTopics(_ log: StateLog) {
+        for state in unsavedTopics {
+            state.isUnsaved = false
+            if let retained = state.retained {
+                log.appendRetained(retained.frame)
+            } else {
+                log.appendCleared(state.topic.name)
+            }
+        }
+        unsavedTopics.removeAll(keepingCapacity: true)
+    }
+
+    /// Notes that `state`'s buffered message changed, to be logged at the end of the batch.
+    func markUnsaved(_ state: TopicState) {
+        guard stateLog != nil, !state.isUnsaved else { return }
+        state.isUnsaved = true
+        unsavedTopics.append(state)
+    }
+
+    func compactState(_ log: StateLog) throws {
+        for state in unsavedTopics { state.isUnsaved = false }
+        unsavedTopics.removeAll(keepingCapacity: true)
+        let records = topicTable.all.map { state in
+            (state.topic.name, StateLog.TopicRecord(sequence: state.sequence, retainedFrame: state.retained?.frame))
+        }
+        try log.compact(records)
+        for state in topicTable.all { state.persistedSequence = state.sequence }
+    }
+
+    /// The `ERR storage` for a change the state log must hold, while the log cannot be written: `consequence` says
+    /// what that means for the request.
+    func storageRefusal(_ consequence: String, id: UInt64?) -> ProtocolError? {
+        guard stateLog != nil, let stateProblem else { return nil }
+        return ProtocolError(.storage, "the daemon cannot write its state log (\(stateProblem)), so \(consequence)", requestID: id)
+    }
+}

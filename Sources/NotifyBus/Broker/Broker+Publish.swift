@@ -1,0 +1,158 @@
+import NIOCore
+
+/// A publish: checked, numbered in its topic (made in the ``TopicTable`` if new), encoded once into the batch,
+/// handed to each subscriber (``subscribers(of:)``, then the output in Broker+Output.swift), and kept as the topic's
+/// buffered message if retained.
+extension Broker {
+    func publish(_ topic: Topic, payload: ByteBuffer, options: PublishOptions, id: UInt64?, from session: Session) {
+        if let denial = denial(.publish, of: topic, to: session, id: id) {
+            return refuse(denial, subject: topic.name, to: session)
+        }
+        if options.retain, let refusal = retainRefusal(topic, payloadSize: payload.readableBytes, by: session.account) {
+            return refuse(ProtocolError(.limitReached, refusal, requestID: id), subject: topic.name, to: session)
+        }
+        if options.retain, let refusal = storageRefusal(
+            "it keeps no new buffered messages for now; publish without retaining (notify send --no-retain, noretain), or try again later",
+            id: id
+        ) {
+            return refuse(refusal, subject: topic.name, to: session)
+        }
+        var work = 0
+        let made = topicTable.state(for: topic, work: &work) { index.hasExactSubscribers(to: $0.topic.name) }
+        workDone &+= work
+        guard let state = made else {
+            let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message or have subscribers by name"
+                + " (its limit); clear some (notify clear, CLEAR), or publish to a topic it tracks without retaining"
+                + " (notify send --no-retain, noretain)"
+            return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: topic.name, to: session)
+        }
+        state.sequence += 1
+        let time = clock()
+        state.lastPublished = time
+        state.published += 1
+        counters.messagesIn += 1
+        counters.bytesIn += UInt64(payload.readableBytes)
+
+        // Encoded once, into the batch; every subscriber is handed the same bytes.
+        // The encoder's own bound: a smaller guess would let the frame grow the buffer, copying the whole batch.
+        let frameSize = ByteBuffer.maximumMessageFrameSize(
+            topic: topic.name,
+            unit: session.publisher.unit,
+            payloadSize: payload.readableBytes
+        )
+        if !batch.hasRoom(for: frameSize) {
+            for session in sessionsToFlush { writeSpan(of: session) }
+            batch.restart(minimumCapacity: frameSize, allocator: allocator)
+        }
+        let sequence = state.sequence
+        let frame = batch.append { buffer in
+            buffer.writeMessageFrame(
+                .delivery,
+                requestID: nil,
+                topic: topic.name,
+                sequence: sequence,
+                time: time,
+                publisher: session.publisher,
+                payload: payload
+            )
+        }
+
+        for target in subscribers(of: state) where target.session !== session || session.receivesOwnMessages {
+            deliver(frame, of: state, sequence: sequence, payloadSize: payload.readableBytes, to: target)
+        }
+
+        if options.retain {
+            let owner = session.account
+            if state.retained != nil {
+                topicTable.countRetained(topics: 0, payloadBytes: -state.retained!.payloadSize, frameBytes: -state.retained!.frame.readableBytes)
+                let previousOwner = state.retained!.owner
+                previousOwner.retainedBytes -= state.retained!.payloadSize
+                if previousOwner !== owner {
+                    state.retained!.owner = owner
+                    previousOwner.retainedTopics -= 1
+                    owner.retainedTopics += 1
+                    forgetIfEmpty(previousOwner)
+                }
+                batch.copy(frame, replacing: &state.retained!.frame, allocator: allocator)
+                state.retained!.payloadSize = payload.readableBytes
+                state.retained!.sequence = sequence
+            } else {
+                topicTable.countRetained(topics: 1, payloadBytes: 0, frameBytes: 0)
+                owner.retainedTopics += 1
+                let retained = batch.copy(frame, allocator: allocator)
+                state.retained = RetainedMessage(frame: retained, payloadSize: payload.readableBytes, sequence: sequence, owner: owner)
+            }
+            owner.retainedBytes += payload.readableBytes
+            topicTable.countRetained(topics: 0, payloadBytes: payload.readableBytes, frameBytes: frame.count)
+            if stateLog != nil {
+                markUnsaved(state)
+                state.persistedSequence = max(state.persistedSequence, state.sequence)
+            }
+        } else if let stateLog, state.sequence > state.persistedSequence {
+            state.persistedSequence = state.sequence + Broker.sequenceReserve
+            stateLog.appendSequence(topic.name, state.persistedSequence)
+        }
+        if options.acknowledge {
+            // An OK means the message is where the README says: a retained one, with a log, in it. (One sent
+            // without retaining is promised delivery only, which it had.)
+            if options.retain { awaitCommit(session) }
+            replyOK(id, value: state.sequence, to: session)
+        }
+    }
+
+    /// Why buffering `payloadSize` bytes as `topic`'s latest message by `account` would break
+    /// ``BrokerConfiguration/maxRetainedBytes``, ``BrokerConfiguration/maxRetainedBytesPerUser`` or
+    /// ``BrokerConfiguration/maxRetainedTopicsPerUser``, if it would:
+    /// such a publish is refused whole, so the publisher learns that it was not kept.
+    func retainRefusal(_ topic: Topic, payloadSize: Int, by account: UserAccount) -> String? {
+        // Far from the limits, as usual, this costs no lookup of the topic.
+        if topicTable.retainedBytes + UInt64(payloadSize) <= UInt64(configuration.maxRetainedBytes),
+            account.retainedBytes + payloadSize <= configuration.maxRetainedBytesPerUser,
+            account.retainedTopics < configuration.maxRetainedTopicsPerUser
+        {
+            return nil
+        }
+        let replaced = topicTable[topic.name]?.retained
+        if account.retainedTopics >= configuration.maxRetainedTopicsPerUser && replaced?.owner !== account {
+            return "uid \(account.uid) already has buffered messages in \(configuration.maxRetainedTopicsPerUser) topics (the limit"
+                + " per user); clear some of its topics (notify clear, CLEAR), or publish without retaining (notify send --no-retain, noretain)"
+        }
+        let after = topicTable.retainedBytes - UInt64(replaced?.payloadSize ?? 0) + UInt64(payloadSize)
+        if after > UInt64(configuration.maxRetainedBytes) {
+            return "buffering this \(payloadSize)-byte message would take the daemon past \(configuration.maxRetainedBytes) bytes"
+                + " of buffered messages (its limit); clear some (notify clear, CLEAR), or publish without retaining (notify send --no-retain, noretain)"
+        }
+        let ownReplaced = replaced?.owner === account ? replaced?.payloadSize ?? 0 : 0
+        if account.retainedBytes - ownReplaced + payloadSize > configuration.maxRetainedBytesPerUser {
+            return "buffering this \(payloadSize)-byte message would take uid \(account.uid) past"
+                + " \(configuration.maxRetainedBytesPerUser) bytes of buffered messages it published (the limit per user);"
+                + " clear some of its topics (notify clear, CLEAR), or publish without retaining (notify send --no-retain, noretain)"
+        }
+        return nil
+    }
+
+    /// The sessions that receive `state`'s messages, each once with its strictest overflow policy, recomputed only
+    /// after subscriptions changed.
+    func subscribers(of state: TopicState) -> [SubscriberTarget] {
+        if state.subscribersGeneration == wildcardGeneration { return state.subscribers }
+        matchStamp &+= 1
+        let stamp = matchStamp
+        var list: [SubscriberTarget] = []
+        let policy = configuration.accessPolicy
+        index.forEachMatch(of: state.topic) { subscription in
+            let session = subscription.session
+            // A wildcard may match topics its connection may not read: they are never delivered to it.
+            guard policy.allows(.read, topic: state.topic, peer: session.peer) else { return }
+            if session.matchStamp != stamp {
+                session.matchStamp = stamp
+                session.matchPosition = list.count
+                list.append(SubscriberTarget(session: session, overflow: subscription.overflow))
+            } else {
+                list[session.matchPosition].overflow = .strictest(list[session.matchPosition].overflow, subscription.overflow)
+            }
+        }
+        state.subscribers = list
+        state.subscribersGeneration = wildcardGeneration
+        return list
+    }
+}

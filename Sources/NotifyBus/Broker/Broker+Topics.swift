@@ -1,0 +1,63 @@
+import NIOCore
+
+/// Requests about topics rather than messages: `LATEST`, `CLEAR` and `TOPICS`.
+extension Broker {
+    func latest(_ topic: Topic, id: UInt64?, for session: Session) {
+        if let denial = denial(.read, of: topic, to: session, id: id) {
+            return refuse(denial, subject: topic.name, to: session)
+        }
+        guard let retained = topicTable[topic.name]?.retained else {
+            let sentence = "nothing is buffered for topic \"\(topic.name)\"; it has no messages yet, was cleared, or only got messages sent without retaining (--no-retain, noretain)"
+            return reply(ProtocolError(.notFound, sentence, requestID: id), to: session)
+        }
+        // Two writes, and the payload is never copied: a `LATEST` of a 1 MiB message costs a 28-byte header.
+        queue(lastHeader(id: id), to: session)
+        queue(lastBody(of: retained), to: session)
+    }
+
+    func clear(_ topic: Topic, id: UInt64?, for session: Session) {
+        if let denial = denial(.publish, of: topic, to: session, id: id) {
+            return refuse(denial, subject: topic.name, to: session)
+        }
+        if let refusal = storageRefusal("it cannot save a clear for now; try again later", id: id) {
+            return refuse(refusal, subject: topic.name, to: session)
+        }
+        if let state = topicTable[topic.name], let retained = state.retained {
+            state.retained = nil
+            topicTable.countRetained(topics: -1, payloadBytes: -retained.payloadSize, frameBytes: -retained.frame.readableBytes)
+            topicTable.listForgettable(state)
+            retained.owner.retainedBytes -= retained.payloadSize
+            retained.owner.retainedTopics -= 1
+            forgetIfEmpty(retained.owner)
+            markUnsaved(state)
+            onEvent?(.cleared(topic, by: session.peer))
+            awaitCommit(session)
+        }
+        replyOK(id, to: session)
+    }
+
+    /// The topics `peer` may read that match `pattern`, in name order, after `after`: one page (see
+    /// ``Command/topicsPageSize``), so that a reply stays small however many topics there are.
+    func topicInfos(matching pattern: TopicPattern?, after: Topic?, readableBy peer: PeerCredentials) -> [TopicInfo] {
+        if let pattern, pattern.isLiteral {
+            // One name: one lookup, not a scan and sort of every topic.
+            guard let state = topicTable[pattern.text], after.map({ state.topic > $0 }) ?? true,
+                configuration.accessPolicy.allows(.read, topic: state.topic, peer: peer)
+            else { return [] }
+            return [state.info]
+        }
+        var page: [TopicState] = []
+        workDone &+= topicTable.forEach(matching: pattern) { state in
+            if let after, state.topic <= after { return }
+            guard configuration.accessPolicy.allows(.read, topic: state.topic, peer: peer) else { return }
+            page.append(state)
+            // Keeps the first page's worth only: sorted and cut whenever it holds two pages.
+            if page.count >= 2 * Command.topicsPageSize {
+                page.sort { $0.topic < $1.topic }
+                page.removeLast(page.count - Command.topicsPageSize)
+            }
+        }
+        page.sort { $0.topic < $1.topic }
+        return page.prefix(Command.topicsPageSize).map(\.info)
+    }
+}

@@ -1,0 +1,118 @@
+internal import DequeModule
+import NIOCore
+
+/// The broker's topics: each one's state by name (sequence number, buffered message, counters, cached subscriber
+/// list; see ``TopicState``), the totals of their buffered messages, and the bound on how many there are.
+///
+/// A topic is made by its first publish and kept while it buffers a message or someone subscribes to it by name.
+/// Past ``maxTopics``, the oldest of the others is forgotten to make room (its sequence number starts again at 1),
+/// and when none may be, a new topic is refused. Topics are also grouped by first token (``TopicGroups``), so that a
+/// pattern lookup walks only the topics it can match.
+///
+/// Owned by the broker's thread, like the broker.
+struct TopicTable {
+    /// The most topics kept.
+    var maxTopics: Int
+
+    private var states: [ByteKey: TopicState] = [:]
+    /// Topics with no buffered message, oldest first: the ones forgotten at ``maxTopics``, unless someone subscribes
+    /// to them by name. A topic is listed at most once (``TopicState/isListedForgettable``); one that gained a
+    /// buffered message since is skipped, and listed again when cleared.
+    private var forgettable = Deque<ByteKey>()
+    private var groups = TopicGroups()
+
+    /// Topics that buffer a message.
+    private(set) var retainedTopics = 0
+    /// Payload bytes of the buffered messages.
+    private(set) var retainedBytes: UInt64 = 0
+    /// Bytes of the buffered messages' frames, to tell the state log how big a compacted copy would be.
+    private(set) var retainedFrameBytes = 0
+
+    init(maxTopics: Int) {
+        self.maxTopics = maxTopics
+    }
+
+    var count: Int { states.count }
+    /// The length of the list of topics that may be forgotten, for tests: it stays within the number of topics.
+    var forgettableCount: Int { forgettable.count }
+    /// Every topic, in no particular order.
+    var all: Dictionary<ByteKey, TopicState>.Values { states.values }
+
+    /// The topic named `name`, if the table has it.
+    subscript(name: String) -> TopicState? { states[ByteKey(name)] }
+
+    /// The state of `topic`, made if new: nil when the table is full and every topic in it is kept, because it
+    /// buffers a message or `isKept` says so (it has subscribers by name). `work` counts the topics looked at to
+    /// make room.
+    mutating func state(for topic: Topic, work: inout Int, isKept: (TopicState) -> Bool) -> TopicState? {
+        let key = ByteKey(topic.name)
+        if let state = states[key] { return state }
+        while states.count >= maxTopics {
+            guard forgetOne(work: &work, isKept: isKept) else { return nil }
+        }
+        let state = TopicState(topic: topic)
+        add(state, key)
+        return state
+    }
+
+    /// Adds a topic restored from the state log.
+    mutating func restore(_ state: TopicState) {
+        add(state, ByteKey(state.topic.name))
+        if let retained = state.retained {
+            countRetained(topics: 1, payloadBytes: retained.payloadSize, frameBytes: retained.frame.readableBytes)
+        }
+    }
+
+    private mutating func add(_ state: TopicState, _ key: ByteKey) {
+        states[key] = state
+        groups.add(state)
+        if state.retained == nil { listForgettable(state) }
+    }
+
+    /// Lists `state` among the topics that may be forgotten, unless it is listed already: when it loses its
+    /// buffered message or its last subscriber by name.
+    mutating func listForgettable(_ state: TopicState) {
+        guard !state.isListedForgettable else { return }
+        state.isListedForgettable = true
+        forgettable.append(ByteKey(state.topic.name))
+    }
+
+    /// Forgets the oldest topic that buffers no message and is not kept: its sequence number would start again at
+    /// 1, which a subscriber by name would take for a restart. (A wildcard subscription, `>` say, keeps nothing: it
+    /// would keep every topic.) Returns false when there is none. A topic passed over leaves the list, and comes back
+    /// to it when it may be forgotten again.
+    private mutating func forgetOne(work: inout Int, isKept: (TopicState) -> Bool) -> Bool {
+        while let key = forgettable.popFirst() {
+            work &+= 1
+            guard let state = states[key] else { continue }
+            state.isListedForgettable = false
+            guard state.retained == nil, !isKept(state) else { continue }
+            states[key] = nil
+            groups.remove(state)
+            return true
+        }
+        return false
+    }
+
+    /// Calls `body` with each topic `pattern` matches (every topic for nil), walking only the group of its first
+    /// token when that is literal (see ``TopicGroups``).
+    /// - Returns: the walk's cost as work: one per 64 topics walked.
+    @discardableResult
+    func forEach(matching pattern: TopicPattern?, _ body: (TopicState) -> Void) -> Int {
+        if let pattern, let group = groups.candidates(for: pattern) {
+            for state in group where pattern.matches(state.topic) { body(state) }
+            return group.count / 64
+        }
+        for state in states.values where pattern?.matches(state.topic) ?? true { body(state) }
+        return states.count / 64
+    }
+
+    /// Adds to the totals of buffered messages: a message made (+1 topic), cleared (-1), or replaced (0), and the
+    /// change in payload and frame bytes. Sizes, not the messages: holding on to a replaced message's frame here
+    /// would make replacing it in place a copy.
+    mutating func countRetained(topics: Int, payloadBytes: Int, frameBytes: Int) {
+        retainedTopics += topics
+        retainedBytes = UInt64(Int(retainedBytes) + payloadBytes)
+        retainedFrameBytes += frameBytes
+    }
+}
