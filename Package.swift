@@ -37,6 +37,15 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The engine of `notify bench` and the load benchmarks: not part of the library a client imports.
+        .target(
+            name: "NotifyBench",
+            dependencies: [
+                "NotifyBus",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
             swiftSettings: strictSettings
@@ -66,6 +75,7 @@ let package = Package(
             name: "notify-cli",
             dependencies: [
                 "NotifyBus",
+                "NotifyBench",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/notify-cli",
@@ -104,6 +114,7 @@ let package = Package(
             name: "NotifyBusTests",
             dependencies: [
                 "NotifyBus",
+                "NotifyBench",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],

@@ -7,6 +7,7 @@ import Glibc
 import Musl
 #endif
 
+@testable import NotifyBench
 @testable import NotifyBus
 
 /// `notify bench`'s accounting on bytes alone: the frame scanner, the tally of deliveries, drops and replies, the

@@ -38,11 +38,11 @@ public struct NotifyClientError: Error, Sendable, CustomStringConvertible {
         self.refusal = refusal
     }
 
-    static func refused(_ error: ProtocolError) -> NotifyClientError {
+    package static func refused(_ error: ProtocolError) -> NotifyClientError {
         NotifyClientError(.refused, error.message, refusal: error)
     }
 
-    static func payloadTooLarge(_ size: Int, limit: Int) -> NotifyClientError {
+    package static func payloadTooLarge(_ size: Int, limit: Int) -> NotifyClientError {
         NotifyClientError(.invalidInput, "the payload is \(size) bytes; the daemon accepts at most \(limit) bytes (max_payload)")
     }
 
@@ -51,7 +51,7 @@ public struct NotifyClientError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The error for a failed `connect` to `path`, saying what to do about it.
-    static func connecting(to path: String, errno code: CInt?, detail: String? = nil) -> NotifyClientError {
+    package static func connecting(to path: String, errno code: CInt?, detail: String? = nil) -> NotifyClientError {
         let reason = code.map { String(cString: strerror($0)) } ?? detail ?? "unknown error"
         // The system socket is systemd's system instance's to start; any other path is a user's own daemon.
         let service = path == SocketPath.system ? "sudo systemctl start notifyd.socket" : "systemctl --user start notifyd.socket"

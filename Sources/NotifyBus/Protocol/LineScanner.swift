@@ -10,14 +10,14 @@ import Darwin
 ///
 /// Both decoders parse straight out of the receive buffer with these, so reading a frame costs no allocation
 /// beyond the `String` of its topic.
-enum LineScanner {
-    static let lineFeed = UInt8(ascii: "\n")
-    static let carriageReturn = UInt8(ascii: "\r")
-    static let space = UInt8(ascii: " ")
-    static let tab = UInt8(ascii: "\t")
-    static let hash = UInt8(ascii: "#")
+package enum LineScanner {
+    package static let lineFeed = UInt8(ascii: "\n")
+    package static let carriageReturn = UInt8(ascii: "\r")
+    package static let space = UInt8(ascii: " ")
+    package static let tab = UInt8(ascii: "\t")
+    package static let hash = UInt8(ascii: "#")
 
-    enum LineSearch: Equatable {
+    package enum LineSearch: Equatable {
         /// A line whose content is `bytes[start..<contentEnd]` (without `\r\n` or `\n`); the next line starts at `next`.
         case found(contentEnd: Int, next: Int)
         /// No line break yet, and the line could still be short enough.
@@ -27,7 +27,7 @@ enum LineScanner {
     }
 
     /// Finds the line that starts at `start`, allowing at most `maxLength` bytes of content before its line break.
-    static func findLine(in bytes: UnsafeRawBufferPointer, from start: Int, maxLength: Int) -> LineSearch {
+    package static func findLine(in bytes: UnsafeRawBufferPointer, from start: Int, maxLength: Int) -> LineSearch {
         // The line break may sit at most maxLength + 1 bytes in (after a `\r`); look no further than that.
         let window = min(bytes.count - start, maxLength + 2)
         guard window > 0, let base = bytes.baseAddress else { return .incomplete }
@@ -41,7 +41,7 @@ enum LineScanner {
         return .found(contentEnd: contentEnd, next: lineFeedIndex + 1)
     }
 
-    enum LineBreak: Equatable {
+    package enum LineBreak: Equatable {
         /// A `\n` (length 1) or `\r\n` (length 2).
         case present(length: Int)
         /// The bytes end before one can tell.
@@ -51,7 +51,7 @@ enum LineScanner {
     }
 
     /// What follows a payload at `index`: the line break that must end it, or not.
-    static func lineBreak(in bytes: UnsafeRawBufferPointer, at index: Int) -> LineBreak {
+    package static func lineBreak(in bytes: UnsafeRawBufferPointer, at index: Int) -> LineBreak {
         guard index < bytes.count else { return .needMoreData }
         switch bytes[index] {
         case lineFeed:
@@ -67,7 +67,7 @@ enum LineScanner {
     /// Parses `bytes[range]` as an unsigned decimal number of 1 to 20 digits that fits in 64 bits.
     /// - Parameter saturating: whether 20 digits past `UInt64.max` read as `UInt64.max` instead of nil: a payload
     ///   size that large is still a size, just too large.
-    static func unsigned(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, saturating: Bool = false) -> UInt64? {
+    package static func unsigned(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, saturating: Bool = false) -> UInt64? {
         guard !range.isEmpty, range.count <= 20 else { return nil }
         var value: UInt64 = 0
         var overflowed = false
@@ -84,7 +84,7 @@ enum LineScanner {
     }
 
     /// Whether `bytes[range]` spells `word` (given in upper case), ignoring ASCII case.
-    static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ word: StaticString) -> Bool {
+    package static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ word: StaticString) -> Bool {
         guard range.count == word.utf8CodeUnitCount else { return false }
         let expected = word.utf8Start
         var offset = 0
@@ -98,13 +98,13 @@ enum LineScanner {
     }
 
     /// Whether `bytes[range]` spells `word` exactly.
-    static func equals(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ word: StaticString) -> Bool {
+    package static func equals(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ word: StaticString) -> Bool {
         guard range.count == word.utf8CodeUnitCount else { return false }
         return memcmp(bytes.baseAddress! + range.lowerBound, word.utf8Start, range.count) == 0
     }
 
     /// `bytes[range]` as printable text for an error sentence: at most 64 characters, controls escaped.
-    static func quoted(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> String {
+    package static func quoted(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> String {
         let slice = UnsafeRawBufferPointer(rebasing: bytes[range.lowerBound..<min(range.upperBound, range.lowerBound + 64)])
         var text = ""
         for scalar in String(decoding: slice, as: UTF8.self).unicodeScalars {
@@ -119,19 +119,19 @@ enum LineScanner {
 }
 
 /// Walks the space- or tab-separated tokens of one line.
-struct Tokenizer {
+package struct Tokenizer {
     private let bytes: UnsafeRawBufferPointer
     private var position: Int
     private let end: Int
 
-    init(_ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int) {
+    package init(_ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int) {
         self.bytes = bytes
         self.position = start
         self.end = end
     }
 
     /// The next token's range, or nil at the end of the line.
-    mutating func next() -> Range<Int>? {
+    package mutating func next() -> Range<Int>? {
         while position < end && isBlank(bytes[position]) { position += 1 }
         guard position < end else { return nil }
         let start = position
@@ -140,7 +140,7 @@ struct Tokenizer {
     }
 
     /// Everything after the current position, without leading blanks (for the sentence of an `ERR`).
-    mutating func rest() -> Range<Int> {
+    package mutating func rest() -> Range<Int> {
         while position < end && isBlank(bytes[position]) { position += 1 }
         defer { position = end }
         return position..<end

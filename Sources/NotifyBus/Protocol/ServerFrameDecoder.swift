@@ -14,6 +14,10 @@ public struct ServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
         /// What was wrong.
         public var reason: String
         public var description: String { "the daemon sent a frame this client cannot read: \(reason)" }
+
+        package init(reason: String) {
+            self.reason = reason
+        }
     }
 
     /// The longest line accepted; generous, since the server is trusted to follow its own limits.

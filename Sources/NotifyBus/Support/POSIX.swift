@@ -1,17 +1,17 @@
 import NIOCore
 
 #if canImport(Glibc)
-import Glibc
+package import Glibc
 #elseif canImport(Musl)
-import Musl
+package import Musl
 #elseif canImport(Darwin)
-import Darwin
+package import Darwin
 #endif
 
 /// The C library calls the library makes directly, named so that methods called `open`, `read` or `close` do not
 /// shadow them, and written once for every C library.
-enum POSIX {
-    static func open(_ path: String, _ flags: CInt, _ mode: mode_t = 0) -> CInt {
+package enum POSIX {
+    package static func open(_ path: String, _ flags: CInt, _ mode: mode_t = 0) -> CInt {
         #if canImport(Glibc)
         Glibc.open(path, flags, mode)
         #elseif canImport(Musl)
@@ -21,7 +21,7 @@ enum POSIX {
         #endif
     }
 
-    static func read(_ descriptor: CInt, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
+    package static func read(_ descriptor: CInt, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
         #if canImport(Glibc)
         Glibc.read(descriptor, buffer, count)
         #elseif canImport(Musl)
@@ -31,7 +31,7 @@ enum POSIX {
         #endif
     }
 
-    static func write(_ descriptor: CInt, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+    package static func write(_ descriptor: CInt, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
         #if canImport(Glibc)
         Glibc.write(descriptor, buffer, count)
         #elseif canImport(Musl)
@@ -42,7 +42,7 @@ enum POSIX {
     }
 
     /// `send` without SIGPIPE: a peer that went away must give an error, not kill the process.
-    static func sendWithoutSignal(_ descriptor: CInt, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+    package static func sendWithoutSignal(_ descriptor: CInt, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
         #if canImport(Darwin)
         Darwin.send(descriptor, buffer, count, 0)  // Darwin has no MSG_NOSIGNAL: `unixStreamSocket` sets SO_NOSIGPIPE
         #elseif canImport(Musl)
@@ -54,7 +54,7 @@ enum POSIX {
 
     /// A new Unix stream socket that is closed on exec and never raises SIGPIPE, the way each C library spells it.
     /// - Returns: the descriptor, or -1 with `errno` set.
-    static func unixStreamSocket() -> CInt {
+    package static func unixStreamSocket() -> CInt {
         #if canImport(Darwin)
         // Darwin has neither SOCK_CLOEXEC nor MSG_NOSIGNAL: both are set on the descriptor instead.
         let descriptor = Darwin.socket(AF_UNIX, SOCK_STREAM, 0)
@@ -72,7 +72,7 @@ enum POSIX {
 
     /// The process at the other end of a connected Unix socket, as the kernel recorded it at connect time
     /// (`SO_PEERCRED`), or nil where that cannot be read.
-    static func peerCredentials(of descriptor: CInt) -> KernelCredentials? {
+    package static func peerCredentials(of descriptor: CInt) -> KernelCredentials? {
         #if os(Linux)
         var credentials = KernelCredentials()
         var length = socklen_t(MemoryLayout<KernelCredentials>.size)
@@ -105,7 +105,7 @@ enum POSIX {
     }
 
     @discardableResult
-    static func close(_ descriptor: CInt) -> CInt {
+    package static func close(_ descriptor: CInt) -> CInt {
         #if canImport(Glibc)
         Glibc.close(descriptor)
         #elseif canImport(Musl)
@@ -117,8 +117,8 @@ enum POSIX {
 }
 
 /// Linux's `struct ucred`, which Swift's Glibc module does not import (it is guarded by `_GNU_SOURCE`).
-struct KernelCredentials: Sendable {
-    var pid: Int32 = 0
-    var uid: UInt32 = 0
-    var gid: UInt32 = 0
+package struct KernelCredentials: Sendable {
+    package var pid: Int32 = 0
+    package var uid: UInt32 = 0
+    package var gid: UInt32 = 0
 }

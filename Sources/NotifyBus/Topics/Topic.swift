@@ -18,7 +18,7 @@ public struct Topic: Hashable, Comparable, Sendable, CustomStringConvertible {
     }
 
     /// Wraps a name that was validated already (by the decoder, on bytes).
-    init(unchecked name: String) {
+    package init(unchecked name: String) {
         self.name = name
     }
 

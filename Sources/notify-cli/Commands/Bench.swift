@@ -1,4 +1,5 @@
 import ArgumentParser
+import NotifyBench
 import NotifyBus
 
 struct Bench: ParsableCommand, ConnectingCommand {

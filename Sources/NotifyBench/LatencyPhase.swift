@@ -7,6 +7,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import NotifyBus
 
 /// The latency phase, the C harness's `latency` mode: one message at a time over one publisher connection —
 /// stamp it, publish it, wait until every subscriber has it, repeat — each time from the stamp to the moment the

@@ -7,6 +7,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+public import NotifyBus
 
 /// Counts the frames a benchmark connection receives, straight from its receive buffer: the lean counterpart of
 /// ``ServerFrameDecoder`` for `notify bench`, which must not be slower than the daemon it measures.

@@ -1,3 +1,4 @@
+public import NotifyBus
 /// What a benchmark measures, and how: its connections, its messages and its phases (see ``BenchmarkRun``).
 ///
 /// The defaults are those of `notify bench`: one publisher and one subscriber, 1,000,000 messages of 16 bytes to

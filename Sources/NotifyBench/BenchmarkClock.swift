@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import NotifyBus
 
 /// The clocks a benchmark reads: the monotonic clock its timestamps are taken on, and its own CPU time.
 enum BenchmarkClock {

@@ -1,3 +1,4 @@
+import NotifyBus
 /// The payload of every benchmark message: a 16-byte header, then filler.
 ///
 /// The header is the publisher's numbering (8 bytes) and when the message was stamped (8 bytes, nanoseconds on the

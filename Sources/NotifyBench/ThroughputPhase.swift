@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import NotifyBus
 
 /// The throughput phase, the C harness's `throughput` mode: each publisher connection writes its share of the
 /// messages as pre-encoded frames, a batch of about 64 KiB per `write`, while every subscriber connection counts

@@ -1,3 +1,4 @@
+public import NotifyBus
 /// What a benchmark measured (see ``BenchmarkRun``).
 public struct BenchmarkResult: Sendable {
     /// The configuration it ran with.

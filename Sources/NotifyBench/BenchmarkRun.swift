@@ -1,3 +1,4 @@
+import NotifyBus
 /// `notify bench`'s engine: measures a running daemon the way the neutral C harness in `shared/anchors` measures
 /// Redis, Mosquitto and NATS, so that the figures can be read side by side.
 ///

@@ -1,3 +1,4 @@
+public import NotifyBus
 /// What one connection of a benchmark has received: deliveries counted and checked against the numbering the
 /// publishers put in their payloads (``BenchmarkPayload``), the drops the daemon announced, replies and errors.
 ///

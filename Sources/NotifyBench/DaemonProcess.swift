@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import NotifyBus
 
 /// The daemon's process as a benchmark sees it: found through the socket, measured through `/proc` (Linux).
 ///

@@ -1,4 +1,5 @@
 import NIOCore
+import NotifyBus
 
 /// A publisher's frames, encoded once and written in large batches: the C harness's method, so that publishing
 /// costs the benchmark a header store per message and a `write` per batch, not an encoding per message.
