@@ -1,17 +1,21 @@
 import NIOCore
 
 #if canImport(Glibc)
-package import Glibc
+import Glibc
 #elseif canImport(Musl)
-package import Musl
+import Musl
 #elseif canImport(Darwin)
-package import Darwin
+import Darwin
 #endif
 
 /// The C library calls the library makes directly, named so that methods called `open`, `read` or `close` do not
 /// shadow them, and written once for every C library.
 package enum POSIX {
-    package static func open(_ path: String, _ flags: CInt, _ mode: mode_t = 0) -> CInt {
+    package static func open(_ path: String, _ flags: CInt) -> CInt {
+        open(path, flags, 0)
+    }
+
+    static func open(_ path: String, _ flags: CInt, _ mode: mode_t) -> CInt {
         #if canImport(Glibc)
         Glibc.open(path, flags, mode)
         #elseif canImport(Musl)
