@@ -18,7 +18,12 @@ extension Broker {
             return refuse(refusal, subject: topic.name, to: session)
         }
         var work = 0
-        let made = topicTable.state(for: topic, work: &work) { index.hasExactSubscribers(to: $0.topic.name) }
+        let made = topicTable.state(
+            for: topic,
+            work: &work,
+            isKept: { index.hasExactSubscribers(to: $0.topic.name) },
+            forgotten: { historyLedger.forget($0) }
+        )
         workDone &+= work
         guard let state = made else {
             let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message or have subscribers by name"
@@ -60,6 +65,8 @@ extension Broker {
         for target in subscribers(of: state) where target.session !== session || session.receivesOwnMessages {
             deliver(frame, of: state, sequence: sequence, payloadSize: payload.readableBytes, to: target)
         }
+
+        recordHistory(frame, of: state, sequence: sequence, time: time, payloadSize: payload.readableBytes, by: session.account)
 
         if options.retain {
             let owner = session.account

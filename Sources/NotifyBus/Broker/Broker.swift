@@ -65,6 +65,10 @@ public final class Broker {
     let index = SubscriptionIndex<Subscription>()
     /// Bumped by a change to a wildcard subscription: every topic's cached subscriber list is stale then.
     @exclusivity(unchecked) var wildcardGeneration: UInt64 = 0
+    /// Who pays for the topics' history.
+    @exclusivity(unchecked) var historyLedger = HistoryLedger()
+    /// Bumped by every configuration applied, so that each topic looks up its history limits again.
+    @exclusivity(unchecked) var configurationGeneration: UInt64 = 0
     /// Marks the sessions already in a subscriber list being built, so each is in it once.
     @exclusivity(unchecked) var matchStamp: UInt64 = 0
 
@@ -122,6 +126,8 @@ public final class Broker {
         current.topics = topicTable.count
         current.retainedTopics = topicTable.retainedTopics
         current.retainedBytes = topicTable.retainedBytes
+        current.historyMessages = historyLedger.messages
+        current.historyBytes = historyLedger.payloadBytes
         return current
     }
 
@@ -145,6 +151,7 @@ public final class Broker {
         let policyChanged = configuration.accessPolicy != self.configuration.accessPolicy
         self.configuration = configuration
         topicTable.maxTopics = configuration.maxTopics
+        configurationGeneration &+= 1
         greeting = Broker.greeting(for: configuration)
         // The cached subscriber lists were filtered by the old policy: subscriptions already made now deliver what
         // the new one lets them read, no more and no less; and what waits in the queues for a topic a connection may

@@ -48,6 +48,18 @@ public struct BrokerConfiguration: Sendable, Hashable {
     public var maxWildcardTokensPerUser = 262_144
     /// Who may publish to and read which topics.
     public var accessPolicy: AccessPolicy = .default
+    /// How much history each topic keeps, unless a rule of ``historyRules`` says otherwise. Its payload bytes count
+    /// against the publisher's ``maxRetainedBytesPerUser`` and the daemon's ``maxRetainedBytes``, apart from the
+    /// buffered messages: past either, the oldest history leaves (history never makes a publish fail).
+    public var history = HistoryLimits(messages: 64, bytes: 64 << 10)
+    /// History limits for some topics: the first rule whose pattern matches a topic decides.
+    public var historyRules: [HistoryRule] = []
+
+    /// The history limits of `topic`.
+    func historyLimits(of topic: Topic) -> HistoryLimits {
+        for rule in historyRules where rule.pattern.matches(topic) { return rule.limits }
+        return history
+    }
 
     /// 1 MiB payloads, 10,000 subscriptions per connection and 100,000 per user, one million topics, 64 MiB waiting
     /// per connection (of which at most 100,000 messages in its queue), 16,384 connections of which 4,096 per user,

@@ -20,6 +20,9 @@ public struct BrokerStatistics: Sendable, Hashable {
     public internal(set) var retainedTopics = 0
     /// Payload bytes of the buffered messages.
     public internal(set) var retainedBytes: UInt64 = 0
+    /// Messages kept in topics' history, and their payload bytes.
+    public internal(set) var historyMessages = 0
+    public internal(set) var historyBytes = 0
     /// Publishes accepted.
     public internal(set) var messagesIn: UInt64 = 0
     /// Deliveries queued to subscribers.
@@ -52,6 +55,8 @@ public struct BrokerStatistics: Sendable, Hashable {
             .init(name: "topics", value: UInt64(topics)),
             .init(name: "retained", value: UInt64(retainedTopics)),
             .init(name: "retained_bytes", value: retainedBytes),
+            .init(name: "history_messages", value: UInt64(historyMessages)),
+            .init(name: "history_bytes", value: UInt64(historyBytes)),
             .init(name: "messages_in", value: messagesIn),
             .init(name: "messages_out", value: messagesOut),
             .init(name: "bytes_in", value: bytesIn),

@@ -6,7 +6,8 @@ struct Stats: ParsableCommand, ConnectingCommand {
         abstract: "Print the daemon's counters.",
         discussion: """
             connections and subscriptions open now, connections_total accepted since the daemon started; topics \
-            known and retained (with a buffered message) and their retained_bytes; messages_in (publishes) and \
+            known and retained (with a buffered message) and their retained_bytes; history_messages and history_bytes \
+            (what the topics' histories keep); messages_in (publishes) and \
             messages_out (deliveries) with their payload bytes_in and bytes_out; dropped (deliveries dropped for \
             subscribers that fell behind); queued_bytes (waiting now for connections that fell behind); uptime_seconds; reloads and reloads_failed (configuration reloads \
             applied and refused); pid (the daemon's process id). Per-topic counters: notify topics.

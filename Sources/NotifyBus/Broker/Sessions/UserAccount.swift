@@ -1,3 +1,5 @@
+internal import DequeModule
+
 /// What one uid holds in the broker, for the limits per user: so that one user cannot exhaust the daemon for the
 /// others (as dbus-broker accounts per user).
 ///
@@ -17,11 +19,16 @@ final class UserAccount {
     @exclusivity(unchecked) var queuedBytes = 0
     /// Bytes read from this uid's connections and not carried out yet: unfinished frames, mostly.
     @exclusivity(unchecked) var unreadBytes = 0
+    /// Messages this uid published that histories keep, their payload bytes, and the order they came in (see
+    /// ``HistoryLedger``).
+    @exclusivity(unchecked) var historyMessages = 0
+    @exclusivity(unchecked) var historyBytes = 0
+    @exclusivity(unchecked) var historyOrder = Deque<HistoryLedger.Reference>()
 
     init(uid: UInt32) {
         self.uid = uid
     }
 
     /// Whether the account holds nothing, and can be forgotten.
-    var isEmpty: Bool { connections == 0 && subscriptions == 0 && retainedBytes == 0 && retainedTopics == 0 && queuedBytes == 0 && unreadBytes == 0 }
+    var isEmpty: Bool { connections == 0 && subscriptions == 0 && retainedBytes == 0 && retainedTopics == 0 && queuedBytes == 0 && unreadBytes == 0 && historyMessages == 0 }
 }

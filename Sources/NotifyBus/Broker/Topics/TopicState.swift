@@ -20,6 +20,11 @@ final class TopicState {
     /// Whether the topic is in the broker's list of topics it may forget: there at most once, so that clearing a
     /// topic again and again does not grow the list.
     @exclusivity(unchecked) var isListedForgettable = false
+    /// Its last messages, once it has any and keeps history.
+    @exclusivity(unchecked) var history: TopicHistory?
+    /// Its history limits, as of the configuration of generation `historyLimitsGeneration`.
+    @exclusivity(unchecked) var historyLimits = HistoryLimits.off
+    @exclusivity(unchecked) var historyLimitsGeneration: UInt64 = .max
     /// Its position in its group of ``TopicGroups``.
     @exclusivity(unchecked) var groupSlot = 0
 

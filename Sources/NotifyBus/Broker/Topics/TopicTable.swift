@@ -43,12 +43,18 @@ struct TopicTable {
 
     /// The state of `topic`, made if new: nil when the table is full and every topic in it is kept, because it
     /// buffers a message or `isKept` says so (it has subscribers by name). `work` counts the topics looked at to
-    /// make room.
-    mutating func state(for topic: Topic, work: inout Int, isKept: (TopicState) -> Bool) -> TopicState? {
+    /// make room; `forgotten` is called with each topic forgotten for it.
+    mutating func state(
+        for topic: Topic,
+        work: inout Int,
+        isKept: (TopicState) -> Bool,
+        forgotten: (TopicState) -> Void
+    ) -> TopicState? {
         let key = ByteKey(topic.name)
         if let state = states[key] { return state }
         while states.count >= maxTopics {
-            guard forgetOne(work: &work, isKept: isKept) else { return nil }
+            guard let state = forgetOne(work: &work, isKept: isKept) else { return nil }
+            forgotten(state)
         }
         let state = TopicState(topic: topic)
         add(state, key)
@@ -81,7 +87,7 @@ struct TopicTable {
     /// 1, which a subscriber by name would take for a restart. (A wildcard subscription, `>` say, keeps nothing: it
     /// would keep every topic.) Returns false when there is none. A topic passed over leaves the list, and comes back
     /// to it when it may be forgotten again.
-    private mutating func forgetOne(work: inout Int, isKept: (TopicState) -> Bool) -> Bool {
+    private mutating func forgetOne(work: inout Int, isKept: (TopicState) -> Bool) -> TopicState? {
         while let key = forgettable.popFirst() {
             work &+= 1
             guard let state = states[key] else { continue }
@@ -89,9 +95,9 @@ struct TopicTable {
             guard state.retained == nil, !isKept(state) else { continue }
             states[key] = nil
             groups.remove(state)
-            return true
+            return state
         }
-        return false
+        return nil
     }
 
     /// Calls `body` with each topic `pattern` matches (every topic for nil), walking only the group of its first

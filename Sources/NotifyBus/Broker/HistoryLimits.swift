@@ -1,0 +1,32 @@
+/// How much history a topic keeps: its last messages, for subscribers that resume after a sequence number or a time
+/// (`SUB … since=`) and for `HISTORY`.
+public struct HistoryLimits: Sendable, Hashable {
+    /// The most messages kept; 0 keeps none.
+    public var messages: Int
+    /// The most bytes of frames kept (a frame is the payload and a header of some 60 bytes); 0 keeps none.
+    public var bytes: Int
+
+    /// Creates limits.
+    public init(messages: Int, bytes: Int) {
+        self.messages = max(0, messages)
+        self.bytes = max(0, bytes)
+    }
+
+    /// No history.
+    public static let off = HistoryLimits(messages: 0, bytes: 0)
+
+    /// Whether nothing is kept.
+    public var isOff: Bool { messages == 0 || bytes == 0 }
+}
+
+/// History limits for the topics a pattern matches, in place of the default.
+public struct HistoryRule: Sendable, Hashable {
+    public var pattern: TopicPattern
+    public var limits: HistoryLimits
+
+    /// Creates a rule.
+    public init(_ pattern: TopicPattern, _ limits: HistoryLimits) {
+        self.pattern = pattern
+        self.limits = limits
+    }
+}

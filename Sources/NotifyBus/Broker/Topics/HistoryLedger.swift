@@ -1,0 +1,70 @@
+internal import DequeModule
+
+/// Who pays for the topics' history: each message a history keeps counts, in payload bytes, against its publisher's
+/// budget and the daemon's (the same sizes as for buffered messages, counted apart from them). Past either, the
+/// oldest history of that publisher, or of everyone, leaves first, whatever topic it is in; history never makes a
+/// publish fail.
+///
+/// It keeps the messages kept in the order they were published, for the daemon and for each account. A history
+/// only ever loses its oldest messages, so evicting a message takes the ones before it in its topic too. A message
+/// that left its history by other means (its topic's own limits, the topic forgotten) stays in these lists as a
+/// stale reference until it reaches their front, or until a list holds twice what is live and is compacted.
+/// Owned by the broker's thread.
+struct HistoryLedger {
+    /// A message kept in `topic`'s history.
+    struct Reference {
+        let topic: TopicState
+        let sequence: UInt64
+
+        var isLive: Bool { topic.history?.contains(sequence) ?? false }
+    }
+
+    private var order = Deque<Reference>()
+    /// Messages kept in all histories.
+    private(set) var messages = 0
+    /// Their payload bytes.
+    private(set) var payloadBytes = 0
+
+    /// Counts a message `topic`'s history just kept.
+    mutating func kept(_ sequence: UInt64, payloadSize: Int, in topic: TopicState, by owner: UserAccount) {
+        let reference = Reference(topic: topic, sequence: sequence)
+        order.append(reference)
+        owner.historyOrder.append(reference)
+        messages += 1
+        payloadBytes += payloadSize
+        owner.historyMessages += 1
+        owner.historyBytes += payloadSize
+        if order.count > 2 * messages + 1_024 { order.removeAll { !$0.isLive } }
+        if owner.historyOrder.count > 2 * owner.historyMessages + 64 { owner.historyOrder.removeAll { !$0.isLive } }
+    }
+
+    /// Counts a message that left a history.
+    mutating func released(_ entry: TopicHistory.Entry) {
+        messages -= 1
+        payloadBytes -= entry.payloadSize
+        entry.owner.historyMessages -= 1
+        entry.owner.historyBytes -= entry.payloadSize
+    }
+
+    /// Lets the oldest history go, `owner`'s while it holds more than `maxPerUser` bytes, then everyone's while all
+    /// hold more than `maxTotal`.
+    mutating func trim(for owner: UserAccount, maxPerUser: Int, maxTotal: Int) {
+        while owner.historyBytes > maxPerUser, let reference = owner.historyOrder.popFirst() {
+            evict(through: reference)
+        }
+        while payloadBytes > maxTotal, let reference = order.popFirst() {
+            evict(through: reference)
+        }
+    }
+
+    private mutating func evict(through reference: Reference) {
+        guard reference.isLive else { return }
+        reference.topic.history!.remove(through: reference.sequence) { released($0) }
+    }
+
+    /// Lets go of all of `topic`'s history: the topic is forgotten.
+    mutating func forget(_ topic: TopicState) {
+        topic.history?.skip(sequence: 0, time: PublishTime(microsecondsSinceEpoch: 0)) { released($0) }
+        topic.history = nil
+    }
+}

@@ -1,0 +1,133 @@
+internal import DequeModule
+import NIOCore
+
+/// A topic's last messages, oldest first: what a subscriber that resumes after a sequence number or a time
+/// (`SUB … since=`) is sent before live messages, and what `HISTORY` answers.
+///
+/// Bounded by a count and by bytes of frames (``HistoryLimits``), and trimmed from its oldest end by the broker when the
+/// publisher's budget or the daemon's needs the room (history yields; it never makes a publish fail). The frames are
+/// kept back to back in one buffer, as delivered (`MSG` frames), so that keeping a message costs a copy and no
+/// allocation once the buffer has grown, and replaying one costs a slice.
+///
+/// What left it is remembered as a range of sequence numbers and the time of the last one, so that a resume that
+/// asks for more than it holds is told exactly what it misses (by sequence), or that it may have missed it (by
+/// time). Owned by the broker's thread.
+struct TopicHistory {
+    /// One message kept: where its frame is, and what it was.
+    struct Entry {
+        let sequence: UInt64
+        let time: PublishTime
+        /// Its frame's start in `frames`, counted from the buffer's start.
+        var offset: Int
+        let length: Int
+        let payloadSize: Int
+        /// Its publisher, whose budget it counts against.
+        let owner: UserAccount
+    }
+
+    private var frames: ByteBuffer
+    private var entries = Deque<Entry>()
+    /// Bytes of the frames kept.
+    private(set) var bytes = 0
+    /// Payload bytes of the messages kept: what they count against their publisher's budget.
+    private(set) var payloadBytes = 0
+    /// The newest message that left the history, if any did: everything up to its sequence number is gone.
+    private(set) var lastEvicted: (sequence: UInt64, time: PublishTime)?
+
+    init(allocator: ByteBufferAllocator) {
+        frames = allocator.buffer(capacity: 0)
+    }
+
+    var count: Int { entries.count }
+    var isEmpty: Bool { entries.isEmpty }
+    /// The sequence number of the oldest message kept.
+    var firstSequence: UInt64? { entries.first?.sequence }
+
+    /// Keeps the message whose frame is `frame`, and lets the oldest go past `limits`; `released` is called with
+    /// each message that leaves.
+    /// - Returns: whether the message was kept (not when it alone is over the byte limit).
+    mutating func append(
+        _ frame: UnsafeRawBufferPointer,
+        sequence: UInt64,
+        time: PublishTime,
+        payloadSize: Int,
+        owner: UserAccount,
+        limits: HistoryLimits,
+        released: (Entry) -> Void
+    ) -> Bool {
+        guard !limits.isOff, frame.count <= limits.bytes else {
+            skip(sequence: sequence, time: time, released: released)
+            return false
+        }
+        while !entries.isEmpty && (entries.count >= limits.messages || bytes + frame.count > limits.bytes) {
+            released(removeOldest()!)
+        }
+        makeRoom(for: frame.count)
+        let offset = frames.writerIndex
+        frames.writeBytes(frame)
+        entries.append(Entry(sequence: sequence, time: time, offset: offset, length: frame.count, payloadSize: payloadSize, owner: owner))
+        bytes += frame.count
+        payloadBytes += payloadSize
+        return true
+    }
+
+    /// Takes note of a message that is not kept (over the limits alone, or with no room in any budget): the history
+    /// must stay one unbroken run up to the newest message, so what came before it goes too.
+    mutating func skip(sequence: UInt64, time: PublishTime, released: (Entry) -> Void) {
+        while let entry = removeOldest() { released(entry) }
+        lastEvicted = (sequence, time)
+    }
+
+    /// Lets go of the messages up to and including sequence number `sequence`, oldest first.
+    mutating func remove(through sequence: UInt64, released: (Entry) -> Void) {
+        while let first = entries.first, first.sequence <= sequence { released(removeOldest()!) }
+    }
+
+    /// Lets the oldest message go, and returns it.
+    mutating func removeOldest() -> Entry? {
+        guard let oldest = entries.popFirst() else { return nil }
+        lastEvicted = (oldest.sequence, oldest.time)
+        bytes -= oldest.length
+        payloadBytes -= oldest.payloadSize
+        frames.moveReaderIndex(to: entries.first?.offset ?? frames.writerIndex)
+        if entries.isEmpty { frames.clear() }
+        return oldest
+    }
+
+    /// Whether the message numbered `sequence` is still kept.
+    func contains(_ sequence: UInt64) -> Bool {
+        guard let first = entries.first, let last = entries.last else { return false }
+        return first.sequence <= sequence && sequence <= last.sequence
+    }
+
+    /// Moves the kept frames to the buffer's start when the room they left at its front is what a new frame needs,
+    /// rather than growing the buffer.
+    private mutating func makeRoom(for size: Int) {
+        guard frames.writableBytes < size, frames.readerIndex > 0 else { return }
+        let shift = frames.readerIndex
+        frames.discardReadBytes()
+        for index in entries.indices { entries[index].offset -= shift }
+    }
+
+    /// Calls `body` with each message kept whose sequence number is above `sequence`, oldest first, with its frame
+    /// (a slice it must not keep: a later append would copy the buffer).
+    func forEach(after sequence: UInt64, _ body: (Entry, ByteBuffer) -> Void) {
+        for entry in entries where entry.sequence > sequence {
+            body(entry, frames.getSlice(at: entry.offset, length: entry.length)!)
+        }
+    }
+
+    /// Calls `body` with each message kept published after `time`, oldest first, with its frame.
+    func forEach(after time: PublishTime, _ body: (Entry, ByteBuffer) -> Void) {
+        for entry in entries where entry.time > time {
+            body(entry, frames.getSlice(at: entry.offset, length: entry.length)!)
+        }
+    }
+
+    /// The last `count` messages kept (all of them for nil), oldest first.
+    func forEach(last count: Int?, _ body: (Entry, ByteBuffer) -> Void) {
+        for entry in entries.suffix(count ?? entries.count) {
+            body(entry, frames.getSlice(at: entry.offset, length: entry.length)!)
+        }
+    }
+}

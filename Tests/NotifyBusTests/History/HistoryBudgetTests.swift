@@ -1,0 +1,91 @@
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+
+/// What each topic's history keeps, and what it costs whom (broker, no socket).
+@Suite("History limits and budgets (broker, no socket)")
+struct HistoryBudgetTests {
+    static func kept(_ harness: BrokerHarness, _ topic: String) -> [UInt64] {
+        var sequences: [UInt64] = []
+        harness.broker.topicTable[topic]?.history?.forEach(last: nil) { entry, _ in sequences.append(entry.sequence) }
+        return sequences
+    }
+
+    static func publish(_ count: Int, to topic: String, size: Int = 10, from client: BrokerHarness.Client) {
+        let payload = String(repeating: "x", count: size)
+        client.send(String(repeating: "PUB \(topic) \(size) noretain\n\(payload)\n", count: count))
+    }
+
+    @Test("a topic keeps its last 64 messages by default; a rule by pattern keeps more, or none")
+    func limitsByPattern() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.historyRules = [
+            HistoryRule(try TopicPattern("deep.>"), HistoryLimits(messages: 200, bytes: 1 << 20)),
+            HistoryRule(try TopicPattern("none.>"), .off),
+        ]
+        let harness = BrokerHarness(configuration: configuration)
+        let client = harness.connect()
+        for topic in ["deep.a", "plain", "none.a"] { Self.publish(300, to: topic, from: client) }
+        #expect(Self.kept(harness, "deep.a") == Array(101...300))
+        #expect(Self.kept(harness, "plain") == Array(237...300))
+        #expect(harness.broker.topicTable["none.a"]?.history == nil, "no history, not even an empty one")
+        #expect(harness.broker.statistics.historyMessages == 264)
+        #expect(harness.broker.statistics.historyBytes == 2_640)
+    }
+
+    @Test("a uid's history stays within its budget: its own oldest leaves first, in whatever topic; others keep theirs")
+    func perUser() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxRetainedBytesPerUser = 5_000
+        let harness = BrokerHarness(configuration: configuration)
+        let mine = harness.connect(uid: 1000)
+        let theirs = harness.connect(uid: 2000)
+        Self.publish(20, to: "theirs", size: 100, from: theirs)
+        Self.publish(30, to: "old", size: 100, from: mine)
+        Self.publish(40, to: "new", size: 100, from: mine)
+        #expect(Self.kept(harness, "old") == Array(21...30), "uid 1000's oldest history left first: 2,000 bytes of it")
+        #expect(Self.kept(harness, "new") == Array(1...40))
+        #expect(Self.kept(harness, "theirs") == Array(1...20), "uid 2000's history is not uid 1000's to spend")
+        #expect(harness.broker.statistics.historyBytes == 2_000 + 5_000)
+    }
+
+    @Test("all histories together stay within the daemon's budget, the oldest leaving first")
+    func total() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxRetainedBytes = 3_000
+        let harness = BrokerHarness(configuration: configuration)
+        for uid in 1_000..<1_005 as Range<UInt32> {
+            Self.publish(10, to: "t\(uid)", size: 100, from: harness.connect(uid: uid))
+        }
+        #expect(harness.broker.statistics.historyBytes == 3_000)
+        #expect(Self.kept(harness, "t1000").isEmpty && Self.kept(harness, "t1001").isEmpty)
+        #expect(Self.kept(harness, "t1004") == Array(1...10))
+    }
+
+    @Test("a message no budget can hold is skipped, and the history starts again after it")
+    func oversized() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxRetainedBytesPerUser = 1_000
+        configuration.history = HistoryLimits(messages: 64, bytes: 1 << 20)
+        let harness = BrokerHarness(configuration: configuration)
+        let client = harness.connect()
+        Self.publish(3, to: "t", size: 10, from: client)
+        Self.publish(1, to: "t", size: 2_000, from: client)
+        Self.publish(2, to: "t", size: 10, from: client)
+        #expect(Self.kept(harness, "t") == [5, 6])
+        #expect(harness.broker.topicTable["t"]?.history?.lastEvicted?.sequence == 4)
+    }
+
+    @Test("a topic forgotten to make room takes its history with it, and the counts follow")
+    func forgottenTopics() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxTopics = 10
+        let harness = BrokerHarness(configuration: configuration)
+        let client = harness.connect()
+        for index in 0..<50 { Self.publish(5, to: "t\(index)", from: client) }
+        #expect(harness.broker.statistics.topics == 10)
+        #expect(harness.broker.statistics.historyMessages == 50)
+        #expect(harness.broker.statistics.historyBytes == 500)
+    }
+}

@@ -1,0 +1,100 @@
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+
+@Suite("A topic's history (no broker)")
+struct TopicHistoryTests {
+    static func frame(_ sequence: UInt64, _ payload: String) -> ByteBuffer {
+        var frame = ByteBuffer()
+        frame.writeMessageFrame(
+            .delivery,
+            requestID: nil,
+            topic: "t",
+            sequence: sequence,
+            time: PublishTime(microsecondsSinceEpoch: 1_000 * sequence),
+            publisher: Publisher(uid: 1, pid: 2),
+            payload: ByteBuffer(string: payload)
+        )
+        return frame
+    }
+
+    /// Appends, and returns the payload bytes of what left.
+    static func append(_ sequence: UInt64, _ payload: String, to history: inout TopicHistory, _ limits: HistoryLimits) -> Int {
+        let frame = frame(sequence, payload)
+        var released = 0
+        _ = frame.withUnsafeReadableBytes {
+            history.append(
+                $0,
+                sequence: sequence,
+                time: PublishTime(microsecondsSinceEpoch: 1_000 * sequence),
+                payloadSize: payload.utf8.count,
+                owner: UserAccount(uid: 1),
+                limits: limits
+            ) { released += $0.payloadSize }
+        }
+        return released
+    }
+
+    static func kept(_ history: TopicHistory, after sequence: UInt64 = 0) -> [UInt64] {
+        var sequences: [UInt64] = []
+        var decoder = ServerFrameDecoder()
+        history.forEach(after: sequence) { entry, frame in
+            var input = frame
+            guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input) else { return }
+            #expect(delivery.sequence == entry.sequence, "the frame is the entry's own")
+            sequences.append(delivery.sequence)
+        }
+        return sequences
+    }
+
+    @Test("keeps the last N messages, oldest first, and says what left")
+    func countLimit() {
+        var history = TopicHistory(allocator: ByteBufferAllocator())
+        let limits = HistoryLimits(messages: 4, bytes: 1 << 20)
+        var released = 0
+        for sequence in 1...10 as ClosedRange<UInt64> { released += Self.append(sequence, "m\(sequence)", to: &history, limits) }
+        #expect(Self.kept(history) == [7, 8, 9, 10])
+        #expect(Self.kept(history, after: 8) == [9, 10])
+        #expect(history.lastEvicted?.sequence == 6)
+        #expect(released == ["m1", "m2", "m3", "m4", "m5", "m6"].map(\.utf8.count).reduce(0, +))
+        #expect(history.payloadBytes == ["m7", "m8", "m9", "m10"].map(\.utf8.count).reduce(0, +))
+    }
+
+    @Test("keeps at most its bytes of frames, reusing its buffer as old frames leave")
+    func byteLimit() {
+        var history = TopicHistory(allocator: ByteBufferAllocator())
+        let payload = String(repeating: "x", count: 100)
+        let frameSize = Self.frame(1_000, payload).readableBytes
+        let limits = HistoryLimits(messages: 1_000, bytes: 5 * frameSize + 10)
+        for sequence in 1...1_000 as ClosedRange<UInt64> { _ = Self.append(sequence, payload, to: &history, limits) }
+        #expect(Self.kept(history) == Array(996...1_000))
+        #expect(history.bytes <= limits.bytes)
+    }
+
+    @Test("a message over the limit alone empties the history: it stays one unbroken run")
+    func oversized() {
+        var history = TopicHistory(allocator: ByteBufferAllocator())
+        let limits = HistoryLimits(messages: 10, bytes: 200)
+        for sequence in 1...3 as ClosedRange<UInt64> { _ = Self.append(sequence, "small", to: &history, limits) }
+        _ = Self.append(4, String(repeating: "x", count: 300), to: &history, limits)
+        #expect(Self.kept(history).isEmpty)
+        #expect(history.lastEvicted?.sequence == 4)
+        _ = Self.append(5, "after", to: &history, limits)
+        #expect(Self.kept(history) == [5])
+        #expect(history.payloadBytes == 5)
+    }
+
+    @Test("by time: the messages published after it")
+    func byTime() {
+        var history = TopicHistory(allocator: ByteBufferAllocator())
+        let limits = HistoryLimits(messages: 10, bytes: 1 << 20)
+        for sequence in 1...5 as ClosedRange<UInt64> { _ = Self.append(sequence, "m", to: &history, limits) }
+        var sequences: [UInt64] = []
+        history.forEach(after: PublishTime(microsecondsSinceEpoch: 3_000)) { entry, _ in sequences.append(entry.sequence) }
+        #expect(sequences == [4, 5])
+        var last: [UInt64] = []
+        history.forEach(last: 2) { entry, _ in last.append(entry.sequence) }
+        #expect(last == [4, 5])
+    }
+}
