@@ -83,7 +83,7 @@ struct ProtocolRoundTripTests {
                 PUB demo.x 2 noretain ack
                 hi
                 SUB demo.> latest
-                HELLO notifyd 2 max_payload=1048576 max_topic=255 max_line=1024
+                HELLO notifyd 3 max_payload=1048576 max_topic=255 max_line=1024
                 MSG demo.hello 1 1795305600123456 1000 4242 - 5
                 world
                 #8 OK 1

@@ -54,7 +54,9 @@ extension Broker {
             index.insert(subscription, for: pattern)
             subscriptionsChanged(for: pattern)
         }
-        if options.latestFirst {
+        if let since = options.since {
+            replayHistory(matching: pattern, since: since, id: id, to: SubscriberTarget(session: session, overflow: options.overflow))
+        } else if options.latestFirst {
             // Nothing runs between these writes and the OK, so the next live message follows without a gap.
             let target = SubscriberTarget(session: session, overflow: options.overflow)
             forEachRetained(matching: pattern) { state, retained in

@@ -42,6 +42,79 @@ public struct PublishTime: Sendable, Hashable, Comparable, CustomStringConvertib
 
     public var description: String { rfc3339 }
 
+    /// Reads a time in RFC 3339 form: `2026-11-22T09:30:00Z`, with fractional seconds if wanted (microseconds are
+    /// kept, finer digits dropped) and `Z` or an offset (`+01:00`); `t`, `z` and a space for `T` are accepted too.
+    /// Nil for anything else, a time before 1970 included.
+    public init?(rfc3339 text: String) {
+        let bytes = Array(text.utf8)
+        var index = 0
+        func number(_ digits: Int) -> Int64? {
+            guard index + digits <= bytes.count else { return nil }
+            var value: Int64 = 0
+            for byte in bytes[index..<index + digits] {
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+                value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+            }
+            index += digits
+            return value
+        }
+        func expect(_ allowed: String) -> Bool {
+            guard index < bytes.count, allowed.utf8.contains(bytes[index]) else { return false }
+            index += 1
+            return true
+        }
+        guard let year = number(4), expect("-"), let month = number(2), expect("-"), let day = number(2),
+            expect("Tt "), let hour = number(2), expect(":"), let minute = number(2), expect(":"), let second = number(2),
+            (1...12).contains(month), (1...PublishTime.daysIn(month: month, year: year)).contains(day),
+            hour < 24, minute < 60, second < 61
+        else { return nil }
+        var micros: Int64 = 0
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            var digits = 0
+            while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+                if digits < 6 { micros = micros * 10 + Int64(bytes[index] - UInt8(ascii: "0")) }
+                digits += 1
+                index += 1
+            }
+            guard digits > 0 else { return nil }
+            if digits < 6 { for _ in digits..<6 { micros *= 10 } }
+        }
+        var offset: Int64 = 0
+        if expect("Zz") {
+        } else if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+            let sign: Int64 = bytes[index] == UInt8(ascii: "-") ? -1 : 1
+            index += 1
+            guard let hours = number(2), expect(":"), let minutes = number(2), hours < 24, minutes < 60 else { return nil }
+            offset = sign * (hours * 3600 + minutes * 60)
+        } else {
+            return nil
+        }
+        guard index == bytes.count else { return nil }
+        let days = PublishTime.daysSinceEpoch(year: year, month: month, day: day)
+        let seconds = days * 86_400 + hour * 3600 + minute * 60 + min(second, 59) - offset
+        guard seconds >= 0 else { return nil }
+        self.init(microsecondsSinceEpoch: UInt64(seconds) * 1_000_000 + UInt64(micros))
+    }
+
+    /// Howard Hinnant's days-from-civil algorithm, the inverse of ``civilDate(daysSinceEpoch:)``.
+    private static func daysSinceEpoch(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    private static func daysIn(month: Int64, year: Int64) -> Int64 {
+        switch month {
+        case 2: return year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
     /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian calendar).
     private static func civilDate(daysSinceEpoch: Int64) -> (year: Int64, month: Int64, day: Int64) {
         let z = daysSinceEpoch + 719_468

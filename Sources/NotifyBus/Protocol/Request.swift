@@ -62,15 +62,27 @@ public struct PublishOptions: Sendable, Hashable {
 public struct SubscribeOptions: Sendable, Hashable {
     /// Whether the buffered message of each matching topic is delivered before live ones.
     public var latestFirst: Bool
+    /// Where the subscription resumes (protocol 3): the messages of each matching topic's history after this point
+    /// are delivered before live ones, with a `DROP` notice first for what the history no longer holds.
+    public var since: ResumePoint?
     /// What the daemon does when this subscriber's queue is full.
     public var overflow: OverflowPolicy
 
     /// Creates subscribe options; by default only live messages are delivered, and the oldest queued messages are
     /// dropped (and announced) when the subscriber falls behind.
-    public init(latestFirst: Bool = false, overflow: OverflowPolicy = .dropOldest) {
+    public init(latestFirst: Bool = false, since: ResumePoint? = nil, overflow: OverflowPolicy = .dropOldest) {
         self.latestFirst = latestFirst
+        self.since = since
         self.overflow = overflow
     }
+}
+
+/// Where a subscription resumes: after a sequence number of one topic, or after a time.
+public enum ResumePoint: Sendable, Hashable {
+    /// After this sequence number of the topic the subscription names exactly.
+    case sequence(UInt64)
+    /// After this time, for every topic the pattern matches.
+    case time(PublishTime)
 }
 
 extension Command {

@@ -106,6 +106,17 @@ private struct RequestParser {
 
     static let operations = "PUB SUB UNSUB LATEST CLEAR TOPICS STATS EXPLAIN PING OPT"
 
+    /// For a `since=` token, the point it names (nil inside when it names none); nil for any other token.
+    private func resumePoint(_ token: Range<Int>) -> ResumePoint?? {
+        let prefix = "since=".utf8.count
+        guard token.count > prefix, LineScanner.equalsIgnoringCase(bytes, token.lowerBound..<token.lowerBound + prefix, "SINCE=")
+        else { return nil }
+        let value = token.lowerBound + prefix..<token.upperBound
+        if let sequence = LineScanner.unsigned(bytes, value) { return .some(.sequence(sequence)) }
+        let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[value]), as: UTF8.self)
+        return .some(PublishTime(rfc3339: text).map { .time($0) })
+    }
+
     /// `overflow=<policy>`, or nil when the token is something else or names no policy.
     private func overflowPolicy(_ token: Range<Int>) -> OverflowPolicy? {
         let prefix = "overflow=".utf8.count
@@ -227,7 +238,7 @@ private struct RequestParser {
         }
 
         if verbIs("SUB") {
-            let usage = "SUB <pattern> [latest] [overflow=drop-oldest|latest-only|disconnect]"
+            let usage = "SUB <pattern> [latest | since=<sequence>|<RFC 3339 time>] [overflow=drop-oldest|latest-only|disconnect]"
             guard let patternRange = tokens.next() else {
                 return fail(.malformed, "SUB needs a pattern: \(usage)")
             }
@@ -237,9 +248,20 @@ private struct RequestParser {
                     options.latestFirst = true
                 } else if let policy = overflowPolicy(option) {
                     options.overflow = policy
+                } else if let since = resumePoint(option) {
+                    guard let point = since else {
+                        return fail(.malformed, "since= takes a sequence number or an RFC 3339 time (2026-11-25T09:30:00Z): \(usage)")
+                    }
+                    options.since = point
                 } else {
                     return fail(.malformed, "unknown option \(LineScanner.quoted(bytes, option)) for SUB: \(usage)")
                 }
+            }
+            if options.latestFirst && options.since != nil {
+                return fail(.malformed, "SUB takes latest or since=, not both: \(usage)")
+            }
+            if case .sequence? = options.since, bytes[patternRange].contains(where: { $0 == UInt8(ascii: "*") || $0 == UInt8(ascii: ">") }) {
+                return fail(.malformed, "since=<sequence> resumes one topic, named exactly; for a pattern, give a time: \(usage)")
             }
             return with(pattern(patternRange)) { .subscribe($0, options) }
         }

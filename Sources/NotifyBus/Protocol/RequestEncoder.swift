@@ -16,6 +16,11 @@ extension ByteBuffer {
         case .subscribe(let pattern, let options):
             written += writeStaticString("SUB ") + writeString(pattern.text)
             if options.latestFirst { written += writeStaticString(" latest") }
+            switch options.since {
+            case .sequence(let sequence)?: written += writeStaticString(" since=") + writeDecimal(sequence)
+            case .time(let time)?: written += writeStaticString(" since=") + writeString(time.rfc3339)
+            case nil: break
+            }
             if options.overflow != .dropOldest { written += writeStaticString(" overflow=") + writeString(options.overflow.rawValue) }
         case .unsubscribe(let pattern):
             written += writeStaticString("UNSUB ") + writeString(pattern.text)

@@ -33,6 +33,8 @@ struct TopicHistory {
     private(set) var payloadBytes = 0
     /// The newest message that left the history, if any did: everything up to its sequence number is gone.
     private(set) var lastEvicted: (sequence: UInt64, time: PublishTime)?
+    /// The oldest message that ever left it (1 until one did): what left is the run from it to ``lastEvicted``.
+    private(set) var firstEvicted: UInt64 = 1
 
     init(allocator: ByteBufferAllocator) {
         frames = allocator.buffer(capacity: 0)
@@ -75,6 +77,7 @@ struct TopicHistory {
     /// must stay one unbroken run up to the newest message, so what came before it goes too.
     mutating func skip(sequence: UInt64, time: PublishTime, released: (Entry) -> Void) {
         while let entry = removeOldest() { released(entry) }
+        if lastEvicted == nil { firstEvicted = sequence }
         lastEvicted = (sequence, time)
     }
 
@@ -86,12 +89,18 @@ struct TopicHistory {
     /// Lets the oldest message go, and returns it.
     mutating func removeOldest() -> Entry? {
         guard let oldest = entries.popFirst() else { return nil }
+        if lastEvicted == nil { firstEvicted = oldest.sequence }
         lastEvicted = (oldest.sequence, oldest.time)
         bytes -= oldest.length
         payloadBytes -= oldest.payloadSize
         frames.moveReaderIndex(to: entries.first?.offset ?? frames.writerIndex)
         if entries.isEmpty { frames.clear() }
         return oldest
+    }
+
+    /// The sequence number of the oldest message kept after `sequence`.
+    func firstSequence(after sequence: UInt64) -> UInt64? {
+        entries.first(where: { $0.sequence > sequence })?.sequence
     }
 
     /// Whether the message numbered `sequence` is still kept.

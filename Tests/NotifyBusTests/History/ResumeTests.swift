@@ -1,0 +1,106 @@
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+
+/// `SUB … since=`: the history after a sequence number or a time, then live messages, and a `DROP` notice first for
+/// what the history no longer holds (broker, no socket).
+@Suite("Resuming a subscription from history (broker, no socket)")
+struct ResumeTests {
+    /// What a resuming subscriber received, in a form easy to compare: `LAST <seq>`, `MSG <seq>`,
+    /// `DROP <count> <first>-<last>`, `OK`.
+    static func summary(_ frames: [ServerFrame]) -> [String] {
+        frames.compactMap { frame in
+            switch frame {
+            case .latest(let id, let delivery): return "LAST#\(id ?? 0) \(delivery.topic.name) \(delivery.sequence)"
+            case .delivery(let delivery): return "MSG \(delivery.topic.name) \(delivery.sequence)"
+            case .dropped(let notice): return "DROP \(notice.topic.name) \(notice.count) \(notice.firstSequence)-\(notice.lastSequence)"
+            case .ok(let id, _): return "OK#\(id ?? 0)"
+            case .error(let error): return "ERR \(error.code)"
+            default: return nil
+            }
+        }
+    }
+
+    static func publish(_ count: Int, to topic: String, from client: BrokerHarness.Client) {
+        client.send(String(repeating: "PUB \(topic) 1 noretain\nx\n", count: count))
+    }
+
+    @Test("after a sequence number: what came after it, then live messages, without a gap or a repeat")
+    func afterSequence() throws {
+        let harness = BrokerHarness()
+        let publisher = harness.connect()
+        Self.publish(10, to: "t", from: publisher)
+        let subscriber = harness.connect()
+        subscriber.send("#7 SUB t since=4\n")
+        Self.publish(1, to: "t", from: publisher)
+        #expect(Self.summary(try subscriber.received()) == (5...10).map { "LAST#7 t \($0)" } + ["OK#7", "MSG t 11"])
+        subscriber.send("#8 SUB u since=0\n#9 SUB t since=11\n#10 SUB t since=99\n")
+        #expect(Self.summary(try subscriber.received()) == ["OK#8", "OK#9", "OK#10"], "nothing after it: nothing to replay")
+    }
+
+    @Test("what the history no longer holds is announced with DROP before the replay")
+    func gapAnnounced() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.history = HistoryLimits(messages: 5, bytes: 1 << 20)
+        configuration.historyRules = [HistoryRule(try TopicPattern("none"), .off)]
+        let harness = BrokerHarness(configuration: configuration)
+        let publisher = harness.connect()
+        Self.publish(20, to: "t", from: publisher)
+        Self.publish(3, to: "none", from: publisher)
+        let subscriber = harness.connect()
+        subscriber.send("#1 SUB t since=3\n#2 SUB none since=1\n")
+        #expect(Self.summary(try subscriber.received()) == ["DROP t 12 4-15"] + (16...20).map { "LAST#1 t \($0)" } + ["OK#1", "DROP none 2 2-3", "OK#2"])
+    }
+
+    @Test("after a time: each matching topic's messages after it; a topic that lost history after it says so")
+    func afterTime() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.history = HistoryLimits(messages: 3, bytes: 1 << 20)
+        let harness = BrokerHarness(configuration: configuration)
+        let publisher = harness.connect()
+        Self.publish(2, to: "a.kept", from: publisher)
+        let since = PublishTime(microsecondsSinceEpoch: harness.now)
+        Self.publish(2, to: "a.kept", from: publisher)
+        Self.publish(5, to: "a.lost", from: publisher)
+        Self.publish(1, to: "b.other", from: publisher)
+        let subscriber = harness.connect()
+        subscriber.send("#3 SUB a.* since=\(since.rfc3339)\n")
+        let summary = Self.summary(try subscriber.received())
+        #expect(summary.filter { $0.contains("a.kept") } == ["LAST#3 a.kept 3", "LAST#3 a.kept 4"])
+        #expect(summary.filter { $0.contains("a.lost") } == ["DROP a.lost 2 1-2", "LAST#3 a.lost 3", "LAST#3 a.lost 4", "LAST#3 a.lost 5"])
+        #expect(!summary.contains { $0.contains("b.other") })
+        #expect(summary.last == "OK#3")
+    }
+
+    @Test("since= is checked: a sequence number only for a name, not with latest, a time in RFC 3339 form")
+    func grammar() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        client.send("#1 SUB a.* since=5\n#2 SUB a latest since=5\n#3 SUB a since=yesterday\n#4 SUB a since=2026-11-25T09:30:00+01:00\n")
+        #expect(Self.summary(try client.received()) == ["ERR malformed", "ERR malformed", "ERR malformed", "OK#4"])
+        for options in [SubscribeOptions(since: .sequence(42)), SubscribeOptions(since: .time(PublishTime(microsecondsSinceEpoch: 1_795_305_600_123_456)))] {
+            var wire = ByteBuffer()
+            wire.writeRequest(Request(id: 1, .subscribe(try TopicPattern("a"), options)))
+            var decoder = RequestDecoder(limits: .default)
+            guard case .request(let request)? = decoder.decode(buffer: &wire) else {
+                Issue.record("no request from \(String(buffer: wire))")
+                continue
+            }
+            #expect(request == Request(id: 1, .subscribe(try TopicPattern("a"), options)))
+        }
+    }
+
+    @Test("RFC 3339 times: forms accepted, offsets applied, nonsense refused")
+    func rfc3339() {
+        let noon = PublishTime(rfc3339: "2026-11-25T12:00:00Z")
+        #expect(noon?.rfc3339 == "2026-11-25T12:00:00.000000Z")
+        #expect(PublishTime(rfc3339: "2026-11-25T13:00:00+01:00") == noon)
+        #expect(PublishTime(rfc3339: "2026-11-25 11:30:00-00:30") == noon)
+        #expect(PublishTime(rfc3339: "2026-11-25t12:00:00.5z")?.microsecondsSinceEpoch == noon!.microsecondsSinceEpoch + 500_000)
+        #expect(PublishTime(rfc3339: "2024-02-29T00:00:00.1234567Z")?.rfc3339 == "2024-02-29T00:00:00.123456Z")
+        for bad in ["2026-11-25", "2026-13-01T00:00:00Z", "2025-02-29T00:00:00Z", "2026-11-25T12:00:00", "1969-12-31T23:59:59Z", "2026-11-25T12:00:00.Z"] {
+            #expect(PublishTime(rfc3339: bad) == nil, "\(bad)")
+        }
+    }
+}
