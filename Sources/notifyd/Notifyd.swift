@@ -210,6 +210,18 @@ struct Notifyd: AsyncParsableCommand {
     )
     var maxUnreadBytesTotal: Int?
 
+    @Option(
+        name: .customLong("history-messages"),
+        help: ArgumentHelp("The most messages each topic keeps as its history, for subscribers that resume (default: 64; 0: none).", valueName: "count")
+    )
+    var historyMessages: Int?
+
+    @Option(
+        name: .customLong("history-bytes"),
+        help: ArgumentHelp("The most bytes of messages each topic keeps as its history (default: 65536; 0: none).", valueName: "bytes")
+    )
+    var historyBytes: Int?
+
     func validate() throws {
         if reload && checkConfig {
             throw ValidationError("--reload asks a running daemon to reload; --check-config checks a file: give one of them")
@@ -254,7 +266,9 @@ struct Notifyd: AsyncParsableCommand {
             maxQueuedBytesTotal: maxQueuedBytesTotal,
             maxRetainedTopicsPerUser: maxRetainedTopicsPerUser,
             maxUnreadBytesPerUser: maxUnreadBytesPerUser,
-            maxUnreadBytesTotal: maxUnreadBytesTotal
+            maxUnreadBytesTotal: maxUnreadBytesTotal,
+            historyMessages: historyMessages,
+            historyBytes: historyBytes
         )
         let configurationFile = checkedFile ?? config
         if checkConfig {

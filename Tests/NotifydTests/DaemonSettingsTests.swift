@@ -50,6 +50,8 @@ struct DaemonSettingsTests {
             max-retained-topics-per-user = 14
             max-unread-bytes-per-user = 1027
             max-unread-bytes-total = 1028
+            history-messages = 15
+            history-bytes = 16
 
             """
         )
@@ -62,7 +64,8 @@ struct DaemonSettingsTests {
         ]
         #expect(read == Array(1...14))
         #expect(broker.maxUnreadBytesPerUser == 1_027 && broker.maxUnreadBytesTotal == 1_028, "a request line and the payload fit")
-        #expect(DaemonSettings.keys.count == 20, "a new setting gets a line in this test")
+        #expect(broker.history == HistoryLimits(messages: 15, bytes: 16))
+        #expect(DaemonSettings.keys.count == 22, "a new setting gets a line in this test")
     }
 
     @Test("a file of comments only is an empty configuration")
@@ -85,9 +88,11 @@ struct DaemonSettingsTests {
         ("max-retained-bytes-per-user = 2199023255552\n", "line 1: max-retained-bytes-per-user must be at most 1099511627776"),
         ("max-connections = 1000000000\n", "line 1: max-connections must be at most 100000000"),
         ("max-unread-bytes-per-user = 1000\n", "line 1: max-unread-bytes-per-user must be at least 1049602"),
-        ("max-paylod = 10\n", "line 1: unknown setting \"max-paylod\"; the settings are log-level, max-connections,"),
+        ("max-paylod = 10\n", "line 1: unknown setting \"max-paylod\"; the settings are history-bytes, history-messages, log-level, max-connections,"),
         ("sync = never\nsync = always\n", "line 2: sync is set twice (also on line 1)"),
         ("[limits\n", "line 1: a section header is [name]"),
+        ("[history]\nbackup.> = lots\n", "line 2: history of backup.>: expected `MESSAGES BYTES`"),
+        ("[history]\nbackup.>> = 1 2\n", "line 2: history of backup.>>: \"backup.>>\" is not a topic pattern"),
     ])
     func invalid(_ text: String, _ expected: String) async throws {
         let file = File(text)
@@ -96,6 +101,19 @@ struct DaemonSettingsTests {
         }
         #expect(error?.description.contains(file.path) == true)
         #expect(error?.description.contains(expected) == true, "\(String(describing: error))")
+    }
+
+    @Test("history: a default for every topic, and limits by pattern under [history], the first that matches deciding")
+    func history() async throws {
+        let file = File("history-messages = 10\n[history]\nbackup.> = 1000 1048576\nmetrics.> = off\n> = 5 4096\n")
+        let settings = try await DaemonSettings.load(overrides: Self.none, configurationFile: file.path)
+        let broker = settings.broker
+        #expect(broker.history == HistoryLimits(messages: 10, bytes: 65_536))
+        #expect(broker.historyRules.map(\.pattern.text) == ["backup.>", "metrics.>", ">"])
+        #expect(broker.historyLimits(of: try Topic("backup.nightly")) == HistoryLimits(messages: 1_000, bytes: 1 << 20))
+        #expect(broker.historyLimits(of: try Topic("metrics.cpu")).isOff)
+        #expect(broker.historyLimits(of: try Topic("other")) == HistoryLimits(messages: 5, bytes: 4_096))
+        #expect(settings.summary.hasSuffix("[history]\nbackup.> = 1000 1048576\nmetrics.> = off\n> = 5 4096"))
     }
 
     @Test("an explicit file must exist")

@@ -56,7 +56,7 @@ public struct BrokerConfiguration: Sendable, Hashable {
     public var historyRules: [HistoryRule] = []
 
     /// The history limits of `topic`.
-    func historyLimits(of topic: Topic) -> HistoryLimits {
+    public func historyLimits(of topic: Topic) -> HistoryLimits {
         for rule in historyRules where rule.pattern.matches(topic) { return rule.limits }
         return history
     }

@@ -46,6 +46,8 @@ struct DaemonSettings: Sendable, Equatable {
         var maxRetainedTopicsPerUser: Int?
         var maxUnreadBytesPerUser: Int?
         var maxUnreadBytesTotal: Int?
+        var historyMessages: Int?
+        var historyBytes: Int?
     }
 
     /// The configuration file used: `explicit`, else `notifyd.conf` in systemd's `$CONFIGURATION_DIRECTORY`
@@ -89,16 +91,19 @@ struct DaemonSettings: Sendable, Equatable {
         set("max-retained-topics-per-user", overrides.maxRetainedTopicsPerUser.map { .int($0) })
         set("max-unread-bytes-per-user", overrides.maxUnreadBytesPerUser.map { .int($0) })
         set("max-unread-bytes-total", overrides.maxUnreadBytesTotal.map { .int($0) })
+        set("history-messages", overrides.historyMessages.map { .int($0) })
+        set("history-bytes", overrides.historyBytes.map { .int($0) })
 
         var providers: [any ConfigProvider] = [InMemoryProvider(name: "command line", values: values)]
         let file = try ConfigurationFile.read(path: path, mustExist: isExplicit)
         if let file {
-            if let unknown = file.unknownKeys(DaemonSettings.keys, sections: ["rules"]).first {
+            if let unknown = file.unknownKeys(DaemonSettings.keys, sections: ["rules", "history"]).first {
                 let names = DaemonSettings.keys.sorted().joined(separator: ", ")
                 throw ConfigurationError(
                     path: path,
                     line: unknown.line,
-                    problem: "unknown setting \"\(unknown.key)\"; the settings are \(names), and access rules under [rules]"
+                    problem: "unknown setting \"\(unknown.key)\"; the settings are \(names), access rules under [rules]"
+                        + " and history limits by pattern under [history]"
                 )
             }
             providers.append(file)
@@ -111,7 +116,8 @@ struct DaemonSettings: Sendable, Equatable {
         "socket", "state-dir", "log-level", "sync", "max-payload", "max-topic-length", "max-subscriptions", "max-topics",
         "max-retained-bytes", "max-queued-messages", "max-queued-bytes", "max-connections", "max-connections-per-user",
         "max-retained-bytes-per-user", "max-subscriptions-per-user", "max-queued-bytes-per-user", "max-queued-bytes-total",
-        "max-retained-topics-per-user", "max-unread-bytes-per-user", "max-unread-bytes-total",
+        "max-retained-topics-per-user", "max-unread-bytes-per-user", "max-unread-bytes-total", "history-messages",
+        "history-bytes",
     ]
 
     private init(reader: ConfigReader, file: ConfigurationFile?, path: String) throws {
@@ -251,6 +257,26 @@ struct DaemonSettings: Sendable, Equatable {
             }
         }
         broker.accessPolicy = AccessPolicy(rules: rules)
+        broker.history = HistoryLimits(
+            messages: try integer("history-messages", default: BrokerConfiguration.default.history.messages, minimum: 0, maximum: largeCount),
+            bytes: try integer("history-bytes", default: BrokerConfiguration.default.history.bytes, minimum: 0, maximum: largeBytes)
+        )
+        broker.historyRules = []
+        for (pattern, entry) in file?.entries(in: "history") ?? [] {
+            broker.historyRules.append(try DaemonSettings.historyRule(pattern, entry.text, path: path, line: entry.line))
+        }
+    }
+
+    /// A `[history]` line: `PATTERN = MESSAGES BYTES`, or `PATTERN = off`.
+    static func historyRule(_ pattern: String, _ value: String, path: String, line: Int) throws -> HistoryRule {
+        let problem = { (text: String) in ConfigurationError(path: path, line: line, problem: "history of \(pattern): \(text)") }
+        guard let parsed = try? TopicPattern(pattern) else { throw problem("\"\(pattern)\" is not a topic pattern") }
+        if value == "off" { return HistoryRule(parsed, .off) }
+        let numbers = value.split(separator: " ", omittingEmptySubsequences: true).map { Int($0) }
+        guard numbers.count == 2, let messages = numbers[0], let bytes = numbers[1], messages >= 0, bytes >= 0,
+            messages <= 100_000_000, bytes <= 1 << 40
+        else { throw problem("expected `MESSAGES BYTES` (two whole numbers, 0 for none) or `off`, not \"\(value)\"") }
+        return HistoryRule(parsed, HistoryLimits(messages: messages, bytes: bytes))
     }
 
     /// `$STATE_DIRECTORY` under systemd (`StateDirectory=`), else `/var/lib/notifyd` for root and
@@ -323,11 +349,19 @@ extension DaemonSettings {
             ("max-unread-bytes-total", "\(broker.maxUnreadBytesTotal)"),
             ("max-connections", "\(broker.maxConnections)"),
             ("max-connections-per-user", "\(broker.maxConnectionsPerUser)"),
+            ("history-messages", "\(broker.history.messages)"),
+            ("history-bytes", "\(broker.history.bytes)"),
         ]
         var text = lines.map { "\($0.0) = \($0.1)" }.joined(separator: "\n")
         if !broker.accessPolicy.rules.isEmpty {
             text += "\n[rules]"
             for rule in broker.accessPolicy.rules { text += "\n\(rule.name) = \(rule.text)" }
+        }
+        if !broker.historyRules.isEmpty {
+            text += "\n[history]"
+            for rule in broker.historyRules {
+                text += "\n\(rule.pattern) = " + (rule.limits.isOff ? "off" : "\(rule.limits.messages) \(rule.limits.bytes)")
+            }
         }
         return text
     }
