@@ -58,7 +58,7 @@ extension Broker {
             guard let state = topicTable[pattern.text], after < state.sequence else { return }
             replayHistory(of: state, id: id, to: target) { history, body in
                 let lastMissed = (history?.firstSequence(after: after) ?? state.sequence + 1) - 1
-                if lastMissed > after { noticeMissed((after + 1)...lastMissed, of: state.topic, to: target.session) }
+                if lastMissed > after { noticeMissed((after + 1)...lastMissed, of: state.topic, id: id, to: target.session) }
                 history?.forEach(after: after, body)
             }
         case .time(let time):
@@ -67,9 +67,9 @@ extension Broker {
                 replayHistory(of: state, id: id, to: target) { history, body in
                     // Which of the messages it no longer holds came after `time` it cannot tell: all are announced.
                     if let history, let evicted = history.lastEvicted, evicted.time > time {
-                        noticeMissed(history.firstEvicted...evicted.sequence, of: state.topic, to: target.session)
+                        noticeMissed(history.firstEvicted...evicted.sequence, of: state.topic, id: id, to: target.session)
                     } else if history == nil, let last = state.lastPublished, last > time, state.sequence > 0 {
-                        noticeMissed(1...state.sequence, of: state.topic, to: target.session)
+                        noticeMissed(1...state.sequence, of: state.topic, id: id, to: target.session)
                     }
                     history?.forEach(after: time, body)
                 }
@@ -92,10 +92,12 @@ extension Broker {
         }
     }
 
-    /// Tells a resuming subscriber that the messages `missed` of `topic` are not in its history.
-    private func noticeMissed(_ missed: ClosedRange<UInt64>, of topic: Topic, to session: Session) {
+    /// Tells a resuming subscriber that the messages `missed` of `topic` are not in its history: a `DROP` with the
+    /// `SUB`'s id, so that a client hands it to the subscription that asked.
+    private func noticeMissed(_ missed: ClosedRange<UInt64>, of topic: Topic, id: UInt64?, to session: Session) {
         var notice = allocator.buffer(capacity: 64)
-        notice.writeDropNotice(DropNotice(topic: topic, count: UInt64(missed.count), firstSequence: missed.lowerBound, lastSequence: missed.upperBound))
+        let dropped = DropNotice(topic: topic, count: UInt64(missed.count), firstSequence: missed.lowerBound, lastSequence: missed.upperBound)
+        notice.writeDropNotice(dropped, requestID: id)
         queue(notice, to: session)
     }
 }

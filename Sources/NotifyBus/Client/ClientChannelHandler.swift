@@ -223,6 +223,9 @@ final class ClientChannelHandler: ChannelInboundHandler {
             for id in subscriptions.keys { hand(.dropped(notice), to: id) }
         case .dropped(let notice):
             route(.dropped(notice), topic: notice.topic)
+        case .missed(let id, let notice):
+            // What a resuming subscription's history no longer holds: for the subscription that asked.
+            if let subscription = replayTargets[id] { hand(.dropped(notice), to: subscription) }
         case .error(let error) where !greeted:
             // A daemon at a connection limit answers with an `ERR` instead of its greeting, then closes.
             failure = NotifyClientError.refused(error)

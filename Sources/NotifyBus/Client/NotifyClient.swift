@@ -156,7 +156,8 @@ public final class NotifyClient: Sendable {
     /// Subscribes to `patterns` and returns the matching messages, and notices of messages dropped, as they come.
     ///
     /// With `latestFirst`, the buffered message of each matching topic comes first, then live ones, with no gap and
-    /// no repeat in between. The subscription holds at most `buffer` for a consumer that falls behind; past it, the
+    /// no repeat in between. With `since` (a daemon of protocol 3), what each matching topic's history holds after
+    /// that point comes first instead, after a ``SubscriptionEvent/dropped(_:)`` for what it no longer holds. The subscription holds at most `buffer` for a consumer that falls behind; past it, the
     /// daemon keeps the rest and `overflow` says what it does when that is full too (see ``OverflowPolicy``); what
     /// it drops is announced as ``SubscriptionEvent/dropped(_:)``. Subscriptions of one client share its
     /// connection: while one of them is full, the others wait too (take a client per independent consumer).
@@ -165,22 +166,24 @@ public final class NotifyClient: Sendable {
     public func subscribe(
         to patterns: [TopicPattern],
         latestFirst: Bool = false,
+        since: ResumePoint? = nil,
         overflow: OverflowPolicy = .dropOldest,
         buffer: SubscriptionBufferLimits = .default
     ) async throws -> NotifySubscription {
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: SubscriptionEvent.self, throwing: (any Error).self)
         let handler = self.handler
         let eventLoop = channel.eventLoop
-        let options = SubscribeOptions(latestFirst: latestFirst, overflow: overflow)
+        let options = SubscribeOptions(latestFirst: latestFirst, since: since, overflow: overflow)
+        let replays = latestFirst || since != nil
         let gauge = SubscriptionGauge(limits: buffer)
         let (id, replies) = try await eventLoop.submit {
             let local = ClientChannelHandler.LocalSubscription(patterns: patterns, continuation: continuation, gauge: gauge)
             let (id, newPatterns) = handler.value.addSubscription(local)
             continuation.onTermination = { _ in eventLoop.execute { handler.value.removeSubscription(id) } }
-            // With latestFirst, every pattern is asked for its buffered messages, even one already held.
-            let replies = (latestFirst ? patterns : newPatterns).map { pattern in
+            // With latestFirst or since, every pattern is asked for what it replays, even one already held.
+            let replies = (replays ? patterns : newPatterns).map { pattern in
                 let reply = eventLoop.makePromise(of: ServerFrame.self)
-                handler.value.send(.subscribe(pattern, options), reply: reply, written: nil, replaysFor: latestFirst ? id : nil)
+                handler.value.send(.subscribe(pattern, options), reply: reply, written: nil, replaysFor: replays ? id : nil)
                 return reply.futureResult
             }
             return (id, replies)

@@ -20,6 +20,9 @@ public enum ServerFrame: Sendable, Hashable {
     case explanation(requestID: UInt64?, AccessExplanation)
     /// Messages of a topic were dropped because this subscriber fell behind (`DROP`).
     case dropped(DropNotice)
+    /// Messages of a topic that a resuming subscription (`SUB … since=`, the request `requestID`) asked for and the
+    /// topic's history no longer holds (`#<id> DROP`; protocol 3).
+    case missed(requestID: UInt64, DropNotice)
 }
 
 /// What the server says about itself on connect.

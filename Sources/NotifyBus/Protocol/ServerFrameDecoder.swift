@@ -156,6 +156,7 @@ private struct ServerFrameParser {
                 let lastRange = tokens.next(), let last = LineScanner.unsigned(bytes, lastRange)
             else { return .malformed("bad DROP line \(LineScanner.quoted(bytes, 0..<lineEnd))") }
             let notice = DropNotice(topic: Topic(unchecked: name), count: count, firstSequence: first, lastSequence: last)
+            if let id { return .frame(.missed(requestID: id, notice), consumed: next) }
             return .frame(.dropped(notice), consumed: next)
         }
         if verbIs("PONG") {

@@ -154,8 +154,8 @@ extension ByteBuffer {
 
     /// Writes `DROP <topic> <count> <first-seq> <last-seq>`.
     @discardableResult
-    public mutating func writeDropNotice(_ notice: DropNotice) -> Int {
-        writeStaticString("DROP ") + writeString(notice.topic.name) + writeStaticString(" ") + writeDecimal(notice.count)
+    public mutating func writeDropNotice(_ notice: DropNotice, requestID: UInt64? = nil) -> Int {
+        writeRequestID(requestID) + writeStaticString("DROP ") + writeString(notice.topic.name) + writeStaticString(" ") + writeDecimal(notice.count)
             + writeStaticString(" ") + writeDecimal(notice.firstSequence) + writeStaticString(" ")
             + writeDecimal(notice.lastSequence) + writeStaticString("\n")
     }
@@ -199,6 +199,7 @@ extension ByteBuffer {
         case .stats(let id, let stats): return writeStats(requestID: id, stats)
         case .explanation(let id, let explanation): return writeExplanation(requestID: id, explanation)
         case .dropped(let notice): return writeDropNotice(notice)
+        case .missed(let id, let notice): return writeDropNotice(notice, requestID: id)
         }
     }
 }

@@ -23,6 +23,12 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
             queued messages, latest-only keeps only the newest queued message of each topic, disconnect ends the \
             subscription (exit 69). What is dropped is announced: a line on standard error, or with --format json a \
             record {"dropped": {"topic", "count", "first_seq", "last_seq"}} in the output.
+
+            --since resumes from the topics' history (the daemon keeps each topic's last messages): --since SEQ \
+            prints what came after that sequence number of the one topic named, --since TIME (RFC 3339: \
+            2026-11-25T09:30:00Z, or with an offset such as +01:00) what came after that time on every topic \
+            matching, then live messages, with no gap and no repeat. What the history no longer holds is announced \
+            like a drop.
             """
     )
 
@@ -41,6 +47,9 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
     @Flag(name: .long, help: "Start with the buffered latest message of each matching topic.")
     var latest = false
 
+    @Option(name: .long, help: ArgumentHelp("Start after this sequence number of the one topic named, or after this RFC 3339 time.", valueName: "seq|time"))
+    var since: String?
+
     @Option(name: .long, help: "raw, line or json.")
     var format: DeliveryFormat = .line
 
@@ -51,13 +60,27 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
         if patterns.isEmpty { throw ValidationError("give at least one topic or pattern to subscribe to") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
         if let timeout, timeout <= 0 { throw ValidationError("--timeout must be more than 0 seconds") }
+        if since != nil && latest { throw ValidationError("--latest and --since exclude each other: give one") }
+        if case .sequence? = try resumePoint(),
+            patterns.count != 1 || patterns[0].contains(where: { $0 == "*" || $0 == ">" })
+        {
+            throw ValidationError("--since SEQ resumes one topic, named exactly; for patterns, give a time (--since 2026-11-25T09:30:00Z)")
+        }
+    }
+
+    /// Where --since resumes, if given.
+    func resumePoint() throws -> ResumePoint? {
+        guard let since else { return nil }
+        if let sequence = UInt64(since) { return .sequence(sequence) }
+        if let time = PublishTime(rfc3339: since) { return .time(time) }
+        throw ValidationError("--since takes a sequence number or an RFC 3339 time (2026-11-25T09:30:00Z), not \"\(since)\"")
     }
 
     func run() async throws {
         try await runReportingFailures {
             let patterns = try self.patterns.map(parsePattern)
             let client = try await connect()
-            let subscription = try await client.subscribe(to: patterns, latestFirst: latest, overflow: overflow)
+            let subscription = try await client.subscribe(to: patterns, latestFirst: latest, since: try resumePoint(), overflow: overflow)
             let format = self.format
             let count = self.count
             let outcome = try await listen(timeout: timeout, watchingOutput: true) {

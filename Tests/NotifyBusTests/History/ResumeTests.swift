@@ -15,6 +15,8 @@ struct ResumeTests {
             case .latest(let id, let delivery): return "LAST#\(id ?? 0) \(delivery.topic.name) \(delivery.sequence)"
             case .delivery(let delivery): return "MSG \(delivery.topic.name) \(delivery.sequence)"
             case .dropped(let notice): return "DROP \(notice.topic.name) \(notice.count) \(notice.firstSequence)-\(notice.lastSequence)"
+            case .missed(let id, let notice):
+                return "DROP#\(id) \(notice.topic.name) \(notice.count) \(notice.firstSequence)-\(notice.lastSequence)"
             case .ok(let id, _): return "OK#\(id ?? 0)"
             case .error(let error): return "ERR \(error.code)"
             default: return nil
@@ -50,7 +52,7 @@ struct ResumeTests {
         Self.publish(3, to: "none", from: publisher)
         let subscriber = harness.connect()
         subscriber.send("#1 SUB t since=3\n#2 SUB none since=1\n")
-        #expect(Self.summary(try subscriber.received()) == ["DROP t 12 4-15"] + (16...20).map { "LAST#1 t \($0)" } + ["OK#1", "DROP none 2 2-3", "OK#2"])
+        #expect(Self.summary(try subscriber.received()) == ["DROP#1 t 12 4-15"] + (16...20).map { "LAST#1 t \($0)" } + ["OK#1", "DROP#2 none 2 2-3", "OK#2"])
     }
 
     @Test("after a time: each matching topic's messages after it; a topic that lost history after it says so")
@@ -68,7 +70,7 @@ struct ResumeTests {
         subscriber.send("#3 SUB a.* since=\(since.rfc3339)\n")
         let summary = Self.summary(try subscriber.received())
         #expect(summary.filter { $0.contains("a.kept") } == ["LAST#3 a.kept 3", "LAST#3 a.kept 4"])
-        #expect(summary.filter { $0.contains("a.lost") } == ["DROP a.lost 2 1-2", "LAST#3 a.lost 3", "LAST#3 a.lost 4", "LAST#3 a.lost 5"])
+        #expect(summary.filter { $0.contains("a.lost") } == ["DROP#3 a.lost 2 1-2", "LAST#3 a.lost 3", "LAST#3 a.lost 4", "LAST#3 a.lost 5"])
         #expect(!summary.contains { $0.contains("b.other") })
         #expect(summary.last == "OK#3")
     }

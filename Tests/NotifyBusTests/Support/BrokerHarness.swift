@@ -132,6 +132,8 @@ extension ServerFrame {
             return id
         case .error(let error):
             return error.requestID
+        case .missed(let id, _):
+            return id
         case .hello, .delivery, .dropped:
             return nil
         }

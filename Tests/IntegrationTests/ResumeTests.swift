@@ -1,0 +1,57 @@
+import Foundation
+import NotifyBus
+import Testing
+
+/// `notify subscribe --since`, through the real daemon: the history after a point, a drop notice for what it no
+/// longer holds, then live messages.
+@Suite("Resuming from history on a real notifyd")
+struct ResumeTests {
+    /// The `seq` of a JSON delivery line.
+    static func sequence(_ line: Substring) -> Int? {
+        guard let start = line.range(of: "\"seq\":")?.upperBound else { return nil }
+        return Int(line[start...].prefix { $0.isNumber })
+    }
+
+    @Test("--since SEQ prints what came after it, then live messages; what history let go of is announced first")
+    func sinceSequence() async throws {
+        let daemon = try await TestDaemon.start(arguments: ["--history-messages", "5"])
+        let publisher = try await daemon.client()
+        for index in 1...12 { _ = try await publisher.publishAcknowledged("m\(index)", to: Topic("resume.t"), retain: false) }
+
+        let full = try await daemon.notify(["subscribe", "resume.t", "--since", "9", "--count", "3"])
+        #expect(full.status == 0 && full.output == "resume.t m10\nresume.t m11\nresume.t m12\n", "\(full.stderr)")
+
+        let gap = try await daemon.notify(["subscribe", "resume.t", "--since", "2", "--count", "5", "--format", "json"])
+        let lines = gap.output.split(separator: "\n")
+        #expect(lines.first == #"{"dropped":{"topic":"resume.t","count":5,"first_seq":3,"last_seq":7}}"#)
+        #expect(lines.dropFirst().map(Self.sequence) == [8, 9, 10, 11, 12])
+
+        // Resuming at the newest while a publish races the subscription: whether it comes from history or live,
+        // it is the first thing printed, once.
+        let live = try startNotify(["subscribe", "resume.t", "--since", "12", "--count", "1"], socket: daemon.socketPath)
+        _ = try await publisher.publishAcknowledged("m13", to: Topic("resume.t"), retain: false)
+        #expect(try await live.exitStatus() == 0)
+        #expect(live.standardOutput.text == "resume.t m13\n")
+        await publisher.close()
+        try await daemon.stop()
+    }
+
+    @Test("--since TIME prints each matching topic's messages after that time; --since SEQ wants one topic by name")
+    func sinceTime() async throws {
+        let daemon = try await TestDaemon.start()
+        let publisher = try await daemon.client()
+        _ = try await publisher.publishAcknowledged("before", to: Topic("resume.a"))
+        let cut = try #require(try await publisher.latest(Topic("resume.a"))).time
+        _ = try await publisher.publishAcknowledged("after-a", to: Topic("resume.a"), retain: false)
+        _ = try await publisher.publishAcknowledged("after-b", to: Topic("resume.b"), retain: false)
+        _ = try await publisher.publishAcknowledged("elsewhere", to: Topic("other"), retain: false)
+        let result = try await daemon.notify(["subscribe", "resume.*", "--since", cut.rfc3339, "--count", "2"])
+        #expect(result.status == 0)
+        #expect(Set(result.output.split(separator: "\n")) == ["resume.a after-a", "resume.b after-b"])
+
+        let refused = try await daemon.notify(["subscribe", "resume.*", "--since", "3"])
+        #expect(refused.status == 64 && refused.stderr.contains("--since SEQ resumes one topic"), "\(refused.stderr)")
+        await publisher.close()
+        try await daemon.stop()
+    }
+}
