@@ -54,4 +54,30 @@ struct ResumeTests {
         await publisher.close()
         try await daemon.stop()
     }
+
+    @Test("history survives a clean stop and a kill -9: a subscriber resumes across both with nothing lost or repeated")
+    func acrossRestarts() async throws {
+        let directory = try TemporaryDirectory()
+        var daemon = try await TestDaemon.start(in: directory)
+        var publisher = try await daemon.client()
+        for index in 1...10 { _ = try await publisher.publishAcknowledged("m\(index)", to: Topic("resume.r"), retain: false) }
+        await publisher.close()
+        #expect(try await daemon.stop() == 0)
+
+        daemon = try await TestDaemon.start(in: directory)
+        publisher = try await daemon.client()
+        for index in 11...20 { _ = try await publisher.publishAcknowledged("m\(index)", to: Topic("resume.r"), retain: false) }
+        try await daemon.kill()
+
+        daemon = try await TestDaemon.start(in: directory)
+        publisher = try await daemon.client()
+        let next = try await publisher.publishAcknowledged("m21", to: Topic("resume.r"), retain: false)
+        #expect(next == 21, "numbers go on exactly after a kill -9, with no gap a resume would report")
+        let resumed = try await daemon.notify(["subscribe", "resume.r", "--since", "5", "--count", "16"])
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.output == (6...21).map { "resume.r m\($0)\n" }.joined())
+        #expect(resumed.stderr.isEmpty, "no drop announced: \(resumed.stderr)")
+        await publisher.close()
+        try await daemon.stop()
+    }
 }

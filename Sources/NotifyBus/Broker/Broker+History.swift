@@ -18,30 +18,74 @@ extension Broker {
         let limits = historyLimits(of: state)
         if limits.isOff && state.history == nil { return }
         if state.history == nil { state.history = TopicHistory(allocator: allocator) }
-        let kept: Bool
-        if payloadSize > min(configuration.maxRetainedBytesPerUser, configuration.maxRetainedBytes) {
+        let kept = batch.withBytes(frame) { bytes in
+            keepInHistory(bytes, of: state, sequence: sequence, time: time, payloadSize: payloadSize, by: owner, limits: limits)
+        }
+        guard let stateLog else { return }
+        // Every message a history keeps is in the log before anyone is sent it, and one it skips leaves its number
+        // there: after a crash the topic goes on from its last number exactly, with no gap a resuming subscriber
+        // would be told of for nothing.
+        if kept {
+            batch.withBytes(frame) { stateLog.appendHistory($0) }
+        } else {
+            stateLog.appendSequence(state.topic.name, sequence)
+        }
+        state.persistedSequence = max(state.persistedSequence, sequence)
+    }
+
+    /// Keeps a message in `state`'s history, charged to `owner`, within `limits` and the budgets.
+    /// - Returns: whether it was kept.
+    @discardableResult
+    private func keepInHistory(
+        _ frame: UnsafeRawBufferPointer,
+        of state: TopicState,
+        sequence: UInt64,
+        time: PublishTime,
+        payloadSize: Int,
+        by owner: UserAccount,
+        limits: HistoryLimits
+    ) -> Bool {
+        if state.history == nil { state.history = TopicHistory(allocator: allocator) }
+        guard payloadSize <= min(configuration.maxRetainedBytesPerUser, configuration.maxRetainedBytes) else {
             // No budget takes it: it is skipped, and the history starts again after it.
             state.history!.skip(sequence: sequence, time: time) { historyLedger.released($0) }
-            kept = false
-        } else {
-            kept = batch.withBytes(frame) { bytes in
-                state.history!.append(
-                    bytes,
-                    sequence: sequence,
-                    time: time,
-                    payloadSize: payloadSize,
-                    owner: owner,
-                    limits: limits
-                ) { historyLedger.released($0) }
-            }
+            return false
         }
-        if kept {
-            historyLedger.kept(sequence, payloadSize: payloadSize, in: state, by: owner)
-            historyLedger.trim(
-                for: owner,
-                maxPerUser: configuration.maxRetainedBytesPerUser,
-                maxTotal: configuration.maxRetainedBytes
-            )
+        let kept = state.history!.append(
+            frame,
+            sequence: sequence,
+            time: time,
+            payloadSize: payloadSize,
+            owner: owner,
+            limits: limits
+        ) { historyLedger.released($0) }
+        guard kept else { return false }
+        historyLedger.kept(sequence, payloadSize: payloadSize, frameSize: frame.count, in: state, by: owner)
+        historyLedger.trim(for: owner, maxPerUser: configuration.maxRetainedBytesPerUser, maxTotal: configuration.maxRetainedBytes)
+        return true
+    }
+
+    /// Restores `state`'s history from the log's frames, oldest first, within the limits and budgets in force.
+    func restoreHistory(_ frames: [ByteBuffer], of state: TopicState, decoder: inout ServerFrameDecoder) {
+        let limits = historyLimits(of: state)
+        guard !limits.isOff else { return }
+        // Only the newest can stay: the rest would be let go again at once.
+        for frame in frames.suffix(limits.messages) {
+            var input = frame
+            guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input) else { continue }
+            let owner = account(of: delivery.publisher.uid)
+            _ = frame.withUnsafeReadableBytes {
+                keepInHistory(
+                    $0,
+                    of: state,
+                    sequence: delivery.sequence,
+                    time: delivery.time,
+                    payloadSize: delivery.payload.readableBytes,
+                    by: owner,
+                    limits: limits
+                )
+            }
+            state.lastPublished = max(state.lastPublished ?? delivery.time, delivery.time)
         }
     }
 }

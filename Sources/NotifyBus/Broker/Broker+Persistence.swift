@@ -28,6 +28,7 @@ extension Broker {
                 }
             }
             topicTable.restore(state)
+            if !record.history.isEmpty { restoreHistory(record.history, of: state, decoder: &decoder) }
         }
         stateLog = log
     }
@@ -56,7 +57,7 @@ extension Broker {
             } else {
                 logUnsavedTopics(stateLog)
                 try stateLog.commit()
-                stateLog.setLiveSize(topicTable.retainedFrameBytes + topicTable.count * 48)
+                stateLog.setLiveSize(topicTable.retainedFrameBytes + topicTable.count * 48 + historyLedger.frameBytes)
                 if stateLog.wantsCompaction { try compactState(stateLog) }
             }
             return true
@@ -130,7 +131,9 @@ extension Broker {
         for state in unsavedTopics { state.isUnsaved = false }
         unsavedTopics.removeAll(keepingCapacity: true)
         let records = topicTable.all.map { state in
-            (state.topic.name, StateLog.TopicRecord(sequence: state.sequence, retainedFrame: state.retained?.frame))
+            var history: [ByteBuffer] = []
+            state.history?.forEach(last: nil) { _, frame in history.append(frame) }
+            return (state.topic.name, StateLog.TopicRecord(sequence: state.sequence, retainedFrame: state.retained?.frame, history: history))
         }
         try log.compact(records)
         for state in topicTable.all { state.persistedSequence = state.sequence }

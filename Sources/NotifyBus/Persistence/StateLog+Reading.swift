@@ -136,6 +136,20 @@ extension StateLog {
             contents.topics[name, default: TopicRecord()].sequence = max(contents.topics[name]?.sequence ?? 0, sequence)
         case .cleared(let name):
             contents.topics[name]?.retainedFrame = nil
+        case .history(let frame):
+            var input = frame
+            guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input), input.readableBytes == 0 else {
+                contents.problems.append("a history message at offset \(offset) is not a message frame; skipped")
+                return
+            }
+            guard delivery.sequence <= largestSequence else {
+                contents.problems.append("a history message at offset \(offset) has sequence number \(delivery.sequence), out of range; skipped")
+                return
+            }
+            var topic = contents.topics[delivery.topic.name] ?? TopicRecord()
+            topic.history.append(frame)
+            topic.sequence = max(topic.sequence, delivery.sequence)
+            contents.topics[delivery.topic.name] = topic
         }
     }
 }

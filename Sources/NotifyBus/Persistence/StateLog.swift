@@ -57,6 +57,16 @@ public final class StateLog {
         public var sequence: UInt64 = 0
         /// Its buffered message as the `MSG` frame, if it has one.
         public var retainedFrame: ByteBuffer?
+        /// The messages its history kept, as `MSG` frames, oldest first (more than its limits may keep: the log
+        /// holds all it was told since it was last compacted).
+        public var history: [ByteBuffer] = []
+
+        /// Creates a record.
+        public init(sequence: UInt64 = 0, retainedFrame: ByteBuffer? = nil, history: [ByteBuffer] = []) {
+            self.sequence = sequence
+            self.retainedFrame = retainedFrame
+            self.history = history
+        }
     }
 
     /// The directory holding the log.
@@ -164,6 +174,11 @@ public final class StateLog {
         StateRecord.retained(frame: frame).write(to: &pending, sealedWith: key)
     }
 
+    /// Records a message its topic's history keeps, from its `MSG` frame's bytes; written at the next ``commit()``.
+    public func appendHistory(_ frame: UnsafeRawBufferPointer) {
+        StateRecord.write(kind: StateRecord.history(frame: ByteBuffer()).kind, to: &pending, sealedWith: key) { $0.writeBytes(frame) }
+    }
+
     /// Records that `topic`'s sequence may reach `sequence`.
     public func appendSequence(_ topic: String, _ sequence: UInt64) {
         StateRecord.sequence(topic: topic, sequence).write(to: &pending, sealedWith: key)
@@ -206,6 +221,9 @@ public final class StateLog {
     public func compact(_ topics: [(String, TopicRecord)], beforeReplacing: () throws -> Void = {}) throws {
         var snapshot = StateLog.fileHeader(key)
         for (topic, record) in topics {
+            for frame in record.history {
+                StateRecord.history(frame: frame).write(to: &snapshot, sealedWith: key)
+            }
             if let frame = record.retainedFrame {
                 StateRecord.retained(frame: frame).write(to: &snapshot, sealedWith: key)
             }

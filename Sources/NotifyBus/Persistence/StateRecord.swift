@@ -4,13 +4,14 @@ import NIOCore
 ///
 /// ```
 /// offset 0  u8     0xA5, the record marker (lets a reader find the next record after damage)
-///        1  u8     kind: 1 retained message, 2 sequence, 3 cleared
+///        1  u8     kind: 1 retained message, 2 sequence, 3 cleared, 4 history message
 ///        2  u32 LE length of the body
 ///        6  u32 LE header seal: SipHash of bytes 0..<6 (domain 1), low 32 bits
 ///       10  u64 LE record seal: SipHash of bytes 0..<6 (domain 2) and the body
 ///       18  body   retained: the MSG frame as delivered
 ///                  sequence: u64 LE sequence number, then the topic
 ///                  cleared:  the topic
+///                  history:  the MSG frame as delivered
 /// ```
 ///
 /// Both seals are keyed with the log's secret ``RecordKey``, so only the daemon can write a record that reads as
@@ -26,6 +27,9 @@ enum StateRecord: Equatable {
     case sequence(topic: String, UInt64)
     /// A topic's buffered message was cleared.
     case cleared(topic: String)
+    /// A message its topic's history keeps, as the `MSG` frame that delivered it; a topic's history records come in
+    /// the order published.
+    case history(frame: ByteBuffer)
 
     static let marker: UInt8 = 0xA5
 
@@ -49,22 +53,31 @@ enum StateRecord: Equatable {
         case .retained: return 1
         case .sequence: return 2
         case .cleared: return 3
+        case .history: return 4
         }
     }
 
     /// Appends the record's bytes, sealed with `key`, to `buffer`.
     func write(to buffer: inout ByteBuffer, sealedWith key: RecordKey) {
+        StateRecord.write(kind: kind, to: &buffer, sealedWith: key) { buffer in
+            switch self {
+            case .retained(let frame), .history(let frame):
+                buffer.writeImmutableBuffer(frame)
+            case .sequence(let topic, let sequence):
+                buffer.writeInteger(sequence, endianness: .little)
+                buffer.writeString(topic)
+            case .cleared(let topic):
+                buffer.writeString(topic)
+            }
+        }
+    }
+
+    /// Appends a record of `kind` whose body `writeBody` writes, sealed with `key`, to `buffer`: for a body that is
+    /// not a buffer already (a history frame still in the broker's batch).
+    static func write(kind: UInt8, to buffer: inout ByteBuffer, sealedWith key: RecordKey, _ writeBody: (inout ByteBuffer) -> Void) {
         let start = buffer.writerIndex
         buffer.writeRepeatingByte(0, count: Format.sealed(key).headerSize)  // patched below, once the length is known
-        switch self {
-        case .retained(let frame):
-            buffer.writeImmutableBuffer(frame)
-        case .sequence(let topic, let sequence):
-            buffer.writeInteger(sequence, endianness: .little)
-            buffer.writeString(topic)
-        case .cleared(let topic):
-            buffer.writeString(topic)
-        }
+        writeBody(&buffer)
         let length = buffer.writerIndex - start - Format.sealed(key).headerSize
         let word = StateRecord.headerWord(kind: kind, length: length)
         let seal = buffer.withUnsafeReadableBytes { bytes in
@@ -110,7 +123,7 @@ enum StateRecord: Equatable {
         {
             return .damaged("a record header that does not match its seal", extent: nil)
         }
-        guard (1...3).contains(kind) else { return .damaged("unknown record kind \(kind)", extent: nil) }
+        guard (1...4).contains(kind) else { return .damaged("unknown record kind \(kind)", extent: nil) }
         guard length <= maxBodySize else { return .damaged("a record claims \(length) bytes", extent: nil) }
         guard available >= headerSize + length else { return .truncated }
         let size = headerSize + length
@@ -130,6 +143,8 @@ enum StateRecord: Equatable {
         switch kind {
         case 1:
             return .record(.retained(frame: body), size: size)
+        case 4:
+            return .record(.history(frame: body), size: size)
         case 2:
             guard length > 8, let sequence = body.getInteger(at: body.readerIndex, endianness: .little, as: UInt64.self),
                 let topic = body.getString(at: body.readerIndex + 8, length: length - 8)

@@ -24,14 +24,17 @@ struct HistoryLedger {
     private(set) var messages = 0
     /// Their payload bytes.
     private(set) var payloadBytes = 0
+    /// Their frames' bytes, as the state log holds them.
+    private(set) var frameBytes = 0
 
     /// Counts a message `topic`'s history just kept.
-    mutating func kept(_ sequence: UInt64, payloadSize: Int, in topic: TopicState, by owner: UserAccount) {
+    mutating func kept(_ sequence: UInt64, payloadSize: Int, frameSize: Int, in topic: TopicState, by owner: UserAccount) {
         let reference = Reference(topic: topic, sequence: sequence)
         order.append(reference)
         owner.historyOrder.append(reference)
         messages += 1
         payloadBytes += payloadSize
+        frameBytes += frameSize
         owner.historyMessages += 1
         owner.historyBytes += payloadSize
         if order.count > 2 * messages + 1_024 { order.removeAll { !$0.isLive } }
@@ -42,6 +45,7 @@ struct HistoryLedger {
     mutating func released(_ entry: TopicHistory.Entry) {
         messages -= 1
         payloadBytes -= entry.payloadSize
+        frameBytes -= entry.length
         entry.owner.historyMessages -= 1
         entry.owner.historyBytes -= entry.payloadSize
     }

@@ -1,0 +1,68 @@
+import Foundation
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+
+/// A topic's history survives a restart and a crash, as its buffered message does (broker and state log, no socket).
+@Suite("History on disk (broker, no socket)")
+struct HistoryPersistenceTests {
+    typealias Directory = StateLogTests.Directory
+
+    /// A broker on the state log in `directory`, as a daemon starting there would have.
+    static func start(in directory: Directory, _ configuration: BrokerConfiguration = .default) throws -> BrokerHarness {
+        let harness = BrokerHarness(configuration: configuration)
+        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        #expect(contents.problems.isEmpty, "\(contents.problems)")
+        harness.broker.attach(log, restoring: contents)
+        return harness
+    }
+
+    @Test("after a clean restart a subscriber resumes where it was, and numbers go on exactly")
+    func cleanRestart() throws {
+        let directory = Directory()
+        do {
+            let harness = try Self.start(in: directory)
+            ResumeTests.publish(10, to: "t", from: harness.connect())
+            try harness.broker.saveState()
+        }
+        let harness = try Self.start(in: directory)
+        let client = harness.connect()
+        client.send("#1 SUB t since=4\n#2 PUB t 1 ack noretain\nx\n")
+        #expect(ResumeTests.summary(try client.received()) == (5...10).map { "LAST#1 t \($0)" } + ["OK#1", "MSG t 11", "OK#2"])
+    }
+
+    @Test("after a crash, what was acknowledged is there to resume from, and numbers go on with no gap to announce")
+    func crash() throws {
+        let directory = Directory()
+        do {
+            let harness = try Self.start(in: directory)
+            let client = harness.connect()
+            client.send((1...10).map { "#\($0) PUB t 1 ack noretain\n\($0 % 10)\n" }.joined())
+            #expect(try client.received().count == 10)
+            // No saveState: the process dies here.
+        }
+        let harness = try Self.start(in: directory)
+        let client = harness.connect()
+        client.send("#1 SUB t since=7\n#2 PUB t 1 ack noretain\nx\n")
+        #expect(ResumeTests.summary(try client.received()) == (8...10).map { "LAST#1 t \($0)" } + ["OK#1", "MSG t 11", "OK#2"])
+    }
+
+    @Test("a restart applies the limits in force: a smaller history keeps the newest, counted against the budgets")
+    func smallerAfterRestart() throws {
+        let directory = Directory()
+        do {
+            let harness = try Self.start(in: directory)
+            ResumeTests.publish(50, to: "t", from: harness.connect())
+            try harness.broker.saveState()
+        }
+        var configuration = BrokerConfiguration.default
+        configuration.history = HistoryLimits(messages: 5, bytes: 1 << 20)
+        let harness = try Self.start(in: directory, configuration)
+        #expect(HistoryBudgetTests.kept(harness, "t") == Array(46...50))
+        #expect(harness.broker.statistics.historyMessages == 5 && harness.broker.statistics.historyBytes == 5)
+        let client = harness.connect()
+        client.send("#1 SUB t since=40\n")
+        #expect(ResumeTests.summary(try client.received()) == ["DROP#1 t 5 41-45"] + (46...50).map { "LAST#1 t \($0)" } + ["OK#1"])
+    }
+}
