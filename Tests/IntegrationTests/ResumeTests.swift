@@ -38,7 +38,7 @@ struct ResumeTests {
 
     @Test("--since TIME prints each matching topic's messages after that time; --since SEQ wants one topic by name")
     func sinceTime() async throws {
-        let daemon = try await TestDaemon.start()
+        let daemon = try await TestDaemon.start(arguments: ["--history-messages", "64"])
         let publisher = try await daemon.client()
         _ = try await publisher.publishAcknowledged("before", to: Topic("resume.a"))
         let cut = try #require(try await publisher.latest(Topic("resume.a"))).time
@@ -58,18 +58,19 @@ struct ResumeTests {
     @Test("history survives a clean stop and a kill -9: a subscriber resumes across both with nothing lost or repeated")
     func acrossRestarts() async throws {
         let directory = try TemporaryDirectory()
-        var daemon = try await TestDaemon.start(in: directory)
+        let history = ["--history-messages", "64"]
+        var daemon = try await TestDaemon.start(in: directory, arguments: history)
         var publisher = try await daemon.client()
         for index in 1...10 { _ = try await publisher.publishAcknowledged("m\(index)", to: Topic("resume.r"), retain: false) }
         await publisher.close()
         #expect(try await daemon.stop() == 0)
 
-        daemon = try await TestDaemon.start(in: directory)
+        daemon = try await TestDaemon.start(in: directory, arguments: history)
         publisher = try await daemon.client()
         for index in 11...20 { _ = try await publisher.publishAcknowledged("m\(index)", to: Topic("resume.r"), retain: false) }
         try await daemon.kill()
 
-        daemon = try await TestDaemon.start(in: directory)
+        daemon = try await TestDaemon.start(in: directory, arguments: history)
         publisher = try await daemon.client()
         let next = try await publisher.publishAcknowledged("m21", to: Topic("resume.r"), retain: false)
         #expect(next == 21, "numbers go on exactly after a kill -9, with no gap a resume would report")

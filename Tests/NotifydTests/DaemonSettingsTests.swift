@@ -108,7 +108,7 @@ struct DaemonSettingsTests {
         let file = File("history-messages = 10\n[history]\nbackup.> = 1000 1048576\nmetrics.> = off\n> = 5 4096\n")
         let settings = try await DaemonSettings.load(overrides: Self.none, configurationFile: file.path)
         let broker = settings.broker
-        #expect(broker.history == HistoryLimits(messages: 10, bytes: 65_536))
+        #expect(broker.history == HistoryLimits(messages: 10, bytes: 65_536), "history-bytes has a default; history-messages is 0 by default")
         #expect(broker.historyRules.map(\.pattern.text) == ["backup.>", "metrics.>", ">"])
         #expect(broker.historyLimits(of: try Topic("backup.nightly")) == HistoryLimits(messages: 1_000, bytes: 1 << 20))
         #expect(broker.historyLimits(of: try Topic("metrics.cpu")).isOff)

@@ -51,7 +51,11 @@ public struct BrokerConfiguration: Sendable, Hashable {
     /// How much history each topic keeps, unless a rule of ``historyRules`` says otherwise. Its payload bytes count
     /// against the publisher's ``maxRetainedBytesPerUser`` and the daemon's ``maxRetainedBytes``, apart from the
     /// buffered messages: past either, the oldest history leaves (history never makes a publish fail).
-    public var history = HistoryLimits(messages: 64, bytes: 64 << 10)
+    ///
+    /// None by default, for now: keeping each message and writing it to the state log halves the throughput of
+    /// small messages (README, Performance). ``HistoryLimits/resumable`` is what a topic whose subscribers must
+    /// resume across restarts wants.
+    public var history = HistoryLimits(messages: 0, bytes: HistoryLimits.resumable.bytes)
     /// History limits for some topics: the first rule whose pattern matches a topic decides.
     public var historyRules: [HistoryRule] = []
 

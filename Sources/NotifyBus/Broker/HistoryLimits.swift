@@ -15,6 +15,10 @@ public struct HistoryLimits: Sendable, Hashable {
     /// No history.
     public static let off = HistoryLimits(messages: 0, bytes: 0)
 
+    /// The last 64 messages, at most 64 KiB of them: enough for a subscriber to resume across a restart of the
+    /// daemon while publishers go on at a few hundred messages a second.
+    public static let resumable = HistoryLimits(messages: 64, bytes: 64 << 10)
+
     /// Whether nothing is kept.
     public var isOff: Bool { messages == 0 || bytes == 0 }
 }

@@ -259,6 +259,7 @@ struct DaemonSettings: Sendable, Equatable {
         broker.accessPolicy = AccessPolicy(rules: rules)
         broker.history = HistoryLimits(
             messages: try integer("history-messages", default: BrokerConfiguration.default.history.messages, minimum: 0, maximum: largeCount),
+            // 64 KiB: history-messages alone turns history on, with a sensible size.
             bytes: try integer("history-bytes", default: BrokerConfiguration.default.history.bytes, minimum: 0, maximum: largeBytes)
         )
         broker.historyRules = []

@@ -17,9 +17,10 @@ struct HistoryBudgetTests {
         client.send(String(repeating: "PUB \(topic) \(size) noretain\n\(payload)\n", count: count))
     }
 
-    @Test("a topic keeps its last 64 messages by default; a rule by pattern keeps more, or none")
+    @Test("a topic keeps its last N messages; a rule by pattern keeps more, or none; by default none at all")
     func limitsByPattern() throws {
-        var configuration = BrokerConfiguration.default
+        #expect(BrokerConfiguration.default.history.isOff)
+        var configuration = ResumeTests.withHistory
         configuration.historyRules = [
             HistoryRule(try TopicPattern("deep.>"), HistoryLimits(messages: 200, bytes: 1 << 20)),
             HistoryRule(try TopicPattern("none.>"), .off),
@@ -36,7 +37,7 @@ struct HistoryBudgetTests {
 
     @Test("a uid's history stays within its budget: its own oldest leaves first, in whatever topic; others keep theirs")
     func perUser() throws {
-        var configuration = BrokerConfiguration.default
+        var configuration = ResumeTests.withHistory
         configuration.maxRetainedBytesPerUser = 5_000
         let harness = BrokerHarness(configuration: configuration)
         let mine = harness.connect(uid: 1000)
@@ -52,7 +53,7 @@ struct HistoryBudgetTests {
 
     @Test("all histories together stay within the daemon's budget, the oldest leaving first")
     func total() throws {
-        var configuration = BrokerConfiguration.default
+        var configuration = ResumeTests.withHistory
         configuration.maxRetainedBytes = 3_000
         let harness = BrokerHarness(configuration: configuration)
         for uid in 1_000..<1_005 as Range<UInt32> {
@@ -79,7 +80,7 @@ struct HistoryBudgetTests {
 
     @Test("a topic forgotten to make room takes its history with it, and the counts follow")
     func forgottenTopics() throws {
-        var configuration = BrokerConfiguration.default
+        var configuration = ResumeTests.withHistory
         configuration.maxTopics = 10
         let harness = BrokerHarness(configuration: configuration)
         let client = harness.connect()

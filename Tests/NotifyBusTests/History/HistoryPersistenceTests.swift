@@ -10,7 +10,7 @@ struct HistoryPersistenceTests {
     typealias Directory = StateLogTests.Directory
 
     /// A broker on the state log in `directory`, as a daemon starting there would have.
-    static func start(in directory: Directory, _ configuration: BrokerConfiguration = .default) throws -> BrokerHarness {
+    static func start(in directory: Directory, _ configuration: BrokerConfiguration = ResumeTests.withHistory) throws -> BrokerHarness {
         let harness = BrokerHarness(configuration: configuration)
         let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
         #expect(contents.problems.isEmpty, "\(contents.problems)")

@@ -24,13 +24,20 @@ struct ResumeTests {
         }
     }
 
+    /// The default configuration, with history (which is off by default).
+    static var withHistory: BrokerConfiguration {
+        var configuration = BrokerConfiguration.default
+        configuration.history = .resumable
+        return configuration
+    }
+
     static func publish(_ count: Int, to topic: String, from client: BrokerHarness.Client) {
         client.send(String(repeating: "PUB \(topic) 1 noretain\nx\n", count: count))
     }
 
     @Test("after a sequence number: what came after it, then live messages, without a gap or a repeat")
     func afterSequence() throws {
-        let harness = BrokerHarness()
+        let harness = BrokerHarness(configuration: Self.withHistory)
         let publisher = harness.connect()
         Self.publish(10, to: "t", from: publisher)
         let subscriber = harness.connect()
@@ -77,7 +84,7 @@ struct ResumeTests {
 
     @Test("since= is checked: a sequence number only for a name, not with latest, a time in RFC 3339 form")
     func grammar() throws {
-        let harness = BrokerHarness()
+        let harness = BrokerHarness(configuration: Self.withHistory)
         let client = harness.connect()
         client.send("#1 SUB a.* since=5\n#2 SUB a latest since=5\n#3 SUB a since=yesterday\n#4 SUB a since=2026-11-25T09:30:00+01:00\n")
         #expect(Self.summary(try client.received()) == ["ERR malformed", "ERR malformed", "ERR malformed", "OK#4"])
