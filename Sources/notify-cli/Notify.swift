@@ -28,7 +28,7 @@ struct Notify: AsyncParsableCommand {
             \(ExitStatus.help)
             """,
         version: NotifydRelease.version,
-        subcommands: [Send.self, Subscribe.self, Latest.self, Wait.self, Clear.self, Topics.self, Stats.self, Explain.self, Bench.self]
+        subcommands: [Send.self, Subscribe.self, Latest.self, History.self, Wait.self, Clear.self, Topics.self, Stats.self, Explain.self, Bench.self]
     )
 
     @OptionGroup var connection: ConnectionOptions

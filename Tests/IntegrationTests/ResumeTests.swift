@@ -81,4 +81,21 @@ struct ResumeTests {
         await publisher.close()
         try await daemon.stop()
     }
+
+    @Test("notify history prints the last messages of a topic, oldest first; nothing for a topic without history")
+    func historyCommand() async throws {
+        let daemon = try await TestDaemon.start(arguments: ["--history-messages", "4"])
+        let publisher = try await daemon.client()
+        for index in 1...6 { _ = try await publisher.publishAcknowledged("h\(index)", to: Topic("resume.h"), retain: false) }
+        let all = try await daemon.notify(["history", "resume.h"])
+        #expect(all.status == 0 && all.output == "resume.h h3\nresume.h h4\nresume.h h5\nresume.h h6\n", "\(all.stderr)")
+        let last = try await daemon.notify(["history", "resume.h", "--count", "1", "--format", "raw"])
+        #expect(last.output == "h6\n")
+        let library = try await publisher.history(of: Topic("resume.h"), count: 2)
+        #expect(library.map(\.sequence) == [5, 6])
+        let none = try await daemon.notify(["history", "resume.none"])
+        #expect(none.status == 0 && none.output.isEmpty)
+        await publisher.close()
+        try await daemon.stop()
+    }
 }

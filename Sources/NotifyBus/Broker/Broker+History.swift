@@ -129,9 +129,7 @@ extension Broker {
         _ replay: (TopicHistory?, (TopicHistory.Entry, ByteBuffer) -> Void) -> Void
     ) {
         replay(state.history) { entry, frame in
-            let verbLength = 3  // "MSG": a LAST frame is the MSG frame with the request's id and another verb
-            var last = lastHeader(id: id, capacity: 28 + frame.readableBytes)
-            last.writeBytes(frame.readableBytesView.dropFirst(verbLength))
+            let last = lastFrame(id: id, messageFrame: frame)
             self.replay(last, of: state, sequence: entry.sequence, payloadSize: entry.payloadSize, to: target)
         }
     }

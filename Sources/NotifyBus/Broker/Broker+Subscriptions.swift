@@ -84,6 +84,15 @@ extension Broker {
         return header
     }
 
+    /// A `LAST` frame with request id `id` made from a `MSG` frame (one of a topic's history): a copy, as the
+    /// history's buffer must not be shared while it takes more.
+    func lastFrame(id: UInt64?, messageFrame frame: ByteBuffer) -> ByteBuffer {
+        let verbLength = 3  // "MSG"
+        var last = lastHeader(id: id, capacity: 28 + frame.readableBytes)
+        last.writeBytes(frame.readableBytesView.dropFirst(verbLength))
+        return last
+    }
+
     /// The buffered `MSG` frame after its verb: a slice, so the payload is not copied.
     func lastBody(of retained: RetainedMessage) -> ByteBuffer {
         let verbLength = 3  // "MSG"

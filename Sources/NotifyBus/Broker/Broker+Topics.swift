@@ -15,6 +15,19 @@ extension Broker {
         queue(lastBody(of: retained), to: session)
     }
 
+    /// Answers the last `count` messages of the topic's history as `LAST` frames, oldest first, then `OK <n>`.
+    func history(_ topic: Topic, count: Int?, id: UInt64?, for session: Session) {
+        if let denial = denial(.read, of: topic, to: session, id: id) {
+            return refuse(denial, subject: topic.name, to: session)
+        }
+        var sent: UInt64 = 0
+        topicTable[topic.name]?.history?.forEach(last: count) { _, frame in
+            queue(lastFrame(id: id, messageFrame: frame), to: session)
+            sent += 1
+        }
+        replyOK(id, value: sent, to: session)
+    }
+
     func clear(_ topic: Topic, id: UInt64?, for session: Session) {
         if let denial = denial(.publish, of: topic, to: session, id: id) {
             return refuse(denial, subject: topic.name, to: session)

@@ -218,6 +218,8 @@ public final class Broker {
             latest(topic, id: id, for: session)
         case .clear(let topic):
             clear(topic, id: id, for: session)
+        case .history(let topic, let count):
+            history(topic, count: count, id: id, for: session)
         case .topics(let pattern, let after):
             var reply = allocator.buffer(capacity: 64)
             reply.writeTopics(requestID: id, topicInfos(matching: pattern, after: after, readableBy: session.peer))

@@ -49,6 +49,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// Requests whose reply someone waits for, by id. Requests without one (publishes without ack) are not
     /// listed: an `ERR` with an id found nowhere here belongs to one of them.
     private var waiting: [UInt64: EventLoopPromise<ServerFrame>] = [:]
+    /// Requests answered by several `LAST` frames and then an `OK` (`HISTORY`): what came so far, and who waits.
+    private var collections: [UInt64: (deliveries: [Delivery], promise: EventLoopPromise<[Delivery]>)] = [:]
     /// Errors that fire-and-forget requests received, for the next `flush` to report.
     private var deferredErrors: [ProtocolError] = []
     private var subscriptions: [UInt64: LocalSubscription] = [:]
@@ -114,6 +116,21 @@ final class ClientChannelHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
         // Someone waits for the reply: it comes only once what the daemon sent before it is read.
         if reply != nil && !isReading { updateFlow() }
+    }
+
+    /// Sends `command`, whose answer is `LAST` frames and then `OK` (`HISTORY`): `promise` gets their messages.
+    func collect(_ command: Command, into promise: EventLoopPromise<[Delivery]>) {
+        guard let context, failure == nil, !closedByUser else {
+            promise.fail(closedError)
+            return
+        }
+        let id = nextRequestID
+        nextRequestID += 1
+        collections[id] = ([], promise)
+        var buffer = context.channel.allocator.buffer(capacity: 64)
+        buffer.writeRequest(Request(id: id, command))
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        if !isReading { updateFlow() }
     }
 
     /// Sends `commands`, none of which waits for a reply, in one write; `written` completes once the bytes are
@@ -193,7 +210,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         }
         let atHardLimit = holdingBack && fullSubscriptions.contains { subscriptions[$0]?.gauge.isAtHardLimit == true }
         // A reply someone waits for is always read for: that someone may be the consumer that would catch up.
-        let replyAwaited = !waiting.isEmpty
+        let replyAwaited = !waiting.isEmpty || !collections.isEmpty
         let reading = replyAwaited || (!atHardLimit && (daemonPauses || !holdingBack))
         isReadingPastLimit = reading && atHardLimit
         guard reading != isReading else { return }
@@ -230,6 +247,13 @@ final class ClientChannelHandler: ChannelInboundHandler {
             // A daemon at a connection limit answers with an `ERR` instead of its greeting, then closes.
             failure = NotifyClientError.refused(error)
             greeting.fail(NotifyClientError.refused(error))
+        case .error(let error) where error.requestID.map { collections[$0] != nil } ?? false:
+            collections.removeValue(forKey: error.requestID!)!.promise.fail(NotifyClientError.refused(error))
+        case .latest(let id?, let delivery) where collections[id] != nil:
+            collections[id]!.deliveries.append(delivery)
+        case .ok(let id?, _) where collections[id] != nil:
+            let collection = collections.removeValue(forKey: id)!
+            collection.promise.succeed(collection.deliveries)
         case .error(let error):
             if let id = error.requestID { replaysAnswered(id) }
             if let id = error.requestID, let promise = waiting.removeValue(forKey: id) {
@@ -363,6 +387,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
         greeting.fail(error)
         for promise in waiting.values { promise.fail(error) }
         waiting.removeAll()
+        for collection in collections.values { collection.promise.fail(error) }
+        collections.removeAll()
         for subscription in subscriptions.values {
             if closedByUser {
                 subscription.continuation.finish()

@@ -202,6 +202,15 @@ public final class NotifyClient: Sendable {
 
     // MARK: - Buffered messages
 
+    /// The last `count` messages (all for nil) that `topic`'s history keeps, oldest first; empty when it keeps none
+    /// (history is off by default: see the daemon's `--history-messages`). Needs a daemon of protocol 3.
+    public func history(of topic: Topic, count: Int? = nil) async throws -> [Delivery] {
+        let promise = channel.eventLoop.makePromise(of: [Delivery].self)
+        let handler = self.handler
+        channel.eventLoop.execute { handler.value.collect(.history(topic, count: count), into: promise) }
+        return try await promise.futureResult.get()
+    }
+
     /// The buffered latest message of `topic`, or nil when nothing is buffered.
     public func latest(_ topic: Topic) async throws -> Delivery? {
         let frame = try await exchange(.latest(topic), notFoundIsNil: true)

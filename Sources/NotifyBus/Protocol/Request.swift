@@ -26,6 +26,8 @@ public enum Command: Sendable, Hashable {
     case latest(Topic)
     /// Forget a topic's buffered message without sending anything.
     case clear(Topic)
+    /// Read the last `count` messages (all for nil) of a topic's history, oldest first (protocol 3).
+    case history(Topic, count: Int?)
     /// List the known topics, all or those matching a pattern, in name order: at most ``Command/topicsPageSize``,
     /// starting after `after` when given (protocol 2), so that no reply is larger than a page.
     case topics(TopicPattern?, after: Topic? = nil)

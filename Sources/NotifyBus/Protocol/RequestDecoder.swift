@@ -281,6 +281,19 @@ private struct RequestParser {
             return with(topic(topicRange)) { name == "LATEST" ? .latest($0) : .clear($0) }
         }
 
+        if verbIs("HISTORY") {
+            let usage = "HISTORY <topic> [<count>]"
+            guard let topicRange = tokens.next() else { return fail(.malformed, "HISTORY needs a topic: \(usage)") }
+            var count: Int?
+            if let countRange = tokens.next() {
+                guard let value = LineScanner.unsigned(bytes, countRange), value <= UInt64(Int32.max), tokens.next() == nil else {
+                    return fail(.malformed, "HISTORY takes a topic and a count: \(usage)")
+                }
+                count = Int(value)
+            }
+            return with(topic(topicRange)) { .history($0, count: count) }
+        }
+
         if verbIs("TOPICS") {
             let usage = "TOPICS [<pattern>] [after=<topic>]"
             var patternRange: Range<Int>?

@@ -28,6 +28,9 @@ extension ByteBuffer {
             written += writeStaticString("LATEST ") + writeString(topic.name)
         case .clear(let topic):
             written += writeStaticString("CLEAR ") + writeString(topic.name)
+        case .history(let topic, let count):
+            written += writeStaticString("HISTORY ") + writeString(topic.name)
+            if let count { written += writeStaticString(" ") + writeDecimal(UInt64(count)) }
         case .topics(let pattern, let after):
             written += writeStaticString("TOPICS")
             if let pattern { written += writeStaticString(" ") + writeString(pattern.text) }

@@ -82,6 +82,21 @@ struct ResumeTests {
         #expect(summary.last == "OK#3")
     }
 
+    @Test("HISTORY answers the last messages of a topic's history, oldest first, then OK with their number")
+    func historyRequest() throws {
+        let harness = BrokerHarness(configuration: Self.withHistory)
+        let client = harness.connect(uid: 1000)
+        Self.publish(10, to: "t", from: client)
+        client.send("#1 HISTORY t 3\n#2 HISTORY t\n#3 HISTORY nothing.here\n#4 HISTORY t 0\n")
+        let frames = try client.received()
+        #expect(Self.summary(frames) == (8...10).map { "LAST#1 t \($0)" } + ["OK#1"] + (1...10).map { "LAST#2 t \($0)" } + ["OK#2", "OK#3", "OK#4"])
+        #expect(frames.contains(.ok(requestID: 1, value: 3)) && frames.contains(.ok(requestID: 3, value: 0)))
+        let other = harness.connect(uid: 2000)
+        client.send("PUB user.1000.private 1\nx\n")
+        other.send("#5 HISTORY user.1000.private\n#6 HISTORY t 1 2\n")
+        #expect(Self.summary(try other.received()) == ["ERR not-permitted", "ERR malformed"])
+    }
+
     @Test("since= is checked: a sequence number only for a name, not with latest, a time in RFC 3339 form")
     func grammar() throws {
         let harness = BrokerHarness(configuration: Self.withHistory)

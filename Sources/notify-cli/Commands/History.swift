@@ -1,0 +1,41 @@
+import ArgumentParser
+import NotifyBus
+
+struct History: AsyncParsableCommand, ConnectingCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the last messages of a topic's history, oldest first.",
+        discussion: """
+            The daemon keeps each topic's last messages when it is told to (--history-messages, and [history] in its \
+            configuration; none by default). Prints nothing and exits 0 when the history is empty. Formats as for \
+            notify subscribe.
+            """
+    )
+
+    @ParentCommand var parent: Notify
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "The topic.")
+    var topic: String
+
+    @Option(name: .long, help: "Only the last this many messages.")
+    var count: Int?
+
+    @Option(name: .long, help: "raw, line or json.")
+    var format: DeliveryFormat = .line
+
+    func validate() throws {
+        if let count, count < 0 { throw ValidationError("--count must be 0 or more") }
+    }
+
+    func run() async throws {
+        try await runReportingFailures {
+            let topic = try parseTopic(topic)
+            let client = try await connect()
+            let messages = try await client.history(of: topic, count: count)
+            await client.close()
+            for delivery in messages {
+                guard try StandardOutput.write(format.render(delivery)) else { return }
+            }
+        }
+    }
+}
