@@ -292,7 +292,7 @@ struct CLITests {
         #expect(try await daemon.notify(["send", "slow.ready", "go"]).status == 0)
         var stalled: [ChildProcess] = []
         for _ in 0..<2 {
-            let subscriber = try startNotify(["subscribe", "slow.>", "--latest"], socket: daemon.socketPath)
+            let subscriber = try startNotify(["subscribe", "slow.>", "--latest", "--no-reconnect"], socket: daemon.socketPath)
             try await subscriber.standardOutput.wait("a subscriber to start") { $0.contains("go") }
             subscriber.signal(SIGSTOP)
             stalled.append(subscriber)

@@ -12,8 +12,10 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
             topic, seq, time (RFC 3339), uid, pid, unit and payload (or payload_base64 when the payload is not \
             UTF-8). raw and line end each message with a line break unless its payload already ends with one.
 
-            Without --count, notify subscribe runs until interrupted, until --timeout, or until the daemon goes away \
-            (exit 69). With --count, it exits 0 after that many messages, or 124 if --timeout comes first. When \
+            Without --count, notify subscribe runs until interrupted or until --timeout. When the daemon goes away \
+            (stopped, restarted, upgraded), it says so on standard error, connects again as soon as the daemon is \
+            back, and resumes after the last message it printed, from the daemon's history (--history-messages on \
+            the daemon; what the history no longer holds is announced like a drop). --no-reconnect exits 69 instead. With --count, it exits 0 after that many messages, or 124 if --timeout comes first. When \
             the reader of its output goes away (notify subscribe 'x.>' | head -1, once head has its line), it \
             exits 0 at once.
 
@@ -56,6 +58,9 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
     @Option(name: .long, help: "When this subscriber falls behind: drop-oldest, latest-only or disconnect.")
     var overflow: OverflowPolicy = .dropOldest
 
+    @Flag(name: .customLong("no-reconnect"), help: "Exit (69) when the daemon goes away, rather than reconnect and resume.")
+    var noReconnect = false
+
     func validate() throws {
         if patterns.isEmpty { throw ValidationError("give at least one topic or pattern to subscribe to") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
@@ -66,6 +71,27 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
         {
             throw ValidationError("--since SEQ resumes one topic, named exactly; for patterns, give a time (--since 2026-11-25T09:30:00Z)")
         }
+    }
+
+    /// Prints the events of `subscription` until --count, or until nobody reads the output.
+    private func print<Events: AsyncSequence>(_ subscription: Events) async throws where Events.Element == SubscriptionEvent {
+        var received = 0
+        for try await event in subscription {
+            switch event {
+            case .message(let delivery):
+                // false: nobody reads any more, as good a reason to stop as --count.
+                guard try StandardOutput.write(format.render(delivery)) else { return }
+                received += 1
+                if received == count { return }
+            case .dropped(let notice):
+                if format == .json {
+                    guard try StandardOutput.write(DeliveryFormat.json(notice) + "\n") else { return }
+                } else {
+                    StandardError.writeLine("notify: \(DeliveryFormat.sentence(notice))")
+                }
+            }
+        }
+        throw CommandFailure(.unavailable, "the daemon closed the connection")
     }
 
     /// Where --since resumes, if given.
@@ -79,30 +105,29 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
     func run() async throws {
         try await runReportingFailures {
             let patterns = try self.patterns.map(parsePattern)
-            let client = try await connect()
-            let subscription = try await client.subscribe(to: patterns, latestFirst: latest, since: try resumePoint(), overflow: overflow)
-            let format = self.format
-            let count = self.count
-            let outcome = try await listen(timeout: timeout, watchingOutput: true) {
-                var received = 0
-                for try await event in subscription {
-                    switch event {
-                    case .message(let delivery):
-                        // false: nobody reads any more, as good a reason to stop as --count.
-                        guard try StandardOutput.write(format.render(delivery)) else { return }
-                        received += 1
-                        if received == count { return }
-                    case .dropped(let notice):
-                        if format == .json {
-                            guard try StandardOutput.write(DeliveryFormat.json(notice) + "\n") else { return }
-                        } else {
-                            StandardError.writeLine("notify: \(DeliveryFormat.sentence(notice))")
-                        }
+            let outcome: ListeningOutcome
+            if !noReconnect {
+                let subscription = ResumingSubscription(
+                    socketPath: socketPath,
+                    patterns: patterns,
+                    latestFirst: latest,
+                    since: try resumePoint(),
+                    overflow: overflow
+                ) { change in
+                    switch change {
+                    case .lost(let error):
+                        StandardError.writeLine("notify: \(error.message); reconnecting (--no-reconnect to stop instead)")
+                    case .resumed:
+                        StandardError.writeLine("notify: reconnected; resumed from the daemon's history")
                     }
                 }
-                throw CommandFailure(.unavailable, "the daemon closed the connection")
+                outcome = try await listen(timeout: timeout, watchingOutput: true) { try await print(subscription) }
+            } else {
+                let client = try await connect()
+                let subscription = try await client.subscribe(to: patterns, latestFirst: latest, since: try resumePoint(), overflow: overflow)
+                outcome = try await listen(timeout: timeout, watchingOutput: true) { try await print(subscription) }
+                await client.close()
             }
-            await client.close()
             if outcome == .timedOut, let count {
                 let messages = count == 1 ? "the message" : "\(count) messages"
                 throw CommandFailure(.timeout, "--timeout ran out before \(messages) came")

@@ -1,0 +1,181 @@
+import NIOConcurrencyHelpers
+
+/// A subscription that outlives its connections: when the daemon goes away (stopped, restarted, upgraded, crashed)
+/// it connects again, backing off from 50 ms to at most 2 s between attempts, subscribes again, and resumes after
+/// the last message it delivered, from the topics' history (`SUB … since=`). Its consumer sees one sequence: each
+/// message once, in order per topic, and a ``SubscriptionEvent/dropped(_:)`` for what the history no longer held.
+///
+/// Resuming needs a daemon that keeps history for the topics (`--history-messages`; none by default): without it,
+/// what was published while the subscription was away is announced as dropped (by time the daemon cannot tell which
+/// of a topic's messages came after the point, so the notice may name messages published before it too; those this
+/// subscription delivered already are left out of it).
+///
+/// It resumes by time, for every pattern alike: after the newest message it delivered (less a microsecond, so that
+/// messages of other topics published in the same microsecond are not skipped), or after the moment it first
+/// subscribed. Messages it already delivered are recognized by their topic and sequence number and not delivered
+/// again. It ends when its consumer stops iterating, and throws only for what reconnecting cannot mend (a
+/// refusal: a pattern the user may not read, say; or, under ``OverflowPolicy/disconnect``, being disconnected for
+/// falling behind, which the daemon does without a word, as a crash would: such a subscription reconnects only
+/// when the daemon said it was going away). Each iterator has its own connection.
+public struct ResumingSubscription: AsyncSequence, Sendable {
+    public typealias Element = SubscriptionEvent
+
+    /// What happened to the connection under the subscription, for a caller that says so to its user.
+    public enum ConnectionChange: Sendable {
+        /// The connection was lost; the subscription is connecting again.
+        case lost(NotifyClientError)
+        /// It is connected again and resumed.
+        case resumed
+    }
+
+    let socketPath: String?
+    let patterns: [TopicPattern]
+    let latestFirst: Bool
+    let since: ResumePoint?
+    let overflow: OverflowPolicy
+    let buffer: SubscriptionBufferLimits
+    let onConnectionChange: @Sendable (ConnectionChange) -> Void
+
+    /// Creates the subscription; it connects when iterated.
+    /// - Parameters:
+    ///   - socketPath: the daemon's socket, as for ``NotifyClient/connect(to:group:)``.
+    ///   - latestFirst: start with the buffered message of each matching topic (the first connection only).
+    ///   - since: start from the history after this point (the first connection only).
+    ///   - onConnectionChange: called when the connection is lost and when the subscription resumed.
+    public init(
+        socketPath: String? = nil,
+        patterns: [TopicPattern],
+        latestFirst: Bool = false,
+        since: ResumePoint? = nil,
+        overflow: OverflowPolicy = .dropOldest,
+        buffer: SubscriptionBufferLimits = .default,
+        onConnectionChange: @escaping @Sendable (ConnectionChange) -> Void = { _ in }
+    ) {
+        self.socketPath = socketPath
+        self.patterns = patterns
+        self.latestFirst = latestFirst
+        self.since = since
+        self.overflow = overflow
+        self.buffer = buffer
+        self.onConnectionChange = onConnectionChange
+    }
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(subscription: self)
+    }
+
+    /// The longest wait between two attempts to connect.
+    static let maximumBackoff: Duration = .seconds(2)
+
+    public struct Iterator: AsyncIteratorProtocol {
+        let subscription: ResumingSubscription
+        private let connection = Connection()
+        private var events: NotifySubscription.Iterator?
+        /// The last sequence number delivered of each topic.
+        private var delivered: [Topic: UInt64] = [:]
+        /// Where to resume: after the newest message delivered, or the moment of the first subscription.
+        private var resumePoint: PublishTime?
+        private var isFirstConnection = true
+
+        init(subscription: ResumingSubscription) {
+            self.subscription = subscription
+        }
+
+        public mutating func next() async throws -> SubscriptionEvent? {
+            while true {
+                if events == nil { try await connect() }
+                let event: SubscriptionEvent?
+                do {
+                    event = try await events!.next()
+                } catch let error as NotifyClientError where error.kind == .connectionClosed || error.kind == .unreachable {
+                    // Under `disconnect`, a connection closed without the daemon saying it goes away is this
+                    // subscriber's own end for falling behind, which it asked for.
+                    if subscription.overflow == .disconnect && error.refusal?.code != .unavailable { throw error }
+                    events = nil
+                    await connection.close()
+                    subscription.onConnectionChange(.lost(error))
+                    continue
+                }
+                guard let event else { return nil }
+                switch event {
+                case .message(let delivery):
+                    if let last = delivered[delivery.topic], delivery.sequence <= last { continue }
+                    delivered[delivery.topic] = delivery.sequence
+                    if delivery.time > resumePoint ?? PublishTime(microsecondsSinceEpoch: 0) { resumePoint = delivery.time }
+                    return event
+                case .dropped(let notice):
+                    // Of what was delivered already, nothing was missed.
+                    let last = delivered[notice.topic] ?? 0
+                    guard notice.isAboutManyTopics || notice.lastSequence > last else { continue }
+                    if notice.isAboutManyTopics || notice.firstSequence > last { return event }
+                    let first = last + 1
+                    return .dropped(DropNotice(
+                        topic: notice.topic,
+                        count: Swift.min(notice.count, notice.lastSequence - first + 1),
+                        firstSequence: first,
+                        lastSequence: notice.lastSequence
+                    ))
+                }
+            }
+        }
+
+        /// Connects and subscribes, again and again with a growing pause until it works or cannot.
+        private mutating func connect() async throws {
+            var backoff: Duration = .milliseconds(50)
+            while true {
+                try Task.checkCancellation()
+                do {
+                    let client = try await NotifyClient.connect(to: subscription.socketPath)
+                    await connection.set(client)
+                    let since: ResumePoint?
+                    if isFirstConnection {
+                        // Resuming later starts from here when nothing was delivered by then.
+                        resumePoint = PublishTime.now()
+                        since = subscription.since
+                    } else {
+                        let point = resumePoint!.microsecondsSinceEpoch
+                        since = .time(PublishTime(microsecondsSinceEpoch: point > 0 ? point - 1 : 0))
+                    }
+                    let events = try await client.subscribe(
+                        to: subscription.patterns,
+                        latestFirst: isFirstConnection && subscription.latestFirst,
+                        since: since,
+                        overflow: subscription.overflow,
+                        buffer: subscription.buffer
+                    )
+                    self.events = events.makeAsyncIterator()
+                    if !isFirstConnection { subscription.onConnectionChange(.resumed) }
+                    isFirstConnection = false
+                    return
+                } catch let error as NotifyClientError where error.kind == .connectionClosed || error.kind == .unreachable {
+                    await connection.close()
+                    if isFirstConnection { throw error }
+                    try await Task.sleep(for: backoff)
+                    backoff = Swift.min(backoff * 2, ResumingSubscription.maximumBackoff)
+                }
+            }
+        }
+    }
+
+    /// The iterator's current client, closed when the iterator is let go of.
+    final class Connection: Sendable {
+        private let client = NIOLockedValueBox<NotifyClient?>(nil)
+
+        func set(_ client: NotifyClient) async {
+            await close()
+            self.client.withLockedValue { $0 = client }
+        }
+
+        func close() async {
+            let client = self.client.withLockedValue { client in
+                defer { client = nil }
+                return client
+            }
+            await client?.close()
+        }
+
+        deinit {
+            if let client = client.withLockedValue({ $0 }) { Task { await client.close() } }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import NotifyBus
+import Testing
+
+/// A restart costs no subscriber a message: `notify subscribe` and a library subscriber reconnect by themselves and
+/// resume from the daemon's history, through a clean stop and a kill -9 of the real daemon.
+@Suite("Subscribers across daemon restarts")
+struct ReconnectTests {
+    /// Publishes `m<first>` … `m<last>` to `topic`, each acknowledged, on a connection of its own.
+    static func publish(_ numbers: ClosedRange<Int>, to topic: String, on daemon: TestDaemon) async throws {
+        let client = try await daemon.client()
+        for number in numbers { _ = try await client.publishAcknowledged("m\(number)", to: Topic(topic), retain: false) }
+        await client.close()
+    }
+
+    @Test("through SIGTERM and kill -9, each subscriber prints every acknowledged message once, in order, and no drop")
+    func restarts() async throws {
+        let directory = try TemporaryDirectory()
+        let arguments = ["--history-messages", "1000", "--history-bytes", "1000000"]
+        var daemon = try await TestDaemon.start(in: directory, arguments: arguments)
+        let cli = try startNotify(["subscribe", "re.t", "--since", "0"], socket: daemon.socketPath)
+        let received = Shared<[String]>([])
+        let dropped = Shared(0)
+        let (progress, tick) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let socketPath = daemon.socketPath
+        let library = Task {
+            for try await event in ResumingSubscription(socketPath: socketPath, patterns: [try TopicPattern("re.t")], since: .sequence(0)) {
+                switch event {
+                case .message(let delivery): received.withLock { $0.append(delivery.text ?? "") }
+                case .dropped: dropped.withLock { $0 += 1 }
+                }
+                tick.yield()
+            }
+        }
+
+        try await Self.publish(1...100, to: "re.t", on: daemon)
+        #expect(try await daemon.stop() == 0)
+        daemon = try await TestDaemon.start(in: directory, arguments: arguments)
+        try await Self.publish(101...200, to: "re.t", on: daemon)
+        try await daemon.kill()
+        daemon = try await TestDaemon.start(in: directory, arguments: arguments)
+        try await Self.publish(201...300, to: "re.t", on: daemon)
+
+        let expected = (1...300).map { "m\($0)" }
+        try await cli.standardOutput.wait(timeout: .seconds(60), "the CLI subscriber to print m300") { $0.hasSuffix("re.t m300\n") }
+        #expect(cli.standardOutput.lines == expected.map { "re.t \($0)" })
+        #expect(cli.standardError.text.contains("reconnecting"), "it says so: \(cli.standardError.text)")
+        #expect(!cli.standardError.text.contains("dropped"), "\(cli.standardError.text)")
+        try await withDeadline(.seconds(60), waitingFor: "the library subscriber to get m300") {
+            for await _ in progress where received.value.last == "m300" { return }
+        }
+        #expect(received.value == expected)
+        #expect(dropped.value == 0)
+        library.cancel()
+        cli.signal(SIGINT)
+        _ = try await cli.exitStatus()
+        try await daemon.stop()
+    }
+
+    @Test("a subscriber away for longer than the history holds is told exactly what it missed, then gets the rest")
+    func gapAnnounced() async throws {
+        let directory = try TemporaryDirectory()
+        let arguments = ["--history-messages", "5"]
+        var daemon = try await TestDaemon.start(in: directory, arguments: arguments)
+        let cli = try startNotify(["subscribe", "re.g", "--since", "0", "--format", "json"], socket: daemon.socketPath)
+        try await Self.publish(1...3, to: "re.g", on: daemon)
+        try await cli.standardOutput.wait("the first three messages") { $0.components(separatedBy: "\n").count == 4 }
+        // Away while the daemon restarts and 17 more messages come: the history keeps the last 5.
+        cli.signal(SIGSTOP)
+        #expect(try await daemon.stop() == 0)
+        daemon = try await TestDaemon.start(in: directory, arguments: arguments)
+        try await Self.publish(4...20, to: "re.g", on: daemon)
+        cli.signal(SIGCONT)
+        try await cli.standardOutput.wait(timeout: .seconds(60), "the subscriber to catch up") { $0.contains("\"m20\"") }
+        let lines = cli.standardOutput.lines
+        #expect(lines.count == 9, "\(lines)")
+        #expect(lines[3] == #"{"dropped":{"topic":"re.g","count":12,"first_seq":4,"last_seq":15}}"#)
+        #expect(lines.enumerated().allSatisfy { index, line in index == 3 || line.contains("\"payload\":\"m\(index < 3 ? index + 1 : index + 12)\"") }, "\(lines)")
+        cli.signal(SIGINT)
+        _ = try await cli.exitStatus()
+        try await daemon.stop()
+    }
+}
