@@ -80,4 +80,28 @@ struct ReconnectTests {
         _ = try await cli.exitStatus()
         try await daemon.stop()
     }
+
+    @Test("notify wait rides out a restart: the matching message published while it reconnects is not missed")
+    func waitAcrossRestart() async throws {
+        let directory = try TemporaryDirectory()
+        let arguments = ["--history-messages", "64"]
+        var daemon = try await TestDaemon.start(in: directory, arguments: arguments)
+        try await Self.publish(1...1, to: "re.w", on: daemon)
+        let waiter = try startNotify(["wait", "re.w", "--equals", "go", "--timeout", "60"], socket: daemon.socketPath)
+        // It has read the buffered message (not "go") once the daemon counts its subscription.
+        let probe = try await daemon.client()
+        try await withDeadline(.seconds(30), waitingFor: "the waiter to subscribe") {
+            while try await probe.stats()["subscriptions"] != 1 { try await probe.flush() }
+        }
+        await probe.close()
+        #expect(try await daemon.stop() == 0)
+        daemon = try await TestDaemon.start(in: directory, arguments: arguments)
+        let publisher = try await daemon.client()
+        _ = try await publisher.publishAcknowledged("go", to: Topic("re.w"), retain: false)
+        #expect(try await waiter.exitStatus() == 0)
+        #expect(waiter.standardOutput.text == "go\n")
+        #expect(waiter.standardError.text.contains("reconnecting"))
+        await publisher.close()
+        try await daemon.stop()
+    }
 }

@@ -112,15 +112,9 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
                     patterns: patterns,
                     latestFirst: latest,
                     since: try resumePoint(),
-                    overflow: overflow
-                ) { change in
-                    switch change {
-                    case .lost(let error):
-                        StandardError.writeLine("notify: \(error.message); reconnecting (--no-reconnect to stop instead)")
-                    case .resumed:
-                        StandardError.writeLine("notify: reconnected; resumed from the daemon's history")
-                    }
-                }
+                    overflow: overflow,
+                    onConnectionChange: reportConnectionChange
+                )
                 outcome = try await listen(timeout: timeout, watchingOutput: true) { try await print(subscription) }
             } else {
                 let client = try await connect()

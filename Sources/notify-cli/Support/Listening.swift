@@ -1,3 +1,5 @@
+import NotifyBus
+
 /// How a command that waits for messages (`subscribe`, `wait`) came to an end.
 enum ListeningOutcome {
     /// The body returned: it had what it waited for.
@@ -40,5 +42,16 @@ func listen(
         let first = try await group.next()!
         group.cancelAll()
         return first
+    }
+}
+
+/// Tells the user, on standard error, that a reconnecting subscription lost its connection or resumed.
+@Sendable
+func reportConnectionChange(_ change: ResumingSubscription.ConnectionChange) {
+    switch change {
+    case .lost(let error):
+        StandardError.writeLine("notify: \(error.message); reconnecting (--no-reconnect to stop instead)")
+    case .resumed:
+        StandardError.writeLine("notify: reconnected; resumed from the daemon's history")
     }
 }
