@@ -162,7 +162,7 @@ public final class NotifyClient: Sendable {
     /// it drops is announced as ``SubscriptionEvent/dropped(_:)``. Subscriptions of one client share its
     /// connection: while one of them is full, the others wait too (take a client per independent consumer).
     /// The subscription ends when the sequence is no longer iterated (the daemon is told); it throws if the
-    /// connection is lost.
+    /// connection is lost (a ``ResumingSubscription`` connects again and resumes instead).
     public func subscribe(
         to patterns: [TopicPattern],
         latestFirst: Bool = false,

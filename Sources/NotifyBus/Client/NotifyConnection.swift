@@ -14,6 +14,9 @@ import Darwin
 /// It starts no threads and needs no async context, which is what makes `notify send` cheap in a shell loop; the
 /// codec is the same as ``NotifyClient``'s. For subscriptions and long-lived use, take ``NotifyClient``.
 ///
+/// It does not reconnect: a call after the daemon went away throws, and one-shot work simply connects again (a
+/// subscription that must outlive restarts is a ``ResumingSubscription``).
+///
 /// Not thread-safe: use it from one thread at a time.
 public final class NotifyConnection {
     /// The socket connected to.
