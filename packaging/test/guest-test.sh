@@ -219,6 +219,33 @@ if [ "$E2E_PHASE" = install ]; then
   check  "restart notifyd with its own watchdog" systemctl restart notifyd.service
   expect "the watchdog is 30s again" 30s systemctl show -P WatchdogUSec notifyd.service
 
+  # A restart costs a subscriber nothing (issue 16): with history on, `notify subscribe` rides out
+  # `systemctl restart notifyd` while messages are published, and prints each once, in order.
+  printf 'history-messages = 1000\n' >>/etc/notifyd/notifyd.conf
+  since=$(journal_now)
+  check  "systemctl reload notifyd with history on (history-messages = 1000)" systemctl reload notifyd
+  check  "it is applied" reloaded_since "$since"
+  before=$(subscriptions)
+  notify subscribe e2e.restart --since 0 >/tmp/e2e-restart.out 2>/tmp/e2e-restart.err &
+  subscriber=$!
+  check  "a subscriber is subscribed" within 10 more_subscriptions_than "$before"
+  check  "20 messages published, each acknowledged" sh -c 'for i in $(seq 1 20); do notify send --no-retain e2e.restart m$i || exit 1; done'
+  check  "systemctl restart notifyd.service" systemctl restart notifyd.service
+  check  "20 more after the restart" sh -c 'for i in $(seq 21 40); do notify send --no-retain e2e.restart m$i || exit 1; done'
+  check  "the subscriber reconnected and printed all 40" within 30 grep -qx 'e2e.restart m40' /tmp/e2e-restart.out
+  expect "each once, in order" "$(seq 1 40 | sed 's/^/e2e.restart m/')" cat /tmp/e2e-restart.out
+  expect_match "it said it reconnected, on stderr" 'reconnected' cat /tmp/e2e-restart.err
+  kill $subscriber 2>/dev/null; wait $subscriber 2>/dev/null
+  # While the service is down, the socket (systemd's) takes connections: a publish waits in its backlog until
+  # socket activation has started the daemon again, and succeeds.
+  check  "systemctl stop notifyd.service" systemctl stop notifyd.service
+  expect "the service is down, its socket listening" "inactive active" sh -c 'echo "$(systemctl is-active notifyd.service) $(systemctl is-active notifyd.socket)"'
+  check  "notify send while it is down succeeds (the backlog held it)" notify send --no-retain e2e.restart m41
+  expect "and it is in the history" "m41" notify history e2e.restart --count 1 --format raw
+  since=$(journal_now)
+  check  "restore the default configuration" sh -c "sed -i '/^history-messages = 1000$/d' /etc/notifyd/notifyd.conf && systemctl reload notifyd"
+  check  "it is applied" reloaded_since "$since"
+
   # The user units, for a user whose manager runs without a login (lingering).
   check  "loginctl enable-linger $TESTER" loginctl enable-linger $TESTER
   check  "the user's service manager starts" within 30 test -S /run/user/$TESTER_UID/systemd/private
