@@ -15,15 +15,26 @@ extension Broker {
         queue(lastBody(of: retained), to: session)
     }
 
-    /// Answers the last `count` messages of the topic's history as `LAST` frames, oldest first, then `OK <n>`.
+    /// Answers the last `count` messages of the topic's history as `LAST` frames, oldest first, then `OK <n>`: the
+    /// newest that fit in ``Command/historyReplyBytes``, as replies are never dropped and must stay small.
     func history(_ topic: Topic, count: Int?, id: UInt64?, for session: Session) {
         if let denial = denial(.read, of: topic, to: session, id: id) {
             return refuse(denial, subject: topic.name, to: session)
         }
         var sent: UInt64 = 0
-        topicTable[topic.name]?.history?.forEach(last: count) { _, frame in
-            queue(lastFrame(id: id, messageFrame: frame), to: session)
-            sent += 1
+        if let history = topicTable[topic.name]?.history {
+            var fitting = 0
+            var bytes = 0
+            history.forEach(newestFirst: count) { entry in
+                guard fitting == 0 || bytes + entry.length <= Command.historyReplyBytes else { return false }
+                bytes += entry.length
+                fitting += 1
+                return true
+            }
+            history.forEach(last: fitting) { _, frame in
+                queue(lastFrame(id: id, messageFrame: frame), to: session)
+                sent += 1
+            }
         }
         replyOK(id, value: sent, to: session)
     }

@@ -91,6 +91,10 @@ extension Command {
     /// The most topics one `TOPICS` reply lists; a reply of exactly this many may have more after it.
     public static let topicsPageSize = 10_000
 
+    /// The most bytes of messages one `HISTORY` reply holds (more when one message alone is larger): the newest that
+    /// fit, so that no reply is larger than this however much history a topic keeps.
+    public static let historyReplyBytes = 4 << 20
+
     /// Where the next page of a `TOPICS` listing starts, after `page` from a server of protocol `version`; nil when
     /// `page` was the last (a protocol 1 server never pages: it answers all at once).
     static func topicsPage(after page: [TopicInfo], serverVersion version: UInt64) -> Topic? {

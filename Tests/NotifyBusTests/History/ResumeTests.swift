@@ -97,6 +97,20 @@ struct ResumeTests {
         #expect(Self.summary(try other.received()) == ["ERR not-permitted", "ERR malformed"])
     }
 
+    @Test("a HISTORY reply holds the newest messages that fit in 4 MiB: replies are never dropped, so they stay small")
+    func historyReplyBounded() throws {
+        var configuration = Self.withHistory
+        configuration.history = HistoryLimits(messages: 100, bytes: 16 << 20)
+        let harness = BrokerHarness(configuration: configuration)
+        let client = harness.connect()
+        let payload = String(repeating: "x", count: 512 << 10)
+        client.send(String(repeating: "PUB big \(payload.utf8.count) noretain\n\(payload)\n", count: 20))
+        client.send("#1 HISTORY big\n")
+        let frames = try client.received()
+        #expect(Self.summary(frames) == (14...20).map { "LAST#1 big \($0)" } + ["OK#1"])
+        #expect(frames.last == .ok(requestID: 1, value: 7))
+    }
+
     @Test("since= is checked: a sequence number only for a name, not with latest, a time in RFC 3339 form")
     func grammar() throws {
         let harness = BrokerHarness(configuration: Self.withHistory)

@@ -133,6 +133,13 @@ struct TopicHistory {
         }
     }
 
+    /// Calls `body` with up to `count` of the messages kept (all for nil), newest first, until it returns false.
+    func forEach(newestFirst count: Int?, _ body: (Entry) -> Bool) {
+        for entry in entries.reversed().prefix(count ?? entries.count) {
+            guard body(entry) else { return }
+        }
+    }
+
     /// The last `count` messages kept (all of them for nil), oldest first.
     func forEach(last count: Int?, _ body: (Entry, ByteBuffer) -> Void) {
         for entry in entries.suffix(count ?? entries.count) {
