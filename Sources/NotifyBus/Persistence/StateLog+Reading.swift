@@ -112,16 +112,31 @@ extension StateLog {
     /// `UInt64.max` that counting on from it (and the ceiling's reserve above it) cannot overflow.
     static let largestSequence: UInt64 = 1 << 62
 
+    /// The message a record's `MSG` frame holds, if it is one and its sequence number is in range; else nil, and
+    /// the problem noted.
+    private static func message(
+        _ frame: ByteBuffer,
+        _ what: String,
+        at offset: Int,
+        decoder: inout ServerFrameDecoder,
+        problems: inout [String]
+    ) -> Delivery? {
+        var input = frame
+        guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input), input.readableBytes == 0 else {
+            problems.append("\(what) at offset \(offset) is not a message frame; skipped")
+            return nil
+        }
+        guard delivery.sequence <= largestSequence else {
+            problems.append("\(what) at offset \(offset) has sequence number \(delivery.sequence), out of range; skipped")
+            return nil
+        }
+        return delivery
+    }
+
     private static func apply(_ record: StateRecord, to contents: inout Contents, decoder: inout ServerFrameDecoder, offset: Int) {
         switch record {
         case .retained(let frame):
-            var input = frame
-            guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input), input.readableBytes == 0 else {
-                contents.problems.append("a buffered message at offset \(offset) is not a message frame; skipped")
-                return
-            }
-            guard delivery.sequence <= largestSequence else {
-                contents.problems.append("a buffered message at offset \(offset) has sequence number \(delivery.sequence), out of range; skipped")
+            guard let delivery = message(frame, "a buffered message", at: offset, decoder: &decoder, problems: &contents.problems) else {
                 return
             }
             var topic = contents.topics[delivery.topic.name] ?? TopicRecord()
@@ -137,13 +152,7 @@ extension StateLog {
         case .cleared(let name):
             contents.topics[name]?.retainedFrame = nil
         case .history(let frame):
-            var input = frame
-            guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input), input.readableBytes == 0 else {
-                contents.problems.append("a history message at offset \(offset) is not a message frame; skipped")
-                return
-            }
-            guard delivery.sequence <= largestSequence else {
-                contents.problems.append("a history message at offset \(offset) has sequence number \(delivery.sequence), out of range; skipped")
+            guard let delivery = message(frame, "a history message", at: offset, decoder: &decoder, problems: &contents.problems) else {
                 return
             }
             var topic = contents.topics[delivery.topic.name] ?? TopicRecord()
