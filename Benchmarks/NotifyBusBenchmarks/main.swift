@@ -6,3 +6,5 @@ harness.filter = CommandLine.arguments.dropFirst().first
 print("NotifyBus micro-benchmarks: median of \(harness.runs) runs (fastest–slowest), release build expected")
 subscriptionIndexBenchmarks(&harness)
 codecBenchmarks(&harness)
+brokerBenchmarks(&harness)
+stateLogBenchmarks(&harness)

@@ -53,9 +53,12 @@ enum StateRecord: Equatable {
         case .retained: return 1
         case .sequence: return 2
         case .cleared: return 3
-        case .history: return 4
+        case .history: return StateRecord.historyKind
         }
     }
+
+    /// The kind of a history record, for writing one from bytes that are not a buffer yet.
+    static let historyKind: UInt8 = 4
 
     /// Appends the record's bytes, sealed with `key`, to `buffer`.
     func write(to buffer: inout ByteBuffer, sealedWith key: RecordKey) {

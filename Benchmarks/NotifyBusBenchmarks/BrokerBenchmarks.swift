@@ -1,0 +1,76 @@
+import Foundation
+import NIOCore
+import NotifyBus
+
+/// What a publish costs the broker, one subscriber, 16-byte payloads, without sockets: with and without history,
+/// with and without the state log. The figures the README's "What history costs" breaks down.
+func brokerBenchmarks(_ harness: inout Harness) {
+    print("\n== Broker: publish → one subscriber, 16 B, retained ==")
+    let count = 20_000
+    var wire = ByteBuffer()
+    let topic = try! Topic("sensors.kitchen.temperature")
+    let payload = ByteBuffer(repeating: 0x61, count: 16)
+    for _ in 0..<count { wire.writeRequest(Request(.publish(topic, payload: payload, PublishOptions()))) }
+    var requests: [DecodedRequest] = []
+    var decoder = RequestDecoder()
+    var input = wire
+    while let request = decoder.decode(buffer: &input) { requests.append(request) }
+
+    for (label, history) in [("history off", HistoryLimits.off), ("history 64", HistoryLimits.resumable)] {
+        for logged in [false, true] {
+            var configuration = BrokerConfiguration.default
+            configuration.history = history
+            let broker = Broker(configuration: configuration)
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString)").path
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            if logged {
+                let (log, contents) = try! StateLog.open(directory: directory, maxPayload: 1 << 20)
+                broker.attach(log, restoring: contents)
+            }
+            let subscriber = broker.open(peer: PeerCredentials(pid: 2, uid: 1000, gid: 1000, groups: []), transport: DiscardingTransport())
+            let publisher = broker.open(peer: PeerCredentials(pid: 3, uid: 1000, gid: 1000, groups: []), transport: DiscardingTransport())
+            var subscribe = ByteBuffer(string: "SUB \(topic.name)\n")
+            var subscribeDecoder = RequestDecoder()
+            while let request = subscribeDecoder.decode(buffer: &subscribe) { broker.handle(request, from: subscriber) }
+            broker.flush()
+            harness.measure("\(label), \(logged ? "state log" : "no state log")", operations: count) {
+                // Batches of 256, as the daemon reads a busy publisher.
+                var index = 0
+                while index < requests.count {
+                    for request in requests[index..<min(index + 256, requests.count)] { broker.handle(request, from: publisher) }
+                    broker.flush()
+                    index += 256
+                }
+            }
+        }
+    }
+}
+
+/// A connection that takes everything and keeps nothing.
+final class DiscardingTransport: SessionTransport {
+    var isWritable: Bool { true }
+    var bufferedBytes: Int { 0 }
+    func write(_ frame: ByteBuffer) {}
+    func flush() {}
+    func close() {}
+    func abort() {}
+}
+
+/// What a history record costs the state log: sealing and appending an 80-byte frame, committed every 256.
+func stateLogBenchmarks(_ harness: inout Harness) {
+    print("\n== State log ==")
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let (log, _) = try! StateLog.open(directory: directory, maxPayload: 1 << 20)
+    let frame = [UInt8](repeating: 0x61, count: 80)
+    let count = 20_000
+    harness.measure("history record, 80 B frame, committed every 256", operations: count) {
+        frame.withUnsafeBytes { bytes in
+            for index in 0..<count {
+                log.appendHistory(bytes)
+                if index % 256 == 255 { try! log.commit() }
+            }
+        }
+        try! log.commit()
+    }
+}
