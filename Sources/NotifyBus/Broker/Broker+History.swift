@@ -21,7 +21,9 @@ extension Broker {
         let kept = batch.withBytes(frame) { bytes in
             keepInHistory(bytes, of: state, sequence: sequence, time: time, payloadSize: payloadSize, by: owner, limits: limits)
         }
-        guard let stateLog else { return }
+        // While the log cannot be written, the rewrite that mends it writes every history whole: appending each
+        // message meanwhile would only pile up in memory.
+        guard let stateLog, !stateNeedsRewrite else { return }
         // Every message a history keeps is in the log before anyone is sent it, and one it skips leaves its number
         // there: after a crash the topic goes on from its last number exactly, with no gap a resuming subscriber
         // would be told of for nothing.
@@ -45,7 +47,11 @@ extension Broker {
         by owner: UserAccount,
         limits: HistoryLimits
     ) -> Bool {
-        if state.history == nil { state.history = TopicHistory(allocator: allocator) }
+        if state.history == nil {
+            state.history = TopicHistory(allocator: allocator)
+            // What the topic had before its history began is history no longer held, as of no later than now.
+            if sequence > 1 { state.history!.noteEvicted(through: sequence - 1, time: time) }
+        }
         guard payloadSize <= min(configuration.maxRetainedBytesPerUser, configuration.maxRetainedBytes) else {
             // No budget takes it: it is skipped, and the history starts again after it.
             state.history!.skip(sequence: sequence, time: time) { historyLedger.released($0) }
@@ -66,13 +72,22 @@ extension Broker {
     }
 
     /// Restores `state`'s history from the log's frames, oldest first, within the limits and budgets in force.
+    ///
+    /// Only the newest unbroken run of numbers is kept: a topic forgotten and numbered again from 1, or records lost
+    /// to damage, leave a log whose frames go back or skip, and a history must be one run for a resume to be told
+    /// exactly what it misses.
     func restoreHistory(_ frames: [ByteBuffer], of state: TopicState, decoder: inout ServerFrameDecoder) {
         let limits = historyLimits(of: state)
         guard !limits.isOff else { return }
-        // Only the newest can stay: the rest would be let go again at once.
-        for frame in frames.suffix(limits.messages) {
+        var run: [(frame: ByteBuffer, delivery: Delivery)] = []
+        for frame in frames {
             var input = frame
             guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input) else { continue }
+            if let last = run.last, delivery.sequence != last.delivery.sequence + 1 { run.removeAll() }
+            run.append((frame, delivery))
+        }
+        // Only the newest can stay: the rest would be let go again at once.
+        for (frame, delivery) in run.suffix(limits.messages) {
             let owner = account(of: delivery.publisher.uid)
             _ = frame.withUnsafeReadableBytes {
                 keepInHistory(
@@ -106,18 +121,33 @@ extension Broker {
                 history?.forEach(after: after, body)
             }
         case .time(let time):
+            // Notices are replies, which are never dropped: past a bound, one about many topics counts the rest.
+            var notices = 0
+            var othersMissed: UInt64 = 0
+            let notice = { (missed: ClosedRange<UInt64>, topic: Topic) in
+                notices += 1
+                if notices <= DropTally.topicLimit {
+                    self.noticeMissed(missed, of: topic, id: id, to: target.session)
+                } else {
+                    othersMissed += UInt64(missed.count)
+                }
+            }
             workDone &+= topicTable.forEach(matching: pattern) { state in
                 guard configuration.accessPolicy.allows(.read, topic: state.topic, peer: peer) else { return }
                 replayHistory(of: state, id: id, to: target) { history, body in
                     // Which of the messages it no longer holds came after `time` it cannot tell: all are announced.
-                    if let history, let evicted = history.lastEvicted, evicted.time > time {
-                        noticeMissed(history.firstEvicted...evicted.sequence, of: state.topic, id: id, to: target.session)
-                    } else if history == nil, let last = state.lastPublished, last > time, state.sequence > 0 {
-                        noticeMissed(1...state.sequence, of: state.topic, id: id, to: target.session)
+                    if let history, let evicted = history.lastEvicted, evicted.time > time,
+                        history.firstEvicted <= evicted.sequence
+                    {
+                        notice(history.firstEvicted...evicted.sequence, state.topic)
+                    } else if history == nil, state.sequence > 0, (state.lastPublished ?? .distantFuture) > time {
+                        // No history: it cannot replay a thing, and without a time (after a restart) may have missed all.
+                        notice(1...state.sequence, state.topic)
                     }
                     history?.forEach(after: time, body)
                 }
             }
+            if othersMissed > 0 { noticeMissed(count: othersMissed, id: id, to: target.session) }
         }
     }
 
@@ -129,6 +159,7 @@ extension Broker {
         _ replay: (TopicHistory?, (TopicHistory.Entry, ByteBuffer) -> Void) -> Void
     ) {
         replay(state.history) { entry, frame in
+            workDone &+= 1
             let last = lastFrame(id: id, messageFrame: frame)
             self.replay(last, of: state, sequence: entry.sequence, payloadSize: entry.payloadSize, to: target)
         }
@@ -137,8 +168,17 @@ extension Broker {
     /// Tells a resuming subscriber that the messages `missed` of `topic` are not in its history: a `DROP` with the
     /// `SUB`'s id, so that a client hands it to the subscription that asked.
     private func noticeMissed(_ missed: ClosedRange<UInt64>, of topic: Topic, id: UInt64?, to session: Session) {
-        var notice = allocator.buffer(capacity: 64)
         let dropped = DropNotice(topic: topic, count: UInt64(missed.count), firstSequence: missed.lowerBound, lastSequence: missed.upperBound)
+        noticeMissed(dropped, id: id, to: session)
+    }
+
+    /// The same about `count` messages of topics past the bound on notices (``DropNotice/manyTopics``).
+    private func noticeMissed(count: UInt64, id: UInt64?, to session: Session) {
+        noticeMissed(DropNotice(topic: DropNotice.manyTopics, count: count, firstSequence: 0, lastSequence: 0), id: id, to: session)
+    }
+
+    private func noticeMissed(_ dropped: DropNotice, id: UInt64?, to session: Session) {
+        var notice = allocator.buffer(capacity: 64)
         notice.writeDropNotice(dropped, requestID: id)
         queue(notice, to: session)
     }

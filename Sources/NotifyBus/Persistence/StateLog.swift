@@ -219,6 +219,9 @@ public final class StateLog {
     /// so there is a complete log whenever the process dies. `beforeReplacing` runs once the new log is synced and
     /// before it replaces the old one (recovery keeps the damaged log aside then).
     public func compact(_ topics: [(String, TopicRecord)], beforeReplacing: () throws -> Void = {}) throws {
+        // Records appended but not committed belong after the snapshot, which already holds their effect; and when
+        // the rewrite fails, the next one is written from the broker's state again: either way they are done with.
+        defer { pending.clear() }
         var snapshot = StateLog.fileHeader(key)
         for (topic, record) in topics {
             for frame in record.history {
@@ -245,8 +248,6 @@ public final class StateLog {
         try beforeReplacing()
         guard rename(temporary, path) == 0 else { throw StateLogError.system("cannot replace \(path)", errno) }
         try StateLog.syncDirectory(directory)
-        // Records appended but not committed belong after the snapshot, which already holds their effect.
-        pending.clear()
         POSIX.close(descriptor)
         descriptor = POSIX.open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
         guard descriptor >= 0 else { throw StateLogError.system("cannot reopen \(path)", errno) }

@@ -16,6 +16,9 @@ public struct PublishTime: Sendable, Hashable, Comparable, CustomStringConvertib
         self.microsecondsSinceEpoch = microsecondsSinceEpoch
     }
 
+    /// Later than any time a message gets.
+    public static let distantFuture = PublishTime(microsecondsSinceEpoch: .max)
+
     /// The current wall-clock time.
     public static func now() -> PublishTime {
         var spec = timespec()

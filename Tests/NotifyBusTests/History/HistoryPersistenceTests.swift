@@ -65,4 +65,23 @@ struct HistoryPersistenceTests {
         client.send("#1 SUB t since=40\n")
         #expect(ResumeTests.summary(try client.received()) == ["DROP#1 t 5 41-45"] + (46...50).map { "LAST#1 t \($0)" } + ["OK#1"])
     }
+
+    @Test("a log whose history goes back (a topic forgotten and numbered again) restores only the newest run, without a crash")
+    func brokenRunInTheLog() throws {
+        let directory = Directory()
+        let old = (500...503).map { StateRecord.history(frame: StateLogTests.frame("t", $0, "old")) }
+        let new = (1...3).map { StateRecord.history(frame: StateLogTests.frame("t", $0, "new")) }
+        try StateLogRecoveryTests.write(old + new, to: directory)
+        let harness = try Self.start(in: directory)
+        #expect(HistoryBudgetTests.kept(harness, "t") == [1, 2, 3])
+        let client = harness.connect()
+        ResumeTests.publish(70, to: "t", from: client)
+        _ = try client.received()
+        client.send("#1 SUB t since=1970-01-01T00:00:00Z\n")
+        let summary = ResumeTests.summary(try client.received())
+        // Numbers go on above the highest the log knew (504…), never back: what the history cannot replay, the old
+        // run and the numbers between, is announced (over-announced, rather than missed).
+        #expect(summary.first == "DROP#1 t 509 1-509", "\(summary.prefix(2))")
+        #expect(summary.dropFirst().first == "LAST#1 t 510" && summary.count == 1 + 64 + 1 && summary.last == "OK#1")
+    }
 }

@@ -64,6 +64,7 @@ struct TopicHistory {
         while !entries.isEmpty && (entries.count >= limits.messages || bytes + frame.count > limits.bytes) {
             released(removeOldest()!)
         }
+        shrinkIfSparse()
         makeRoom(for: frame.count)
         let offset = frames.writerIndex
         frames.writeBytes(frame)
@@ -79,11 +80,31 @@ struct TopicHistory {
         while let entry = removeOldest() { released(entry) }
         if lastEvicted == nil { firstEvicted = sequence }
         lastEvicted = (sequence, time)
+        shrinkIfSparse()
+    }
+
+    /// Records that the messages up to `sequence`, the last of them published no later than `time`, are not held:
+    /// what a topic had before its history began.
+    mutating func noteEvicted(through sequence: UInt64, time: PublishTime) {
+        if lastEvicted == nil { firstEvicted = 1 }
+        lastEvicted = (sequence, time)
     }
 
     /// Lets go of the messages up to and including sequence number `sequence`, oldest first.
     mutating func remove(through sequence: UInt64, released: (Entry) -> Void) {
         while let first = entries.first, first.sequence <= sequence { released(removeOldest()!) }
+        shrinkIfSparse()
+    }
+
+    /// Gives back the buffer's memory when it is mostly empty: what a history holds is what the budgets count, so a
+    /// history the budgets emptied must not keep the buffer it had at its peak.
+    private mutating func shrinkIfSparse() {
+        guard frames.capacity > 4 * Swift.max(bytes, 4_096) else { return }
+        var smaller = ByteBufferAllocator().buffer(capacity: bytes)
+        let shift = frames.readerIndex
+        smaller.writeImmutableBuffer(frames)
+        frames = smaller
+        for index in entries.indices { entries[index].offset -= shift }
     }
 
     /// Lets the oldest message go, and returns it.
