@@ -104,7 +104,7 @@ private struct RequestParser {
     /// A topic checked before, returned as it is when the bytes name it again.
     var recentTopic: Topic? = nil
 
-    static let operations = "PUB SUB UNSUB LATEST CLEAR TOPICS STATS EXPLAIN PING OPT"
+    static let operations = "PUB SUB UNSUB LATEST CLEAR HISTORY TOPICS STATS EXPLAIN PING OPT"
 
     /// For a `since=` token, the point it names (nil inside when it names none); nil for any other token.
     private func resumePoint(_ token: Range<Int>) -> ResumePoint?? {
