@@ -71,6 +71,23 @@ extension Broker {
         return true
     }
 
+    /// Applies the history limits and budgets of a new configuration to the histories kept: a history turned off is
+    /// let go of, one over its new limits or over the new budgets loses its oldest messages. A reload is rare, so
+    /// walking every topic then is fine.
+    func applyHistoryLimits() {
+        for state in topicTable.all where state.history != nil {
+            let limits = historyLimits(of: state)
+            if limits.isOff {
+                historyLedger.forget(state)
+                continue
+            }
+            while let history = state.history, !history.isEmpty, history.count > limits.messages || history.bytes > limits.bytes {
+                historyLedger.released(state.history!.removeOldest()!)
+            }
+        }
+        historyLedger.trim(forAll: accounts.values, maxPerUser: configuration.maxRetainedBytesPerUser, maxTotal: configuration.maxRetainedBytes)
+    }
+
     /// Restores `state`'s history from the log's frames, oldest first, within the limits and budgets in force.
     ///
     /// Only the newest unbroken run of numbers is kept: a topic forgotten and numbered again from 1, or records lost

@@ -152,6 +152,7 @@ public final class Broker {
         self.configuration = configuration
         topicTable.maxTopics = configuration.maxTopics
         configurationGeneration &+= 1
+        applyHistoryLimits()
         greeting = Broker.greeting(for: configuration)
         // The cached subscriber lists were filtered by the old policy: subscriptions already made now deliver what
         // the new one lets them read, no more and no less; and what waits in the queues for a topic a connection may

@@ -89,4 +89,24 @@ struct HistoryBudgetTests {
         #expect(harness.broker.statistics.historyMessages == 50)
         #expect(harness.broker.statistics.historyBytes == 500)
     }
+
+    @Test("a reload applies new history limits and budgets to the histories kept, not only to what comes next")
+    func reload() throws {
+        var configuration = ResumeTests.withHistory
+        configuration.historyRules = [HistoryRule(try TopicPattern("gone.>"), .resumable)]
+        let harness = BrokerHarness(configuration: configuration)
+        let client = harness.connect()
+        Self.publish(30, to: "kept", size: 100, from: client)
+        Self.publish(30, to: "gone.a", size: 100, from: client)
+        configuration.history = HistoryLimits(messages: 10, bytes: 1 << 20)
+        configuration.historyRules = [HistoryRule(try TopicPattern("gone.>"), .off)]
+        harness.broker.reconfigure(configuration)
+        #expect(Self.kept(harness, "kept") == Array(21...30))
+        #expect(harness.broker.topicTable["gone.a"]?.history == nil)
+        #expect(harness.broker.statistics.historyMessages == 10 && harness.broker.statistics.historyBytes == 1_000)
+        configuration.maxRetainedBytesPerUser = 500
+        harness.broker.reconfigure(configuration)
+        #expect(Self.kept(harness, "kept") == Array(26...30), "the uid's new budget")
+        #expect(harness.broker.statistics.historyBytes == 500)
+    }
 }

@@ -56,9 +56,22 @@ struct HistoryLedger {
         while owner.historyBytes > maxPerUser, let reference = owner.historyOrder.popFirst() {
             evict(through: reference)
         }
+        trim(maxTotal: maxTotal)
+    }
+
+    /// Lets the oldest history of all go while all hold more than `maxTotal` bytes.
+    mutating func trim(maxTotal: Int) {
         while payloadBytes > maxTotal, let reference = order.popFirst() {
             evict(through: reference)
         }
+    }
+
+    /// The same for every account in `accounts`, then for all: after the budgets changed.
+    mutating func trim(forAll accounts: some Sequence<UserAccount>, maxPerUser: Int, maxTotal: Int) {
+        for account in accounts where account.historyBytes > maxPerUser {
+            trim(for: account, maxPerUser: maxPerUser, maxTotal: .max)
+        }
+        trim(maxTotal: maxTotal)
     }
 
     private mutating func evict(through reference: Reference) {
