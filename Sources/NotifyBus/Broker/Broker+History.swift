@@ -17,22 +17,21 @@ extension Broker {
     func recordHistory(_ frame: Range<Int>, of state: TopicState, sequence: UInt64, time: PublishTime, payloadSize: Int, by owner: UserAccount) {
         let limits = historyLimits(of: state)
         if limits.isOff && state.history == nil { return }
-        if state.history == nil { state.history = TopicHistory(allocator: allocator) }
-        let kept = batch.withBytes(frame) { bytes in
-            keepInHistory(bytes, of: state, sequence: sequence, time: time, payloadSize: payloadSize, by: owner, limits: limits)
+        batch.withBytes(frame) { bytes in
+            let kept = keepInHistory(bytes, of: state, sequence: sequence, time: time, payloadSize: payloadSize, by: owner, limits: limits)
+            // While the log cannot be written, the rewrite that mends it writes every history whole: appending each
+            // message meanwhile would only pile up in memory.
+            guard let stateLog, !stateNeedsRewrite else { return }
+            // Every message a history keeps is in the log before anyone is sent it, and one it skips leaves its
+            // number there: after a crash the topic goes on from its last number exactly, with no gap a resuming
+            // subscriber would be told of for nothing.
+            if kept {
+                stateLog.appendHistory(bytes)
+            } else {
+                stateLog.appendSequence(state.topic.name, sequence)
+            }
+            state.persistedSequence = max(state.persistedSequence, sequence)
         }
-        // While the log cannot be written, the rewrite that mends it writes every history whole: appending each
-        // message meanwhile would only pile up in memory.
-        guard let stateLog, !stateNeedsRewrite else { return }
-        // Every message a history keeps is in the log before anyone is sent it, and one it skips leaves its number
-        // there: after a crash the topic goes on from its last number exactly, with no gap a resuming subscriber
-        // would be told of for nothing.
-        if kept {
-            batch.withBytes(frame) { stateLog.appendHistory($0) }
-        } else {
-            stateLog.appendSequence(state.topic.name, sequence)
-        }
-        state.persistedSequence = max(state.persistedSequence, sequence)
     }
 
     /// Keeps a message in `state`'s history, charged to `owner`, within `limits` and the budgets.

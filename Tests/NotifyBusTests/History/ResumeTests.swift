@@ -111,6 +111,21 @@ struct ResumeTests {
         #expect(frames.last == .ok(requestID: 1, value: 7))
     }
 
+    @Test("a topic whose history began after its first messages announces those as not held")
+    func historyTurnedOnLater() throws {
+        var configuration = BrokerConfiguration.default
+        let harness = BrokerHarness(configuration: configuration)
+        let client = harness.connect()
+        Self.publish(5, to: "t", from: client)
+        configuration.history = .resumable
+        harness.broker.reconfigure(configuration)
+        Self.publish(2, to: "t", from: client)
+        client.send("#1 SUB t since=1970-01-01T00:00:00Z\n#2 SUB t since=0\n")
+        #expect(Self.summary(try client.received()) == [
+            "DROP#1 t 5 1-5", "LAST#1 t 6", "LAST#1 t 7", "OK#1", "DROP#2 t 5 1-5", "LAST#2 t 6", "LAST#2 t 7", "OK#2",
+        ])
+    }
+
     @Test("since= is checked: a sequence number only for a name, not with latest, a time in RFC 3339 form")
     func grammar() throws {
         let harness = BrokerHarness(configuration: Self.withHistory)

@@ -42,8 +42,6 @@ struct TopicHistory {
 
     var count: Int { entries.count }
     var isEmpty: Bool { entries.isEmpty }
-    /// The sequence number of the oldest message kept.
-    var firstSequence: UInt64? { entries.first?.sequence }
 
     /// Keeps the message whose frame is `frame`, and lets the oldest go past `limits`; `released` is called with
     /// each message that leaves.
