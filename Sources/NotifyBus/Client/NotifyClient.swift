@@ -173,6 +173,7 @@ public final class NotifyClient: Sendable {
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: SubscriptionEvent.self, throwing: (any Error).self)
         let handler = self.handler
         let eventLoop = channel.eventLoop
+        if since != nil { try requireResuming("resuming from a topic's history (since)") }
         let options = SubscribeOptions(latestFirst: latestFirst, since: since, overflow: overflow)
         let replays = latestFirst || since != nil
         let gauge = SubscriptionGauge(limits: buffer)
@@ -205,6 +206,7 @@ public final class NotifyClient: Sendable {
     /// The last `count` messages (all for nil) that `topic`'s history keeps, oldest first; empty when it keeps none
     /// (history is off by default: see the daemon's `--history-messages`). Needs a daemon of protocol 3.
     public func history(of topic: Topic, count: Int? = nil) async throws -> [Delivery] {
+        try requireResuming("reading a topic's history")
         let promise = channel.eventLoop.makePromise(of: [Delivery].self)
         let handler = self.handler
         channel.eventLoop.execute { handler.value.collect(.history(topic, count: count), into: promise) }
@@ -291,6 +293,15 @@ public final class NotifyClient: Sendable {
         } catch {
             throw NotifyClientError(.connectionClosed, "could not send to the daemon: \(error)")
         }
+    }
+
+    /// Refuses, before sending, what a daemon older than protocol 3 would answer `ERR malformed`.
+    private func requireResuming(_ what: String) throws {
+        guard greeting.version < ServerGreeting.resumingVersion else { return }
+        throw NotifyClientError(
+            .invalidInput,
+            "this notifyd speaks protocol \(greeting.version); \(what) needs protocol \(ServerGreeting.resumingVersion): upgrade notifyd"
+        )
     }
 
     private func checkSize(_ payload: ByteBuffer) throws {
