@@ -17,21 +17,36 @@ extension Broker {
     func recordHistory(_ frame: Range<Int>, of state: TopicState, sequence: UInt64, time: PublishTime, payloadSize: Int, by owner: UserAccount) {
         let limits = historyLimits(of: state)
         if limits.isOff && state.history == nil { return }
-        batch.withBytes(frame) { bytes in
-            let kept = keepInHistory(bytes, of: state, sequence: sequence, time: time, payloadSize: payloadSize, by: owner, limits: limits)
-            // While the log cannot be written, the rewrite that mends it writes every history whole: appending each
-            // message meanwhile would only pile up in memory.
-            guard let stateLog, !stateNeedsRewrite else { return }
-            // Every message a history keeps is in the log before anyone is sent it, and one it skips leaves its
-            // number there: after a crash the topic goes on from its last number exactly, with no gap a resuming
-            // subscriber would be told of for nothing.
-            if kept {
-                stateLog.appendHistory(bytes)
-            } else {
-                stateLog.appendSequence(state.topic.name, sequence)
-            }
-            state.persistedSequence = max(state.persistedSequence, sequence)
+        _ = batch.withBytes(frame) { bytes in
+            keepInHistory(bytes, of: state, sequence: sequence, time: time, payloadSize: payloadSize, by: owner, limits: limits)
         }
+        // While the log cannot be written, the rewrite that mends it writes every history whole: noting each
+        // message meanwhile would only pile up in memory.
+        guard stateLog != nil, !stateNeedsRewrite else { return }
+        // The commit logs it, or the number of the last message the history skipped.
+        state.persistedSequence = max(state.persistedSequence, sequence)
+        if !state.historyIsUnlogged {
+            state.historyIsUnlogged = true
+            unloggedHistories.append(state)
+        }
+    }
+
+    /// Appends to the log what each history kept in this batch and still holds, and the number of each topic's
+    /// last message if its history skipped it: every message a history keeps is in the log before anyone is sent
+    /// it, and after a crash the topic goes on from its last number exactly, with no gap a resuming subscriber
+    /// would be told of for nothing. What a history let go of within the batch is not logged at all.
+    func logUnloggedHistories(_ log: StateLog) {
+        for state in unloggedHistories {
+            state.historyIsUnlogged = false
+            var newest = state.historyLoggedThrough
+            state.history?.forEach(after: state.historyLoggedThrough) { entry, frame in
+                frame.withUnsafeReadableBytes { log.appendHistory($0) }
+                newest = entry.sequence
+            }
+            state.historyLoggedThrough = newest
+            if newest < state.sequence { log.appendSequence(state.topic.name, state.sequence) }
+        }
+        unloggedHistories.removeAll(keepingCapacity: true)
     }
 
     /// Keeps a message in `state`'s history, charged to `owner`, within `limits` and the budgets.
@@ -118,6 +133,8 @@ extension Broker {
             }
             state.lastPublished = max(state.lastPublished ?? delivery.time, delivery.time)
         }
+        // What it restored is in the log already.
+        state.historyLoggedThrough = state.history?.newestSequence ?? 0
     }
 }
 

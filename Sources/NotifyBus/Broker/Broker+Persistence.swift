@@ -107,8 +107,9 @@ extension Broker {
         sessionsAwaitingCommit.append(session)
     }
 
-    /// Appends the final state of each topic whose buffered message changed since the last commit.
+    /// Appends the final state of each topic whose buffered message or history changed since the last commit.
     func logUnsavedTopics(_ log: StateLog) {
+        logUnloggedHistories(log)
         for state in unsavedTopics {
             state.isUnsaved = false
             if let retained = state.retained {
@@ -130,13 +131,18 @@ extension Broker {
     func compactState(_ log: StateLog) throws {
         for state in unsavedTopics { state.isUnsaved = false }
         unsavedTopics.removeAll(keepingCapacity: true)
+        for state in unloggedHistories { state.historyIsUnlogged = false }
+        unloggedHistories.removeAll(keepingCapacity: true)
         let records = topicTable.all.map { state in
             var history: [ByteBuffer] = []
             state.history?.forEach(last: nil) { _, frame in history.append(frame) }
             return (state.topic.name, StateLog.TopicRecord(sequence: state.sequence, retainedFrame: state.retained?.frame, history: history))
         }
         try log.compact(records)
-        for state in topicTable.all { state.persistedSequence = state.sequence }
+        for state in topicTable.all {
+            state.persistedSequence = state.sequence
+            state.historyLoggedThrough = state.history?.newestSequence ?? 0
+        }
     }
 
     /// The `ERR storage` for a change the state log must hold, while the log cannot be written: `consequence` says

@@ -107,6 +107,9 @@ public final class Broker {
     /// Topics whose buffered message changed in this batch. Only their final state is logged, at the batch's end:
     /// a topic published to a thousand times in one read batch costs one record, not a thousand.
     @exclusivity(unchecked) var unsavedTopics: [TopicState] = []
+    /// Topics whose history kept messages in this batch. What each history still holds at the batch's end is logged
+    /// then: a burst that runs through a history many times over costs the log one history's worth, not the burst.
+    @exclusivity(unchecked) var unloggedHistories: [TopicState] = []
 
     /// How far ahead of a topic's sequence number the state log's ceiling is written.
     public static let sequenceReserve = StateLog.sequenceReserve

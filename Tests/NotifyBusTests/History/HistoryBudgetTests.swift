@@ -51,6 +51,16 @@ struct HistoryBudgetTests {
         #expect(harness.broker.statistics.historyBytes == 2_000 + 5_000)
     }
 
+    @Test("a history over its publisher's budget loses what the budget needs, one message at a time, not the whole topic")
+    func perUserOneTopic() throws {
+        var configuration = ResumeTests.withHistory
+        configuration.maxRetainedBytesPerUser = 5_000
+        let harness = BrokerHarness(configuration: configuration)
+        Self.publish(60, to: "t", size: 100, from: harness.connect(uid: 1000))
+        #expect(Self.kept(harness, "t") == Array(11...60))
+        #expect(harness.broker.statistics.historyBytes == 5_000)
+    }
+
     @Test("all histories together stay within the daemon's budget, the oldest leaving first")
     func total() throws {
         var configuration = ResumeTests.withHistory

@@ -48,6 +48,33 @@ struct HistoryPersistenceTests {
         #expect(ResumeTests.summary(try client.received()) == (8...10).map { "LAST#1 t \($0)" } + ["OK#1", "MSG t 11", "OK#2"])
     }
 
+    @Test("a burst that runs through a history in one batch logs what the history holds at its end, and a crash loses none of it")
+    func burstLogsWhatIsHeld() throws {
+        let directory = Directory()
+        do {
+            let harness = try Self.start(in: directory)
+            let client = harness.connect()
+            ResumeTests.publish(10, to: "t", from: client)
+            ResumeTests.publish(1_000, to: "t", from: client)
+            // No saveState: the process dies here.
+        }
+        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        var decoder = ServerFrameDecoder()
+        let logged = try contents.topics["t"]!.history.map { frame -> UInt64 in
+            var input = frame
+            guard case .delivery(let delivery)? = try decoder.decode(buffer: &input) else { return 0 }
+            return delivery.sequence
+        }
+        #expect(logged == Array(1...10) + Array(947...1_010), "each batch logged what the history held at its end, and only that")
+        let harness = BrokerHarness(configuration: ResumeTests.withHistory)
+        harness.broker.attach(log, restoring: contents)
+        #expect(HistoryBudgetTests.kept(harness, "t") == Array(947...1_010))
+        let client = harness.connect()
+        client.send("#1 SUB t since=5\n#2 PUB t 1 ack noretain\nx\n")
+        let summary = ResumeTests.summary(try client.received())
+        #expect(summary == ["DROP#1 t 941 6-946"] + (947...1_010).map { "LAST#1 t \($0)" } + ["OK#1", "MSG t 1011", "OK#2"])
+    }
+
     @Test("a restart applies the limits in force: a smaller history keeps the newest, counted against the budgets")
     func smallerAfterRestart() throws {
         let directory = Directory()

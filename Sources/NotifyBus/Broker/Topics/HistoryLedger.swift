@@ -5,16 +5,18 @@ internal import DequeModule
 /// oldest history of that publisher, or of everyone, leaves first, whatever topic it is in; history never makes a
 /// publish fail.
 ///
-/// It keeps the messages kept in the order they were published, for the daemon and for each account. A history
-/// only ever loses its oldest messages, so evicting a message takes the ones before it in its topic too. A message
-/// that left its history by other means (its topic's own limits, the topic forgotten) stays in these lists as a
-/// stale reference until it reaches their front, or until a list holds twice what is live and is compacted.
+/// It keeps the messages kept in the order they were published, for the daemon and for each account, as runs: one
+/// entry stands for a topic's messages published one after the other (in that list), through its newest. A history
+/// only ever loses its oldest messages, so evicting a run takes the ones before it in its topic too. A run whose
+/// messages left their history by other means (its topic's own limits, the topic forgotten) stays in these lists as
+/// a stale entry until it reaches their front, or until a list holds twice what is live and is compacted. A topic
+/// published to alone, as in a burst, costs one entry however many messages it keeps.
 /// Owned by the broker's thread.
 struct HistoryLedger {
-    /// A message kept in `topic`'s history.
+    /// A run of messages kept in `topic`'s history, through `sequence`.
     struct Reference {
         let topic: TopicState
-        let sequence: UInt64
+        var sequence: UInt64
 
         var isLive: Bool { topic.history?.contains(sequence) ?? false }
     }
@@ -29,9 +31,8 @@ struct HistoryLedger {
 
     /// Counts a message `topic`'s history just kept.
     mutating func kept(_ sequence: UInt64, payloadSize: Int, frameSize: Int, in topic: TopicState, by owner: UserAccount) {
-        let reference = Reference(topic: topic, sequence: sequence)
-        order.append(reference)
-        owner.historyOrder.append(reference)
+        HistoryLedger.append(sequence, of: topic, to: &order)
+        HistoryLedger.append(sequence, of: topic, to: &owner.historyOrder)
         messages += 1
         payloadBytes += payloadSize
         frameBytes += frameSize
@@ -39,6 +40,15 @@ struct HistoryLedger {
         owner.historyBytes += payloadSize
         if order.count > 2 * messages + 1_024 { order.removeAll { !$0.isLive } }
         if owner.historyOrder.count > 2 * owner.historyMessages + 64 { owner.historyOrder.removeAll { !$0.isLive } }
+    }
+
+    /// Extends the run at the end of `list` when it is `topic`'s, else starts one.
+    private static func append(_ sequence: UInt64, of topic: TopicState, to list: inout Deque<Reference>) {
+        if let last = list.indices.last, list[last].topic === topic {
+            list[last].sequence = sequence
+        } else {
+            list.append(Reference(topic: topic, sequence: sequence))
+        }
     }
 
     /// Counts a message that left a history.
@@ -53,16 +63,16 @@ struct HistoryLedger {
     /// Lets the oldest history go, `owner`'s while it holds more than `maxPerUser` bytes, then everyone's while all
     /// hold more than `maxTotal`.
     mutating func trim(for owner: UserAccount, maxPerUser: Int, maxTotal: Int) {
-        while owner.historyBytes > maxPerUser, let reference = owner.historyOrder.popFirst() {
-            evict(through: reference)
+        while owner.historyBytes > maxPerUser, let run = owner.historyOrder.first {
+            if !evictOldest(of: run) { owner.historyOrder.removeFirst() }
         }
         trim(maxTotal: maxTotal)
     }
 
     /// Lets the oldest history of all go while all hold more than `maxTotal` bytes.
     mutating func trim(maxTotal: Int) {
-        while payloadBytes > maxTotal, let reference = order.popFirst() {
-            evict(through: reference)
+        while payloadBytes > maxTotal, let run = order.first {
+            if !evictOldest(of: run) { order.removeFirst() }
         }
     }
 
@@ -74,9 +84,13 @@ struct HistoryLedger {
         trim(maxTotal: maxTotal)
     }
 
-    private mutating func evict(through reference: Reference) {
-        guard reference.isLive else { return }
-        reference.topic.history!.remove(through: reference.sequence) { released($0) }
+    /// Lets the oldest message of `run` go (one at a time: a run may be a whole history, and a budget a little
+    /// over must not cost all of it).
+    /// - Returns: false when none of its messages is left: the run is done with.
+    private mutating func evictOldest(of run: Reference) -> Bool {
+        guard let oldest = run.topic.history?.oldestSequence, oldest <= run.sequence else { return false }
+        run.topic.history!.remove(through: oldest) { released($0) }
+        return true
     }
 
     /// Lets go of all of `topic`'s history: the topic is forgotten.

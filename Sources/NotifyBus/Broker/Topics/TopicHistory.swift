@@ -122,6 +122,12 @@ struct TopicHistory {
         entries.first(where: { $0.sequence > sequence })?.sequence
     }
 
+    /// The sequence number of the oldest message kept.
+    var oldestSequence: UInt64? { entries.first?.sequence }
+
+    /// The sequence number of the newest message kept.
+    var newestSequence: UInt64? { entries.last?.sequence }
+
     /// Whether the message numbered `sequence` is still kept.
     func contains(_ sequence: UInt64) -> Bool {
         guard let first = entries.first, let last = entries.last else { return false }
@@ -140,7 +146,10 @@ struct TopicHistory {
     /// Calls `body` with each message kept whose sequence number is above `sequence`, oldest first, with its frame
     /// (a slice it must not keep: a later append would copy the buffer).
     func forEach(after sequence: UInt64, _ body: (Entry, ByteBuffer) -> Void) {
-        for entry in entries where entry.sequence > sequence {
+        // From the newest back: a commit asks for the few kept since the last one.
+        var start = entries.endIndex
+        while start > entries.startIndex, entries[start - 1].sequence > sequence { start -= 1 }
+        for entry in entries[start...] {
             body(entry, frames.getSlice(at: entry.offset, length: entry.length)!)
         }
     }

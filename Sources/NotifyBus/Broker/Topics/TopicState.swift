@@ -22,6 +22,11 @@ final class TopicState {
     @exclusivity(unchecked) var isListedForgettable = false
     /// Its last messages, once it has any and keeps history.
     @exclusivity(unchecked) var history: TopicHistory?
+    /// The newest message of its history the state log holds: a commit appends those kept after it.
+    @exclusivity(unchecked) var historyLoggedThrough: UInt64 = 0
+    /// Whether its history kept messages since the state log last recorded it (it is then in the broker's list of
+    /// histories to log).
+    @exclusivity(unchecked) var historyIsUnlogged = false
     /// Its history limits, as of the configuration of generation `historyLimitsGeneration`.
     @exclusivity(unchecked) var historyLimits = HistoryLimits.off
     @exclusivity(unchecked) var historyLimitsGeneration: UInt64 = .max
