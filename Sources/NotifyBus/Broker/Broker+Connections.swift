@@ -87,7 +87,10 @@ extension Broker {
     }
 
     func forgetIfEmpty(_ account: UserAccount) {
-        if account.isEmpty && accounts[account.uid] === account { accounts[account.uid] = nil }
+        guard account.isEmpty, accounts[account.uid] === account else { return }
+        // Messages of this batch on their way into histories may be its own: once in, they are what it holds.
+        settleHistory()
+        if account.isEmpty { accounts[account.uid] = nil }
     }
 
     /// Counts `bytes` read from `session` and not carried out yet (what its connection keeps of an unfinished

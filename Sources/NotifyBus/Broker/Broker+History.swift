@@ -12,14 +12,11 @@ extension Broker {
         return state.historyLimits
     }
 
-    /// Keeps the message just published (its frame in the batch) in its topic's history, counted against its
-    /// publisher's budget and the daemon's; past either, the oldest history leaves.
+    /// Notes the message just published (its frame in the batch) for its topic's history, charged to its publisher;
+    /// ``settleHistory()`` takes it in.
     func recordHistory(_ frame: Range<Int>, of state: TopicState, sequence: UInt64, time: PublishTime, payloadSize: Int, by owner: UserAccount) {
-        let limits = historyLimits(of: state)
-        if limits.isOff && state.history == nil { return }
-        _ = batch.withBytes(frame) { bytes in
-            keepInHistory(bytes, of: state, sequence: sequence, time: time, payloadSize: payloadSize, by: owner, limits: limits)
-        }
+        if state.history == nil && historyLimits(of: state).isOff { return }
+        pendingHistory.append(.init(topic: state, frame: frame, sequence: sequence, time: time, payloadSize: payloadSize, owner: owner))
         // While the log cannot be written, the rewrite that mends it writes every history whole: noting each
         // message meanwhile would only pile up in memory.
         guard stateLog != nil, !stateNeedsRewrite else { return }
@@ -29,6 +26,47 @@ extension Broker {
             state.historyIsUnlogged = true
             unloggedHistories.append(state)
         }
+    }
+
+    /// Takes the batch's messages noted so far into their topics' histories: those each history will still hold
+    /// once all are in, counted against the budgets; the rest only as gone (see ``PendingHistory``). Runs before
+    /// anything reads a history, before a topic is forgotten, and before the batch's buffer starts over.
+    func settleHistory() {
+        guard !pendingHistory.isEmpty else { return }
+        let largestPayload = min(configuration.maxRetainedBytesPerUser, configuration.maxRetainedBytes)
+        pendingHistory.decide(limits: { historyLimits(of: $0) }, largestPayload: largestPayload)
+        for message in pendingHistory.messages {
+            let state = message.topic
+            switch message.fate {
+            case .superseded:
+                continue
+            case .passed:
+                // It and everything before it are gone: the history starts again after it.
+                makeHistory(of: state, before: message.sequence, time: message.time)
+                state.history!.skip(sequence: message.sequence, time: message.time) { historyLedger.released($0) }
+            case .kept:
+                _ = batch.withBytes(message.frame) { frame in
+                    keepInHistory(
+                        frame,
+                        of: state,
+                        sequence: message.sequence,
+                        time: message.time,
+                        payloadSize: message.payloadSize,
+                        by: message.owner,
+                        limits: historyLimits(of: state)
+                    )
+                }
+            }
+        }
+        pendingHistory.removeAll()
+    }
+
+    /// Makes `state`'s history if it has none yet: what the topic had before `sequence`, published no later than
+    /// `time`, is history no longer held.
+    private func makeHistory(of state: TopicState, before sequence: UInt64, time: PublishTime) {
+        guard state.history == nil else { return }
+        state.history = TopicHistory(allocator: allocator)
+        if sequence > 1 { state.history!.noteEvicted(through: sequence - 1, time: time) }
     }
 
     /// Appends to the log what each history kept in this batch and still holds, and the number of each topic's
@@ -61,11 +99,7 @@ extension Broker {
         by owner: UserAccount,
         limits: HistoryLimits
     ) -> Bool {
-        if state.history == nil {
-            state.history = TopicHistory(allocator: allocator)
-            // What the topic had before its history began is history no longer held, as of no later than now.
-            if sequence > 1 { state.history!.noteEvicted(through: sequence - 1, time: time) }
-        }
+        makeHistory(of: state, before: sequence, time: time)
         guard payloadSize <= min(configuration.maxRetainedBytesPerUser, configuration.maxRetainedBytes) else {
             // No budget takes it: it is skipped, and the history starts again after it.
             state.history!.skip(sequence: sequence, time: time) { historyLedger.released($0) }

@@ -9,6 +9,7 @@ extension Broker {
     /// Sends every frame queued since the last flush, one flush per connection, and closes the connections that
     /// asked for it.
     public func flush() {
+        settleHistory()
         closeDisconnected()
         settleAcknowledgements(committed: commitState())
         guard !sessionsToFlush.isEmpty else { return }

@@ -36,6 +36,7 @@ extension Broker {
     /// Writes the exact state to the log, compacted: on a clean shutdown, so a restart continues without gaps.
     public func saveState() throws {
         guard let stateLog else { return }
+        settleHistory()
         logUnsavedTopics(stateLog)
         try stateLog.commit()
         try compactState(stateLog)
@@ -129,6 +130,7 @@ extension Broker {
     }
 
     func compactState(_ log: StateLog) throws {
+        settleHistory()
         for state in unsavedTopics { state.isUnsaved = false }
         unsavedTopics.removeAll(keepingCapacity: true)
         for state in unloggedHistories { state.historyIsUnlogged = false }

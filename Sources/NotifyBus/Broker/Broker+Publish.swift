@@ -22,7 +22,10 @@ extension Broker {
             for: topic,
             work: &work,
             isKept: { index.hasExactSubscribers(to: $0.topic.name) },
-            forgotten: { historyLedger.forget($0) }
+            forgotten: {
+                settleHistory()
+                historyLedger.forget($0)
+            }
         )
         workDone &+= work
         guard let state = made else {
@@ -46,6 +49,8 @@ extension Broker {
             payloadSize: payload.readableBytes
         )
         if !batch.hasRoom(for: frameSize) {
+            // What the histories take in is still in the batch's buffer.
+            settleHistory()
             for session in sessionsToFlush { writeSpan(of: session) }
             batch.restart(minimumCapacity: frameSize, allocator: allocator)
         }

@@ -67,6 +67,8 @@ public final class Broker {
     @exclusivity(unchecked) var wildcardGeneration: UInt64 = 0
     /// Who pays for the topics' history.
     @exclusivity(unchecked) var historyLedger = HistoryLedger()
+    /// Messages of this batch on their way into their topics' histories (see ``settleHistory()``).
+    @exclusivity(unchecked) var pendingHistory = PendingHistory()
     /// Bumped by every configuration applied, so that each topic looks up its history limits again.
     @exclusivity(unchecked) var configurationGeneration: UInt64 = 0
     /// Marks the sessions already in a subscriber list being built, so each is in it once.
@@ -97,7 +99,7 @@ public final class Broker {
     @exclusivity(unchecked) var stateLog: StateLog?
     /// Set when a write to the state log failed: a flush rewrites the log from memory, not before
     /// `stateRetryTime` (backing off, so a full disk does not cost a full rewrite per batch).
-    var stateNeedsRewrite = false
+    @exclusivity(unchecked) var stateNeedsRewrite = false
     /// Why the state log cannot be written, while it cannot: retained publishes are refused meanwhile.
     public internal(set) var stateProblem: String?
     var stateRetryTime: UInt64 = 0
@@ -151,6 +153,7 @@ public final class Broker {
     /// connection asks from now on (subscriptions beyond a lowered limit are kept, new ones refused). A new access
     /// policy decides every operation from now on, deliveries to subscriptions already made included.
     public func reconfigure(_ configuration: BrokerConfiguration) {
+        settleHistory()
         let policyChanged = configuration.accessPolicy != self.configuration.accessPolicy
         self.configuration = configuration
         topicTable.maxTopics = configuration.maxTopics
@@ -211,6 +214,8 @@ public final class Broker {
 
     func handle(_ request: Request, from session: Session) {
         let id = request.id
+        // Every request but a publish may read a history or its counts: they must be whole.
+        if !pendingHistory.isEmpty, !request.command.isPublish { settleHistory() }
         switch request.command {
         case .publish(let topic, let payload, let options):
             publish(topic, payload: payload, options: options, id: id, from: session)

@@ -46,6 +46,13 @@ public enum Command: Sendable, Hashable {
     case setDeliveriesPaused(Bool)
 }
 
+extension Command {
+    var isPublish: Bool {
+        if case .publish = self { return true }
+        return false
+    }
+}
+
 /// How a message is published.
 public struct PublishOptions: Sendable, Hashable {
     /// Whether the message becomes the topic's buffered latest message (true unless `noretain`).

@@ -97,6 +97,24 @@ struct ResumeTests {
         #expect(Self.summary(try other.received()) == ["ERR not-permitted", "ERR malformed"])
     }
 
+    @Test("in one batch: a burst, a message too large for the history in it, then HISTORY and SUB since= see it all")
+    func burstThenReadInOneBatch() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.history = HistoryLimits(messages: 4, bytes: 1_000)
+        let harness = BrokerHarness(configuration: configuration)
+        let client = harness.connect()
+        let big = String(repeating: "b", count: 2_000)
+        let small = (1...5).map { _ in "PUB t 1 noretain\nx\n" }.joined()
+        let more = (1...6).map { _ in "PUB t 1 noretain\nx\n" }.joined()
+        client.send(small + "PUB t 2000 noretain\n\(big)\n" + more + "#1 HISTORY t\n#2 SUB t since=0\n" + "PUB t 1 noretain\nx\n")
+        #expect(
+            Self.summary(try client.received())
+                == (9...12).map { "LAST#1 t \($0)" } + ["OK#1", "DROP#2 t 8 1-8"] + (9...12).map { "LAST#2 t \($0)" } + ["OK#2", "MSG t 13"],
+            "the history holds the last 4 after the large one, which ended its run; the 8 before are announced"
+        )
+        #expect(harness.broker.statistics.historyMessages == 4)
+    }
+
     @Test("a HISTORY reply holds the newest messages that fit in 4 MiB: replies are never dropped, so they stay small")
     func historyReplyBounded() throws {
         var configuration = Self.withHistory

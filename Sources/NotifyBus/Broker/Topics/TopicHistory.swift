@@ -21,8 +21,10 @@ struct TopicHistory {
         var offset: Int
         let length: Int
         let payloadSize: Int
-        /// Its publisher, whose budget it counts against.
-        let owner: UserAccount
+        /// Its publisher, whose budget it counts against. Not retained, to keep ARC off the publish path: an account
+        /// is forgotten only once it holds nothing (``UserAccount/isEmpty``), and while this message is kept it holds
+        /// at least this message.
+        unowned(unsafe) let owner: UserAccount
     }
 
     private var frames: ByteBuffer

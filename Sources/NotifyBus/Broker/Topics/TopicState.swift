@@ -27,6 +27,10 @@ final class TopicState {
     /// Whether its history kept messages since the state log last recorded it (it is then in the broker's list of
     /// histories to log).
     @exclusivity(unchecked) var historyIsUnlogged = false
+    /// What ``PendingHistory/decide(limits:largestPayload:)`` counted of the batch's messages to it so far.
+    @exclusivity(unchecked) var pendingHistoryCount = 0
+    @exclusivity(unchecked) var pendingHistoryBytes = 0
+    @exclusivity(unchecked) var pendingHistoryIsClosed = false
     /// Its history limits, as of the configuration of generation `historyLimitsGeneration`.
     @exclusivity(unchecked) var historyLimits = HistoryLimits.off
     @exclusivity(unchecked) var historyLimitsGeneration: UInt64 = .max
