@@ -76,8 +76,10 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         self.transport = transport
         let session = broker.open(peer: peer, transport: transport)
         self.session = session
-        transport.onBufferTaken = { [broker, weak session] in
-            guard let session else { return }
+        // Weakly the handler, never the session: a weak reference gives its object a side table, and every retain
+        // and release of a session (several per delivery) would then take the runtime's slow path.
+        transport.onBufferTaken = { [broker, weak self] in
+            guard let session = self?.session else { return }
             broker.writeBufferChanged(session)
             broker.flush()
         }

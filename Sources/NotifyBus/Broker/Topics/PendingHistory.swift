@@ -33,6 +33,8 @@ struct PendingHistory {
     }
 
     private(set) var messages: [Message] = []
+    /// How many times ``decide(limits:largestPayload:)`` ran: the stamp of its counts in each topic.
+    private var decisions: UInt64 = 0
 
     var isEmpty: Bool { messages.isEmpty }
 
@@ -44,16 +46,30 @@ struct PendingHistory {
     /// it, each no larger than `largestPayload` (what a budget can hold at all); the first that does not fit ends
     /// its topic's run, and everything older than it is gone.
     mutating func decide(limits: (TopicState) -> HistoryLimits, largestPayload: Int) {
+        // Each decision starts every topic's counts afresh: a topic's counts are this decision's once its stamp is.
+        decisions &+= 1
+        let stamp = decisions
+        var lastTopic: TopicState?
+        var topicLimits = HistoryLimits.off
         for index in messages.indices.reversed() {
             let message = messages[index]
             let topic = message.topic
+            if topic !== lastTopic {
+                lastTopic = topic
+                topicLimits = limits(topic)
+                if topic.pendingHistoryStamp != stamp {
+                    topic.pendingHistoryStamp = stamp
+                    topic.pendingHistoryCount = 0
+                    topic.pendingHistoryBytes = 0
+                    topic.pendingHistoryIsClosed = false
+                }
+            }
             if topic.pendingHistoryIsClosed {
                 messages[index].fate = .superseded
                 continue
             }
-            let limits = limits(topic)
             let size = message.frame.count
-            if topic.pendingHistoryCount < limits.messages, topic.pendingHistoryBytes + size <= limits.bytes,
+            if topic.pendingHistoryCount < topicLimits.messages, topic.pendingHistoryBytes + size <= topicLimits.bytes,
                 message.payloadSize <= largestPayload
             {
                 topic.pendingHistoryCount += 1
@@ -62,11 +78,6 @@ struct PendingHistory {
                 topic.pendingHistoryIsClosed = true
                 messages[index].fate = .passed
             }
-        }
-        for message in messages {
-            message.topic.pendingHistoryCount = 0
-            message.topic.pendingHistoryBytes = 0
-            message.topic.pendingHistoryIsClosed = false
         }
     }
 

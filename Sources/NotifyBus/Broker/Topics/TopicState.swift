@@ -27,7 +27,9 @@ final class TopicState {
     /// Whether its history kept messages since the state log last recorded it (it is then in the broker's list of
     /// histories to log).
     @exclusivity(unchecked) var historyIsUnlogged = false
-    /// What ``PendingHistory/decide(limits:largestPayload:)`` counted of the batch's messages to it so far.
+    /// What ``PendingHistory/decide(limits:largestPayload:)`` counted of the batch's messages to it so far, when its
+    /// stamp is that decision's.
+    @exclusivity(unchecked) var pendingHistoryStamp: UInt64 = 0
     @exclusivity(unchecked) var pendingHistoryCount = 0
     @exclusivity(unchecked) var pendingHistoryBytes = 0
     @exclusivity(unchecked) var pendingHistoryIsClosed = false
