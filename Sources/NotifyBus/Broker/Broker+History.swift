@@ -15,8 +15,18 @@ extension Broker {
     /// Notes the message just published (its frame in the batch) for its topic's history, charged to its publisher;
     /// ``settleHistory()`` takes it in.
     func recordHistory(_ frame: Range<Int>, of state: TopicState, sequence: UInt64, time: PublishTime, payloadSize: Int, by owner: UserAccount) {
-        if state.history == nil && historyLimits(of: state).isOff { return }
-        pendingHistory.append(.init(topic: state, frame: frame, sequence: sequence, time: time, payloadSize: payloadSize, owner: owner))
+        if state.history == nil {
+            guard !historyLimits(of: state).isOff else { return }
+            makeHistory(of: state, before: sequence, time: time)
+        }
+        pendingHistory.append(.init(
+            topic: .passUnretained(state),
+            frame: frame,
+            sequence: sequence,
+            time: time,
+            payloadSize: payloadSize,
+            owner: .passUnretained(owner)
+        ))
         // While the log cannot be written, the rewrite that mends it writes every history whole: noting each
         // message meanwhile would only pile up in memory.
         guard stateLog != nil, !stateNeedsRewrite else { return }
@@ -35,27 +45,26 @@ extension Broker {
         guard !pendingHistory.isEmpty else { return }
         let largestPayload = min(configuration.maxRetainedBytesPerUser, configuration.maxRetainedBytes)
         pendingHistory.decide(limits: { historyLimits(of: $0) }, largestPayload: largestPayload)
-        for message in pendingHistory.messages {
-            let state = message.topic
-            switch message.fate {
-            case .superseded:
-                continue
-            case .passed:
+        for message in pendingHistory.messages where message.fate != .superseded {
+            let state = message.topic.takeUnretainedValue()
+            if message.fate == .passed {
                 // It and everything before it are gone: the history starts again after it.
-                makeHistory(of: state, before: message.sequence, time: message.time)
-                state.history!.skip(sequence: message.sequence, time: message.time) { historyLedger.released($0) }
-            case .kept:
-                _ = batch.withBytes(message.frame) { frame in
-                    keepInHistory(
-                        frame,
-                        of: state,
-                        sequence: message.sequence,
-                        time: message.time,
-                        payloadSize: message.payloadSize,
-                        by: message.owner,
-                        limits: historyLimits(of: state)
-                    )
+                makeHistory(of: state, before: message.firstGone, time: message.time)
+                state.history!.skip(sequence: message.sequence, firstGone: message.firstGone, time: message.time) {
+                    historyLedger.released($0)
                 }
+                continue
+            }
+            _ = batch.withBytes(message.frame) { frame in
+                keepInHistory(
+                    frame,
+                    of: state,
+                    sequence: message.sequence,
+                    time: message.time,
+                    payloadSize: message.payloadSize,
+                    by: message.owner.takeUnretainedValue(),
+                    limits: historyLimits(of: state)
+                )
             }
         }
         pendingHistory.removeAll()
@@ -75,13 +84,17 @@ extension Broker {
     /// would be told of for nothing. What a history let go of within the batch is not logged at all.
     func logUnloggedHistories(_ log: StateLog) {
         for state in unloggedHistories {
+            var newest: UInt64 = 0
             state.historyIsUnlogged = false
-            var newest = state.historyLoggedThrough
-            state.history?.forEach(after: state.historyLoggedThrough) { entry, frame in
-                frame.withUnsafeReadableBytes { log.appendHistory($0) }
-                newest = entry.sequence
+            if state.history != nil {
+                newest = state.history!.loggedThrough
+                state.history!.forEach(after: newest) { entry, frame in
+                    frame.withUnsafeReadableBytes { log.appendHistory($0) }
+                    newest = entry.sequence
+                }
+                state.history!.loggedThrough = newest
             }
-            state.historyLoggedThrough = newest
+            // A history let go of since (turned off, say) logs its topic's number all the same.
             if newest < state.sequence { log.appendSequence(state.topic.name, state.sequence) }
         }
         unloggedHistories.removeAll(keepingCapacity: true)
@@ -168,7 +181,7 @@ extension Broker {
             state.lastPublished = max(state.lastPublished ?? delivery.time, delivery.time)
         }
         // What it restored is in the log already.
-        state.historyLoggedThrough = state.history?.newestSequence ?? 0
+        if state.history != nil { state.history!.loggedThrough = state.history!.newestSequence ?? 0 }
     }
 }
 

@@ -143,7 +143,7 @@ extension Broker {
         try log.compact(records)
         for state in topicTable.all {
             state.persistedSequence = state.sequence
-            state.historyLoggedThrough = state.history?.newestSequence ?? 0
+            if state.history != nil { state.history!.loggedThrough = state.history!.newestSequence ?? 0 }
         }
     }
 

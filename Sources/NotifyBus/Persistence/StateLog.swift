@@ -176,7 +176,7 @@ public final class StateLog {
 
     /// Records a message its topic's history keeps, from its `MSG` frame's bytes; written at the next ``commit()``.
     public func appendHistory(_ frame: UnsafeRawBufferPointer) {
-        StateRecord.write(kind: StateRecord.historyKind, to: &pending, sealedWith: key) { $0.writeBytes(frame) }
+        StateRecord.write(kind: StateRecord.historyKind, body: frame, to: &pending, sealedWith: key)
     }
 
     /// Records that `topic`'s sequence may reach `sequence`.

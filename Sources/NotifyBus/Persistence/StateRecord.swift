@@ -93,6 +93,25 @@ enum StateRecord: Equatable {
         buffer.setInteger(seal, at: start + 10, endianness: .little)
     }
 
+    /// Appends a record of `kind` whose body is `body`, sealed with `key`, to `buffer`: the seal is taken from the
+    /// body where it is, and the record goes in with two writes (the hot path: a history message per batch).
+    static func write(kind: UInt8, body: UnsafeRawBufferPointer, to buffer: inout ByteBuffer, sealedWith key: RecordKey) {
+        let word = StateRecord.headerWord(kind: kind, length: body.count)
+        let hash = key.hash
+        let seal = hash.hash(word: word | StateRecord.bodyDomain, body)
+        let headerSeal = UInt32(truncatingIfNeeded: hash.hash(word: word | StateRecord.headerDomain))
+        // marker, kind, length (u32 LE), header seal (u32 LE), record seal (u64 LE): 18 bytes.
+        var header: (UInt64, UInt64, UInt16) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &header) { bytes in
+            bytes.storeBytes(of: (word & 0xFFFF_FFFF_FFFF).littleEndian, toByteOffset: 0, as: UInt64.self)
+            bytes.storeBytes(of: headerSeal.littleEndian, toByteOffset: 6, as: UInt32.self)
+            bytes.storeBytes(of: seal.littleEndian, toByteOffset: 10, as: UInt64.self)
+        }
+        buffer.reserveCapacity(minimumWritableBytes: 18 + body.count)
+        withUnsafeBytes(of: &header) { _ = buffer.writeBytes(UnsafeRawBufferPointer(rebasing: $0[0..<18])) }
+        buffer.writeBytes(body)
+    }
+
     /// Bytes 0..<6 of a record's header as a little-endian word; bits 48... carry the seal's domain.
     static func headerWord(kind: UInt8, length: Int) -> UInt64 {
         UInt64(marker) | UInt64(kind) << 8 | UInt64(truncatingIfNeeded: UInt32(truncatingIfNeeded: length)) << 16

@@ -24,6 +24,7 @@ final class UserAccount {
     @exclusivity(unchecked) var historyMessages = 0
     @exclusivity(unchecked) var historyBytes = 0
     @exclusivity(unchecked) var historyOrder = Deque<HistoryLedger.Reference>()
+    @exclusivity(unchecked) var historyOrderLastTopic: ObjectIdentifier?
 
     init(uid: UInt32) {
         self.uid = uid

@@ -22,6 +22,8 @@ struct HistoryLedger {
     }
 
     private var order = Deque<Reference>()
+    /// The topic of the run at the end of `order`.
+    private var lastTopic: ObjectIdentifier?
     /// Messages kept in all histories.
     private(set) var messages = 0
     /// Their payload bytes.
@@ -31,23 +33,38 @@ struct HistoryLedger {
 
     /// Counts a message `topic`'s history just kept.
     mutating func kept(_ sequence: UInt64, payloadSize: Int, frameSize: Int, in topic: TopicState, by owner: UserAccount) {
-        HistoryLedger.append(sequence, of: topic, to: &order)
-        HistoryLedger.append(sequence, of: topic, to: &owner.historyOrder)
+        let identifier = ObjectIdentifier(topic)
+        HistoryLedger.append(sequence, of: topic, identifier, to: &order, lastTopic: &lastTopic)
+        HistoryLedger.append(sequence, of: topic, identifier, to: &owner.historyOrder, lastTopic: &owner.historyOrderLastTopic)
         messages += 1
         payloadBytes += payloadSize
         frameBytes += frameSize
         owner.historyMessages += 1
         owner.historyBytes += payloadSize
-        if order.count > 2 * messages + 1_024 { order.removeAll { !$0.isLive } }
-        if owner.historyOrder.count > 2 * owner.historyMessages + 64 { owner.historyOrder.removeAll { !$0.isLive } }
+        if order.count > 2 * messages + 1_024 {
+            order.removeAll { !$0.isLive }
+            lastTopic = order.last.map { ObjectIdentifier($0.topic) }
+        }
+        if owner.historyOrder.count > 2 * owner.historyMessages + 64 {
+            owner.historyOrder.removeAll { !$0.isLive }
+            owner.historyOrderLastTopic = owner.historyOrder.last.map { ObjectIdentifier($0.topic) }
+        }
     }
 
-    /// Extends the run at the end of `list` when it is `topic`'s, else starts one.
-    private static func append(_ sequence: UInt64, of topic: TopicState, to list: inout Deque<Reference>) {
-        if let last = list.indices.last, list[last].topic === topic {
-            list[last].sequence = sequence
+    /// Extends the run at the end of `list` when it is `topic`'s (`lastTopic` says whose it is, so that no reference
+    /// is copied out of the list to tell), else starts one.
+    private static func append(
+        _ sequence: UInt64,
+        of topic: TopicState,
+        _ identifier: ObjectIdentifier,
+        to list: inout Deque<Reference>,
+        lastTopic: inout ObjectIdentifier?
+    ) {
+        if lastTopic == identifier, !list.isEmpty {
+            list[list.count - 1].sequence = sequence
         } else {
             list.append(Reference(topic: topic, sequence: sequence))
+            lastTopic = identifier
         }
     }
 

@@ -9,17 +9,20 @@
 struct PendingHistory {
     /// One message published in the batch.
     struct Message {
-        /// Its topic. Not retained: the broker settles before it lets a topic go (see ``Broker/settleHistory()``).
-        unowned(unsafe) let topic: TopicState
+        /// Its topic, which has a history. Unmanaged: the broker settles before it lets a topic or a history go
+        /// (see ``Broker/settleHistory()``), and a reference counted per message is what this type is there to save.
+        let topic: Unmanaged<TopicState>
         /// Its frame, in the batch's buffer.
         let frame: Range<Int>
         let sequence: UInt64
         let time: PublishTime
         let payloadSize: Int
-        /// Its publisher. Not retained: the broker settles before it forgets an account (see
+        /// Its publisher. Unmanaged: the broker settles before it forgets an account (see
         /// ``Broker/forgetIfEmpty(_:)``).
-        unowned(unsafe) let owner: UserAccount
+        let owner: Unmanaged<UserAccount>
         var fate = Fate.kept
+        /// For the message ``Fate/passed``: the oldest message of its topic in the batch, gone with it.
+        var firstGone: UInt64 = 0
     }
 
     /// What becomes of a message once the batch's messages to its topic are all in.
@@ -32,9 +35,18 @@ struct PendingHistory {
         case superseded
     }
 
+    /// What ``decide(limits:largestPayload:)`` counted of one topic's messages so far.
+    private struct Tally {
+        var limits: HistoryLimits
+        var count = 0
+        var bytes = 0
+        /// The index of the message passed, once one is: everything older is gone.
+        var passed: Int?
+    }
+
     private(set) var messages: [Message] = []
-    /// How many times ``decide(limits:largestPayload:)`` ran: the stamp of its counts in each topic.
-    private var decisions: UInt64 = 0
+    /// The tallies of the topics of a decision, by topic; kept for its capacity.
+    private var tallies: [UnsafeMutableRawPointer: Tally] = [:]
 
     var isEmpty: Bool { messages.isEmpty }
 
@@ -45,43 +57,40 @@ struct PendingHistory {
     /// Decides each message's fate, newest first: a topic's history holds its newest messages within `limits` of
     /// it, each no larger than `largestPayload` (what a budget can hold at all); the first that does not fit ends
     /// its topic's run, and everything older than it is gone.
+    ///
+    /// A burst is mostly runs of one topic: the tally of the current run's topic is kept at hand, and the table of
+    /// tallies consulted only when the topic changes.
     mutating func decide(limits: (TopicState) -> HistoryLimits, largestPayload: Int) {
-        // Each decision starts every topic's counts afresh: a topic's counts are this decision's once its stamp is.
-        decisions &+= 1
-        let stamp = decisions
-        var lastTopic: TopicState?
-        var topicLimits = HistoryLimits.off
+        tallies.removeAll(keepingCapacity: true)
+        var current: UnsafeMutableRawPointer?
+        var tally = Tally(limits: .off)
         for index in messages.indices.reversed() {
             let message = messages[index]
-            let topic = message.topic
-            if topic !== lastTopic {
-                lastTopic = topic
-                topicLimits = limits(topic)
-                if topic.pendingHistoryStamp != stamp {
-                    topic.pendingHistoryStamp = stamp
-                    topic.pendingHistoryCount = 0
-                    topic.pendingHistoryBytes = 0
-                    topic.pendingHistoryIsClosed = false
-                }
+            let topic = message.topic.toOpaque()
+            if topic != current {
+                if let current { tallies[current] = tally }
+                current = topic
+                tally = tallies[topic] ?? Tally(limits: message.topic._withUnsafeGuaranteedRef(limits))
             }
-            if topic.pendingHistoryIsClosed {
+            if let passed = tally.passed {
                 messages[index].fate = .superseded
+                messages[passed].firstGone = message.sequence
                 continue
             }
             let size = message.frame.count
-            if topic.pendingHistoryCount < topicLimits.messages, topic.pendingHistoryBytes + size <= topicLimits.bytes,
-                message.payloadSize <= largestPayload
-            {
-                topic.pendingHistoryCount += 1
-                topic.pendingHistoryBytes += size
+            if tally.count < tally.limits.messages, tally.bytes + size <= tally.limits.bytes, message.payloadSize <= largestPayload {
+                tally.count += 1
+                tally.bytes += size
             } else {
-                topic.pendingHistoryIsClosed = true
+                tally.passed = index
                 messages[index].fate = .passed
+                messages[index].firstGone = message.sequence
             }
         }
     }
 
     mutating func removeAll() {
         messages.removeAll(keepingCapacity: true)
+        tallies.removeAll(keepingCapacity: true)
     }
 }

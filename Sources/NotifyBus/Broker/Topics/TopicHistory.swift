@@ -12,7 +12,7 @@ import NIOCore
 /// What left it is remembered as a range of sequence numbers and the time of the last one, so that a resume that
 /// asks for more than it holds is told exactly what it misses (by sequence), or that it may have missed it (by
 /// time). Owned by the broker's thread.
-struct TopicHistory {
+final class TopicHistory {
     /// One message kept: where its frame is, and what it was.
     struct Entry {
         let sequence: UInt64
@@ -27,16 +27,19 @@ struct TopicHistory {
         unowned(unsafe) let owner: UserAccount
     }
 
-    private var frames: ByteBuffer
-    private var entries = Deque<Entry>()
+    @exclusivity(unchecked) private var frames: ByteBuffer
+    @exclusivity(unchecked) private var entries = Deque<Entry>()
     /// Bytes of the frames kept.
-    private(set) var bytes = 0
+    @exclusivity(unchecked) private(set) var bytes = 0
     /// Payload bytes of the messages kept: what they count against their publisher's budget.
-    private(set) var payloadBytes = 0
+    @exclusivity(unchecked) private(set) var payloadBytes = 0
     /// The newest message that left the history, if any did: everything up to its sequence number is gone.
-    private(set) var lastEvicted: (sequence: UInt64, time: PublishTime)?
+    @exclusivity(unchecked) private(set) var lastEvicted: (sequence: UInt64, time: PublishTime)?
     /// The oldest message that ever left it (1 until one did): what left is the run from it to ``lastEvicted``.
-    private(set) var firstEvicted: UInt64 = 1
+    @exclusivity(unchecked) private(set) var firstEvicted: UInt64 = 1
+
+    /// The newest message the state log holds: a commit appends those kept after it.
+    @exclusivity(unchecked) var loggedThrough: UInt64 = 0
 
     init(allocator: ByteBufferAllocator) {
         frames = allocator.buffer(capacity: 0)
@@ -48,7 +51,7 @@ struct TopicHistory {
     /// Keeps the message whose frame is `frame`, and lets the oldest go past `limits`; `released` is called with
     /// each message that leaves.
     /// - Returns: whether the message was kept (not when it alone is over the byte limit).
-    mutating func append(
+    func append(
         _ frame: UnsafeRawBufferPointer,
         sequence: UInt64,
         time: PublishTime,
@@ -74,31 +77,32 @@ struct TopicHistory {
         return true
     }
 
-    /// Takes note of a message that is not kept (over the limits alone, or with no room in any budget): the history
-    /// must stay one unbroken run up to the newest message, so what came before it goes too.
-    mutating func skip(sequence: UInt64, time: PublishTime, released: (Entry) -> Void) {
+    /// Takes note of a message that is not kept (over the limits alone, or with no room in any budget), and of the
+    /// messages from `firstGone` on that were never kept either: the history must stay one unbroken run up to the
+    /// newest message, so what came before it goes too.
+    func skip(sequence: UInt64, firstGone: UInt64? = nil, time: PublishTime, released: (Entry) -> Void) {
         while let entry = removeOldest() { released(entry) }
-        if lastEvicted == nil { firstEvicted = sequence }
+        if lastEvicted == nil { firstEvicted = firstGone ?? sequence }
         lastEvicted = (sequence, time)
         shrinkIfSparse()
     }
 
     /// Records that the messages up to `sequence`, the last of them published no later than `time`, are not held:
     /// what a topic had before its history began.
-    mutating func noteEvicted(through sequence: UInt64, time: PublishTime) {
+    func noteEvicted(through sequence: UInt64, time: PublishTime) {
         if lastEvicted == nil { firstEvicted = 1 }
         lastEvicted = (sequence, time)
     }
 
     /// Lets go of the messages up to and including sequence number `sequence`, oldest first.
-    mutating func remove(through sequence: UInt64, released: (Entry) -> Void) {
+    func remove(through sequence: UInt64, released: (Entry) -> Void) {
         while let first = entries.first, first.sequence <= sequence { released(removeOldest()!) }
         shrinkIfSparse()
     }
 
     /// Gives back the buffer's memory when it is mostly empty: what a history holds is what the budgets count, so a
     /// history the budgets emptied must not keep the buffer it had at its peak.
-    private mutating func shrinkIfSparse() {
+    private func shrinkIfSparse() {
         guard frames.capacity > 4 * Swift.max(bytes, 4_096) else { return }
         var smaller = ByteBufferAllocator().buffer(capacity: bytes)
         let shift = frames.readerIndex
@@ -108,7 +112,7 @@ struct TopicHistory {
     }
 
     /// Lets the oldest message go, and returns it.
-    mutating func removeOldest() -> Entry? {
+    func removeOldest() -> Entry? {
         guard let oldest = entries.popFirst() else { return nil }
         if lastEvicted == nil { firstEvicted = oldest.sequence }
         lastEvicted = (oldest.sequence, oldest.time)
@@ -138,7 +142,7 @@ struct TopicHistory {
 
     /// Moves the kept frames to the buffer's start when the room they left at its front is what a new frame needs,
     /// rather than growing the buffer.
-    private mutating func makeRoom(for size: Int) {
+    private func makeRoom(for size: Int) {
         guard frames.writableBytes < size, frames.readerIndex > 0 else { return }
         let shift = frames.readerIndex
         frames.discardReadBytes()

@@ -20,19 +20,11 @@ final class TopicState {
     /// Whether the topic is in the broker's list of topics it may forget: there at most once, so that clearing a
     /// topic again and again does not grow the list.
     @exclusivity(unchecked) var isListedForgettable = false
-    /// Its last messages, once it has any and keeps history.
-    @exclusivity(unchecked) var history: TopicHistory?
-    /// The newest message of its history the state log holds: a commit appends those kept after it.
-    @exclusivity(unchecked) var historyLoggedThrough: UInt64 = 0
     /// Whether its history kept messages since the state log last recorded it (it is then in the broker's list of
     /// histories to log).
     @exclusivity(unchecked) var historyIsUnlogged = false
-    /// What ``PendingHistory/decide(limits:largestPayload:)`` counted of the batch's messages to it so far, when its
-    /// stamp is that decision's.
-    @exclusivity(unchecked) var pendingHistoryStamp: UInt64 = 0
-    @exclusivity(unchecked) var pendingHistoryCount = 0
-    @exclusivity(unchecked) var pendingHistoryBytes = 0
-    @exclusivity(unchecked) var pendingHistoryIsClosed = false
+    /// Its last messages, once it has any and keeps history.
+    @exclusivity(unchecked) var history: TopicHistory?
     /// Its history limits, as of the configuration of generation `historyLimitsGeneration`.
     @exclusivity(unchecked) var historyLimits = HistoryLimits.off
     @exclusivity(unchecked) var historyLimitsGeneration: UInt64 = .max
