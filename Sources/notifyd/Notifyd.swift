@@ -212,7 +212,7 @@ struct Notifyd: AsyncParsableCommand {
 
     @Option(
         name: .customLong("history-messages"),
-        help: ArgumentHelp("The most messages each topic keeps as its history, for subscribers that resume (default: 0, none; 64 is a good start).", valueName: "count")
+        help: ArgumentHelp("The most messages each topic keeps as its history, for subscribers that resume (default: 64; 0: none).", valueName: "count")
     )
     var historyMessages: Int?
 

@@ -81,10 +81,10 @@ struct ReconnectTests {
         try await daemon.stop()
     }
 
-    @Test("notify wait rides out a restart: the matching message published while it reconnects is not missed")
+    @Test("notify wait rides out a restart of a daemon with the default history: the matching message published while it reconnects is not missed")
     func waitAcrossRestart() async throws {
         let directory = try TemporaryDirectory()
-        let arguments = ["--history-messages", "64"]
+        let arguments: [String] = []
         var daemon = try await TestDaemon.start(in: directory, arguments: arguments)
         try await Self.publish(1...1, to: "re.w", on: daemon)
         let waiter = try startNotify(["wait", "re.w", "--equals", "go", "--timeout", "60"], socket: daemon.socketPath)

@@ -38,7 +38,7 @@ struct ResumeTests {
 
     @Test("--since TIME prints each matching topic's messages after that time; --since SEQ wants one topic by name")
     func sinceTime() async throws {
-        let daemon = try await TestDaemon.start(arguments: ["--history-messages", "64"])
+        let daemon = try await TestDaemon.start()
         let publisher = try await daemon.client()
         _ = try await publisher.publishAcknowledged("before", to: Topic("resume.a"))
         let cut = try #require(try await publisher.latest(Topic("resume.a"))).time
@@ -55,10 +55,10 @@ struct ResumeTests {
         try await daemon.stop()
     }
 
-    @Test("history survives a clean stop and a kill -9: a subscriber resumes across both with nothing lost or repeated")
+    @Test("history (the default) survives a clean stop and a kill -9: a subscriber resumes across both with nothing lost or repeated")
     func acrossRestarts() async throws {
         let directory = try TemporaryDirectory()
-        let history = ["--history-messages", "64"]
+        let history: [String] = []
         var daemon = try await TestDaemon.start(in: directory, arguments: history)
         var publisher = try await daemon.client()
         for index in 1...10 { _ = try await publisher.publishAcknowledged("m\(index)", to: Topic("resume.r"), retain: false) }

@@ -52,10 +52,9 @@ public struct BrokerConfiguration: Sendable, Hashable {
     /// against the publisher's ``maxRetainedBytesPerUser`` and the daemon's ``maxRetainedBytes``, apart from the
     /// buffered messages: past either, the oldest history leaves (history never makes a publish fail).
     ///
-    /// None by default, for now: keeping each message and writing it to the state log halves the throughput of
-    /// small messages (README, Performance). ``HistoryLimits/resumable`` is what a topic whose subscribers must
-    /// resume across restarts wants.
-    public var history = HistoryLimits(messages: 0, bytes: HistoryLimits.resumable.bytes)
+    /// ``HistoryLimits/resumable`` by default (64 messages, 64 KiB): what a subscriber needs to resume across a
+    /// restart, for about a tenth of the throughput of small messages (README, Performance).
+    public var history = HistoryLimits.resumable
     /// History limits for some topics: the first rule whose pattern matches a topic decides.
     public var historyRules: [HistoryRule] = []
 

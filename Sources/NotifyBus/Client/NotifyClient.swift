@@ -204,7 +204,7 @@ public final class NotifyClient: Sendable {
     // MARK: - Buffered messages
 
     /// The last `count` messages (all for nil) that `topic`'s history keeps, oldest first; empty when it keeps none
-    /// (history is off by default: see the daemon's `--history-messages`). Needs a daemon of protocol 3.
+    /// (64 messages per topic by default: see the daemon's `--history-messages`). Needs a daemon of protocol 3.
     public func history(of topic: Topic, count: Int? = nil) async throws -> [Delivery] {
         try requireResuming("reading a topic's history")
         let promise = channel.eventLoop.makePromise(of: [Delivery].self)

@@ -5,7 +5,7 @@ import NIOConcurrencyHelpers
 /// the last message it delivered, from the topics' history (`SUB … since=`). Its consumer sees one sequence: each
 /// message once, in order per topic, and a ``SubscriptionEvent/dropped(_:)`` for what the history no longer held.
 ///
-/// Resuming needs a daemon that keeps history for the topics (`--history-messages`; none by default): without it,
+/// Resuming needs a daemon that keeps history for the topics (`--history-messages`: 64 messages per topic by default, `0` for none): without it,
 /// what was published while the subscription was away is announced as dropped (by time the daemon cannot tell which
 /// of a topic's messages came after the point, so the notice may name messages published before it too; those this
 /// subscription delivered already are left out of it).

@@ -5,8 +5,8 @@ struct History: AsyncParsableCommand, ConnectingCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the last messages of a topic's history, oldest first.",
         discussion: """
-            The daemon keeps each topic's last messages when it is told to (--history-messages, and [history] in its \
-            configuration; none by default). Prints nothing and exits 0 when the history is empty. Formats as for \
+            The daemon keeps each topic's last messages: 64 of them, at most 64 KiB, unless told otherwise \
+            (--history-messages, --history-bytes, and [history] in its configuration). Prints nothing and exits 0 when the history is empty. Formats as for \
             notify subscribe.
             """
     )

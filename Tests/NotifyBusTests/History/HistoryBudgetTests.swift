@@ -17,9 +17,9 @@ struct HistoryBudgetTests {
         client.send(String(repeating: "PUB \(topic) \(size) noretain\n\(payload)\n", count: count))
     }
 
-    @Test("a topic keeps its last N messages; a rule by pattern keeps more, or none; by default none at all")
+    @Test("a topic keeps its last N messages (64 by default); a rule by pattern keeps more, or none")
     func limitsByPattern() throws {
-        #expect(BrokerConfiguration.default.history.isOff)
+        #expect(BrokerConfiguration.default.history == .resumable && HistoryLimits.resumable == HistoryLimits(messages: 64, bytes: 64 << 10))
         var configuration = ResumeTests.withHistory
         configuration.historyRules = [
             HistoryRule(try TopicPattern("deep.>"), HistoryLimits(messages: 200, bytes: 1 << 20)),

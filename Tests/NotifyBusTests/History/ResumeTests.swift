@@ -132,6 +132,7 @@ struct ResumeTests {
     @Test("a topic whose history began after its first messages announces those as not held")
     func historyTurnedOnLater() throws {
         var configuration = BrokerConfiguration.default
+        configuration.history = .off
         let harness = BrokerHarness(configuration: configuration)
         let client = harness.connect()
         Self.publish(5, to: "t", from: client)
