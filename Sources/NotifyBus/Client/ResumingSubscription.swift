@@ -71,11 +71,7 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
         let subscription: ResumingSubscription
         private let connection = Connection()
         private var events: NotifySubscription.Iterator?
-        /// The last message delivered of each topic: its sequence number and time. A message no newer by both is
-        /// one delivered already (replayed again); a topic numbered again from 1 has newer times, and goes on.
-        private var delivered: [Topic: (sequence: UInt64, time: PublishTime)] = [:]
-        /// Where to resume: after the newest live message delivered, or where the subscription started.
-        private var resumePoint: PublishTime?
+        private var delivered = DeliveredMessages()
         /// When the current connection subscribed: a message older than that is a replay, which may stop half-way
         /// if the connection does, so it does not move the resume point.
         private var connectedAt = PublishTime(microsecondsSinceEpoch: 0)
@@ -103,26 +99,13 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
                 guard let event else { return nil }
                 switch event {
                 case .message(let delivery):
-                    if let last = delivered[delivery.topic], delivery.sequence <= last.sequence, delivery.time <= last.time {
-                        continue
-                    }
-                    delivered[delivery.topic] = (delivery.sequence, delivery.time)
-                    if delivery.time >= connectedAt, delivery.time > resumePoint ?? PublishTime(microsecondsSinceEpoch: 0) {
-                        resumePoint = delivery.time
-                    }
+                    if delivered.isRepeat(delivery) { continue }
+                    delivered.record(delivery, isLive: delivery.time >= connectedAt)
                     return event
                 case .dropped(let notice):
                     // Of what was delivered already, nothing was missed.
-                    let last = delivered[notice.topic]?.sequence ?? 0
-                    guard notice.isAboutManyTopics || notice.lastSequence > last else { continue }
-                    if notice.isAboutManyTopics || notice.firstSequence > last { return event }
-                    let first = last + 1
-                    return .dropped(DropNotice(
-                        topic: notice.topic,
-                        count: Swift.min(notice.count, notice.lastSequence - first + 1),
-                        firstSequence: first,
-                        lastSequence: notice.lastSequence
-                    ))
+                    guard let missed = delivered.missed(notice) else { continue }
+                    return .dropped(missed)
                 }
             }
         }
@@ -139,15 +122,15 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
                     let now = PublishTime.now()
                     if isFirstConnection {
                         // Resuming later starts from here (or from the point asked for) when nothing live came by then.
-                        if case .time(let time) = subscription.since { resumePoint = time } else { resumePoint = now }
+                        if case .time(let time) = subscription.since { delivered.resumePoint = time } else { delivered.resumePoint = now }
                         since = subscription.since
                     } else if case .sequence(let first) = subscription.since, subscription.patterns.count == 1,
                         let topic = try? Topic(subscription.patterns[0].text)
                     {
                         // One topic by name: resume exactly after the last number delivered.
-                        since = .sequence(Swift.max(first, delivered[topic]?.sequence ?? first))
+                        since = .sequence(Swift.max(first, delivered.lastSequence(of: topic) ?? first))
                     } else {
-                        let point = resumePoint!.microsecondsSinceEpoch
+                        let point = delivered.resumePoint!.microsecondsSinceEpoch
                         since = .time(PublishTime(microsecondsSinceEpoch: point > 0 ? point - 1 : 0))
                     }
                     connectedAt = now

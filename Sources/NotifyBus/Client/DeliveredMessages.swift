@@ -1,0 +1,59 @@
+/// What a ``ResumingSubscription`` delivered: the last message of each topic, by sequence number and time, so that
+/// the replay after a reconnect is not delivered twice and a drop notice names only what was really missed; and
+/// where to resume.
+///
+/// Bounded: it resumes by time, after the newest live message delivered, and the daemon replays only messages
+/// published after that point. A topic whose last delivered message is older cannot be replayed twice, so its entry
+/// is let go of once the table has grown (after a subscription to `>` has seen a million topics, say): what it keeps
+/// is about the topics of the last moment, not every topic it ever saw.
+struct DeliveredMessages {
+    private var last: [Topic: (sequence: UInt64, time: PublishTime)] = [:]
+    /// The table's size at which it is pruned next.
+    private var pruneAt = DeliveredMessages.minimumPruneSize
+    static let minimumPruneSize = 1_024
+
+    /// Where to resume: after the newest live message delivered, or where the subscription started.
+    var resumePoint: PublishTime?
+
+    /// Topics it remembers, for tests.
+    var count: Int { last.count }
+
+    /// The last sequence number delivered of `topic`, if it remembers one.
+    func lastSequence(of topic: Topic) -> UInt64? { last[topic]?.sequence }
+
+    /// Whether `delivery` was delivered already: a message no newer by both its number and its time than the last of
+    /// its topic (a topic numbered again from 1 has newer times, and goes on).
+    func isRepeat(_ delivery: Delivery) -> Bool {
+        guard let previous = last[delivery.topic] else { return false }
+        return delivery.sequence <= previous.sequence && delivery.time <= previous.time
+    }
+
+    /// Notes `delivery` as delivered; `isLive` when it came after the connection subscribed (a replay may stop
+    /// half-way if the connection does, so it does not move the resume point).
+    mutating func record(_ delivery: Delivery, isLive: Bool) {
+        last[delivery.topic] = (delivery.sequence, delivery.time)
+        if isLive, delivery.time > resumePoint ?? PublishTime(microsecondsSinceEpoch: 0) { resumePoint = delivery.time }
+        if last.count >= pruneAt { prune() }
+    }
+
+    /// `notice` less what was delivered already; nil when all of it was.
+    func missed(_ notice: DropNotice) -> DropNotice? {
+        let delivered = last[notice.topic]?.sequence ?? 0
+        guard notice.isAboutManyTopics || notice.lastSequence > delivered else { return nil }
+        if notice.isAboutManyTopics || notice.firstSequence > delivered { return notice }
+        let first = delivered + 1
+        return DropNotice(
+            topic: notice.topic,
+            count: min(notice.count, notice.lastSequence - first + 1),
+            firstSequence: first,
+            lastSequence: notice.lastSequence
+        )
+    }
+
+    /// Lets go of the topics whose last message is older than the resume point: the replay sends none of theirs that
+    /// was delivered already.
+    private mutating func prune() {
+        if let resumePoint { last = last.filter { $0.value.time >= resumePoint } }
+        pruneAt = max(DeliveredMessages.minimumPruneSize, 2 * last.count)
+    }
+}
