@@ -82,9 +82,10 @@ extension ConnectingCommand {
     /// The socket given on the command line, if any.
     var socketPath: String? { connection.socket ?? parent.connection.socket }
 
-    /// An async client, for commands that listen.
+    /// An async client, for commands that listen. It does not reconnect: `subscribe` and `wait` do that with a
+    /// ``ResumingSubscription``, and `--no-reconnect` means it.
     func connect() async throws -> NotifyClient {
-        try await NotifyClient.connect(to: socketPath)
+        try await NotifyClient.connect(to: socketPath, reconnectWithin: nil)
     }
 
     /// A blocking connection, for one-shot commands: no event-loop threads to start.

@@ -13,7 +13,7 @@ struct ReconnectTests {
         await client.close()
     }
 
-    @Test("through SIGTERM and kill -9, each subscriber prints every acknowledged message once, in order, and no drop")
+    @Test("through SIGTERM and kill -9, a library publisher goes on, and each subscriber prints every acknowledged message once, in order, and no drop")
     func restarts() async throws {
         let directory = try TemporaryDirectory()
         let arguments = ["--history-messages", "1000", "--history-bytes", "1000000"]
@@ -33,13 +33,18 @@ struct ReconnectTests {
             }
         }
 
-        try await Self.publish(1...100, to: "re.t", on: daemon)
+        // One library publisher throughout: it connects again by itself after each restart.
+        let publisher = try await daemon.client()
+        let publish = { (numbers: ClosedRange<Int>) in
+            for number in numbers { _ = try await publisher.publishAcknowledged("m\(number)", to: Topic("re.t"), retain: false) }
+        }
+        try await publish(1...100)
         #expect(try await daemon.stop() == 0)
         daemon = try await TestDaemon.start(in: directory, arguments: arguments)
-        try await Self.publish(101...200, to: "re.t", on: daemon)
+        try await publish(101...200)
         try await daemon.kill()
         daemon = try await TestDaemon.start(in: directory, arguments: arguments)
-        try await Self.publish(201...300, to: "re.t", on: daemon)
+        try await publish(201...300)
 
         let expected = (1...300).map { "m\($0)" }
         try await cli.standardOutput.wait(timeout: .seconds(60), "the CLI subscriber to print m300") { $0.hasSuffix("re.t m300\n") }
@@ -55,6 +60,39 @@ struct ReconnectTests {
         cli.signal(SIGINT)
         _ = try await cli.exitStatus()
         try await daemon.stop()
+    }
+
+    @Test("a NotifyClient connects again by itself with what it was told (echo off), and gives up after reconnectWithin")
+    func clientReconnects() async throws {
+        let directory = try TemporaryDirectory()
+        var daemon = try await TestDaemon.start(in: directory)
+        let client = try await NotifyClient.connect(to: daemon.socketPath, reconnectWithin: .seconds(2))
+        try await client.setEcho(false)
+        #expect(try await daemon.stop() == 0)
+        daemon = try await TestDaemon.start(in: directory)
+        // The next call finds its connection gone and makes a new one, told again not to echo.
+        let subscription = try await client.subscribe(to: [TopicPattern("e")])
+        try await client.publishAcknowledged("own", to: Topic("e"))
+        let other = try await daemon.client()
+        try await other.publishAcknowledged("theirs", to: Topic("e"))
+        var messages = subscription.messages.makeAsyncIterator()
+        #expect(try await messages.next()?.text == "theirs", "its own message is not echoed on the new connection")
+        await other.close()
+
+        #expect(try await daemon.stop() == 0)
+        do {
+            _ = try await client.stats()
+            Issue.record("a call with no daemon to come back succeeded")
+        } catch let error as NotifyClientError {
+            #expect(error.kind == .unreachable && error.message.contains("did not come back within"), "\(error)")
+        }
+
+        // Without reconnectWithin, a call after the connection is lost throws at once.
+        daemon = try await TestDaemon.start(in: directory)
+        let oneShot = try await NotifyClient.connect(to: daemon.socketPath, reconnectWithin: nil)
+        #expect(try await daemon.stop() == 0)
+        await #expect(throws: NotifyClientError.self) { _ = try await oneShot.stats() }
+        await client.close()
     }
 
     @Test("a subscriber away for longer than the history holds is told exactly what it missed, then gets the rest")

@@ -18,36 +18,68 @@ import NIOPosix
 public final class NotifyClient: Sendable {
     /// The socket this client connected to.
     public let socketPath: String
-    /// What the daemon announced on connect: protocol version and limits.
-    public let greeting: ServerGreeting
+    /// What the daemon announced on connect (on the last connect, after a reconnect): protocol version and limits.
+    public var greeting: ServerGreeting { link.withLockedValue { $0 }.greeting }
 
-    private let channel: any Channel
-    private let handler: NIOLoopBound<ClientChannelHandler>
+    /// One connection to the daemon: a client has one at a time, and a new one after a reconnect.
+    struct Link: Sendable {
+        let channel: any Channel
+        let handler: NIOLoopBound<ClientChannelHandler>
+        let greeting: ServerGreeting
+    }
 
-    private init(socketPath: String, greeting: ServerGreeting, channel: any Channel, handler: NIOLoopBound<ClientChannelHandler>) {
+    private let link: NIOLockedValueBox<Link>
+    private let group: any EventLoopGroup
+    /// How long a call waits for the daemon to come back; nil when the client does not reconnect.
+    private let reconnectWithin: Duration?
+    /// The connection being made to replace a lost one, which every call that needs it waits for.
+    private let reconnecting = NIOLockedValueBox<Task<Link, any Error>?>(nil)
+    /// What ``setEcho(_:)`` asked for last, for a new connection to be told too.
+    private let echo = NIOLockedValueBox(true)
+    private let isClosed = NIOLockedValueBox(false)
+
+    private init(socketPath: String, link: Link, group: any EventLoopGroup, reconnectWithin: Duration?) {
         self.socketPath = socketPath
-        self.greeting = greeting
-        self.channel = channel
-        self.handler = handler
+        self.link = NIOLockedValueBox(link)
+        self.group = group
+        self.reconnectWithin = reconnectWithin
     }
 
     deinit {
-        channel.close(promise: nil)
+        link.withLockedValue { $0 }.channel.close(promise: nil)
     }
 
     /// Connects to the daemon and waits for its greeting.
+    ///
+    /// When the daemon goes away later (stopped, restarted, upgraded, crashed), the next call connects again by
+    /// itself, backing off from 50 ms to at most 2 s between attempts for up to `reconnectWithin`, and a call that
+    /// was under way when the connection was lost is made again on the new one, once: so a publish whose
+    /// acknowledgement was lost with the connection may arrive twice (at least once), and a fire-and-forget publish
+    /// written into a connection that was already gone is sent again. Subscriptions are not carried over: a
+    /// ``NotifySubscription`` ends with the connection it was made on; a ``ResumingSubscription`` connects again and
+    /// resumes from the daemon's history. The first connection is not retried: a daemon that is not there is an
+    /// error at once.
     /// - Parameters:
     ///   - socketPath: the socket; nil resolves it as ``SocketPath/resolveForClient(explicit:environment:uid:)`` says.
     ///   - group: the event loops to use; the process-wide NIO singleton when nil.
+    ///   - reconnectWithin: how long a call waits for the daemon to come back; nil never reconnects (each call after
+    ///     the connection is lost throws, as a one-shot command wants).
     public static func connect(
         to socketPath: String? = nil,
-        group: (any EventLoopGroup)? = nil
+        group: (any EventLoopGroup)? = nil,
+        reconnectWithin: Duration? = .seconds(30)
     ) async throws -> NotifyClient {
         let path = SocketPath.resolveForClient(explicit: socketPath)
         if let problem = SocketPath.fallbackProblem(path) {
             throw NotifyClientError(.notPermitted, problem)
         }
         let group = group ?? MultiThreadedEventLoopGroup.singleton
+        let link = try await open(path, group: group)
+        return NotifyClient(socketPath: path, link: link, group: group, reconnectWithin: reconnectWithin)
+    }
+
+    /// Connects to the daemon at `path` and waits for its greeting.
+    private static func open(_ path: String, group: any EventLoopGroup) async throws -> Link {
         // The handler is kept as it is added: a daemon that refuses the connection closes it at once, and a
         // lookup in the pipeline afterwards would find it already gone, with the refusal.
         let added = NIOLockedValueBox<(NIOLoopBound<ClientChannelHandler>, EventLoopFuture<ServerGreeting>)?>(nil)
@@ -85,7 +117,7 @@ public final class NotifyClient: Sendable {
         #endif
         do {
             let serverGreeting = try await greeting.get()
-            return NotifyClient(socketPath: path, greeting: serverGreeting, channel: channel, handler: handler)
+            return Link(channel: channel, handler: handler, greeting: serverGreeting)
         } catch let error as NotifyClientError where error.kind == .refused {
             channel.close(promise: nil)
             throw error
@@ -142,10 +174,12 @@ public final class NotifyClient: Sendable {
     /// fire-and-forget ``publish(_:to:retain:)-(ByteBuffer,_,_)`` received since the last flush (saying how many
     /// were refused when more were).
     public func flush() async throws {
-        let frame = try await exchange(.ping)
-        guard case .pong = frame else { throw unexpected(frame, for: "PING") }
-        let handler = self.handler
-        let errors = try await channel.eventLoop.submit { handler.value.takeDeferredErrors() }.get()
+        let errors = try await withConnection { link in
+            let frame = try await self.exchange(.ping, on: link)
+            guard case .pong = frame else { throw self.unexpected(frame, for: "PING") }
+            let handler = link.handler
+            return try await link.channel.eventLoop.submit { handler.value.takeDeferredErrors() }.get()
+        }
         guard let first = errors.first else { return }
         if errors.count == 1 { throw NotifyClientError.refused(first) }
         throw NotifyClientError(.refused, "\(errors.count) publishes were refused; the first: \(first.message)", refusal: first)
@@ -171,8 +205,9 @@ public final class NotifyClient: Sendable {
         buffer: SubscriptionBufferLimits = .default
     ) async throws -> NotifySubscription {
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: SubscriptionEvent.self, throwing: (any Error).self)
-        let handler = self.handler
-        let eventLoop = channel.eventLoop
+        let link = try await current()
+        let handler = link.handler
+        let eventLoop = link.channel.eventLoop
         if since != nil { try requireResuming("resuming from a topic's history (since)") }
         let options = SubscribeOptions(latestFirst: latestFirst, since: since, overflow: overflow)
         let replays = latestFirst || since != nil
@@ -207,10 +242,12 @@ public final class NotifyClient: Sendable {
     /// (64 messages per topic by default: see the daemon's `--history-messages`). Needs a daemon of protocol 3.
     public func history(of topic: Topic, count: Int? = nil) async throws -> [Delivery] {
         try requireResuming("reading a topic's history")
-        let promise = channel.eventLoop.makePromise(of: [Delivery].self)
-        let handler = self.handler
-        channel.eventLoop.execute { handler.value.collect(.history(topic, count: count), into: promise) }
-        return try await promise.futureResult.get()
+        return try await withConnection { link in
+            let promise = link.channel.eventLoop.makePromise(of: [Delivery].self)
+            let handler = link.handler
+            link.channel.eventLoop.execute { handler.value.collect(.history(topic, count: count), into: promise) }
+            return try await promise.futureResult.get()
+        }
     }
 
     /// The buffered latest message of `topic`, or nil when nothing is buffered.
@@ -253,15 +290,18 @@ public final class NotifyClient: Sendable {
 
     /// Whether this connection receives its own publishes (it does unless told otherwise).
     public func setEcho(_ enabled: Bool) async throws {
+        echo.withLockedValue { $0 = enabled }
         let frame = try await exchange(.setEcho(enabled))
         guard case .ok = frame else { throw unexpected(frame, for: "OPT") }
     }
 
     /// Closes the connection. Subscriptions end normally; calls still waiting fail.
     public func close() async {
-        let handler = self.handler
-        channel.eventLoop.execute { handler.value.close() }
-        try? await channel.closeFuture.get()
+        isClosed.withLockedValue { $0 = true }
+        let link = self.link.withLockedValue { $0 }
+        let handler = link.handler
+        link.channel.eventLoop.execute { handler.value.close() }
+        try? await link.channel.closeFuture.get()
     }
 
     // MARK: - Internals
@@ -272,9 +312,17 @@ public final class NotifyClient: Sendable {
     }
 
     private func exchange(_ command: Command, notFoundIsNil: Bool) async throws -> ServerFrame? {
-        let reply = channel.eventLoop.makePromise(of: ServerFrame.self)
-        let handler = self.handler
-        channel.eventLoop.execute { handler.value.send(command, reply: reply, written: nil) }
+        try await withConnection { link in try await self.exchange(command, notFoundIsNil: notFoundIsNil, on: link) }
+    }
+
+    private func exchange(_ command: Command, on link: Link) async throws -> ServerFrame {
+        try await exchange(command, notFoundIsNil: false, on: link)!
+    }
+
+    private func exchange(_ command: Command, notFoundIsNil: Bool, on link: Link) async throws -> ServerFrame? {
+        let reply = link.channel.eventLoop.makePromise(of: ServerFrame.self)
+        let handler = link.handler
+        link.channel.eventLoop.execute { handler.value.send(command, reply: reply, written: nil) }
         let frame = try await reply.futureResult.get()
         if case .error(let error) = frame {
             if notFoundIsNil && error.code == .notFound { return nil }
@@ -285,13 +333,86 @@ public final class NotifyClient: Sendable {
 
     /// Has `send` write requests on the event loop, and waits until the bytes are handed to the kernel.
     private func write(_ send: @escaping @Sendable (ClientChannelHandler, EventLoopPromise<Void>) -> Void) async throws {
-        let written = channel.eventLoop.makePromise(of: Void.self)
-        let handler = self.handler
-        channel.eventLoop.execute { send(handler.value, written) }
+        try await withConnection { link in
+            let written = link.channel.eventLoop.makePromise(of: Void.self)
+            let handler = link.handler
+            link.channel.eventLoop.execute { send(handler.value, written) }
+            do {
+                try await written.futureResult.get()
+            } catch let error as NotifyClientError {
+                throw error
+            } catch {
+                throw NotifyClientError(.connectionClosed, "could not send to the daemon: \(error)")
+            }
+        }
+    }
+
+    // MARK: - Reconnecting
+
+    /// Runs `body` on the connection; when that was lost, on a new one, and once more when it is lost under `body`.
+    private func withConnection<Result: Sendable>(_ body: (Link) async throws -> Result) async throws -> Result {
+        let link = try await current()
         do {
-            try await written.futureResult.get()
-        } catch {
-            throw NotifyClientError(.connectionClosed, "could not send to the daemon: \(error)")
+            return try await body(link)
+        } catch let error as NotifyClientError where Self.isLostConnection(error) && reconnectWithin != nil {
+            guard !isClosed.withLockedValue({ $0 }) else { throw error }
+            return try await body(reconnect(replacing: link))
+        }
+    }
+
+    /// Whether `error` says the connection is gone, or going: a request the daemon refused as `unavailable` (it is
+    /// shutting down) was not carried out, and is made again on the next connection.
+    private static func isLostConnection(_ error: NotifyClientError) -> Bool {
+        error.kind == .connectionClosed || error.kind == .unreachable || error.refusal?.code == .unavailable
+    }
+
+    /// The connection to use: the one there is, or, when it was lost and the client reconnects, a new one.
+    private func current() async throws -> Link {
+        let link = self.link.withLockedValue { $0 }
+        guard reconnectWithin != nil, !link.channel.isActive, !isClosed.withLockedValue({ $0 }) else { return link }
+        return try await reconnect(replacing: link)
+    }
+
+    /// A new connection in place of `lost`: made once for all the calls that need it, backing off from 50 ms to 2 s
+    /// between attempts, for up to ``reconnectWithin``.
+    private func reconnect(replacing lost: Link) async throws -> Link {
+        let current = link.withLockedValue { $0 }
+        if current.channel !== lost.channel { return current }
+        let task = reconnecting.withLockedValue { task -> Task<Link, any Error> in
+            if let task { return task }
+            let made = Task { [socketPath, group, echo, reconnectWithin] in
+                let deadline = ContinuousClock.now + (reconnectWithin ?? .zero)
+                var backoff: Duration = .milliseconds(50)
+                while true {
+                    do {
+                        let link = try await NotifyClient.open(socketPath, group: group)
+                        if !echo.withLockedValue({ $0 }) {
+                            let reply = link.channel.eventLoop.makePromise(of: ServerFrame.self)
+                            let handler = link.handler
+                            link.channel.eventLoop.execute { handler.value.send(.setEcho(false), reply: reply, written: nil) }
+                            _ = try await reply.futureResult.get()
+                        }
+                        return link
+                    } catch let error as NotifyClientError where NotifyClient.isLostConnection(error) {
+                        guard ContinuousClock.now + backoff < deadline else {
+                            throw NotifyClientError(
+                                .unreachable,
+                                "the connection to the daemon was lost and it did not come back within \(reconnectWithin ?? .zero): \(error.message)"
+                            )
+                        }
+                        try await Task.sleep(for: backoff)
+                        backoff = min(backoff * 2, ResumingSubscription.maximumBackoff)
+                    }
+                }
+            }
+            task = made
+            return made
+        }
+        defer { reconnecting.withLockedValue { if $0 == task { $0 = nil } } }
+        let made = try await task.value
+        return link.withLockedValue { link in
+            if link.channel === lost.channel { link = made }
+            return link
         }
     }
 
