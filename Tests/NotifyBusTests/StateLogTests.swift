@@ -139,6 +139,22 @@ struct StateLogTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: aside)) == Data("precious".utf8))
     }
 
+    @Test("a state directory in use is refused (after waiting a moment for a daemon that is exiting), and free again once closed")
+    func lockedDirectory() throws {
+        let directory = Directory()
+        do {
+            let (held, _) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            #expect(throws: StateLogError.self) { _ = try StateLog.open(directory: directory.path, maxPayload: 1 << 20) }
+            do {
+                _ = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            } catch {
+                #expect("\(error)".contains("another notifyd uses the state directory"))
+            }
+            withExtendedLifetime(held) {}
+        }
+        _ = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+    }
+
     @Test("compaction rewrites the log to what is live")
     func compaction() throws {
         let directory = Directory()

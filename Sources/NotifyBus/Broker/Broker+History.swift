@@ -192,9 +192,13 @@ extension Broker {
     func replayHistory(matching pattern: TopicPattern, since: ResumePoint, id: UInt64?, to target: SubscriberTarget) {
         let peer = target.session.peer
         switch since {
-        case .sequence(let after):
+        case .sequence(let point):
             // A name: the decoder refuses a sequence number for a pattern with wildcards.
-            guard let state = topicTable[pattern.text], after < state.sequence else { return }
+            guard let state = topicTable[pattern.text] else { return }
+            // A point past the topic's number: it was numbered again from 1 since (its state was lost), and all it
+            // has now is new to the subscriber.
+            let after = point > state.sequence ? 0 : point
+            guard after < state.sequence else { return }
             replayHistory(of: state, id: id, to: target) { history, body in
                 let lastMissed = (history?.firstSequence(after: after) ?? state.sequence + 1) - 1
                 if lastMissed > after { noticeMissed((after + 1)...lastMissed, of: state.topic, id: id, to: target.session) }

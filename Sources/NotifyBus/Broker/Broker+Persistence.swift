@@ -29,6 +29,7 @@ extension Broker {
             }
             topicTable.restore(state)
             if !record.history.isEmpty { restoreHistory(record.history, of: state, decoder: &decoder) }
+            if let time = state.lastPublished { latestPublishTime = max(latestPublishTime, time) }
         }
         stateLog = log
     }

@@ -35,7 +35,8 @@ extension Broker {
             return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: topic.name, to: session)
         }
         state.sequence += 1
-        let time = clock()
+        let time = max(clock(), latestPublishTime)
+        latestPublishTime = time
         state.lastPublished = time
         state.published += 1
         counters.messagesIn += 1

@@ -93,6 +93,9 @@ public final class Broker {
     @exclusivity(unchecked) var disconnecting: [(session: Session, transport: any SessionTransport)] = []
 
     let clock: () -> PublishTime
+    /// The latest time a message was stamped with, here or (restored from the state log) before a restart: no
+    /// message is stamped earlier, so a clock set back cannot make a resume by time skip what came after.
+    @exclusivity(unchecked) var latestPublishTime = PublishTime(microsecondsSinceEpoch: 0)
     @exclusivity(unchecked) var counters: BrokerStatistics
 
     // The state log.

@@ -14,7 +14,8 @@ import NIOPosix
 /// ```
 ///
 /// All methods may be called from any task; requests are sent in call order on one connection, and the daemon
-/// handles them in that order. Errors thrown are ``NotifyClientError``s.
+/// handles them in that order. Errors thrown are ``NotifyClientError``s. When the daemon goes away (a restart, an
+/// upgrade), the client connects again by itself on its next call (see ``connect(to:group:reconnectWithin:)``).
 public final class NotifyClient: Sendable {
     /// The socket this client connected to.
     public let socketPath: String

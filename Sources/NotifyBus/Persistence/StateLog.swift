@@ -107,7 +107,16 @@ public final class StateLog {
         try makeDirectory(directory)
         let lock = POSIX.open(directory + "/state.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard lock >= 0 else { throw StateLogError.system("cannot open \(directory)/state.lock", errno) }
-        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+        // A daemon that is still exiting (a restart), or a child it forked that has not yet exec'd, may hold the lock
+        // for a moment: it is waited for, up to a second, before another daemon is taken to be using the directory.
+        var locked = flock(lock, LOCK_EX | LOCK_NB) == 0
+        var attempts = 0
+        while !locked && errno == EWOULDBLOCK && attempts < 100 {
+            attempts += 1
+            usleep(10_000)
+            locked = flock(lock, LOCK_EX | LOCK_NB) == 0
+        }
+        guard locked else {
             let code = errno
             POSIX.close(lock)
             if code == EWOULDBLOCK {
