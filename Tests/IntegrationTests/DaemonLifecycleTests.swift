@@ -57,7 +57,8 @@ struct DaemonLifecycleTests {
     )
     func gracefulStop(signal: Int32) async throws {
         let daemon = try await TestDaemon.start()
-        let client = try await daemon.client()
+        // A client that does not reconnect: its subscription ends with the connection, saying why.
+        let client = try await NotifyClient.connect(to: daemon.socketPath, reconnectWithin: nil)
         let subscription = try await client.subscribe(to: [TopicPattern("bye")])
         try await client.publishAcknowledged("last words", to: Topic("bye"))
         daemon.child.signal(signal)

@@ -13,7 +13,7 @@ struct ReconnectTests {
         await client.close()
     }
 
-    @Test("through SIGTERM and kill -9, a library publisher goes on, and each subscriber prints every acknowledged message once, in order, and no drop")
+    @Test("through SIGTERM and kill -9, a library publisher goes on, and each subscriber (notify, ResumingSubscription, a NotifyClient's) prints every acknowledged message once, in order, and no drop")
     func restarts() async throws {
         let directory = try TemporaryDirectory()
         let arguments = ["--history-messages", "1000", "--history-bytes", "1000000"]
@@ -33,6 +33,21 @@ struct ReconnectTests {
             }
         }
 
+        // A NotifyClient's own subscription, which the client carries over to each new connection.
+        let subscriber = try await daemon.client()
+        let clientReceived = Shared<[String]>([])
+        let clientDropped = Shared(0)
+        let (clientProgress, clientTick) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let subscription = try await subscriber.subscribe(to: [TopicPattern("re.t")], since: .sequence(0))
+        let clientSubscriber = Task {
+            for try await event in subscription {
+                switch event {
+                case .message(let delivery): clientReceived.withLock { $0.append(delivery.text ?? "") }
+                case .dropped: clientDropped.withLock { $0 += 1 }
+                }
+                clientTick.yield()
+            }
+        }
         // One library publisher throughout: it connects again by itself after each restart.
         let publisher = try await daemon.client()
         let publish = { (numbers: ClosedRange<Int>) in
@@ -56,6 +71,12 @@ struct ReconnectTests {
         }
         #expect(received.value == expected)
         #expect(dropped.value == 0)
+        try await withDeadline(.seconds(60), waitingFor: "the NotifyClient subscriber to get m300") {
+            for await _ in clientProgress where clientReceived.value.last == "m300" { return }
+        }
+        #expect(clientReceived.value == expected)
+        #expect(clientDropped.value == 0)
+        clientSubscriber.cancel()
         library.cancel()
         cli.signal(SIGINT)
         _ = try await cli.exitStatus()

@@ -31,6 +31,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
         var newest: [Topic: (sequence: UInt64, time: PublishTime)] = [:]
         /// What it did not keep while at its hard limit, to be announced once it has room.
         var localDrops = DropTally()
+        /// For a subscription of a client that reconnects: what it needs to resume on the next connection.
+        var resume: ResumeState?
 
         init(
             patterns: [TopicPattern],
@@ -42,6 +44,33 @@ final class ClientChannelHandler: ChannelInboundHandler {
             self.gauge = gauge
         }
     }
+
+    /// What a subscription of a client that reconnects carries from one connection to the next.
+    struct ResumeState {
+        /// What it delivered, to leave out the replay of it and to know where to resume.
+        var delivered = DeliveredMessages()
+        /// Where it first started: a sequence number resumes one topic by number.
+        let since: ResumePoint?
+        let overflow: OverflowPolicy
+        /// When its current connection subscribed: an older message is a replay, which does not move the resume
+        /// point.
+        var connectedAt: PublishTime
+        /// Where the client reaches it, updated on each connection.
+        let route: SubscriptionRoute
+
+        /// Where the next connection resumes it.
+        func resumePoint(for patterns: [TopicPattern]) -> ResumePoint {
+            if case .sequence(let first) = since, patterns.count == 1, let topic = try? Topic(patterns[0].text) {
+                return .sequence(max(first, delivered.lastSequence(of: topic) ?? first))
+            }
+            let point = delivered.resumePoint?.microsecondsSinceEpoch ?? 0
+            return .time(PublishTime(microsecondsSinceEpoch: point > 0 ? point - 1 : 0))
+        }
+    }
+
+    /// Takes the subscriptions that can resume when the connection is lost (not closed by the user), instead of
+    /// ending them: a client that reconnects carries them to its next connection.
+    var handOver: (([LocalSubscription], NotifyClientError) -> Void)?
 
     private var context: ChannelHandlerContext?
     private let greeting: EventLoopPromise<ServerGreeting>
@@ -175,6 +204,47 @@ final class ClientChannelHandler: ChannelInboundHandler {
         return (id, newPatterns)
     }
 
+    /// Takes over a subscription from a lost connection and asks the daemon to resume it, each of its patterns from
+    /// where it left off; returns its id here (nil when its consumer has stopped meanwhile: it ends). One the daemon
+    /// refuses now ends with the refusal.
+    @discardableResult
+    func adopt(_ subscription: LocalSubscription, connectedAt: PublishTime) -> UInt64? {
+        var subscription = subscription
+        subscription.resume!.connectedAt = connectedAt
+        subscription.replaysPending = 0
+        subscription.newest = [:]
+        if subscription.resume!.route.isEnded {
+            subscription.continuation.finish()
+            return nil
+        }
+        guard let eventLoop = context?.eventLoop, failure == nil else {
+            // Lost again before it could resume here: on to the next connection.
+            handOver?([subscription], closedError)
+            return nil
+        }
+        let (id, _) = addSubscription(subscription)
+        subscription.resume!.route.move(to: self, on: eventLoop, id: id)
+        if subscription.gauge.isFull { fullSubscriptions.insert(id) }
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        let options = SubscribeOptions(since: subscription.resume!.resumePoint(for: subscription.patterns), overflow: subscription.resume!.overflow)
+        for pattern in Set(subscription.patterns) {
+            let reply = eventLoop.makePromise(of: ServerFrame.self)
+            send(.subscribe(pattern, options), reply: reply, written: nil, replaysFor: id)
+            reply.futureResult.whenSuccess { frame in
+                if case .error(let error) = frame { bound.value.end(id, throwing: NotifyClientError.refused(error)) }
+            }
+        }
+        updateFlow()
+        return id
+    }
+
+    /// Ends subscription `id` with `error`.
+    func end(_ id: UInt64, throwing error: any Error) {
+        guard let subscription = subscriptions[id] else { return }
+        subscription.continuation.finish(throwing: error)
+        removeSubscription(id)
+    }
+
     /// Ends a local subscription; patterns no other local subscription holds are unsubscribed at the daemon.
     func removeSubscription(_ id: UInt64) {
         guard let subscription = subscriptions.removeValue(forKey: id) else { return }
@@ -290,7 +360,20 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// Gives `event` to subscription `id`'s consumer, counting it in what the subscription holds; or, while the
     /// connection reads past the subscription's hard limit, drops it, to be announced.
     private func hand(_ event: SubscriptionEvent, to id: UInt64) {
-        guard let subscription = subscriptions[id] else { return }
+        guard var subscription = subscriptions[id] else { return }
+        var event = event
+        if subscription.resume != nil {
+            // What it delivered before the connection was lost comes again in the replay: left out, once.
+            switch event {
+            case .message(let delivery):
+                if subscription.resume!.delivered.isRepeat(delivery) { return }
+                subscription.resume!.delivered.record(delivery, isLive: delivery.time >= subscription.resume!.connectedAt)
+            case .dropped(let notice):
+                guard let missed = subscription.resume!.delivered.missed(notice) else { return }
+                event = .dropped(missed)
+            }
+            subscriptions[id] = subscription
+        }
         if isReadingPastLimit && fullSubscriptions.contains(id) && subscription.gauge.isAtHardLimit {
             switch event {
             case .message(let delivery):
@@ -389,14 +472,22 @@ final class ClientChannelHandler: ChannelInboundHandler {
         waiting.removeAll()
         for collection in collections.values { collection.promise.fail(error) }
         collections.removeAll()
+        var resumable: [LocalSubscription] = []
         for subscription in subscriptions.values {
             if closedByUser {
                 subscription.continuation.finish()
+            } else if handOver != nil, let resume = subscription.resume, error.kind == .connectionClosed,
+                // Under `disconnect`, a connection closed without the daemon saying it goes away is this subscriber's
+                // own end for falling behind, which it asked for.
+                resume.overflow != .disconnect || error.refusal?.code == .unavailable
+            {
+                resumable.append(subscription)
             } else {
                 subscription.continuation.finish(throwing: error)
             }
         }
         subscriptions.removeAll()
+        if !resumable.isEmpty { handOver?(resumable, error) }
         self.context = nil
         context.fireChannelInactive()
     }

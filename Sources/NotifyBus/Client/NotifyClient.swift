@@ -56,10 +56,12 @@ public final class NotifyClient: Sendable {
     /// itself, backing off from 50 ms to at most 2 s between attempts for up to `reconnectWithin`, and a call that
     /// was under way when the connection was lost is made again on the new one, once: so a publish whose
     /// acknowledgement was lost with the connection may arrive twice (at least once), and a fire-and-forget publish
-    /// written into a connection that was already gone is sent again. Subscriptions are not carried over: a
-    /// ``NotifySubscription`` ends with the connection it was made on; a ``ResumingSubscription`` connects again and
-    /// resumes from the daemon's history. The first connection is not retried: a daemon that is not there is an
-    /// error at once.
+    /// written into a connection that was already gone is sent again. Its subscriptions are carried over to the new
+    /// connection at once, however long the daemon takes to come back (as long as they are iterated), and resume
+    /// from the daemon's history after the last message each delivered, leaving out what they had: each message
+    /// once, in order, and a ``SubscriptionEvent/dropped(_:)`` for what the history no longer holds (one under
+    /// ``OverflowPolicy/disconnect`` that the daemon closed for falling behind ends instead, as it asked). The first
+    /// connection is not retried: a daemon that is not there is an error at once.
     /// - Parameters:
     ///   - socketPath: the socket; nil resolves it as ``SocketPath/resolveForClient(explicit:environment:uid:)`` says.
     ///   - group: the event loops to use; the process-wide NIO singleton when nil.
@@ -76,7 +78,44 @@ public final class NotifyClient: Sendable {
         }
         let group = group ?? MultiThreadedEventLoopGroup.singleton
         let link = try await open(path, group: group)
-        return NotifyClient(socketPath: path, link: link, group: group, reconnectWithin: reconnectWithin)
+        let client = NotifyClient(socketPath: path, link: link, group: group, reconnectWithin: reconnectWithin)
+        if reconnectWithin != nil { try await client.carrySubscriptions(from: link) }
+        return client
+    }
+
+    /// Has `link` hand its subscriptions over to the client when it is lost, for the next connection to resume.
+    private func carrySubscriptions(from link: Link) async throws {
+        let handler = link.handler
+        try await link.channel.eventLoop.submit { [weak self] in
+            handler.value.handOver = { subscriptions, _ in self?.resume(subscriptions) }
+        }.get()
+    }
+
+    /// Resumes `subscriptions`, handed over by a lost connection, on the next one: as long as they are iterated,
+    /// they wait for the daemon to come back, however long that takes.
+    private func resume(_ subscriptions: [ClientChannelHandler.LocalSubscription]) {
+        Task {
+            while true {
+                if isClosed.withLockedValue({ $0 }) || subscriptions.allSatisfy({ $0.resume!.route.isEnded }) {
+                    for subscription in subscriptions { subscription.continuation.finish() }
+                    return
+                }
+                do {
+                    let link = try await current()
+                    let handler = link.handler
+                    let now = PublishTime.now()
+                    try await link.channel.eventLoop.submit {
+                        for subscription in subscriptions { handler.value.adopt(subscription, connectedAt: now) }
+                    }.get()
+                    return
+                } catch let error as NotifyClientError where Self.isLostConnection(error) {
+                    continue
+                } catch {
+                    for subscription in subscriptions { subscription.continuation.finish(throwing: error) }
+                    return
+                }
+            }
+        }
     }
 
     /// Connects to the daemon at `path` and waits for its greeting.
@@ -196,8 +235,9 @@ public final class NotifyClient: Sendable {
     /// daemon keeps the rest and `overflow` says what it does when that is full too (see ``OverflowPolicy``); what
     /// it drops is announced as ``SubscriptionEvent/dropped(_:)``. Subscriptions of one client share its
     /// connection: while one of them is full, the others wait too (take a client per independent consumer).
-    /// The subscription ends when the sequence is no longer iterated (the daemon is told); it throws if the
-    /// connection is lost (a ``ResumingSubscription`` connects again and resumes instead).
+    /// The subscription ends when the sequence is no longer iterated (the daemon is told). When the connection is
+    /// lost, a client that reconnects carries it over and resumes it (see ``connect(to:group:reconnectWithin:)``;
+    /// with a daemon of protocol 3); one that does not ends it with the error.
     public func subscribe(
         to patterns: [TopicPattern],
         latestFirst: Bool = false,
@@ -213,10 +253,22 @@ public final class NotifyClient: Sendable {
         let options = SubscribeOptions(latestFirst: latestFirst, since: since, overflow: overflow)
         let replays = latestFirst || since != nil
         let gauge = SubscriptionGauge(limits: buffer)
+        // A client that reconnects carries its subscriptions over, if the daemon can resume them.
+        let route = reconnectWithin != nil && link.greeting.version >= ServerGreeting.resumingVersion ? SubscriptionRoute() : nil
         let (id, replies) = try await eventLoop.submit {
-            let local = ClientChannelHandler.LocalSubscription(patterns: patterns, continuation: continuation, gauge: gauge)
+            var local = ClientChannelHandler.LocalSubscription(patterns: patterns, continuation: continuation, gauge: gauge)
+            if let route {
+                local.resume = .init(since: since, overflow: overflow, connectedAt: .now(), route: route)
+                // Resuming starts from here (or from the time asked for) while nothing live has come.
+                if case .time(let time) = since { local.resume!.delivered.resumePoint = time } else { local.resume!.delivered.resumePoint = .now() }
+            }
             let (id, newPatterns) = handler.value.addSubscription(local)
-            continuation.onTermination = { _ in eventLoop.execute { handler.value.removeSubscription(id) } }
+            if let route {
+                route.move(to: handler.value, on: eventLoop, id: id)
+                continuation.onTermination = { _ in route.end() }
+            } else {
+                continuation.onTermination = { _ in eventLoop.execute { handler.value.removeSubscription(id) } }
+            }
             // With latestFirst or since, every pattern is asked for what it replays, even one already held.
             let replies = (replays ? patterns : newPatterns).map { pattern in
                 let reply = eventLoop.makePromise(of: ServerFrame.self)
@@ -232,6 +284,7 @@ public final class NotifyClient: Sendable {
                 throw NotifyClientError.refused(error)
             }
         }
+        if let route { return NotifySubscription(stream: stream, gauge: gauge) { route.caughtUp() } }
         return NotifySubscription(stream: stream, gauge: gauge) {
             eventLoop.execute { handler.value.subscriptionCaughtUp(id) }
         }
@@ -381,7 +434,7 @@ public final class NotifyClient: Sendable {
         if current.channel !== lost.channel { return current }
         let task = reconnecting.withLockedValue { task -> Task<Link, any Error> in
             if let task { return task }
-            let made = Task { [socketPath, group, echo, reconnectWithin] in
+            let made = Task { [weak self, socketPath, group, echo, reconnectWithin] in
                 let deadline = ContinuousClock.now + (reconnectWithin ?? .zero)
                 var backoff: Duration = .milliseconds(50)
                 while true {
@@ -393,6 +446,7 @@ public final class NotifyClient: Sendable {
                             link.channel.eventLoop.execute { handler.value.send(.setEcho(false), reply: reply, written: nil) }
                             _ = try await reply.futureResult.get()
                         }
+                        try await self?.carrySubscriptions(from: link)
                         return link
                     } catch let error as NotifyClientError where NotifyClient.isLostConnection(error) {
                         guard ContinuousClock.now + backoff < deadline else {

@@ -116,7 +116,8 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
             while true {
                 try Task.checkCancellation()
                 do {
-                    let client = try await NotifyClient.connect(to: subscription.socketPath)
+                    // It reconnects itself, and tells its caller so: its client does not.
+                    let client = try await NotifyClient.connect(to: subscription.socketPath, reconnectWithin: nil)
                     await connection.set(client)
                     let since: ResumePoint?
                     let now = PublishTime.now()
