@@ -83,6 +83,39 @@ struct ReconnectTests {
         try await daemon.stop()
     }
 
+    @Test("a NotifyClient's subscription away for longer than the history holds is told exactly what it missed, then gets the rest")
+    func clientGapAnnounced() async throws {
+        let directory = try TemporaryDirectory()
+        let arguments = ["--history-messages", "5"]
+        var daemon = try await TestDaemon.start(in: directory, arguments: arguments)
+        let client = try await daemon.client()
+        let subscription = try await client.subscribe(to: [TopicPattern("re.c")])
+        var events = subscription.makeAsyncIterator()
+        try await Self.publish(1...3, to: "re.c", on: daemon)
+        for number in 1...3 {
+            guard case .message(let delivery)? = try await events.next() else { throw TestFailure("the subscription ended") }
+            #expect(delivery.text == "m\(number)")
+        }
+        #expect(try await daemon.stop() == 0)
+        // Meanwhile the daemon runs on another socket (same state), where the client cannot find it: 17 messages
+        // come, and the history keeps the last 5.
+        let elsewhere = try TemporaryDirectory()
+        try FileManager.default.createSymbolicLink(atPath: elsewhere.path + "/state", withDestinationPath: directory.path + "/state")
+        let interim = try await TestDaemon.start(in: elsewhere, arguments: arguments)
+        try await Self.publish(4...20, to: "re.c", on: interim)
+        #expect(try await interim.stop() == 0)
+        daemon = try await TestDaemon.start(in: directory, arguments: arguments)
+        #expect(try await events.next() == .dropped(DropNotice(topic: try Topic("re.c"), count: 12, firstSequence: 4, lastSequence: 15)))
+        var rest: [String] = []
+        for _ in 16...20 {
+            guard case .message(let delivery)? = try await events.next() else { break }
+            rest.append(delivery.text ?? "")
+        }
+        #expect(rest == (16...20).map { "m\($0)" })
+        await client.close()
+        try await daemon.stop()
+    }
+
     @Test("a NotifyClient connects again by itself with what it was told (echo off), and gives up after reconnectWithin")
     func clientReconnects() async throws {
         let directory = try TemporaryDirectory()
