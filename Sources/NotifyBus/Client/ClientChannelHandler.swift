@@ -360,20 +360,21 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// Gives `event` to subscription `id`'s consumer, counting it in what the subscription holds; or, while the
     /// connection reads past the subscription's hard limit, drops it, to be announced.
     private func hand(_ event: SubscriptionEvent, to id: UInt64) {
-        guard var subscription = subscriptions[id] else { return }
         var event = event
-        if subscription.resume != nil {
+        // In place (no copy of the subscription is held meanwhile), so that what it remembers is not copied per event.
+        if subscriptions[id]?.resume != nil {
             // What it delivered before the connection was lost comes again in the replay: left out, once.
             switch event {
             case .message(let delivery):
-                if subscription.resume!.delivered.isRepeat(delivery) { return }
-                subscription.resume!.delivered.record(delivery, isLive: delivery.time >= subscription.resume!.connectedAt)
+                if subscriptions[id]!.resume!.delivered.isRepeat(delivery) { return }
+                let isLive = delivery.time >= subscriptions[id]!.resume!.connectedAt
+                subscriptions[id]!.resume!.delivered.record(delivery, isLive: isLive)
             case .dropped(let notice):
-                guard let missed = subscription.resume!.delivered.missed(notice) else { return }
+                guard let missed = subscriptions[id]!.resume!.delivered.missed(notice) else { return }
                 event = .dropped(missed)
             }
-            subscriptions[id] = subscription
         }
+        guard let subscription = subscriptions[id] else { return }
         if isReadingPastLimit && fullSubscriptions.contains(id) && subscription.gauge.isAtHardLimit {
             switch event {
             case .message(let delivery):
