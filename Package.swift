@@ -50,6 +50,15 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The part of the NATS client protocol the daemon's bridge needs (issue 17), apart, so it can be tested
+        // alone and replaced by a library one day.
+        .target(
+            name: "NATSClient",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .systemLibrary(
             name: "CSystemd",
             path: "Sources/CSystemd",
@@ -117,6 +126,14 @@ let package = Package(
                 "NotifyBench",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "NATSClientTests",
+            dependencies: [
+                "NATSClient",
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
         ),
