@@ -60,11 +60,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
 
         /// Where the next connection resumes it.
         func resumePoint(for patterns: [TopicPattern]) -> ResumePoint {
-            if case .sequence(let first) = since, patterns.count == 1, let topic = try? Topic(patterns[0].text) {
-                return .sequence(max(first, delivered.lastSequence(of: topic) ?? first))
-            }
-            let point = delivered.resumePoint?.microsecondsSinceEpoch ?? 0
-            return .time(PublishTime(microsecondsSinceEpoch: point > 0 ? point - 1 : 0))
+            delivered.resumePoint(for: patterns, startedAt: since)
         }
     }
 

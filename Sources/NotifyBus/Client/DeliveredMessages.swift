@@ -15,6 +15,23 @@ struct DeliveredMessages {
     /// Where to resume: after the newest live message delivered, or where the subscription started.
     var resumePoint: PublishTime?
 
+    /// Notes where the subscription starts: resuming starts from there (the time asked for, else `now`) while nothing
+    /// live has come.
+    mutating func start(at since: ResumePoint?, now: PublishTime) {
+        if case .time(let time) = since { resumePoint = time } else { resumePoint = now }
+    }
+
+    /// Where a new connection resumes a subscription of `patterns` that first started at `since`: after the last
+    /// number delivered, for one topic asked for by number; else after the resume point, less a microsecond, so
+    /// that messages of other topics stamped in the same microsecond are not skipped (their repeats are recognized).
+    func resumePoint(for patterns: [TopicPattern], startedAt since: ResumePoint?) -> ResumePoint {
+        if case .sequence(let first) = since, patterns.count == 1, let topic = try? Topic(patterns[0].text) {
+            return .sequence(max(first, lastSequence(of: topic) ?? first))
+        }
+        let point = resumePoint?.microsecondsSinceEpoch ?? 0
+        return .time(PublishTime(microsecondsSinceEpoch: point > 0 ? point - 1 : 0))
+    }
+
     /// Topics it remembers, for tests.
     var count: Int { last.count }
 

@@ -56,7 +56,9 @@ public final class NotifyClient: Sendable {
     /// itself, backing off from 50 ms to at most 2 s between attempts for up to `reconnectWithin`, and a call that
     /// was under way when the connection was lost is made again on the new one, once: so a publish whose
     /// acknowledgement was lost with the connection may arrive twice (at least once), and a fire-and-forget publish
-    /// written into a connection that was already gone is sent again. Its subscriptions are carried over to the new
+    /// written into a connection that was already gone is sent again (errors the daemon sent back on a lost
+    /// connection for earlier fire-and-forget publishes, which ``flush()`` would have thrown, are lost with it). Its
+    /// subscriptions are carried over to the new
     /// connection at once, however long the daemon takes to come back (as long as they are iterated), and resume
     /// from the daemon's history after the last message each delivered, leaving out what they had: each message
     /// once, in order, and a ``SubscriptionEvent/dropped(_:)`` for what the history no longer holds (one under
@@ -259,8 +261,7 @@ public final class NotifyClient: Sendable {
             var local = ClientChannelHandler.LocalSubscription(patterns: patterns, continuation: continuation, gauge: gauge)
             if let route {
                 local.resume = .init(since: since, overflow: overflow, connectedAt: .now(), route: route)
-                // Resuming starts from here (or from the time asked for) while nothing live has come.
-                if case .time(let time) = since { local.resume!.delivered.resumePoint = time } else { local.resume!.delivered.resumePoint = .now() }
+                local.resume!.delivered.start(at: since, now: .now())
             }
             let (id, newPatterns) = handler.value.addSubscription(local)
             if let route {

@@ -122,17 +122,10 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
                     let since: ResumePoint?
                     let now = PublishTime.now()
                     if isFirstConnection {
-                        // Resuming later starts from here (or from the point asked for) when nothing live came by then.
-                        if case .time(let time) = subscription.since { delivered.resumePoint = time } else { delivered.resumePoint = now }
+                        delivered.start(at: subscription.since, now: now)
                         since = subscription.since
-                    } else if case .sequence(let first) = subscription.since, subscription.patterns.count == 1,
-                        let topic = try? Topic(subscription.patterns[0].text)
-                    {
-                        // One topic by name: resume exactly after the last number delivered.
-                        since = .sequence(Swift.max(first, delivered.lastSequence(of: topic) ?? first))
                     } else {
-                        let point = delivered.resumePoint!.microsecondsSinceEpoch
-                        since = .time(PublishTime(microsecondsSinceEpoch: point > 0 ? point - 1 : 0))
+                        since = delivered.resumePoint(for: subscription.patterns, startedAt: subscription.since)
                     }
                     connectedAt = now
                     let events = try await client.subscribe(
