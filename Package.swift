@@ -71,7 +71,9 @@ let package = Package(
             name: "notifyd",
             dependencies: [
                 "NotifyBus",
+                "NATSClient",
                 "CSystemd",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -131,10 +133,18 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // Real nats-server processes for the tests that need one.
+        .target(
+            name: "NATSTestSupport",
+            dependencies: [.product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            path: "Tests/NATSTestSupport",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "NATSClientTests",
             dependencies: [
                 "NATSClient",
+                "NATSTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
@@ -154,6 +164,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "NotifyBus",
+                "NATSTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSettings

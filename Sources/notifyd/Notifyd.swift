@@ -222,6 +222,48 @@ struct Notifyd: AsyncParsableCommand {
     )
     var historyBytes: Int?
 
+    @Option(
+        name: .customLong("nats"),
+        help: ArgumentHelp(
+            "A NATS server to share topics with other hosts' daemons through (nats://HOST:PORT); repeat it for the servers of one cluster, tried in turn.",
+            valueName: "url"
+        )
+    )
+    var natsServers: [String] = []
+
+    @Option(
+        name: .customLong("nats-export"),
+        help: ArgumentHelp("With --nats: local topics sent to other hosts (repeatable; default: every topic but $… and user.…).", valueName: "pattern")
+    )
+    var natsExports: [String] = []
+
+    @Option(
+        name: .customLong("nats-import"),
+        help: ArgumentHelp("With --nats: other hosts' topics taken in (repeatable; default: every topic but $… and user.…).", valueName: "pattern")
+    )
+    var natsImports: [String] = []
+
+    @Option(
+        name: .customLong("nats-prefix"),
+        help: ArgumentHelp("With --nats: the first tokens of the NATS subjects used, <prefix>.<topic> (default: notifyd).", valueName: "prefix")
+    )
+    var natsPrefix: String?
+
+    @Option(
+        name: .customLong("nats-outbox-bytes"),
+        help: ArgumentHelp(
+            "With --nats: the most bytes of messages waiting for NATS while it is unreachable; past it they are not sent, and counted (default: 16777216).",
+            valueName: "bytes"
+        )
+    )
+    var natsOutboxBytes: Int?
+
+    @Option(
+        name: .customLong("host-name"),
+        help: ArgumentHelp("With --nats: this host's name in other hosts' deliveries (default: the hostname).", valueName: "name")
+    )
+    var hostName: String?
+
     func validate() throws {
         if reload && checkConfig {
             throw ValidationError("--reload asks a running daemon to reload; --check-config checks a file: give one of them")
@@ -268,7 +310,13 @@ struct Notifyd: AsyncParsableCommand {
             maxUnreadBytesPerUser: maxUnreadBytesPerUser,
             maxUnreadBytesTotal: maxUnreadBytesTotal,
             historyMessages: historyMessages,
-            historyBytes: historyBytes
+            historyBytes: historyBytes,
+            natsServers: natsServers,
+            natsExports: natsExports,
+            natsImports: natsImports,
+            natsPrefix: natsPrefix,
+            hostName: hostName,
+            natsOutboxBytes: natsOutboxBytes
         )
         let configurationFile = checkedFile ?? config
         if checkConfig {

@@ -1,4 +1,5 @@
 import NIOCore
+import NATSTestSupport
 import Testing
 
 @testable import NATSClient

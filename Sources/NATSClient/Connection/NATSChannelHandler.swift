@@ -7,17 +7,33 @@ final class NATSChannelHandler: ChannelInboundHandler {
     typealias InboundIn = NATSServerOperation
     typealias OutboundOut = ByteBuffer
 
+    /// Where a subscription's messages go: a stream for `async` consumers, or a function called on the event loop.
+    enum Receiver {
+        case stream(AsyncThrowingStream<NATSMessage, any Error>.Continuation)
+        case callback((NATSMessage) -> Void)
+    }
+
     private let info: EventLoopPromise<String>
     private var context: ChannelHandlerContext?
     private var pongs: [EventLoopPromise<Void>] = []
-    private var subscriptions: [String: AsyncThrowingStream<NATSMessage, any Error>.Continuation] = [:]
+    private var subscriptions: [String: Receiver] = [:]
     private var failure: NATSError?
+    /// Called once, when the connection is gone, with why.
+    var onClosed: ((NATSError) -> Void)?
+    /// Called when the connection takes writes again after it did not.
+    var onWritable: (() -> Void)?
+    /// The requests waiting for their replies.
+    let requests = RequestInbox()
 
     init(info: EventLoopPromise<String>) {
         self.info = info
     }
 
     var infoFuture: EventLoopFuture<String> { info.futureResult }
+
+    var isWritable: Bool { context?.channel.isWritable ?? false }
+
+    var isOpen: Bool { context != nil && failure == nil }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -34,18 +50,32 @@ final class NATSChannelHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
     }
 
-    /// Sends a `PING`; `pong` completes when its `PONG` comes, so everything sent before it was handled.
-    func ping(_ pong: EventLoopPromise<Void>) {
-        guard failure == nil else {
-            pong.fail(failure!)
-            return
-        }
-        pongs.append(pong)
-        send([.ping], written: nil)
+    /// Queues bytes already encoded, without flushing: a batch of writes goes out with one ``flush(confirmed:)``.
+    func write(_ bytes: ByteBuffer) {
+        guard let context, failure == nil else { return }
+        context.write(wrapOutboundOut(bytes), promise: nil)
     }
 
-    func addSubscription(_ sid: String, _ continuation: AsyncThrowingStream<NATSMessage, any Error>.Continuation) {
-        subscriptions[sid] = continuation
+    /// Sends what was written, then a `PING`; `confirmed` completes when its `PONG` comes, so the server handled
+    /// everything before it.
+    func flush(confirmed: EventLoopPromise<Void>) {
+        guard let context, failure == nil else {
+            confirmed.fail(failure ?? NATSError("the connection to the NATS server is closed"))
+            return
+        }
+        pongs.append(confirmed)
+        var ping = context.channel.allocator.buffer(capacity: 6)
+        ping.writeNATSOperation(.ping)
+        context.writeAndFlush(wrapOutboundOut(ping), promise: nil)
+    }
+
+    /// Sends a `PING`; `pong` completes when its `PONG` comes, so everything sent before it was handled.
+    func ping(_ pong: EventLoopPromise<Void>) {
+        flush(confirmed: pong)
+    }
+
+    func addSubscription(_ sid: String, _ receiver: Receiver) {
+        subscriptions[sid] = receiver
     }
 
     func removeSubscription(_ sid: String) {
@@ -68,11 +98,20 @@ final class NATSChannelHandler: ChannelInboundHandler {
         case .ok:
             break
         case .message(let message):
-            subscriptions[message.sid]?.yield(message)
+            switch subscriptions[message.sid] {
+            case .stream(let continuation): continuation.yield(message)
+            case .callback(let receive): receive(message)
+            case nil: break
+            }
         case .error(let text):
             // Most -ERRs close the connection; the permission ones do not, and are reported when it closes anyway.
             failure = failure ?? NATSError("the NATS server said: \(text)")
         }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { onWritable?() }
+        context.fireChannelWritabilityChanged()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -86,18 +125,24 @@ final class NATSChannelHandler: ChannelInboundHandler {
         info.fail(error)
         for pong in pongs { pong.fail(error) }
         pongs.removeAll()
-        for continuation in subscriptions.values { continuation.finish(throwing: error) }
+        for receiver in subscriptions.values {
+            if case .stream(let continuation) = receiver { continuation.finish(throwing: error) }
+        }
         subscriptions.removeAll()
         self.context = nil
+        let closed = onClosed
+        onClosed = nil
+        onWritable = nil
+        closed?(error)
         context.fireChannelInactive()
     }
 }
 
-/// What went wrong with a NATS server: unreachable, refused, closed.
+/// What went wrong with a NATS server: unreachable, refused, closed, or a request not answered.
 public struct NATSError: Error, Sendable, CustomStringConvertible {
     public let description: String
 
-    init(_ description: String) {
+    public init(_ description: String) {
         self.description = description
     }
 }

@@ -10,6 +10,8 @@ import NIOPosix
 public final class NATSConnection: Sendable {
     /// The server's `INFO`, as the JSON it sent on connect.
     public let serverInfo: String
+    /// The event loop the connection runs on; the methods marked "on the event loop" are called there only.
+    public var eventLoop: any EventLoop { channel.eventLoop }
     private let channel: any Channel
     private let handler: NIOLoopBound<NATSChannelHandler>
     private let nextSID = NIOLockedValueBox(1)
@@ -25,11 +27,13 @@ public final class NATSConnection: Sendable {
     }
 
     /// Connects to `host`:`port`, reads the server's `INFO`, sends `CONNECT` naming the client `name`, and waits
-    /// for the server to have handled it (a `PING` answered).
+    /// for the server to have handled it (a `PING` answered). With `echo` false, the server never delivers this
+    /// connection's own publishes to its subscriptions.
     public static func connect(
         host: String,
         port: Int,
         name: String,
+        echo: Bool = true,
         group: (any EventLoopGroup)? = nil
     ) async throws -> NATSConnection {
         let group = group ?? MultiThreadedEventLoopGroup.singleton
@@ -57,7 +61,7 @@ public final class NATSConnection: Sendable {
             throw NATSError("the connection to \(host):\(port) was set up without its handler")
         }
         let connection = NATSConnection(serverInfo: try await info.get(), channel: channel, handler: handler)
-        let options = #"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1,"lang":"swift","version":"0.1","name":"\#(name)"}"#
+        let options = #"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1,"lang":"swift","version":"0.1","echo":\#(echo),"name":"\#(name)"}"#
         try await connection.send([.connect(options)])
         try await connection.flush()
         return connection
@@ -88,10 +92,95 @@ public final class NATSConnection: Sendable {
         let handler = self.handler
         let eventLoop = channel.eventLoop
         continuation.onTermination = { _ in eventLoop.execute { handler.value.removeSubscription(sid) } }
-        try await eventLoop.submit { handler.value.addSubscription(sid, continuation) }.get()
+        try await eventLoop.submit { handler.value.addSubscription(sid, .stream(continuation)) }.get()
         try await send([.subscribe(subject: subject, queueGroup: nil, sid: sid)])
         try await flush()
         return stream
+    }
+
+    /// Sends `payload` to `subject` with a fresh reply subject and returns the first reply; fails after `timeout`,
+    /// or at once when nobody listens on `subject` (the server's no-responders status, 503).
+    public func request(_ payload: ByteBuffer, to subject: String, timeout: TimeAmount = .seconds(5)) async throws -> NATSMessage {
+        let eventLoop = channel.eventLoop
+        let reply = eventLoop.makePromise(of: NATSMessage.self)
+        let handler = self.handler
+        let sid = String(nextSID.withLockedValue { sid in
+            defer { sid += 1 }
+            return sid
+        })
+        eventLoop.execute {
+            let inbox = handler.value.requests
+            if inbox.prefix == nil {
+                inbox.prefix = "_INBOX.\(UInt64.random(in: 1...UInt64.max))"
+                handler.value.addSubscription(sid, .callback { message in inbox.answer(message) })
+                handler.value.send([.subscribe(subject: inbox.prefix! + ".*", queueGroup: nil, sid: sid)], written: nil)
+            }
+            let token = inbox.register(reply)
+            let timer = eventLoop.assumeIsolated().scheduleTask(in: timeout) {
+                inbox.fail(token, NATSError("no reply to the request on \(subject) within \(timeout.nanoseconds / 1_000_000) ms"))
+            }
+            reply.futureResult.whenComplete { _ in timer.cancel() }
+            handler.value.send(
+                [.publish(subject: subject, replyTo: inbox.prefix! + "." + token, headers: nil, payload: payload)],
+                written: nil
+            )
+        }
+        let message = try await reply.futureResult.get()
+        if message.headers?.status == 503 {
+            throw NATSError("no responders for the request on \(subject)")
+        }
+        return message
+    }
+
+    // MARK: On the event loop, for a caller that lives there (the bridge): no task switch per message.
+
+    /// Subscribes to `subject` and calls `receive` on the event loop with each of its messages; returns the
+    /// subscription's id, for ``unsubscribe(_:)``. On the event loop.
+    @discardableResult
+    public func subscribe(to subject: String, receive: @escaping (NATSMessage) -> Void) -> String {
+        channel.eventLoop.preconditionInEventLoop()
+        let sid = String(nextSID.withLockedValue { sid in
+            defer { sid += 1 }
+            return sid
+        })
+        handler.value.addSubscription(sid, .callback(receive))
+        handler.value.send([.subscribe(subject: subject, queueGroup: nil, sid: sid)], written: nil)
+        return sid
+    }
+
+    /// Ends the subscription `sid` of ``subscribe(to:receive:)``. On the event loop.
+    public func unsubscribe(_ sid: String) {
+        handler.value.removeSubscription(sid)
+    }
+
+    /// Queues `bytes` (operations encoded with ``NIOCore/ByteBuffer/writeNATSOperation(_:)``) without sending them
+    /// yet. On the event loop.
+    public func write(_ bytes: ByteBuffer) {
+        handler.value.write(bytes)
+    }
+
+    /// Sends what was written and a `PING`; `confirmed` succeeds when the server has handled all of it. On the event
+    /// loop.
+    public func flush(confirmed: EventLoopPromise<Void>) {
+        handler.value.flush(confirmed: confirmed)
+    }
+
+    /// Whether the connection takes more writes now (its write buffer is under its high-water mark). On the event loop.
+    public var isWritable: Bool { handler.value.isWritable }
+
+    /// Called on the event loop when the connection takes writes again. On the event loop.
+    public func setOnWritable(_ writable: @escaping () -> Void) {
+        handler.value.onWritable = writable
+    }
+
+    /// Called once on the event loop when the connection is gone, with why; at once if it is gone already. On the
+    /// event loop.
+    public func setOnClosed(_ closed: @escaping (NATSError) -> Void) {
+        if handler.value.isOpen {
+            handler.value.onClosed = closed
+        } else {
+            closed(NATSError("the connection to the NATS server is closed"))
+        }
     }
 
     /// Closes the connection.
@@ -106,5 +195,30 @@ public final class NATSConnection: Sendable {
         let handler = self.handler
         channel.eventLoop.execute { handler.value.send(operations, written: written) }
         try await written.futureResult.get()
+    }
+}
+
+/// The replies a connection waits for: one wildcard subscription (`_INBOX.<random>.*`) serves every request, each
+/// told apart by the last token of its reply subject.
+final class RequestInbox {
+    var prefix: String?
+    private var nextToken: UInt64 = 1
+    private var waiting: [String: EventLoopPromise<NATSMessage>] = [:]
+
+    func register(_ promise: EventLoopPromise<NATSMessage>) -> String {
+        let token = String(nextToken)
+        nextToken += 1
+        waiting[token] = promise
+        return token
+    }
+
+    func answer(_ message: NATSMessage) {
+        guard let dot = message.subject.utf8.lastIndex(of: UInt8(ascii: ".")) else { return }
+        let token = String(message.subject[message.subject.utf8.index(after: dot)...])
+        waiting.removeValue(forKey: token)?.succeed(message)
+    }
+
+    func fail(_ token: String, _ error: NATSError) {
+        waiting.removeValue(forKey: token)?.fail(error)
     }
 }

@@ -34,7 +34,7 @@ extension Broker {
                 + " (notify send --no-retain, noretain)"
             return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: topic.name, to: session)
         }
-        state.sequence += 1
+        state.sequence = max(state.sequence + 1, session.minimumSequence)
         let time = max(clock(), latestPublishTime)
         latestPublishTime = time
         state.lastPublished = time
@@ -73,6 +73,9 @@ extension Broker {
         }
 
         recordHistory(frame, of: state, sequence: sequence, time: time, payloadSize: payload.readableBytes, by: session.account)
+        if let exporter, !session.isImporter {
+            exporter(ExportedMessage(topic: topic, payload: payload, retain: options.retain, sequence: sequence, time: time, publisher: session.publisher))
+        }
 
         if options.retain {
             let owner = session.account

@@ -55,6 +55,13 @@ public final class Broker {
 
     /// Called with events worth logging; the broker's thread calls it.
     @exclusivity(unchecked) public var onEvent: ((BrokerEvent) -> Void)?
+    /// Called with each message published here (not one carried in from another host), once accepted and delivered:
+    /// the daemon's federation bridge sends them on. Nil (the default) costs the publish path one check.
+    @exclusivity(unchecked) public var exporter: ((ExportedMessage) -> Void)?
+    /// Counters of the daemon's own, added to the broker's in `STATS` replies (the federation bridge's).
+    @exclusivity(unchecked) public var extraCounters: (() -> [ServerStats.Counter])?
+    /// Why the importer's last publish was refused, for ``publishImported(_:through:)`` to say.
+    var lastImportRefusal: ProtocolError?
 
     // The state touched per message is marked `@exclusivity(unchecked)` here, in `TopicState` and in `Session`: all of
     // it is owned by the broker's one thread and never accessed overlapping, and the runtime's checks of class
@@ -238,7 +245,9 @@ public final class Broker {
             queue(reply, to: session)
         case .stats:
             var reply = allocator.buffer(capacity: 256)
-            reply.writeStats(requestID: id, statistics.counters(now: clock()))
+            var stats = statistics.counters(now: clock())
+            if let extraCounters { stats.counters += extraCounters() }
+            reply.writeStats(requestID: id, stats)
             queue(reply, to: session)
         case .explain(let topic, let uid):
             explain(topic, uid: uid, id: id, for: session)

@@ -23,6 +23,9 @@ public struct Delivery: Sendable, Hashable {
         self.payload = payload
     }
 
+    /// The host it was published on, when that is another host than the daemon's (``Publisher/host``).
+    public var host: String? { publisher.host }
+
     /// The payload as text, when it is valid UTF-8.
     public var text: String? {
         payload.withUnsafeReadableBytes { String(validating: $0, as: UTF8.self) }
@@ -40,11 +43,15 @@ public struct Publisher: Sendable, Hashable {
     public var pid: Int32
     /// The publisher's systemd unit, when it runs in one and the daemon could tell.
     public var unit: String?
+    /// The host it was published on, for a message another host's daemon sent on (federation, see the README's
+    /// "Several hosts"); nil for one published on the daemon's own host. The uid, pid and unit are that host's.
+    public var host: String?
 
     /// Creates a publisher identity.
-    public init(uid: UInt32, pid: Int32, unit: String? = nil) {
+    public init(uid: UInt32, pid: Int32, unit: String? = nil, host: String? = nil) {
         self.uid = uid
         self.pid = pid
         self.unit = unit
+        self.host = host
     }
 }

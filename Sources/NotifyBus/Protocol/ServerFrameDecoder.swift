@@ -259,12 +259,20 @@ private struct ServerFrameParser {
             let pidRange = tokens.next(), let pid = LineScanner.unsigned(bytes, pidRange), pid <= Int32.max,
             let unitRange = tokens.next()
         else { return nil }
-        let unit = LineScanner.equals(bytes, unitRange, "-") ? nil : string(bytes, unitRange)
+        // `<host>/<unit>` for a message from another host (federation); a unit name never holds a `/`.
+        var unitStart = unitRange.lowerBound
+        var host: String?
+        if let slash = bytes[unitRange].firstIndex(of: UInt8(ascii: "/")) {
+            host = string(bytes, unitRange.lowerBound..<slash)
+            unitStart = slash + 1
+        }
+        let unitBytes = unitStart..<unitRange.upperBound
+        let unit = unitBytes.isEmpty || LineScanner.equals(bytes, unitBytes, "-") ? nil : string(bytes, unitBytes)
         return MessageHeader(
             topic: Topic(unchecked: name),
             sequence: sequence,
             time: PublishTime(microsecondsSinceEpoch: time),
-            publisher: Publisher(uid: UInt32(uid), pid: Int32(pid), unit: unit)
+            publisher: Publisher(uid: UInt32(uid), pid: Int32(pid), unit: unit, host: host)
         )
     }
 

@@ -85,6 +85,7 @@ extension ByteBuffer {
         // piece (a capacity and exclusivity check per piece) cost more than the rest of the encoding.
         var topic = topic
         var unit = Publisher.isWritableUnit(publisher.unit) ? publisher.unit! : "-"
+        if let host = publisher.host { unit = host + "/" + unit }
         let maximum = ByteBuffer.maximumMessageFrameSize(topic: topic, unit: unit, payloadSize: payload.readableBytes)
         return topic.withUTF8 { topicBytes in
             unit.withUTF8 { unitBytes in

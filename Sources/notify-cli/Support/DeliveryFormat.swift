@@ -27,7 +27,8 @@ enum DeliveryFormat: String, ExpressibleByArgument, CaseIterable {
         }
     }
 
-    /// The JSON object of a delivery: topic, seq, time (RFC 3339), uid, pid, unit, and the payload as a string when
+    /// The JSON object of a delivery: topic, seq, time (RFC 3339), uid, pid, unit, host (null for
+    /// this host's own messages), and the payload as a string when
     /// it is UTF-8, else as base64 in `payload_base64`.
     static func json(_ delivery: Delivery) -> String {
         var json = JSONWriter()
@@ -39,6 +40,7 @@ enum DeliveryFormat: String, ExpressibleByArgument, CaseIterable {
         json.key("pid")
         json.number(Int64(delivery.publisher.pid))
         json.field("unit", delivery.publisher.unit)
+        json.field("host", delivery.publisher.host)
         if let text = delivery.text {
             json.field("payload", text)
         } else {

@@ -23,6 +23,8 @@ struct DaemonSettings: Sendable, Equatable {
     var logLevel: Logger.Level
     var syncPolicy: StateLog.SyncPolicy
     var broker: BrokerConfiguration
+    /// The link to a NATS cluster, when servers are named (`--nats`, `[nats] servers`).
+    var bridge: BridgeSettings?
 
     /// The values given on the command line, which win over the file.
     struct Overrides: Sendable {
@@ -48,6 +50,12 @@ struct DaemonSettings: Sendable, Equatable {
         var maxUnreadBytesTotal: Int?
         var historyMessages: Int?
         var historyBytes: Int?
+        var natsServers: [String] = []
+        var natsExports: [String] = []
+        var natsImports: [String] = []
+        var natsPrefix: String?
+        var hostName: String?
+        var natsOutboxBytes: Int?
     }
 
     /// The configuration file used: `explicit`, else `notifyd.conf` in systemd's `$CONFIGURATION_DIRECTORY`
@@ -97,18 +105,31 @@ struct DaemonSettings: Sendable, Equatable {
         var providers: [any ConfigProvider] = [InMemoryProvider(name: "command line", values: values)]
         let file = try ConfigurationFile.read(path: path, mustExist: isExplicit)
         if let file {
-            if let unknown = file.unknownKeys(DaemonSettings.keys, sections: ["rules", "history"]).first {
+            if let unknown = file.unknownKeys(DaemonSettings.keys, sections: ["rules", "history", "nats"]).first {
                 let names = DaemonSettings.keys.sorted().joined(separator: ", ")
                 throw ConfigurationError(
                     path: path,
                     line: unknown.line,
                     problem: "unknown setting \"\(unknown.key)\"; the settings are \(names), access rules under [rules]"
-                        + " and history limits by pattern under [history]"
+                        + ", history limits by pattern under [history] and the NATS bridge under [nats]"
                 )
             }
             providers.append(file)
         }
-        return try DaemonSettings(reader: ConfigReader(providers: providers), file: file, path: path)
+        var settings = try DaemonSettings(reader: ConfigReader(providers: providers), file: file, path: path)
+        var section: [String: (text: String, line: Int)] = [:]
+        for (name, entry) in file?.entries(in: "nats") ?? [] { section[name] = (entry.text, entry.line) }
+        settings.bridge = try BridgeSettings.resolve(
+            servers: overrides.natsServers,
+            exports: overrides.natsExports,
+            imports: overrides.natsImports,
+            prefix: overrides.natsPrefix,
+            hostName: overrides.hostName,
+            outboxBytes: overrides.natsOutboxBytes,
+            section: section,
+            path: path
+        )
+        return settings
     }
 
     /// The settings a configuration file may hold.
@@ -299,6 +320,7 @@ struct DaemonSettings: Sendable, Equatable {
         var result = self
         result.logLevel = newer.logLevel
         result.broker = newer.broker
+        result.bridge = newer.bridge
         var ignored: [String] = []
         if newer.socketPath != socketPath { ignored.append("socket") }
         if newer.stateDirectory != stateDirectory { ignored.append("state-dir") }
@@ -364,6 +386,7 @@ extension DaemonSettings {
                 text += "\n\(rule.pattern) = " + (rule.limits.isOff ? "off" : "\(rule.limits.messages) \(rule.limits.bytes)")
             }
         }
+        if let bridge { text += "\n" + bridge.summary }
         return text
     }
 }

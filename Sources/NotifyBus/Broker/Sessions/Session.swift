@@ -9,8 +9,15 @@ public final class Session: Hashable {
     public let id: UInt64
     /// The peer, from the kernel.
     public let peer: PeerCredentials
-    /// The identity stamped on this session's publishes (the same for all of them, so it is made once).
-    let publisher: Publisher
+    /// The identity stamped on this session's publishes (the same for all of them, so it is made once; an importer's
+    /// changes with each message it carries in, see ``Broker/openImporter(peer:)``).
+    @exclusivity(unchecked) var publisher: Publisher
+    /// Whether this session carries in messages from another host (``Broker/publishImported(_:through:)``): they are
+    /// never handed to ``Broker/exporter``, so nothing goes back where it came from.
+    private(set) var isImporter = false
+    /// The least sequence number the next publish of this session takes: 0, except while an importer carries in a
+    /// message whose origin numbered it further (so a topic published from one host has the same numbers everywhere).
+    @exclusivity(unchecked) var minimumSequence: UInt64 = 0
     /// Released when the session closes: a stale subscriber list may still reference the session for a while,
     /// and must not keep the connection's channel alive with it.
     @exclusivity(unchecked) private(set) var transport: (any SessionTransport)?
@@ -59,6 +66,11 @@ public final class Session: Hashable {
         self.account = account
         self.publisher = peer.publisher
         self.transport = transport
+    }
+
+    /// Makes this session the one that carries in messages from other hosts.
+    func markImporter() {
+        isImporter = true
     }
 
     /// Lets go of the connection, which is gone, while the session is still being closed.

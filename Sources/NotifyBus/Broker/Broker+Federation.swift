@@ -1,0 +1,127 @@
+public import NIOCore
+
+/// A message published on this host, as ``Broker/exporter`` is handed it: what another host needs to publish it
+/// there with its provenance.
+public struct ExportedMessage: Sendable {
+    /// The topic it was published to.
+    public var topic: Topic
+    /// The bytes published. A view of the request as read: copy what must outlive the call.
+    public var payload: ByteBuffer
+    /// Whether it became the topic's buffered message.
+    public var retain: Bool
+    /// Its sequence number in the topic, here.
+    public var sequence: UInt64
+    /// When the daemon accepted it.
+    public var time: PublishTime
+    /// Who published it.
+    public var publisher: Publisher
+}
+
+/// A message another host published, to be published here (``Broker/publishImported(_:through:)``).
+public struct ImportedMessage: Sendable {
+    /// The topic it was published to.
+    public var topic: Topic
+    /// The bytes published.
+    public var payload: ByteBuffer
+    /// Whether it becomes the topic's buffered message here too.
+    public var retain: Bool
+    /// The host it was published on: a name of ``ImportedMessage/isValidHostName(_:)``.
+    public var host: String
+    /// Who published it there.
+    public var publisher: Publisher
+    /// Its sequence number in the topic on its host: the topic here takes it when it is past its own.
+    public var sequence: UInt64
+
+    /// Creates an imported message.
+    public init(topic: Topic, payload: ByteBuffer, retain: Bool, host: String, publisher: Publisher, sequence: UInt64) {
+        self.topic = topic
+        self.payload = payload
+        self.retain = retain
+        self.host = host
+        self.publisher = publisher
+        self.sequence = sequence
+    }
+
+    /// Whether `name` can name a host in a delivery: 1 to 64 bytes of ASCII letters, digits, `.`, `-` and `_`
+    /// (what hostnames are made of; never a `/` or a space, which frame the field it is written in).
+    public static func isValidHostName(_ name: String) -> Bool {
+        let bytes = name.utf8
+        guard (1...64).contains(bytes.count) else { return false }
+        return bytes.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: "_"):
+                true
+            default:
+                false
+            }
+        }
+    }
+
+    /// The unit field of its deliveries here: the origin host, a `/`, then the publisher's unit or `-`
+    /// (PROTOCOL.md, "Deliveries").
+    var unitField: String {
+        host + "/" + (Publisher.isWritableUnit(publisher.unit) ? publisher.unit! : "-")
+    }
+}
+
+/// What became of an imported message.
+public enum ImportOutcome: Sendable, Equatable {
+    /// Published here with this sequence number.
+    case published(sequence: UInt64)
+    /// Refused, as a local publish would have been (access rules, limits); the error says why.
+    case refused(ProtocolError)
+}
+
+/// Federation: what the daemon's bridge to other hosts needs of the broker. The bridge itself (NATS, its outbox, its
+/// reconnects) is the daemon's; the broker only hands out local publishes (``Broker/exporter``) and takes in other
+/// hosts' messages as if published here, stamped with their origin.
+extension Broker {
+    /// Opens the session that carries in other hosts' messages, with the daemon's own credentials `peer`: access
+    /// rules and per-user limits apply to it as to that user's connections. Its publishes are never exported.
+    public func openImporter(peer: PeerCredentials) -> Session {
+        let session = open(peer: peer, transport: DiscardingTransport())
+        session.markImporter()
+        session.receivesOwnMessages = false
+        return session
+    }
+
+    /// Publishes `message` here, through `importer` (from ``openImporter(peer:)``): local subscribers, `LATEST`,
+    /// history and the state log treat it as any message; its deliveries name its origin host.
+    public func publishImported(_ message: ImportedMessage, through importer: Session) -> ImportOutcome {
+        precondition(importer.isImporter, "publishImported needs the session of openImporter(peer:)")
+        let before = counters.messagesIn
+        importer.publisher = Publisher(uid: message.publisher.uid, pid: message.publisher.pid, unit: message.unitField)
+        importer.minimumSequence = message.sequence
+        defer { importer.minimumSequence = 0 }
+        lastImportRefusal = nil
+        publish(message.topic, payload: message.payload, options: PublishOptions(retain: message.retain), id: nil, from: importer)
+        guard counters.messagesIn != before, let sequence = topicTable[message.topic.name]?.sequence else {
+            return .refused(lastImportRefusal ?? ProtocolError(.limitReached, "the daemon refused it"))
+        }
+        return .published(sequence: sequence)
+    }
+
+    /// Whether the buffered message of `message`'s topic here is `message` already (same origin host and
+    /// publisher, same bytes): so that the latest messages a bridge reads again after a restart or a reconnect are
+    /// not delivered twice.
+    public func holdsAlready(_ message: ImportedMessage) -> Bool {
+        guard let retained = topicTable[message.topic.name]?.retained else { return false }
+        var frame = retained.frame
+        var decoder = ServerFrameDecoder(maxPayload: max(frame.readableBytes, 1))
+        guard case .delivery(let held)? = try? decoder.decode(buffer: &frame) else { return false }
+        let unit = Publisher.isWritableUnit(message.publisher.unit) ? message.publisher.unit : nil
+        return held.publisher == Publisher(uid: message.publisher.uid, pid: message.publisher.pid, unit: unit, host: message.host)
+            && held.payload == message.payload
+    }
+}
+
+/// Where an importer's replies go: nowhere. Its refusals reach the bridge through ``Broker/publishImported(_:through:)``.
+private final class DiscardingTransport: SessionTransport {
+    func write(_ frame: ByteBuffer) {}
+    func flush() {}
+    func close() {}
+    func abort() {}
+    var isWritable: Bool { true }
+    var bufferedBytes: Int { 0 }
+}

@@ -1,0 +1,211 @@
+import NotifyBus
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// How the daemon joins a NATS cluster (`--nats`, or the configuration file's `[nats]` section): which servers, what
+/// crosses in each direction, under which subject prefix, as which host.
+struct BridgeSettings: Sendable, Equatable {
+    /// A NATS server to connect to.
+    struct Server: Sendable, Equatable, CustomStringConvertible {
+        var host: String
+        var port: Int
+
+        /// `nats://HOST:PORT`, `HOST:PORT` or `HOST` (port 4222). TLS (`tls://`) and credentials in the URL are
+        /// refused with a sentence: the README says how they would fit.
+        init(parsing text: String) throws(BridgeSettingsError) {
+            var rest = Substring(text)
+            if let colon = rest.firstIndex(of: ":"), rest[colon...].hasPrefix("://") {
+                guard rest[..<colon] == "nats" else {
+                    throw BridgeSettingsError("\(text): only nats:// servers are supported (TLS is not yet)")
+                }
+                rest = rest[rest.index(colon, offsetBy: 3)...]
+            }
+            if rest.hasSuffix("/") { rest = rest.dropLast() }
+            guard !rest.contains("@") else {
+                throw BridgeSettingsError("\(text): credentials in the URL are not supported yet")
+            }
+            if rest.hasPrefix("[") {
+                // An IPv6 address: [::1]:4222.
+                guard let close = rest.firstIndex(of: "]") else { throw BridgeSettingsError("\(text): an unclosed [") }
+                host = String(rest[rest.index(after: rest.startIndex)..<close])
+                rest = rest[rest.index(after: close)...]
+                port = 4222
+                if rest.hasPrefix(":") {
+                    guard let number = Int(rest.dropFirst()), (1...65535).contains(number) else {
+                        throw BridgeSettingsError("\(text): the port must be 1 to 65535")
+                    }
+                    port = number
+                } else if !rest.isEmpty {
+                    throw BridgeSettingsError("\(text): expected nats://HOST:PORT")
+                }
+            } else if let colon = rest.lastIndex(of: ":") {
+                host = String(rest[..<colon])
+                guard let number = Int(rest[rest.index(after: colon)...]), (1...65535).contains(number) else {
+                    throw BridgeSettingsError("\(text): the port must be 1 to 65535")
+                }
+                port = number
+            } else {
+                host = String(rest)
+                port = 4222
+            }
+            guard !host.isEmpty, !host.contains(where: { $0 == " " || $0 == "/" }) else {
+                throw BridgeSettingsError("\(text): expected nats://HOST:PORT")
+            }
+        }
+
+        var description: String { host.contains(":") ? "nats://[\(host)]:\(port)" : "nats://\(host):\(port)" }
+    }
+
+    /// The servers, tried in order (several servers of one cluster, for failover).
+    var servers: [Server]
+    /// Local topics sent to NATS.
+    var exports: [TopicPattern]
+    /// Topics taken in from NATS.
+    var imports: [TopicPattern]
+    /// The first tokens of every subject the bridge uses: `<prefix>.<topic>`.
+    var prefix: String
+    /// This host's name in deliveries elsewhere, and in the messages it sends.
+    var hostName: String
+    /// The most bytes of messages waiting to be sent while NATS cannot take them.
+    var outboxBytes: Int
+
+    static let defaultPrefix = "notifyd"
+    static let defaultOutboxBytes = 16 << 20
+    /// Every message waits in the outbox until the server confirms it, also while connected: room for a few.
+    static let minimumOutboxBytes = 64 << 10
+
+    /// Topics that never leave the host nor enter it, whatever the patterns say: `$…` (the daemon's own) and
+    /// `user.<uid>…` (a uid means nothing on another machine).
+    static func staysLocal(_ topic: Topic) -> Bool {
+        topic.isReserved || topic.name.utf8.starts(with: "user.".utf8)
+    }
+
+    /// The settings from the command line's values and the file's `[nats]` section (`servers`, `export`, `import`,
+    /// `prefix`, `host-name`, `outbox-bytes`; lists separated by spaces or commas); nil when neither names a server.
+    static func resolve(
+        servers commandLineServers: [String],
+        exports commandLineExports: [String],
+        imports commandLineImports: [String],
+        prefix commandLinePrefix: String?,
+        hostName commandLineHostName: String?,
+        outboxBytes commandLineOutboxBytes: Int?,
+        section: [String: (text: String, line: Int)],
+        path: String
+    ) throws -> BridgeSettings? {
+        let known: Set<String> = ["servers", "export", "import", "prefix", "host-name", "outbox-bytes"]
+        if let unknown = section.filter({ !known.contains($0.key) }).min(by: { $0.value.line < $1.value.line }) {
+            throw ConfigurationError(
+                path: path,
+                line: unknown.value.line,
+                problem: "unknown setting \"\(unknown.key)\" in [nats]; the settings there are \(known.sorted().joined(separator: ", "))"
+            )
+        }
+        func list(_ key: String, _ given: [String]) -> [String] {
+            if !given.isEmpty { return given }
+            guard let text = section[key]?.text else { return [] }
+            return text.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "\t" }).map(String.init)
+        }
+        func failure(_ key: String, fromCommandLine: Bool, _ problem: String) -> ConfigurationError {
+            ConfigurationError(path: fromCommandLine ? "command line" : path, line: fromCommandLine ? nil : section[key]?.line, problem: problem)
+        }
+        let serverTexts = list("servers", commandLineServers)
+        if serverTexts.isEmpty {
+            let others = ["export", "import", "prefix", "host-name", "outbox-bytes"].filter { section[$0] != nil }
+            if let other = others.first {
+                throw failure(other, fromCommandLine: false, "[nats] sets \(other) but names no servers; add servers = nats://HOST:PORT")
+            }
+            return nil
+        }
+        var servers: [Server] = []
+        for text in serverTexts {
+            do {
+                servers.append(try Server(parsing: text))
+            } catch {
+                throw failure("servers", fromCommandLine: !commandLineServers.isEmpty, "nats server \(error)")
+            }
+        }
+        func patterns(_ key: String, _ given: [String]) throws -> [TopicPattern] {
+            let texts = list(key, given)
+            if texts.isEmpty { return [try! TopicPattern(">")] }
+            return try texts.map { text in
+                do {
+                    return try TopicPattern(text)
+                } catch {
+                    throw failure(key, fromCommandLine: !given.isEmpty, "nats \(key) pattern \"\(text)\": \(error)")
+                }
+            }
+        }
+        let prefix = commandLinePrefix ?? section["prefix"]?.text ?? defaultPrefix
+        guard (try? Topic(prefix)) != nil, !prefix.hasPrefix("$"), !prefix.hasPrefix("_") else {
+            throw failure(
+                "prefix",
+                fromCommandLine: commandLinePrefix != nil,
+                "nats prefix \"\(prefix)\" must be dot-separated tokens without wildcards, not starting with $ or _"
+            )
+        }
+        let hostName = commandLineHostName ?? section["host-name"]?.text ?? systemHostName()
+        guard ImportedMessage.isValidHostName(hostName) else {
+            throw failure(
+                "host-name",
+                fromCommandLine: commandLineHostName != nil,
+                "host name \"\(hostName)\" must be 1 to 64 letters, digits, '.', '-' or '_'"
+            )
+        }
+        var outboxBytes = commandLineOutboxBytes ?? defaultOutboxBytes
+        if commandLineOutboxBytes == nil, let text = section["outbox-bytes"]?.text {
+            guard let number = Int(text) else {
+                throw failure("outbox-bytes", fromCommandLine: false, "outbox-bytes must be a whole number, not \"\(text)\"")
+            }
+            outboxBytes = number
+        }
+        guard (minimumOutboxBytes...(1 << 40)).contains(outboxBytes) else {
+            throw failure(
+                "outbox-bytes",
+                fromCommandLine: commandLineOutboxBytes != nil,
+                "outbox-bytes must be \(minimumOutboxBytes) to \(1 << 40), not \(outboxBytes)"
+            )
+        }
+        return BridgeSettings(
+            servers: servers,
+            exports: try patterns("export", commandLineExports),
+            imports: try patterns("import", commandLineImports),
+            prefix: prefix,
+            hostName: hostName,
+            outboxBytes: outboxBytes
+        )
+    }
+
+    /// The machine's hostname (gethostname(2)); `localhost` when it has none usable.
+    static func systemHostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return ImportedMessage.isValidHostName(name) ? name : "localhost"
+    }
+
+    /// The `[nats]` lines of `notifyd --check-config`.
+    var summary: String {
+        """
+        [nats]
+        servers = \(servers.map(\.description).joined(separator: " "))
+        export = \(exports.map(\.text).joined(separator: " "))
+        import = \(imports.map(\.text).joined(separator: " "))
+        prefix = \(prefix)
+        host-name = \(hostName)
+        outbox-bytes = \(outboxBytes)
+        """
+    }
+}
+
+/// A bridge setting that cannot be used.
+struct BridgeSettingsError: Error, CustomStringConvertible {
+    let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}

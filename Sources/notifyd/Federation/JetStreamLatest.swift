@@ -1,0 +1,74 @@
+import NATSClient
+import NIOCore
+import NotifyBus
+
+/// The JetStream stream that keeps the fleet's latest retained message of each topic: subjects
+/// `<prefix>-latest.<topic>`, one message per subject (as NATS's key-value buckets keep a key), in stream
+/// `<prefix>_latest` (dots of the prefix made underscores, which stream names need).
+struct JetStreamLatest: Sendable {
+    let prefix: String
+
+    /// The first tokens of the stream's subjects.
+    var subjectRoot: String { prefix + "-latest" }
+    var streamName: String { String(prefix.map { $0 == "." ? "_" : $0 }) + "_latest" }
+
+    /// Makes the stream, or finds it made by another host (the same configuration: nothing happens; another one,
+    /// which an administrator may have chosen, such as more replicas: it is used as it is).
+    func ensureStream(over connection: NATSConnection) async throws {
+        let body = """
+            {"name":\(JSONScan.quoted(streamName)),"subjects":[\(JSONScan.quoted(subjectRoot + ".>"))],"retention":"limits",\
+            "max_msgs_per_subject":1,"discard":"old","storage":"file","num_replicas":1}
+            """
+        do {
+            _ = try await JetStreamAPI(connection).request("STREAM.CREATE." + streamName, body: body)
+        } catch let error as JetStreamError where error.code == 10058 {
+            return
+        }
+    }
+
+    /// Reads the latest message of every subject matching `pattern` (through an ephemeral push consumer that
+    /// delivers the last message per subject, then is gone), calling `receive` on the event loop with each.
+    func replay(
+        pattern: TopicPattern,
+        over connection: NATSConnection,
+        receive: @escaping @Sendable (NATSMessage) -> Void
+    ) async throws {
+        let eventLoop = connection.eventLoop
+        let inbox = "_INBOX.\(UInt64.random(in: 1...UInt64.max))"
+        let done = eventLoop.makePromise(of: Void.self)
+        let sid = try await eventLoop.submit {
+            connection.subscribe(to: inbox) { message in
+                receive(message)
+                if Self.pendingAfter(message) == 0 { done.succeed(()) }
+            }
+        }.get()
+        defer { eventLoop.execute { connection.unsubscribe(sid) } }
+        try await connection.flush()
+        let body = """
+            {"stream_name":\(JSONScan.quoted(streamName)),"config":{"deliver_subject":\(JSONScan.quoted(inbox)),\
+            "deliver_policy":"last_per_subject","ack_policy":"none","replay_policy":"instant",\
+            "filter_subject":\(JSONScan.quoted(subjectRoot + "." + pattern.text)),"mem_storage":true,\
+            "inactive_threshold":5000000000,"num_replicas":1}}
+            """
+        let reply = try await JetStreamAPI(connection).request("CONSUMER.CREATE." + streamName, body: body)
+        if JSONScan.integer("num_pending", in: reply) == 0 { done.succeed(()) }
+        let timeout = eventLoop.scheduleTask(in: .seconds(30)) {
+            done.fail(NATSError("the latest messages of \(pattern) did not all come within 30 s"))
+        }
+        defer { timeout.cancel() }
+        try await done.futureResult.get()
+    }
+
+    /// How many messages a consumer still has for its subscriber after `message`, from the reply subject JetStream
+    /// gives it: `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>`, or the newer
+    /// form with a domain and an account hash before the stream and a token after the pending count.
+    static func pendingAfter(_ message: NATSMessage) -> Int? {
+        guard let reply = message.replyTo, reply.hasPrefix("$JS.ACK.") else { return nil }
+        let tokens = reply.split(separator: ".", omittingEmptySubsequences: false)
+        switch tokens.count {
+        case 9: return Int(tokens[8])
+        case 12...: return Int(tokens[10])
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,420 @@
+import Logging
+import NATSClient
+import NIOCore
+import NotifyBus
+
+/// The daemon's link to a NATS cluster: local publishes go out as NATS messages, other hosts' come in as local
+/// publishes stamped with their origin (README, "Several hosts").
+///
+/// It lives on the broker's event loop, like everything the broker touches, and its NATS connection runs on the same
+/// loop, so a publish reaches the connection's buffer without a hop between threads. It never makes a local publish
+/// wait: what NATS cannot take now waits in the bounded ``ExportOutbox``, and a lost server only means reconnecting,
+/// with backoff, to the next one of the list.
+///
+/// Subjects: `<prefix>.<topic>` for every message; a retained one also goes to `<prefix>-latest.<topic>`, which a
+/// JetStream stream (`<prefix>_latest`, one message per subject, as NATS's key-value buckets keep them) holds, so a
+/// host that connects later reads the fleet's latest message of each topic.
+final class NATSBridge {
+    private let broker: Broker
+    private let eventLoop: any EventLoop
+    private let logger: Logger
+    private(set) var settings: BridgeSettings
+    private let importer: Session
+    private var outbox: ExportOutbox
+    private var connection: NATSConnection?
+    /// The server of ``connection``, or the one being tried.
+    private var serverIndex = 0
+    /// Bumped whenever a connection ends or the settings change, so that callbacks of an older one do nothing.
+    private var generation: UInt64 = 0
+    private var retryDelay = NATSBridge.firstRetryDelay
+    private var isStopped = false
+    private var flushIsScheduled = false
+    private var brokerFlushIsScheduled = false
+    /// Failed connection attempts since the last success, to log the first of a run and not every one.
+    private var failedAttempts = 0
+    private var overflowReported: UInt64 = 0
+    /// The last message taken in per topic (its origin and number there): a message sent again after a reconnect,
+    /// or read again from the stream, is not published twice.
+    private var lastImported: [Topic: (host: String, sequence: UInt64)] = [:]
+
+    private(set) var imported: UInt64 = 0
+    private(set) var importRefused: UInt64 = 0
+    private(set) var connects: UInt64 = 0
+
+    static let firstRetryDelay = TimeAmount.milliseconds(100)
+    static let longestRetryDelay = TimeAmount.seconds(5)
+    /// The most topics remembered in `lastImported`; past it the table starts over (a repeat may then get through).
+    static let rememberedTopics = 100_000
+
+    /// Made on the event loop; call ``start()`` there.
+    init(settings: BridgeSettings, broker: Broker, peer: PeerCredentials, eventLoop: any EventLoop, logger: Logger) {
+        self.settings = settings
+        self.broker = broker
+        self.eventLoop = eventLoop
+        self.logger = logger
+        self.importer = broker.openImporter(peer: peer)
+        self.outbox = ExportOutbox(limit: settings.outboxBytes)
+    }
+
+    /// Starts exporting and connecting.
+    func start() {
+        broker.exporter = { [unowned self] message in export(message) }
+        broker.extraCounters = { [unowned self] in counters }
+        connect()
+    }
+
+    /// Applies new settings (SIGHUP). Another server list, prefix or import list means a new connection; what waits in
+    /// the outbox is kept.
+    func reconfigure(_ newer: BridgeSettings) {
+        let reconnects = newer.servers != settings.servers || newer.prefix != settings.prefix || newer.imports != settings.imports
+            || newer.hostName != settings.hostName
+        settings = newer
+        outbox.limit = newer.outboxBytes
+        if reconnects {
+            serverIndex = 0
+            lastImported.removeAll()
+            drop(connection, reason: "its settings changed")
+        }
+    }
+
+    /// Stops: sends what the outbox holds if a server takes it within `grace`, then closes. Returns how many
+    /// messages were never confirmed.
+    func stop(grace: TimeAmount) -> EventLoopFuture<Int> {
+        broker.exporter = nil
+        broker.extraCounters = nil
+        isStopped = true
+        generation += 1
+        guard let connection else { return eventLoop.makeSucceededFuture(outbox.count) }
+        drain()
+        let confirmed = eventLoop.makePromise(of: Void.self)
+        let mark = outbox.sentThrough
+        connection.flush(confirmed: confirmed)
+        let deadline = eventLoop.scheduleTask(in: grace) { confirmed.fail(NATSError("not confirmed in time")) }
+        return confirmed.futureResult.assumeIsolated().map { [self] in
+            deadline.cancel()
+            outbox.confirm(through: mark)
+            return outbox.count
+        }.recover { _ in self.outbox.count }.always { _ in
+            self.connection = nil
+            Task { await connection.close() }
+        }.nonisolated()
+    }
+
+    // MARK: Connecting
+
+    private func connect() {
+        guard !isStopped else { return }
+        let server = settings.servers[serverIndex % settings.servers.count]
+        let generation = self.generation
+        let name = "notifyd \(settings.hostName)"
+        let eventLoop = self.eventLoop
+        let bridge = NIOLoopBound(self, eventLoop: eventLoop)
+        Task {
+            do {
+                let connection = try await NATSConnection.connect(host: server.host, port: server.port, name: name, echo: false, group: eventLoop)
+                eventLoop.execute { bridge.value.connected(connection, to: server, generation: generation) }
+            } catch {
+                eventLoop.execute { bridge.value.connectFailed(server, error: error, generation: generation) }
+            }
+        }
+    }
+
+    private func connected(_ connection: NATSConnection, to server: BridgeSettings.Server, generation: UInt64) {
+        guard generation == self.generation, !isStopped else {
+            Task { await connection.close() }
+            return
+        }
+        self.connection = connection
+        connects += 1
+        failedAttempts = 0
+        retryDelay = Self.firstRetryDelay
+        connection.setOnClosed { [unowned self] error in disconnected(error, generation: generation) }
+        connection.setOnWritable { [unowned self] in drain() }
+        for pattern in settings.imports {
+            connection.subscribe(to: settings.prefix + "." + pattern.text) { [unowned self] message in
+                receive(message, subjectPrefix: settings.prefix + ".", replayed: false)
+            }
+        }
+        // Said once the server has the subscriptions: from then on, what any host publishes reaches this one.
+        let subscribed = eventLoop.makePromise(of: Void.self)
+        connection.flush(confirmed: subscribed)
+        let waiting = outbox.count
+        subscribed.futureResult.assumeIsolated().whenSuccess { [self] in
+            guard generation == self.generation else { return }
+            logger.log(
+                .natsConnected,
+                .notice,
+                "connected to NATS at \(server) as host \(settings.hostName), subscribed; \(waiting) messages waiting in the outbox are sent now",
+                ["nats_server": "\(server)", "host_name": "\(settings.hostName)"]
+            )
+        }
+        outbox.resendUnconfirmed()
+        drain()
+        readLatest(over: connection, generation: generation)
+    }
+
+    private func connectFailed(_ server: BridgeSettings.Server, error: any Error, generation: UInt64) {
+        guard generation == self.generation, !isStopped else { return }
+        failedAttempts += 1
+        if failedAttempts == 1 || failedAttempts % 100 == 0 {
+            logger.log(
+                .natsDisconnected,
+                .warning,
+                "cannot reach NATS at \(server) (\(error)); local publish and subscribe go on, exports wait in the outbox (\(outbox.count) now), trying the servers again",
+                ["nats_server": "\(server)", "attempts": "\(failedAttempts)"]
+            )
+        }
+        scheduleReconnect()
+    }
+
+    private func disconnected(_ error: NATSError, generation: UInt64) {
+        guard generation == self.generation else { return }
+        let server = settings.servers[serverIndex % settings.servers.count]
+        connection = nil
+        self.generation += 1
+        outbox.resendUnconfirmed()
+        guard !isStopped else { return }
+        logger.log(
+            .natsDisconnected,
+            .warning,
+            "lost NATS at \(server) (\(error)); exports wait in the outbox (\(outbox.count) now) until a server takes them",
+            ["nats_server": "\(server)"]
+        )
+        scheduleReconnect()
+    }
+
+    private func drop(_ connection: NATSConnection?, reason: String) {
+        generation += 1
+        outbox.resendUnconfirmed()
+        if let connection {
+            self.connection = nil
+            logger.log(.natsDisconnected, .notice, "left NATS: \(reason)")
+            Task { await connection.close() }
+        }
+        connect()
+    }
+
+    /// The next server, after a delay that doubles up to ``longestRetryDelay`` while none answers.
+    private func scheduleReconnect() {
+        serverIndex += 1
+        let delay = retryDelay
+        retryDelay = min(retryDelay * 2, Self.longestRetryDelay)
+        let generation = self.generation
+        eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
+            guard generation == self.generation else { return }
+            connect()
+        }
+    }
+
+    // MARK: Export
+
+    private func export(_ message: ExportedMessage) {
+        let topic = message.topic
+        guard !BridgeSettings.staysLocal(topic), settings.exports.contains(where: { $0.matches(topic) }) else { return }
+        var headers = NATSHeaders()
+        headers.append(ProvenanceHeader.host, settings.hostName)
+        headers.append(ProvenanceHeader.uid, String(message.publisher.uid))
+        headers.append(ProvenanceHeader.pid, String(message.publisher.pid))
+        if let unit = message.publisher.unit { headers.append(ProvenanceHeader.unit, unit) }
+        headers.append(ProvenanceHeader.sequence, String(message.sequence))
+        headers.append(ProvenanceHeader.time, String(message.time.microsecondsSinceEpoch))
+        headers.append(ProvenanceHeader.retain, message.retain ? "1" : "0")
+        // Copied: the payload is a view of the request as read, which must not stay alive for the outbox's sake.
+        var encoded = ByteBuffer()
+        encoded.writeNATSOperation(.publish(subject: settings.prefix + "." + topic.name, replyTo: nil, headers: headers, payload: message.payload))
+        if message.retain {
+            encoded.writeNATSOperation(
+                .publish(subject: settings.prefix + "-latest." + topic.name, replyTo: nil, headers: headers, payload: message.payload)
+            )
+        }
+        guard outbox.append(encoded) else {
+            reportOverflow()
+            return
+        }
+        if connection != nil { drain() }
+    }
+
+    /// Writes what waits while the connection takes it, then flushes once, after the current batch of work.
+    private func drain() {
+        guard let connection else { return }
+        var wrote = false
+        while connection.isWritable, let message = outbox.nextUnsent() {
+            connection.write(message)
+            wrote = true
+        }
+        guard wrote, !flushIsScheduled else { return }
+        flushIsScheduled = true
+        eventLoop.assumeIsolated().execute { [self] in
+            flushIsScheduled = false
+            guard let connection = self.connection else { return }
+            let mark = outbox.sentThrough
+            let generation = self.generation
+            let confirmed = eventLoop.makePromise(of: Void.self)
+            connection.flush(confirmed: confirmed)
+            confirmed.futureResult.assumeIsolated().whenSuccess { [self] in
+                guard generation == self.generation else { return }
+                outbox.confirm(through: mark)
+            }
+        }
+    }
+
+    private func reportOverflow() {
+        // Once per 1,000 at most after the first: an outage under load must not flood the journal.
+        let dropped = outbox.dropped
+        guard dropped == 1 || dropped - overflowReported >= 1_000 else { return }
+        overflowReported = dropped
+        logger.log(
+            .natsOutboxOverflow,
+            .error,
+            "the NATS outbox is full (\(outbox.bytes) of \(outbox.limit) bytes): \(dropped) messages not sent to other hosts so far",
+            ["dropped": "\(dropped)"]
+        )
+    }
+
+    // MARK: Import
+
+    private func receive(_ message: NATSMessage, subjectPrefix: String, replayed: Bool) {
+        guard message.subject.utf8.starts(with: subjectPrefix.utf8),
+            let topic = try? Topic(String(message.subject.utf8.dropFirst(subjectPrefix.utf8.count))!)
+        else { return }
+        guard !BridgeSettings.staysLocal(topic), settings.imports.contains(where: { $0.matches(topic) }) else { return }
+        let headers = message.headers
+        let host = headers?[ProvenanceHeader.host] ?? ProvenanceHeader.unknownHost
+        guard host != settings.hostName else { return }  // our own, read back from the stream
+        guard ImportedMessage.isValidHostName(host) else {
+            return noteRefused(topic, "its origin host \"\(host)\" is not a host name")
+        }
+        let sequence = headers?[ProvenanceHeader.sequence].flatMap { UInt64($0) } ?? 0
+        if sequence > 0, let last = lastImported[topic], last.host == host, last.sequence >= sequence { return }
+        let imported = ImportedMessage(
+            topic: topic,
+            payload: message.payload,
+            retain: headers?[ProvenanceHeader.retain] != "0",
+            host: host,
+            publisher: Publisher(
+                uid: headers?[ProvenanceHeader.uid].flatMap { UInt32($0) } ?? 0,
+                pid: headers?[ProvenanceHeader.pid].flatMap { Int32($0) } ?? 0,
+                unit: headers?[ProvenanceHeader.unit]
+            ),
+            sequence: sequence
+        )
+        if replayed && broker.holdsAlready(imported) { return }
+        switch broker.publishImported(imported, through: importer) {
+        case .published:
+            self.imported += 1
+            if sequence > 0 {
+                if lastImported.count >= Self.rememberedTopics { lastImported.removeAll() }
+                lastImported[topic] = (host, sequence)
+            }
+        case .refused(let error):
+            noteRefused(topic, error.message)
+        }
+        guard !brokerFlushIsScheduled else { return }
+        brokerFlushIsScheduled = true
+        eventLoop.assumeIsolated().execute { [self] in
+            brokerFlushIsScheduled = false
+            broker.flush()
+        }
+    }
+
+    private func noteRefused(_ topic: Topic, _ why: String) {
+        importRefused += 1
+        if importRefused == 1 || importRefused % 1_000 == 0 {
+            logger.log(
+                .natsProblem,
+                .warning,
+                "a message from NATS for \(topic) was not taken in: \(why) (\(importRefused) so far)",
+                ["topic": "\(topic)"]
+            )
+        }
+    }
+
+    // MARK: Latest across hosts
+
+    /// The stream that keeps each topic's latest retained message (made if missing), then, for each import
+    /// pattern, its latest messages read into the broker.
+    private func readLatest(over connection: NATSConnection, generation: UInt64, attempt: Int = 1) {
+        let stream = JetStreamLatest(prefix: settings.prefix)
+        let patterns = settings.imports
+        let bridge = NIOLoopBound(self, eventLoop: eventLoop)
+        let eventLoop = self.eventLoop
+        Task {
+            do {
+                try await stream.ensureStream(over: connection)
+                for pattern in patterns {
+                    try await stream.replay(pattern: pattern, over: connection) { message in
+                        guard generation == bridge.value.generation else { return }
+                        bridge.value.receive(message, subjectPrefix: stream.subjectRoot + ".", replayed: true)
+                    }
+                }
+                eventLoop.execute {
+                    guard generation == bridge.value.generation else { return }
+                    let bridge = bridge.value
+                    bridge.logger.log(
+                        .natsConnected,
+                        .info,
+                        "read the latest messages of other hosts from NATS stream \(stream.streamName): \(bridge.imported) messages taken in since start"
+                    )
+                }
+            } catch {
+                // A cluster that has just formed answers "temporarily unavailable" until it has a leader: try again,
+                // less and less often, while the connection lasts.
+                eventLoop.execute {
+                    guard generation == bridge.value.generation else { return }
+                    bridge.value.logger.log(
+                        .natsProblem,
+                        attempt == 1 ? .warning : .debug,
+                        "the latest messages of other hosts could not be read from NATS (attempt \(attempt)), trying again: \(error)"
+                    )
+                    let delay = TimeAmount.seconds(Int64(min(1 << min(attempt - 1, 5), 30)))
+                    eventLoop.assumeIsolated().scheduleTask(in: delay) {
+                        guard generation == bridge.value.generation else { return }
+                        bridge.value.readLatest(over: connection, generation: generation, attempt: attempt + 1)
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: Reporting
+
+    /// Whether a server is connected now, and which.
+    var connectedServer: BridgeSettings.Server? {
+        connection == nil ? nil : settings.servers[serverIndex % settings.servers.count]
+    }
+
+    /// The bridge's counters, for `STATS` (PROTOCOL.md lists them).
+    var counters: [ServerStats.Counter] {
+        [
+            .init(name: "nats_connected", value: connection == nil ? 0 : 1),
+            .init(name: "nats_connects", value: connects),
+            .init(name: "nats_exported", value: outbox.confirmed),
+            .init(name: "nats_imported", value: imported),
+            .init(name: "nats_import_refused", value: importRefused),
+            .init(name: "nats_outbox_messages", value: UInt64(outbox.count)),
+            .init(name: "nats_outbox_bytes", value: UInt64(outbox.bytes)),
+            .init(name: "nats_outbox_dropped", value: outbox.dropped),
+        ]
+    }
+
+    /// The bridge's part of the `STATUS=` line.
+    var statusText: String {
+        let state = connectedServer.map { "NATS \($0)" } ?? "NATS unreachable"
+        var text = "\(state): \(outbox.confirmed) out, \(imported) in, outbox \(outbox.count)"
+        if outbox.dropped > 0 { text += ", \(outbox.dropped) NOT SENT (outbox full)" }
+        return text
+    }
+}
+
+/// The NATS headers that carry a message's provenance from host to host.
+enum ProvenanceHeader {
+    static let host = "Notifyd-Host"
+    static let uid = "Notifyd-Uid"
+    static let pid = "Notifyd-Pid"
+    static let unit = "Notifyd-Unit"
+    static let sequence = "Notifyd-Seq"
+    static let time = "Notifyd-Time"
+    static let retain = "Notifyd-Retain"
+    /// The origin of a message some other NATS client published, without our headers.
+    static let unknownHost = "nats"
+}

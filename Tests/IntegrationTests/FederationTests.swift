@@ -1,0 +1,244 @@
+import Foundation
+import NATSTestSupport
+import NotifyBus
+import Testing
+
+/// Several real `notifyd` daemons, one per "host" (`--host-name`), sharing topics through real `nats-server`
+/// processes: what crosses, once, with its origin; what never crosses; a host that comes later; outages.
+@Suite("Several hosts through NATS (real nats-server and notifyd)")
+struct FederationTests {
+    /// Starts a daemon for host `name` linked to `servers`, and waits until it is subscribed in NATS (so whatever
+    /// another host publishes from then on reaches it) and has read the fleet's latest messages.
+    static func startHost(
+        _ name: String,
+        servers: [NATSServerProcess],
+        arguments: [String] = [],
+        in directory: TemporaryDirectory? = nil,
+        waitForLatest: Bool = true
+    ) async throws -> TestDaemon {
+        let nats = servers.flatMap { ["--nats", $0.url] }
+        let daemon = try await TestDaemon.start(in: directory, arguments: ["--host-name", name] + nats + arguments)
+        let sign = waitForLatest ? "read the latest messages of other hosts" : "connected to NATS"
+        try await daemon.child.standardError.wait("\(name) to join NATS") { $0.contains(sign) }
+        return daemon
+    }
+
+    /// Collects what a library subscription delivers until a message of `endTopic` comes.
+    static func collect(_ subscription: NotifySubscription, until endTopic: String) async throws -> [Delivery] {
+        try await withDeadline(.seconds(30), waitingFor: "a delivery of \(endTopic)") {
+            var received: [Delivery] = []
+            for try await event in subscription {
+                guard case .message(let delivery) = event else { continue }
+                received.append(delivery)
+                if delivery.topic.name == endTopic { return received }
+            }
+            throw TestFailure("the subscription ended before \(endTopic); it had \(received)")
+        }
+    }
+
+    /// Waits until the daemon's counter `name` is at least `value`.
+    static func waitForCounter(_ name: String, toReach value: UInt64, on client: NotifyClient) async throws {
+        try await withDeadline(.seconds(30), waitingFor: "\(name) to reach \(value)") {
+            while try await client.stats()[name] ?? 0 < value {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+    }
+
+    @Test("a publish on A reaches B's subscriber once, with A's host and sequence; A's own subscriber gets it once; user. topics stay home")
+    func acrossHosts() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let alpha = try await Self.startHost("alpha", servers: [nats])
+        let beta = try await Self.startHost("beta", servers: [nats])
+        let onBeta = try await beta.client()
+        let onAlpha = try await alpha.client()
+        let betaSubscription = try await onBeta.subscribe(to: [TopicPattern(">")])
+        let alphaSubscription = try await onAlpha.subscribe(to: [TopicPattern("fed.>")])
+
+        let json = try startNotify(["subscribe", "fed.job", "--format", "json", "--count", "2"], socket: beta.socketPath)
+        try await BackpressureTests.waitForSubscriptions(2, on: onBeta)
+
+        #expect(try await alpha.notify(["send", "fed.job", "one"]).status == 0)
+        #expect(try await alpha.notify(["send", "fed.job", "two", "--no-retain"]).status == 0)
+        #expect(try await alpha.notify(["send", "user.\(getuid()).secret", "mine"]).status == 0)
+        #expect(try await alpha.notify(["send", "fed.end", "done"]).status == 0)
+
+        let atBeta = try await Self.collect(betaSubscription, until: "fed.end")
+        #expect(atBeta.map { "\($0.topic.name) \($0.sequence) \($0.text ?? "") \($0.host ?? "-")" } == [
+            "fed.job 1 one alpha", "fed.job 2 two alpha", "fed.end 1 done alpha",
+        ])
+        let atAlpha = try await Self.collect(alphaSubscription, until: "fed.end")
+        #expect(atAlpha.map { "\($0.topic.name) \($0.sequence) \($0.text ?? "") \($0.host ?? "-")" } == [
+            "fed.job 1 one -", "fed.job 2 two -", "fed.end 1 done -",
+        ])
+        #expect(try await json.exitStatus() == 0)
+        let lines = json.standardOutput.lines
+        #expect(lines.count == 2 && lines.allSatisfy { $0.contains(#""host":"alpha""#) && $0.contains(#""pid":"#) }, "\(lines)")
+
+        let latest = try await beta.notify(["latest", "fed.job", "--format", "json"])
+        #expect(latest.output.contains(#""seq":1"#) && latest.output.contains(#""host":"alpha""#) && latest.output.contains(#""payload":"one""#))
+        #expect(try await beta.notify(["latest", "user.\(getuid()).secret"]).status != 0, "a user. topic never leaves its host")
+
+        // Once means once: nothing more comes after the end marker (a publish on B is the next thing B's subscriber
+        // sees; an echo of alpha's messages, or B's own publish coming back through NATS, would come first or after).
+        #expect(try await beta.notify(["send", "fed.last", "from beta"]).status == 0)
+        let tail = try await Self.collect(betaSubscription, until: "fed.last")
+        #expect(tail.map { "\($0.topic.name) \($0.host ?? "-")" } == ["fed.last -"])
+        try await Self.waitForCounter("nats_imported", toReach: 1, on: onAlpha)
+        try await Self.waitForCounter("nats_exported", toReach: 3, on: onAlpha)
+        let stats = try await onAlpha.stats()
+        #expect(stats["nats_connected"] == 1 && stats["nats_exported"] == 3 && stats["nats_imported"] == 1, "\(stats)")
+        await onAlpha.close()
+        await onBeta.close()
+        try await alpha.stop()
+        try await beta.stop()
+    }
+
+    @Test("--nats-export and --nats-import limit what crosses, each on its side")
+    func patterns() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let alpha = try await Self.startHost("alpha", servers: [nats], arguments: ["--nats-export", "fed.public.>"])
+        let beta = try await Self.startHost("beta", servers: [nats], arguments: ["--nats-import", "fed.public.a.>"])
+        let onBeta = try await beta.client()
+        let subscription = try await onBeta.subscribe(to: [TopicPattern("fed.>")])
+        for topic in ["fed.private.x", "fed.public.b.x", "fed.public.a.x", "fed.public.a.end"] {
+            #expect(try await alpha.notify(["send", topic, "from alpha"]).status == 0)
+        }
+        let received = try await Self.collect(subscription, until: "fed.public.a.end")
+        #expect(received.map(\.topic.name) == ["fed.public.a.x", "fed.public.a.end"])
+        let onAlpha = try await alpha.client()
+        try await Self.waitForCounter("nats_exported", toReach: 3, on: onAlpha)
+        #expect(try await onAlpha.stats()["nats_exported"] == 3, "fed.private.x is not exported")
+        await onAlpha.close()
+        await onBeta.close()
+        try await alpha.stop()
+        try await beta.stop()
+    }
+
+    @Test("a host started later answers latest with the fleet's latest; restarted, it takes nothing in twice")
+    func lateHost() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let alpha = try await Self.startHost("alpha", servers: [nats])
+        #expect(try await alpha.notify(["send", "fed.status", "v1"]).status == 0)
+        #expect(try await alpha.notify(["send", "fed.status", "v2"]).status == 0)
+        #expect(try await alpha.notify(["send", "fed.note", "not kept", "--no-retain"]).status == 0)
+        let onAlpha = try await alpha.client()
+        try await Self.waitForCounter("nats_exported", toReach: 3, on: onAlpha)
+
+        let directory = try TemporaryDirectory()
+        let gamma = try await Self.startHost("gamma", servers: [nats], in: directory)
+        let latest = try await gamma.notify(["latest", "fed.status", "--format", "json"])
+        #expect(latest.status == 0, "\(latest.stderr)")
+        #expect(latest.output.contains(#""seq":2"#) && latest.output.contains(#""host":"alpha""#) && latest.output.contains(#""payload":"v2""#), "\(latest.output)")
+        #expect(try await gamma.notify(["latest", "fed.note"]).status != 0, "a message sent without retaining is no topic's latest")
+        let onGamma = try await gamma.client()
+        #expect(try await onGamma.stats()["nats_imported"] == 1)
+        await onGamma.close()
+        try await gamma.stop()
+
+        let again = try await Self.startHost("gamma", servers: [nats], in: directory)
+        let onAgain = try await again.client()
+        #expect(try await onAgain.stats()["nats_imported"] == 0, "it holds alpha's latest already: not published twice")
+        #expect(try await onAgain.latest(Topic("fed.status"))?.text == "v2")
+        await onAgain.close()
+        await onAlpha.close()
+        try await again.stop()
+        try await alpha.stop()
+    }
+
+    @Test("NATS killed and restarted: local traffic goes on, the outbox is sent in order, what overflowed is counted and logged")
+    func outage() async throws {
+        let nats = try await NATSServerProcess.start()
+        let alpha = try await Self.startHost("alpha", servers: [nats], arguments: ["--nats-outbox-bytes", "65536"])
+        let beta = try await Self.startHost("beta", servers: [nats])
+        let onAlpha = try await alpha.client()
+        let onBeta = try await beta.client()
+        let remote = try await onBeta.subscribe(to: [TopicPattern("fed.outage.>")])
+        let local = try await onAlpha.subscribe(to: [TopicPattern("fed.outage.>")])
+
+        nats.kill()
+        try await withDeadline(.seconds(30), waitingFor: "alpha to see NATS gone") {
+            while try await onAlpha.stats()["nats_connected"] != 0 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        // 1 KiB messages: the 64 KiB outbox holds a few dozen; the rest are counted as not sent.
+        let payload = String(repeating: "x", count: 1_000)
+        for index in 1...200 {
+            _ = try await onAlpha.publishAcknowledged("\(index) \(payload)", to: Topic("fed.outage.m"), retain: false)
+        }
+        let atHome = try await withDeadline(.seconds(30), waitingFor: "alpha's own subscriber") {
+            var count = 0
+            for try await event in local {
+                if case .message = event { count += 1 }
+                if count == 200 { return count }
+            }
+            return count
+        }
+        #expect(atHome == 200, "local subscribers do not wait for NATS")
+        let stats = try await onAlpha.stats()
+        let held = try #require(stats["nats_outbox_messages"])
+        #expect(held > 0 && held < 200 && stats["nats_outbox_dropped"] == 200 - held, "\(stats)")
+        try await alpha.child.standardError.wait("the overflow in the journal") { $0.contains("the NATS outbox is full") }
+
+        // Beta first, then alpha: alpha's outbox must find beta subscribed (core NATS keeps nothing for a host that
+        // is away; README, "Several hosts").
+        alpha.child.signal(SIGSTOP)
+        let restarted = try await NATSServerProcess.start(port: nats.port, store: nats.store)
+        defer { restarted.stop() }
+        try await Self.waitForCounter("nats_connects", toReach: 2, on: onBeta)
+        alpha.child.signal(SIGCONT)
+        try await Self.waitForCounter("nats_connects", toReach: 2, on: onAlpha)
+        _ = try await onAlpha.publishAcknowledged("end", to: Topic("fed.outage.end"))
+        let received = try await Self.collect(remote, until: "fed.outage.end")
+        let numbers = received.dropLast().map { Int($0.text!.prefix { $0 != " " })! }
+        #expect(numbers == Array(1...Int(held)), "the first \(held), in order, once")
+        #expect(try await onAlpha.stats()["nats_outbox_messages"] == 0)
+        await onAlpha.close()
+        await onBeta.close()
+        try await alpha.stop()
+        try await beta.stop()
+    }
+
+    @Test("a 3-server cluster loses the server a host uses: the bridge fails over and nothing acknowledged is lost")
+    func clusterFailover() async throws {
+        let cluster = try await NATSServerProcess.startCluster(count: 3)
+        defer { for server in cluster { server.stop() } }
+        let alpha = try await Self.startHost("alpha", servers: cluster, waitForLatest: false)
+        let beta = try await Self.startHost("beta", servers: [cluster[1]], waitForLatest: false)
+        #expect(alpha.log.contains("connected to NATS at \(cluster[0].url)"), "the first server of the list first")
+        let onAlpha = try await alpha.client()
+        let onBeta = try await beta.client()
+        let remote = try await onBeta.subscribe(to: [TopicPattern("fed.failover.>")])
+        // Routes carry beta's interest to server 0 soon after the cluster forms; until then alpha's first messages
+        // would find no subscriber there. Probe until one gets through.
+        try await withDeadline(.seconds(30), waitingFor: "beta's subscription to reach alpha's server") {
+            var probe = 0
+            while true {
+                probe += 1
+                _ = try await onAlpha.publishAcknowledged("probe \(probe)", to: Topic("fed.failover.probe"), retain: false)
+                if try await onBeta.stats()["nats_imported"] ?? 0 > 0 { return }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        for index in 1...100 {
+            _ = try await onAlpha.publishAcknowledged("\(index)", to: Topic("fed.failover.m"), retain: false)
+        }
+        cluster[0].kill()
+        for index in 101...200 {
+            _ = try await onAlpha.publishAcknowledged("\(index)", to: Topic("fed.failover.m"), retain: false)
+        }
+        _ = try await onAlpha.publishAcknowledged("end", to: Topic("fed.failover.end"))
+        let received = try await Self.collect(remote, until: "fed.failover.end")
+        let numbers = received.filter { $0.topic.name == "fed.failover.m" }.map { Int($0.text!)! }
+        #expect(numbers == Array(1...200), "all, in order, once")
+        try await alpha.child.standardError.wait("alpha on another server") {
+            $0.contains("connected to NATS at \(cluster[1].url)") || $0.contains("connected to NATS at \(cluster[2].url)")
+        }
+        await onAlpha.close()
+        await onBeta.close()
+        try await alpha.stop()
+        try await beta.stop()
+    }
+}

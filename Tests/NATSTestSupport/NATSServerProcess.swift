@@ -1,0 +1,168 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real `nats-server` (installed by `script/bootstrap --for-tests`), JetStream on, on loopback, with its store in a
+/// temporary directory: alone on a port it picks, or on a port given (to start it again where clients look for it),
+/// or as a member of a cluster. Stopped by ``stop()`` or ``kill()``, or when let go of.
+public final class NATSServerProcess: Sendable {
+    /// The port clients connect to.
+    public let port: Int
+    /// Where JetStream keeps its files; the same store can be given to a restarted server.
+    public let store: String
+    private let process: Process
+    private let ownsStore: Bool
+
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// How a server joins a cluster: its name, its route port, and the route ports of all members.
+    public struct ClusterMembership: Sendable {
+        public var clusterName: String
+        public var serverName: String
+        public var routePort: Int
+        public var routePorts: [Int]
+
+        public init(clusterName: String, serverName: String, routePort: Int, routePorts: [Int]) {
+            self.clusterName = clusterName
+            self.serverName = serverName
+            self.routePort = routePort
+            self.routePorts = routePorts
+        }
+    }
+
+    /// `nats://127.0.0.1:<port>`.
+    public var url: String { "nats://127.0.0.1:\(port)" }
+
+    /// Starts the server and waits (at most `timeout`) until it says where it listens (and, in a cluster, until
+    /// JetStream is ready, which needs a leader).
+    public static func start(
+        port: Int? = nil,
+        store: String? = nil,
+        cluster: ClusterMembership? = nil,
+        timeout: Duration = .seconds(30)
+    ) async throws -> NATSServerProcess {
+        let candidates = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"]
+        guard let binary = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw Failure(description: "nats-server is not installed: run script/bootstrap --for-tests")
+        }
+        let directory = store ?? FileManager.default.temporaryDirectory.appendingPathComponent("nats-\(UUID().uuidString)").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        var arguments = ["-a", "127.0.0.1", "-p", port.map(String.init) ?? "-1", "-js", "-sd", directory]
+        if let cluster {
+            arguments += [
+                "-n", cluster.serverName, "--cluster_name", cluster.clusterName,
+                "--cluster", "nats://127.0.0.1:\(cluster.routePort)",
+                "--routes", cluster.routePorts.filter { $0 != cluster.routePort }.map { "nats://127.0.0.1:\($0)" }.joined(separator: ","),
+            ]
+        }
+        process.arguments = arguments
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        let (lines, sink) = AsyncStream.makeStream(of: String.self)
+        let pending = NIOLockedValueBox("")
+        errors.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                sink.finish()
+                handle.readabilityHandler = nil
+                return
+            }
+            pending.withLockedValue { text in
+                text += String(decoding: data, as: UTF8.self)
+                while let newline = text.firstIndex(of: "\n") {
+                    sink.yield(String(text[..<newline]))
+                    text = String(text[text.index(after: newline)...])
+                }
+            }
+        }
+        try process.run()
+        let marker = "Listening for client connections on 127.0.0.1:"
+        let port = try await withThrowingTaskGroup(of: Int?.self) { group in
+            group.addTask {
+                for await line in lines {
+                    if let range = line.range(of: marker), let port = Int(line[range.upperBound...].prefix { $0.isNumber }) {
+                        return port
+                    }
+                }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)  // a deadline, not a synchronisation: the line above is the event
+                return nil
+            }
+            let port = try await group.next()!
+            group.cancelAll()
+            return port
+        }
+        guard let port else {
+            process.terminate()
+            throw Failure(description: "nats-server did not say where it listens within \(timeout)")
+        }
+        return NATSServerProcess(port: port, process: process, store: directory, ownsStore: store == nil)
+    }
+
+    /// Starts `count` servers routed to each other as one cluster, each with JetStream and its own store.
+    public static func startCluster(count: Int, name: String = "notifyd-test") async throws -> [NATSServerProcess] {
+        let routePorts = try (0..<count).map { _ in try freePort() }
+        var servers: [NATSServerProcess] = []
+        for (index, routePort) in routePorts.enumerated() {
+            let membership = ClusterMembership(clusterName: name, serverName: "\(name)-\(index)", routePort: routePort, routePorts: routePorts)
+            servers.append(try await start(cluster: membership))
+        }
+        return servers
+    }
+
+    /// A loopback TCP port nobody listens on now.
+    public static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw Failure(description: "socket: errno \(errno)") }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+        }
+        guard bound else { throw Failure(description: "bind: errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    private init(port: Int, process: Process, store: String, ownsStore: Bool) {
+        self.port = port
+        self.process = process
+        self.store = store
+        self.ownsStore = ownsStore
+    }
+
+    /// Stops the server (SIGTERM) and waits until it is gone; a store the server made itself is removed.
+    public func stop() {
+        end(SIGTERM, keepStore: false)
+    }
+
+    /// Kills the server (SIGKILL), as a crash or a pulled cable would, keeping its store for a restart.
+    public func kill() {
+        end(SIGKILL, keepStore: true)
+    }
+
+    private func end(_ signal: Int32, keepStore: Bool) {
+        if process.isRunning {
+            Glibc.kill(process.processIdentifier, signal)
+            process.waitUntilExit()
+        }
+        if ownsStore && !keepStore { try? FileManager.default.removeItem(atPath: store) }
+    }
+
+    deinit {
+        stop()
+        if ownsStore { try? FileManager.default.removeItem(atPath: store) }
+    }
+}
