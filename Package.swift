@@ -154,6 +154,7 @@ let package = Package(
             dependencies: [
                 "notifyd",
                 "NotifyBus",
+                "NATSClient",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

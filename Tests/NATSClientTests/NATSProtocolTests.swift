@@ -79,3 +79,17 @@ struct NATSProtocolTests {
         }
     }
 }
+
+/// The few JSON fields the JetStream API's replies are read for.
+@Suite("JSON fields of JetStream replies")
+struct JSONScanTests {
+    @Test("numbers and strings by key, escapes undone; a missing key is nil")
+    func fields() {
+        let json = #"{"type":"io.nats.jetstream.api.v1.stream_create_response","error":{"code":400,"err_code":10058,"description":"stream name \"x\" in use"},"num_pending": 12}"#
+        #expect(JSONScan.integer("err_code", in: json) == 10058)
+        #expect(JSONScan.integer("num_pending", in: json) == 12)
+        #expect(JSONScan.string("description", in: json) == #"stream name "x" in use"#)
+        #expect(JSONScan.integer("missing", in: json) == nil && JSONScan.string("code", in: json) == nil)
+        #expect(JSONScan.quoted("a\"b\\c\n\u{1}") == #""a\"b\\c\n\u0001""#)
+    }
+}

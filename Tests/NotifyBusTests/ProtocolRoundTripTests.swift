@@ -74,6 +74,15 @@ struct ProtocolRoundTripTests {
             publisher: publisher,
             payload: ByteBuffer(string: "world")
         )
+        buffer.writeMessageFrame(
+            .delivery,
+            requestID: nil,
+            topic: "demo.far",
+            sequence: 2,
+            time: PublishTime(microsecondsSinceEpoch: 1_795_305_600_123_457),
+            publisher: Publisher(uid: 0, pid: 77, unit: "backup.service", host: "web-01"),
+            payload: ByteBuffer(string: "x")
+        )
         buffer.writeOK(requestID: 8, value: 1)
         buffer.writeError(ProtocolError(.notFound, "nothing\nbuffered", requestID: 3))
         #expect(
@@ -83,9 +92,11 @@ struct ProtocolRoundTripTests {
                 PUB demo.x 2 noretain ack
                 hi
                 SUB demo.> latest
-                HELLO notifyd 3 max_payload=1048576 max_topic=255 max_line=1024
+                HELLO notifyd 4 max_payload=1048576 max_topic=255 max_line=1024
                 MSG demo.hello 1 1795305600123456 1000 4242 - 5
                 world
+                MSG demo.far 2 1795305600123457 0 77 web-01/backup.service 1
+                x
                 #8 OK 1
                 #3 ERR not-found nothing buffered
 

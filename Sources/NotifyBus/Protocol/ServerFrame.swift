@@ -28,8 +28,9 @@ public enum ServerFrame: Sendable, Hashable {
 /// What the server says about itself on connect.
 public struct ServerGreeting: Sendable, Hashable {
     /// The protocol version this library speaks: 2 adds `OPT pause` and `OPT resume` (flow control of deliveries),
-    /// 3 adds `SUB … since=` (resuming from a topic's history).
-    public static let currentVersion: UInt64 = 3
+    /// 3 adds `SUB … since=` (resuming from a topic's history), 4 names the origin host of a message from another
+    /// host in its unit field (`<host>/<unit>`, federation).
+    public static let currentVersion: UInt64 = 4
     /// The first version whose servers understand `OPT pause` and `OPT resume`.
     public static let pausingVersion: UInt64 = 2
     /// The first version whose servers keep history and understand `SUB … since=`.

@@ -84,7 +84,8 @@ enum ProtocolSamples {
             publisher: Publisher(
                 uid: UInt32.random(in: 0...UInt32.max, using: &random),
                 pid: Int.random(in: 0..<8, using: &random) == 0 ? 0 : Int32.random(in: 1...Int32.max, using: &random),
-                unit: Bool.random(using: &random) ? "backup@nightly.service" : nil
+                unit: Bool.random(using: &random) ? "backup@nightly.service" : nil,
+                host: Int.random(in: 0..<3, using: &random) == 0 ? "web-01.example" : nil
             ),
             payload: payload(&random)
         )

@@ -1,0 +1,92 @@
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+
+/// What the broker offers a federation bridge, without sockets: local publishes handed out, other hosts' messages
+/// taken in with their origin, never handed back out.
+@Suite("Broker federation hooks")
+struct FederationHookTests {
+    static let importerPeer = PeerCredentials(pid: 1, uid: 0, gid: 0)
+
+    static func imported(_ topic: String, _ text: String, host: String = "alpha", sequence: UInt64, retain: Bool = true) throws -> ImportedMessage {
+        ImportedMessage(
+            topic: try Topic(topic),
+            payload: ByteBuffer(string: text),
+            retain: retain,
+            host: host,
+            publisher: Publisher(uid: 1000, pid: 77, unit: "backup.service"),
+            sequence: sequence
+        )
+    }
+
+    @Test("a local publish is handed to the exporter once accepted, with its number, time, retain flag and publisher")
+    func exportsLocalPublishes() throws {
+        let harness = BrokerHarness()
+        var exported: [ExportedMessage] = []
+        harness.broker.exporter = { exported.append($0) }
+        let publisher = harness.connect(uid: 1000, pid: 4242, unit: "job.service")
+        publisher.send("PUB fed.a 3\none\nPUB fed.a 3 noretain\ntwo\nPUB $bad 1\nx\n")
+        #expect(exported.map { "\($0.topic.name) \($0.sequence) \(String(buffer: $0.payload)) \($0.retain)" } == ["fed.a 1 one true", "fed.a 2 two false"])
+        #expect(exported.first?.publisher == Publisher(uid: 1000, pid: 4242, unit: "job.service"))
+        #expect(exported[1].time > exported[0].time)
+    }
+
+    @Test("an imported message reaches local subscribers and LATEST with its origin host; it is never exported again")
+    func importsWithOrigin() throws {
+        let harness = BrokerHarness()
+        var exported: [ExportedMessage] = []
+        harness.broker.exporter = { exported.append($0) }
+        let subscriber = harness.connect()
+        subscriber.send("SUB fed.>\n")
+        _ = try subscriber.received()
+        let importer = harness.broker.openImporter(peer: Self.importerPeer)
+        let outcome = harness.broker.publishImported(try Self.imported("fed.status", "done", sequence: 7), through: importer)
+        harness.broker.flush()
+        #expect(outcome == .published(sequence: 7), "the origin's number, past the topic's own here")
+        let delivered = try #require(try subscriber.received().compactMap(delivery).first)
+        #expect(delivered.host == "alpha" && delivered.publisher == Publisher(uid: 1000, pid: 77, unit: "backup.service", host: "alpha"))
+        #expect(delivered.sequence == 7 && delivered.text == "done")
+        #expect(exported.isEmpty, "what came from another host never goes back out")
+
+        subscriber.send("LATEST fed.status\n")
+        guard case .latest(_, let latest)? = try subscriber.received().first else {
+            Issue.record("no LAST frame")
+            return
+        }
+        #expect(latest.host == "alpha" && latest.sequence == 7)
+
+        // A local publish after it goes on from there; an import numbered behind the topic takes the next number.
+        let local = harness.connect()
+        local.send("PUB fed.status 5\nlocal\n")
+        #expect(exported.map(\.sequence) == [8])
+        #expect(harness.broker.publishImported(try Self.imported("fed.status", "late", sequence: 3), through: importer) == .published(sequence: 9))
+        #expect(harness.broker.holdsAlready(try Self.imported("fed.status", "late", sequence: 3)))
+        #expect(!harness.broker.holdsAlready(try Self.imported("fed.status", "late", host: "beta", sequence: 3)))
+        #expect(!harness.broker.holdsAlready(try Self.imported("fed.status", "other", sequence: 3)))
+    }
+
+    @Test("an import the limits refuse says why, and nothing of it is kept")
+    func refusedImport() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxRetainedBytes = 4
+        let harness = BrokerHarness(configuration: configuration)
+        let importer = harness.broker.openImporter(peer: Self.importerPeer)
+        let outcome = harness.broker.publishImported(try Self.imported("fed.big", "too large", sequence: 1), through: importer)
+        guard case .refused(let error) = outcome else {
+            Issue.record("accepted past the limit: \(outcome)")
+            return
+        }
+        #expect(error.code == .limitReached)
+        #expect(harness.broker.publishImported(try Self.imported("fed.small", "ok", sequence: 1), through: importer) == .published(sequence: 1))
+        #expect(harness.broker.publishImported(try Self.imported("fed.big", "no", sequence: 2, retain: false), through: importer) == .published(sequence: 2))
+    }
+
+    @Test("host names: letters, digits, dot, dash and underscore, 1 to 64 bytes")
+    func hostNames() {
+        #expect(ImportedMessage.isValidHostName("web-01.example_org"))
+        for bad in ["", "a/b", "a b", String(repeating: "h", count: 65), "hôte", "-"] where bad != "-" {
+            #expect(!ImportedMessage.isValidHostName(bad), "\(bad)")
+        }
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import NATSClient
+import NIOCore
+import NotifyBus
+import Testing
+
+@testable import notifyd
+
+/// The NATS bridge's settings from the command line and `[nats]`, without a server.
+@Suite("NATS bridge settings")
+struct BridgeSettingsTests {
+    typealias File = DaemonSettingsTests.File
+
+    @Test("no servers, no bridge; --nats alone gives the defaults: everything both ways, prefix notifyd, the hostname")
+    func defaults() async throws {
+        let none = try await DaemonSettings.load(overrides: DaemonSettingsTests.none, configurationFile: "/dev/null")
+        #expect(none.bridge == nil)
+        var overrides = DaemonSettingsTests.none
+        overrides.natsServers = ["nats://10.0.0.1:4222", "10.0.0.2", "[::1]:5222"]
+        let bridge = try #require(try await DaemonSettings.load(overrides: overrides, configurationFile: "/dev/null").bridge)
+        #expect(bridge.servers.map(\.description) == ["nats://10.0.0.1:4222", "nats://10.0.0.2:4222", "nats://[::1]:5222"])
+        #expect(bridge.exports.map(\.text) == [">"] && bridge.imports.map(\.text) == [">"])
+        #expect(bridge.prefix == "notifyd" && bridge.hostName == BridgeSettings.systemHostName())
+        #expect(bridge.outboxBytes == 16 << 20)
+    }
+
+    @Test("[nats] sets them all; the command line wins; --check-config prints them")
+    func section() async throws {
+        let file = File(
+            """
+            [nats]
+            servers = nats://a:4222, nats://b:4223
+            export = backup.> jobs.*
+            import = backup.>
+            prefix = fleet.notifyd
+            host-name = web-01
+            outbox-bytes = 1048576
+
+            """
+        )
+        let settings = try await DaemonSettings.load(overrides: DaemonSettingsTests.none, configurationFile: file.path)
+        let bridge = try #require(settings.bridge)
+        #expect(bridge.servers.map(\.description) == ["nats://a:4222", "nats://b:4223"])
+        #expect(bridge.exports.map(\.text) == ["backup.>", "jobs.*"] && bridge.imports.map(\.text) == ["backup.>"])
+        #expect(bridge.prefix == "fleet.notifyd" && bridge.hostName == "web-01" && bridge.outboxBytes == 1 << 20)
+        #expect(settings.summary.hasSuffix("[nats]\nservers = nats://a:4222 nats://b:4223\nexport = backup.> jobs.*\nimport = backup.>\nprefix = fleet.notifyd\nhost-name = web-01\noutbox-bytes = 1048576"))
+
+        var overrides = DaemonSettingsTests.none
+        overrides.natsServers = ["c"]
+        overrides.hostName = "db-02"
+        overrides.natsImports = ["db.>"]
+        let both = try #require(try await DaemonSettings.load(overrides: overrides, configurationFile: file.path).bridge)
+        #expect(both.servers.map(\.description) == ["nats://c:4222"] && both.hostName == "db-02" && both.imports.map(\.text) == ["db.>"])
+        #expect(both.exports.map(\.text) == ["backup.>", "jobs.*"], "what the command line does not set comes from the file")
+    }
+
+    @Test("what cannot be used is refused with its line", arguments: [
+        ("[nats]\nservers = tls://a:4222\n", "line 2", "only nats://"),
+        ("[nats]\nservers = nats://user:pw@a\n", "line 2", "credentials"),
+        ("[nats]\nservers = a:99999\n", "line 2", "port"),
+        ("[nats]\nservers = a\nexport = a..b\n", "line 3", "export pattern"),
+        ("[nats]\nservers = a\nprefix = $sys\n", "line 3", "prefix"),
+        ("[nats]\nservers = a\nhost-name = my host\n", "line 3", "host name"),
+        ("[nats]\nservers = a\noutbox-bytes = 10\n", "line 3", "outbox-bytes"),
+        ("[nats]\nservers = a\ncluster = b\n", "line 3", "unknown setting \"cluster\""),
+        ("[nats]\nexport = a.>\n", "line 2", "names no servers"),
+    ])
+    func refused(text: String, line: String, problem: String) async throws {
+        let file = File(text)
+        do {
+            _ = try await DaemonSettings.load(overrides: DaemonSettingsTests.none, configurationFile: file.path)
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect("\(error)".contains(line) && "\(error)".contains(problem), "\(error)")
+        }
+    }
+
+    @Test("$… and user.… topics stay on their host, whatever the patterns")
+    func staysLocal() throws {
+        #expect(BridgeSettings.staysLocal(try Topic("$notifyd.stats")))
+        #expect(BridgeSettings.staysLocal(try Topic("user.1000.inbox")))
+        #expect(!BridgeSettings.staysLocal(try Topic("users.list")))
+        #expect(!BridgeSettings.staysLocal(try Topic("backup.status")))
+    }
+}
+
+/// The bridge's outbox: bounded, in order, kept until confirmed.
+@Suite("NATS export outbox")
+struct ExportOutboxTests {
+    static func message(_ text: String) -> ByteBuffer { ByteBuffer(string: text) }
+
+    @Test("sent in order, kept until confirmed, sent again after a lost connection")
+    func order() {
+        var outbox = ExportOutbox(limit: 100)
+        for text in ["a1", "b2", "c3"] {
+            let accepted = outbox.append(Self.message(text))
+            #expect(accepted)
+        }
+        #expect(outbox.nextUnsent().map { String(buffer: $0) } == "a1")
+        #expect(outbox.nextUnsent().map { String(buffer: $0) } == "b2")
+        let mark = outbox.sentThrough
+        #expect(outbox.nextUnsent().map { String(buffer: $0) } == "c3")
+        #expect(outbox.nextUnsent() == nil && !outbox.hasUnsent)
+        outbox.confirm(through: mark)
+        #expect(outbox.count == 1 && outbox.bytes == 2 && outbox.confirmed == 2)
+        outbox.resendUnconfirmed()
+        #expect(outbox.nextUnsent().map { String(buffer: $0) } == "c3", "not confirmed: sent again")
+        outbox.confirm(through: outbox.sentThrough)
+        #expect(outbox.count == 0 && outbox.bytes == 0 && outbox.confirmed == 3)
+    }
+
+    @Test("a message past the bound is refused and counted; nothing held is dropped for it")
+    func bound() {
+        var outbox = ExportOutbox(limit: 10)
+        let accepted = ["12345", "6789", "ab", "c"].map { outbox.append(Self.message($0)) }
+        #expect(accepted == [true, true, false, true])
+        #expect(outbox.dropped == 1 && outbox.bytes == 10 && outbox.count == 3)
+        var sent: [String] = []
+        while let message = outbox.nextUnsent() { sent.append(String(buffer: message)) }
+        #expect(sent == ["12345", "6789", "c"])
+    }
+}
+
+/// How the bridge reads JetStream's replies.
+@Suite("JetStream replies")
+struct JetStreamReplyTests {
+    @Test("the pending count of a push consumer's message, in both forms of its reply subject")
+    func pending() {
+        func message(_ reply: String?) -> NATSMessage { NATSMessage(subject: "notifyd-latest.a", sid: "1", replyTo: reply, payload: ByteBuffer()) }
+        #expect(JetStreamLatest.pendingAfter(message("$JS.ACK.s.c.1.5.1.1700000000.3")) == 3)
+        #expect(JetStreamLatest.pendingAfter(message("$JS.ACK.domain.hash.s.c.1.5.1.1700000000.0.rnd")) == 0)
+        #expect(JetStreamLatest.pendingAfter(message("_INBOX.x")) == nil)
+        #expect(JetStreamLatest.pendingAfter(message(nil)) == nil)
+    }
+
+    @Test("stream and subject names from the prefix")
+    func names() {
+        let latest = JetStreamLatest(prefix: "fleet.notifyd")
+        #expect(latest.streamName == "fleet_notifyd_latest" && latest.subjectRoot == "fleet.notifyd-latest")
+    }
+}
