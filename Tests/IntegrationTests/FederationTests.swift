@@ -241,4 +241,49 @@ struct FederationTests {
         try await alpha.stop()
         try await beta.stop()
     }
+
+    @Test("[nats] in the configuration file: STATUS= shows the bridge, SIGHUP applies new patterns, and removing the section leaves NATS")
+    func configurationAndReload() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let directory = try TemporaryDirectory()
+        let configuration = directory.path + "/notifyd.conf"
+        func configure(_ text: String) {
+            _ = FileManager.default.createFile(atPath: configuration, contents: Data(text.utf8))
+        }
+        configure("[nats]\nservers = \(nats.url)\nhost-name = alpha\nexport = fed.one.>\n")
+        let listener = try NotifySocketListener(path: directory.path + "/notify.sock")
+        let alpha = try await TestDaemon.start(in: directory, environment: SystemdIntegrationTests.environment(["NOTIFY_SOCKET": listener.path]))
+        try await alpha.child.standardError.wait("alpha to join NATS") { $0.contains("read the latest messages of other hosts") }
+        let beta = try await Self.startHost("beta", servers: [nats])
+        let onBeta = try await beta.client()
+        let subscription = try await onBeta.subscribe(to: [TopicPattern("fed.>")])
+
+        let status = try await listener.wait(for: "a STATUS= naming the NATS server") {
+            field("STATUS", in: $0)?.contains("; NATS \(nats.url): ") == true
+        }
+        #expect(field("STATUS", in: status)?.hasSuffix("0 out, 0 in, outbox 0") == true, "\(status)")
+
+        #expect(try await alpha.notify(["send", "fed.two.x", "not exported"]).status == 0)
+        #expect(try await alpha.notify(["send", "fed.one.end", "exported"]).status == 0)
+        #expect(try await Self.collect(subscription, until: "fed.one.end").map(\.topic.name) == ["fed.one.end"])
+
+        configure("[nats]\nservers = \(nats.url)\nhost-name = alpha\nexport = fed.two.>\n")
+        alpha.child.signal(SIGHUP)
+        try await alpha.child.standardError.wait("the reload") { $0.contains("configuration reloaded") }
+        #expect(try await alpha.notify(["send", "fed.one.x", "no longer exported"]).status == 0)
+        #expect(try await alpha.notify(["send", "fed.two.end", "exported now"]).status == 0)
+        #expect(try await Self.collect(subscription, until: "fed.two.end").map(\.topic.name) == ["fed.two.end"])
+
+        configure("# no NATS\n")
+        alpha.child.signal(SIGHUP)
+        try await alpha.child.standardError.wait("the second reload") { $0.components(separatedBy: "configuration reloaded").count == 3 }
+        let onAlpha = try await alpha.client()
+        #expect(try await onAlpha.stats()["nats_connected"] == nil, "no bridge, no bridge counters")
+        try await alpha.child.standardError.wait("alpha to leave NATS") { $0.contains("left NATS (the link is stopped)") }
+        await onAlpha.close()
+        await onBeta.close()
+        try await alpha.stop()
+        try await beta.stop()
+    }
 }

@@ -82,9 +82,13 @@ final class NATSBridge {
     func stop(grace: TimeAmount) -> EventLoopFuture<Int> {
         broker.exporter = nil
         broker.extraCounters = nil
+        broker.close(importer)
         isStopped = true
         generation += 1
-        guard let connection else { return eventLoop.makeSucceededFuture(outbox.count) }
+        guard let connection else {
+            logger.log(.natsDisconnected, .notice, "left NATS (the link is stopped); \(outbox.count) messages were not sent")
+            return eventLoop.makeSucceededFuture(outbox.count)
+        }
         drain()
         let confirmed = eventLoop.makePromise(of: Void.self)
         let mark = outbox.sentThrough
@@ -94,8 +98,9 @@ final class NATSBridge {
             deadline.cancel()
             outbox.confirm(through: mark)
             return outbox.count
-        }.recover { _ in self.outbox.count }.always { _ in
+        }.recover { _ in self.outbox.count }.always { [self] unsent in
             self.connection = nil
+            logger.log(.natsDisconnected, .notice, "left NATS (the link is stopped); \((try? unsent.get()) ?? 0) messages were not confirmed")
             Task { await connection.close() }
         }.nonisolated()
     }
@@ -128,11 +133,13 @@ final class NATSBridge {
         connects += 1
         failedAttempts = 0
         retryDelay = Self.firstRetryDelay
-        connection.setOnClosed { [unowned self] error in disconnected(error, generation: generation) }
-        connection.setOnWritable { [unowned self] in drain() }
+        // Weakly: a connection being closed may call back after a reload has let go of the bridge.
+        connection.setOnClosed { [weak self] error in self?.disconnected(error, generation: generation) }
+        connection.setOnWritable { [weak self] in self?.drain() }
+        let subjectPrefix = settings.prefix + "."
         for pattern in settings.imports {
-            connection.subscribe(to: settings.prefix + "." + pattern.text) { [unowned self] message in
-                receive(message, subjectPrefix: settings.prefix + ".", replayed: false)
+            connection.subscribe(to: subjectPrefix + pattern.text) { [weak self] message in
+                self?.receive(message, subjectPrefix: subjectPrefix, replayed: false)
             }
         }
         // Said once the server has the subscriptions: from then on, what any host publishes reaches this one.
