@@ -96,6 +96,7 @@ done
 doc=$stage/usr/share/doc/notifyd
 install -D -m 0644 README.md "$doc/README.md"
 install -D -m 0644 PROTOCOL.md "$doc/PROTOCOL.md"
+install -D -m 0644 packaging/systemd/system/nats-network.conf "$doc/examples/nats-network.conf"
 install -D -m 0644 packaging/debian/copyright "$doc/copyright"
 gzip -9n -c packaging/debian/changelog >"$doc/changelog.gz"
 gzip -9n "$doc/README.md" "$doc/PROTOCOL.md"

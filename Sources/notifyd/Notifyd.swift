@@ -49,6 +49,17 @@ struct Notifyd: AsyncParsableCommand {
             journal with fields (TOPIC, PEER_UID, PEER_PID, PEER_UNIT, MESSAGE_ID, ...) when stderr is connected to \
             it, else to stderr as lines.
 
+            SEVERAL HOSTS: with --nats URL (repeatable: the servers of one NATS cluster), or servers = under \
+            [nats] in the file, the daemon shares topics with the daemons of other hosts through NATS: local \
+            publishes matching --nats-export go to the subject <prefix>.<topic> with their provenance, and messages \
+            of other hosts matching --nats-import are published here, their deliveries naming the origin host \
+            (--host-name). $… and user.… topics never cross; nothing is sent back or taken in twice. Retained \
+            messages are also kept in a JetStream stream, so a host that starts later answers `notify latest` with \
+            the fleet's latest. While NATS is unreachable, local traffic goes on and exports wait in a bounded \
+            outbox (--nats-outbox-bytes); what does not fit is counted (notify stats) and logged. The [nats] keys: \
+            servers, export, import, prefix, host-name, outbox-bytes; SIGHUP applies them. See the README's \
+            "Several hosts".
+
             SIGTERM or SIGINT stops the daemon gracefully: it stops accepting, sends every connection what it is \
             owed (at most 5 seconds each), saves its state, and removes the socket it created.
 

@@ -164,10 +164,15 @@ final class NATSBridge {
         guard generation == self.generation, !isStopped else { return }
         failedAttempts += 1
         if failedAttempts == 1 || failedAttempts % 100 == 0 {
+            let text = "\(error)"
+            // What the packaged unit's hardening answers: say what to do about it rather than let it look like an outage.
+            let hint = ["Address family not supported", "Operation not permitted", "Network is unreachable"].contains { text.contains($0) }
+                ? " (under systemd, notifyd.service keeps the daemon off the network: install the drop-in nats-network.conf from /usr/share/doc/notifyd/examples)"
+                : ""
             logger.log(
                 .natsDisconnected,
                 .warning,
-                "cannot reach NATS at \(server) (\(error)); local publish and subscribe go on, exports wait in the outbox (\(outbox.count) now), trying the servers again",
+                "cannot reach NATS at \(server) (\(text))\(hint); local publish and subscribe go on, exports wait in the outbox (\(outbox.count) now), trying the servers again",
                 ["nats_server": "\(server)", "attempts": "\(failedAttempts)"]
             )
         }
