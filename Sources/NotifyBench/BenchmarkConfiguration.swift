@@ -7,6 +7,9 @@ public import NotifyBus
 public struct BenchmarkConfiguration: Sendable, Hashable {
     /// The daemon's socket; nil resolves it as every client does (``SocketPath/resolveForClient(explicit:environment:uid:)``).
     public var socketPath: String?
+    /// Another daemon's socket for the subscribers, or nil for the same daemon: with two daemons linked through NATS,
+    /// this measures a message from one host's publisher to another host's subscribers.
+    public var subscriberSocketPath: String?
     /// Publisher connections in the throughput phase; the latency phase publishes over one.
     public var publishers = 1
     /// Subscriber connections; each subscribes to every benchmark topic.

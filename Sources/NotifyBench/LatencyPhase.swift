@@ -26,7 +26,7 @@ struct LatencyPhase {
         let topics = configuration.topics
         let subscribers = try BenchConnection.openSubscribers(
             count: configuration.subscribers,
-            path: path,
+            path: configuration.subscriberSocketPath.map { SocketPath.resolveForClient(explicit: $0) } ?? path,
             topics: topics,
             tally: DeliveryTally(publishers: 1, expected: UInt64(total))
         )

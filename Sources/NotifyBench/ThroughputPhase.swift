@@ -38,7 +38,7 @@ struct ThroughputPhase {
         let topics = configuration.topics
         let subscribers = try BenchConnection.openSubscribers(
             count: configuration.subscribers,
-            path: path,
+            path: configuration.subscriberSocketPath.map { SocketPath.resolveForClient(explicit: $0) } ?? path,
             topics: topics,
             tally: DeliveryTally(publishers: configuration.publishers, expected: total)
         )

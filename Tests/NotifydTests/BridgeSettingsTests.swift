@@ -87,24 +87,29 @@ struct BridgeSettingsTests {
 /// The bridge's outbox: bounded, in order, kept until confirmed.
 @Suite("NATS export outbox")
 struct ExportOutboxTests {
-    static func message(_ text: String) -> ByteBuffer { ByteBuffer(string: text) }
+    static func append(_ text: String, to outbox: inout ExportOutbox) -> Bool {
+        outbox.append { $0.writeString(text) }
+    }
+
+    static func drain(_ outbox: inout ExportOutbox) -> String {
+        var sent = ""
+        while let chunk = outbox.nextUnsent() { sent += String(buffer: chunk) }
+        return sent
+    }
 
     @Test("sent in order, kept until confirmed, sent again after a lost connection")
     func order() {
         var outbox = ExportOutbox(limit: 100)
-        for text in ["a1", "b2", "c3"] {
-            let accepted = outbox.append(Self.message(text))
-            #expect(accepted)
-        }
-        #expect(outbox.nextUnsent().map { String(buffer: $0) } == "a1")
-        #expect(outbox.nextUnsent().map { String(buffer: $0) } == "b2")
+        let first = ["a1", "b2"].map { Self.append($0, to: &outbox) }
+        #expect(first == [true, true] && outbox.hasUnsent)
+        #expect(Self.drain(&outbox) == "a1b2" && !outbox.hasUnsent)
         let mark = outbox.sentThrough
-        #expect(outbox.nextUnsent().map { String(buffer: $0) } == "c3")
-        #expect(outbox.nextUnsent() == nil && !outbox.hasUnsent)
+        #expect(Self.append("c3", to: &outbox))
+        #expect(Self.drain(&outbox) == "c3")
         outbox.confirm(through: mark)
         #expect(outbox.count == 1 && outbox.bytes == 2 && outbox.confirmed == 2)
         outbox.resendUnconfirmed()
-        #expect(outbox.nextUnsent().map { String(buffer: $0) } == "c3", "not confirmed: sent again")
+        #expect(Self.drain(&outbox) == "c3", "not confirmed: sent again")
         outbox.confirm(through: outbox.sentThrough)
         #expect(outbox.count == 0 && outbox.bytes == 0 && outbox.confirmed == 3)
     }
@@ -112,12 +117,75 @@ struct ExportOutboxTests {
     @Test("a message past the bound is refused and counted; nothing held is dropped for it")
     func bound() {
         var outbox = ExportOutbox(limit: 10)
-        let accepted = ["12345", "6789", "ab", "c"].map { outbox.append(Self.message($0)) }
+        let accepted = ["12345", "6789", "ab", "c"].map { Self.append($0, to: &outbox) }
         #expect(accepted == [true, true, false, true])
         #expect(outbox.dropped == 1 && outbox.bytes == 10 && outbox.count == 3)
-        var sent: [String] = []
-        while let message = outbox.nextUnsent() { sent.append(String(buffer: message)) }
-        #expect(sent == ["12345", "6789", "c"])
+        #expect(Self.drain(&outbox) == "123456789c")
+    }
+
+    @Test("many messages go out in chunks of about 64 KiB, each confirmed whole")
+    func chunks() {
+        var outbox = ExportOutbox(limit: 1 << 20)
+        let message = String(repeating: "m", count: 1000)
+        for _ in 0..<200 { _ = Self.append(message, to: &outbox) }
+        var sizes: [Int] = []
+        while let chunk = outbox.nextUnsent() { sizes.append(chunk.readableBytes) }
+        #expect(sizes.reduce(0, +) == 200_000 && sizes.count == 4 && sizes.dropLast().allSatisfy { $0 == 66_000 })
+        outbox.confirm(through: outbox.sentThrough)
+        #expect(outbox.count == 0 && outbox.confirmed == 200)
+    }
+}
+
+/// The provenance headers, written by one host and read by another.
+@Suite("NATS provenance headers")
+struct ProvenanceTests {
+    @Test("an export reads back as it was published, on both subjects of a retained message")
+    func roundTrip() throws {
+        var encoder = ExportEncoder(prefix: "fleet", hostName: "web-01")
+        var buffer = ByteBuffer()
+        let message = ExportedMessage(
+            topic: try Topic("backup.status"),
+            payload: ByteBuffer(string: "done"),
+            retain: true,
+            sequence: 42,
+            time: PublishTime(microsecondsSinceEpoch: 1_795_305_600_123_456),
+            publisher: Publisher(uid: 1000, pid: 4242, unit: "backup.service")
+        )
+        encoder.write(message, into: &buffer)
+        let text = String(buffer: buffer)
+        let headers = "NATS/1.0\r\nNotifyd-Host: web-01\r\nNotifyd-Uid: 1000\r\nNotifyd-Pid: 4242\r\nNotifyd-Unit: backup.service\r\n"
+            + "Notifyd-Seq: 42\r\nNotifyd-Time: 1795305600123456\r\nNotifyd-Retain: 1\r\n\r\n"
+        let size = headers.utf8.count
+        #expect(text == "HPUB fleet.backup.status \(size) \(size + 4)\r\n\(headers)done\r\nHPUB fleet-latest.backup.status \(size) \(size + 4)\r\n\(headers)done\r\n")
+
+        // Through the server's side of the codec: what a subscriber reads.
+        var wire = ByteBuffer(string: "HMSG fleet.backup.status 1 \(size) \(size + 4)\r\n\(headers)done\r\n")
+        guard case .message(let received)? = try NATSServerDecoder().decode(buffer: &wire) else {
+            Issue.record("no message decoded")
+            return
+        }
+        var expected = Provenance()
+        expected.host = "web-01"
+        expected.uid = 1000
+        expected.pid = 4242
+        expected.unit = "backup.service"
+        expected.sequence = 42
+        expected.time = 1_795_305_600_123_456
+        #expect(Provenance(headers: received.headers) == expected)
+    }
+
+    @Test("a message of another NATS client: no headers, retained, host unknown; names in any case")
+    func foreign() {
+        let none = Provenance(headers: nil)
+        #expect(none.host == nil && none.retain && none.sequence == 0)
+        let headers = "NATS/1.0\r\nnotifyd-host: x\r\nNOTIFYD-RETAIN: 0\r\n\r\n"
+        var wire = ByteBuffer(string: "HMSG a 1 \(headers.utf8.count) \(headers.utf8.count)\r\n\(headers)\r\n")
+        guard case .message(let received)? = try? NATSServerDecoder().decode(buffer: &wire) else {
+            Issue.record("no message decoded")
+            return
+        }
+        let read = Provenance(headers: received.headers)
+        #expect(read.host == "x" && !read.retain)
     }
 }
 

@@ -30,95 +30,133 @@ public struct NATSServerDecoder: ByteToMessageDecoder, Sendable {
     }
 
     /// The next whole operation in `buffer`, consumed; nil when more bytes are needed.
+    ///
+    /// Read at the byte level: a subscriber of many messages pays for no `String` but the subject's and the sid's
+    /// (both usually short enough to be stored inline) and no copy of the headers or the payload.
     public func decode(buffer: inout ByteBuffer) throws -> NATSServerOperation? {
-        let view = buffer.readableBytesView
-        guard let newline = view.firstIndex(of: UInt8(ascii: "\n")) else {
-            if view.count > maxControlLine { throw Malformed(description: "a control line of more than \(maxControlLine) bytes") }
-            return nil
+        let parsed: (line: ControlLine, lineLength: Int)? = try buffer.withUnsafeReadableBytes { bytes in
+            guard let newline = bytes.firstIndex(of: UInt8(ascii: "\n")) else {
+                if bytes.count > maxControlLine + 2 { throw Malformed(description: "a control line of more than \(maxControlLine) bytes") }
+                return nil
+            }
+            let lineLength = newline + 1
+            guard lineLength <= maxControlLine + 2 else { throw Malformed(description: "a control line of more than \(maxControlLine) bytes") }
+            guard lineLength >= 2, bytes[newline - 1] == UInt8(ascii: "\r") else { throw Malformed(description: "a line not ended by CRLF") }
+            return (try ControlLine(UnsafeRawBufferPointer(rebasing: bytes[0..<(newline - 1)])), lineLength)
         }
-        let lineLength = newline - view.startIndex + 1
-        guard lineLength <= maxControlLine + 2 else { throw Malformed(description: "a control line of more than \(maxControlLine) bytes") }
-        guard lineLength >= 2, view[newline - 1] == UInt8(ascii: "\r") else { throw Malformed(description: "a line not ended by CRLF") }
-        let line = buffer.getString(at: buffer.readerIndex, length: lineLength - 2) ?? ""
-        let (name, arguments) = Self.split(line)
-        switch name.uppercased() {
-        case "PING":
+        guard let (line, lineLength) = parsed else { return nil }
+        switch line.kind {
+        case .ping:
             buffer.moveReaderIndex(forwardBy: lineLength)
             return .ping
-        case "PONG":
+        case .pong:
             buffer.moveReaderIndex(forwardBy: lineLength)
             return .pong
-        case "+OK":
+        case .ok:
             buffer.moveReaderIndex(forwardBy: lineLength)
             return .ok
-        case "-ERR":
+        case .error(let text):
             buffer.moveReaderIndex(forwardBy: lineLength)
-            let text = arguments.joined(separator: " ")
             return .error(text.count >= 2 && text.hasPrefix("'") && text.hasSuffix("'") ? String(text.dropFirst().dropLast()) : text)
-        case "INFO":
+        case .info(let json):
             buffer.moveReaderIndex(forwardBy: lineLength)
-            return .info(String(line.drop { $0 != " " && $0 != "\t" }.drop { $0 == " " || $0 == "\t" }))
-        case "MSG":
-            // MSG <subject> <sid> [reply-to] <#bytes>
-            guard arguments.count == 3 || arguments.count == 4, let size = Int(arguments.last!), size >= 0 else {
-                throw Malformed(description: "a MSG line with bad fields: \(line)")
+            return .info(json)
+        case .message(let subject, let sid, let replyTo, let headerSize, let totalSize):
+            guard totalSize <= maxPayload else { throw Malformed(description: "a message of \(totalSize) bytes, over \(maxPayload)") }
+            guard buffer.readableBytes >= lineLength + totalSize + 2 else { return nil }
+            let bodyStart = buffer.readerIndex + lineLength
+            guard buffer.getInteger(at: bodyStart + totalSize, as: UInt16.self) == UInt16(0x0D0A) else {
+                throw Malformed(description: "a message body not followed by CRLF")
             }
-            return try body(of: buffer.readerIndex, lineLength: lineLength, headerSize: 0, totalSize: size, in: &buffer) { payload, _ in
-                .message(NATSMessage(
-                    subject: arguments[0],
-                    sid: arguments[1],
-                    replyTo: arguments.count == 4 ? arguments[2] : nil,
-                    payload: payload
-                ))
-            }
-        case "HMSG":
-            // HMSG <subject> <sid> [reply-to] <#header bytes> <#total bytes>
-            guard arguments.count == 4 || arguments.count == 5, let headerSize = Int(arguments[arguments.count - 2]),
-                let total = Int(arguments.last!), headerSize >= 0, total >= headerSize
-            else {
-                throw Malformed(description: "an HMSG line with bad fields: \(line)")
-            }
-            return try body(of: buffer.readerIndex, lineLength: lineLength, headerSize: headerSize, totalSize: total, in: &buffer) { payload, headerText in
-                guard let headers = NATSHeaders(parsing: headerText[...]) else {
+            var headers: NATSHeaders?
+            if let headerSize {
+                guard let parsed = NATSHeaders(parsing: buffer.getSlice(at: bodyStart, length: headerSize)!) else {
                     throw Malformed(description: "headers that do not start with NATS/1.0")
                 }
-                return .message(NATSMessage(
-                    subject: arguments[0],
-                    sid: arguments[1],
-                    replyTo: arguments.count == 5 ? arguments[2] : nil,
-                    headers: headers,
-                    payload: payload
-                ))
+                headers = parsed
             }
-        default:
-            throw Malformed(description: "an unknown operation: \(name.prefix(32))")
+            let payloadStart = bodyStart + (headerSize ?? 0)
+            let payload = buffer.getSlice(at: payloadStart, length: totalSize - (headerSize ?? 0))!
+            buffer.moveReaderIndex(forwardBy: lineLength + totalSize + 2)
+            return .message(NATSMessage(subject: subject, sid: sid, replyTo: replyTo, headers: headers, payload: payload))
         }
     }
 
-    /// The operation whose body (headers, then payload, then CRLF) follows the control line, once it is all there.
-    private func body(
-        of start: Int,
-        lineLength: Int,
-        headerSize: Int,
-        totalSize: Int,
-        in buffer: inout ByteBuffer,
-        _ make: (ByteBuffer, String) throws -> NATSServerOperation
-    ) throws -> NATSServerOperation? {
-        guard totalSize <= maxPayload else { throw Malformed(description: "a message of \(totalSize) bytes, over \(maxPayload)") }
-        guard buffer.readableBytes >= lineLength + totalSize + 2 else { return nil }
-        let bodyStart = start + lineLength
-        guard buffer.getInteger(at: bodyStart + totalSize, as: UInt16.self) == UInt16(0x0D0A) else {
-            throw Malformed(description: "a message body not followed by CRLF")
+    /// A control line, its fields read.
+    private struct ControlLine {
+        enum Kind {
+            case ping, pong, ok
+            case error(String)
+            case info(String)
+            /// `MSG <subject> <sid> [reply-to] <#bytes>` (no header size) or
+            /// `HMSG <subject> <sid> [reply-to] <#header bytes> <#total bytes>`.
+            case message(subject: String, sid: String, replyTo: String?, headerSize: Int?, totalSize: Int)
         }
-        let headers = buffer.getString(at: bodyStart, length: headerSize) ?? ""
-        let payload = buffer.getSlice(at: bodyStart + headerSize, length: totalSize - headerSize)!
-        let operation = try make(payload, headers)
-        buffer.moveReaderIndex(forwardBy: lineLength + totalSize + 2)
-        return operation
-    }
 
-    private static func split(_ line: String) -> (String, [String]) {
-        let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-        return (fields.first ?? "", Array(fields.dropFirst()))
+        let kind: Kind
+
+        init(_ line: UnsafeRawBufferPointer) throws {
+            var fields: [Range<Int>] = []
+            var index = 0
+            while index < line.count, fields.count < 6 {
+                while index < line.count, line[index] == UInt8(ascii: " ") || line[index] == UInt8(ascii: "\t") { index += 1 }
+                let start = index
+                while index < line.count, line[index] != UInt8(ascii: " "), line[index] != UInt8(ascii: "\t") { index += 1 }
+                if index > start { fields.append(start..<index) }
+            }
+            func text(_ range: Range<Int>) -> String { String(decoding: UnsafeRawBufferPointer(rebasing: line[range]), as: UTF8.self) }
+            func rest(after field: Range<Int>) -> String {
+                var start = field.upperBound
+                while start < line.count, line[start] == UInt8(ascii: " ") || line[start] == UInt8(ascii: "\t") { start += 1 }
+                return text(start..<line.count)
+            }
+            func number(_ range: Range<Int>) -> Int? {
+                guard !range.isEmpty, range.count <= 18 else { return nil }
+                var value = 0
+                for index in range {
+                    let digit = Int(line[index]) - 48
+                    guard (0...9).contains(digit) else { return nil }
+                    value = value * 10 + digit
+                }
+                return value
+            }
+            func isName(_ range: Range<Int>, _ name: StaticString) -> Bool {
+                guard range.count == name.utf8CodeUnitCount else { return false }
+                return zip(range, UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)).allSatisfy { line[$0] | 0x20 == $1 | 0x20 }
+            }
+            guard let name = fields.first else { throw Malformed(description: "an empty line") }
+            let quoted = { String(text(0..<line.count).prefix(64)) }
+            if isName(name, "MSG") {
+                guard fields.count == 4 || fields.count == 5, let size = number(fields.last!) else {
+                    throw Malformed(description: "a MSG line with bad fields: \(quoted())")
+                }
+                kind = .message(subject: text(fields[1]), sid: text(fields[2]), replyTo: fields.count == 5 ? text(fields[3]) : nil, headerSize: nil, totalSize: size)
+            } else if isName(name, "HMSG") {
+                guard fields.count == 5 || fields.count == 6, let headerSize = number(fields[fields.count - 2]),
+                    let total = number(fields.last!), total >= headerSize
+                else {
+                    throw Malformed(description: "an HMSG line with bad fields: \(quoted())")
+                }
+                kind = .message(
+                    subject: text(fields[1]),
+                    sid: text(fields[2]),
+                    replyTo: fields.count == 6 ? text(fields[3]) : nil,
+                    headerSize: headerSize,
+                    totalSize: total
+                )
+            } else if isName(name, "PING") {
+                kind = .ping
+            } else if isName(name, "PONG") {
+                kind = .pong
+            } else if isName(name, "+OK") {
+                kind = .ok
+            } else if isName(name, "-ERR") {
+                kind = .error(rest(after: name))
+            } else if isName(name, "INFO") {
+                kind = .info(rest(after: name))
+            } else {
+                throw Malformed(description: "an unknown operation: \(String(text(name).prefix(32)))")
+            }
+        }
     }
 }

@@ -15,6 +15,16 @@ public struct ExportedMessage: Sendable {
     public var time: PublishTime
     /// Who published it.
     public var publisher: Publisher
+
+    /// Creates an exported message (the broker makes them; tests too).
+    public init(topic: Topic, payload: ByteBuffer, retain: Bool, sequence: UInt64, time: PublishTime, publisher: Publisher) {
+        self.topic = topic
+        self.payload = payload
+        self.retain = retain
+        self.sequence = sequence
+        self.time = time
+        self.publisher = publisher
+    }
 }
 
 /// A message another host published, to be published here (``Broker/publishImported(_:through:)``).

@@ -97,6 +97,15 @@ struct Bench: ParsableCommand, ConnectingCommand {
     var skipLatency = false
 
     @Option(
+        name: .customLong("subscribe-socket"),
+        help: ArgumentHelp(
+            "Subscribe on another daemon's socket (one linked to this one through NATS, say): from one host's publisher to another host's subscribers. The daemon figures are the publishing daemon's.",
+            valueName: "path"
+        )
+    )
+    var subscribeSocket: String?
+
+    @Option(
         name: .long,
         help: ArgumentHelp("The longest the throughput phase may run; what has not arrived then is lost.", valueName: "seconds")
     )
@@ -108,6 +117,7 @@ struct Bench: ParsableCommand, ConnectingCommand {
     private var benchmark: BenchmarkConfiguration {
         var benchmark = BenchmarkConfiguration()
         benchmark.socketPath = socketPath
+        benchmark.subscriberSocketPath = subscribeSocket
         benchmark.publishers = publishers
         benchmark.subscribers = subscribers
         benchmark.payloadSize = size
@@ -169,6 +179,7 @@ struct Bench: ParsableCommand, ConnectingCommand {
         let process = result.daemon.process
         out += "daemon: \(process.name ?? "pid unknown")\(process.pid.map { " (pid \($0))" } ?? "") at \(result.socketPath)"
         out += process.unavailableReason.map { "; CPU and RSS n/a: \($0)\n" } ?? "\n"
+        if let other = result.configuration.subscriberSocketPath { out += "subscribers at: \(other)\n" }
 
         // One table for all blocks, so their columns line up; an empty row between blocks.
         var rows: [[String]] = []
@@ -233,6 +244,7 @@ struct Bench: ParsableCommand, ConnectingCommand {
         var json = JSONWriter()
         json.beginObject()
         json.field("socket", result.socketPath)
+        json.field("subscribe_socket", configuration.subscriberSocketPath)
         json.field("publishers", UInt64(configuration.publishers))
         json.field("subscribers", UInt64(configuration.subscribers))
         json.field("payload_bytes", UInt64(configuration.payloadSize))

@@ -5,66 +5,91 @@ import NIOCore
 /// sent while connected, kept while not, sent again after a reconnect if a connection was lost before the
 /// confirmation (so at least once; receivers drop the repeats by origin and sequence).
 ///
-/// Bounded in bytes: a message that does not fit is refused and counted, never queued past the bound, and nothing
-/// queued is ever dropped to make room (what was accepted is sent in order).
+/// Messages are encoded into chunks of about 64 KiB, each written whole and confirmed whole: no buffer and no queue
+/// entry per message. Bounded in bytes: a message that does not fit is refused and counted, never queued past the
+/// bound, and nothing queued is dropped to make room (what was accepted is sent in order).
 struct ExportOutbox {
     /// The most bytes of encoded messages held.
     var limit: Int
-    /// Messages held, the sent ones first.
-    private var entries = Deque<ByteBuffer>()
-    /// The number of the oldest held message, counting every message ever accepted from 0.
+    /// A chunk of encoded messages.
+    private struct Chunk {
+        var bytes: ByteBuffer
+        var messages: Int
+    }
+    /// Sealed chunks, oldest first; the first `sentChunks` of them are written on the current connection.
+    private var chunks = Deque<Chunk>()
+    private var sentChunks = 0
+    /// The chunk being filled.
+    private var open = Chunk(bytes: ByteBuffer(), messages: 0)
+    /// The number of the oldest sealed chunk, counting every chunk ever sealed from 0.
     private var headNumber: UInt64 = 0
-    /// The number of the first message not sent yet on the current connection.
-    private(set) var sentThrough: UInt64 = 0
-    /// Bytes held.
+    /// Bytes held, in sealed chunks and the open one.
     private(set) var bytes = 0
+    /// Messages held.
+    private(set) var count = 0
     /// Messages refused because they did not fit.
     private(set) var dropped: UInt64 = 0
     /// Messages the server confirmed.
     private(set) var confirmed: UInt64 = 0
 
+    /// A chunk is sealed once it holds this many bytes, so a write is about this large.
+    static let chunkBytes = 64 << 10
+
     init(limit: Int) {
         self.limit = limit
     }
 
-    /// Messages held, sent or not.
-    var count: Int { entries.count }
+    /// The number after the last chunk written: what a confirmation asked for now covers.
+    var sentThrough: UInt64 { headNumber + UInt64(sentChunks) }
 
     /// Whether messages wait to be sent.
-    var hasUnsent: Bool { sentThrough < headNumber + UInt64(entries.count) }
+    var hasUnsent: Bool { sentChunks < chunks.count || open.messages > 0 }
 
-    /// Holds `message` (one or more encoded operations) after the others, or refuses it when the bound would be
-    /// passed: false, and it is counted in ``dropped``.
-    mutating func append(_ message: ByteBuffer) -> Bool {
-        guard bytes + message.readableBytes <= limit else {
+    /// Appends one message, which `encode` writes, after the others; or refuses it when the bound would be passed:
+    /// false, and it is counted in ``dropped``.
+    mutating func append(encode: (inout ByteBuffer) -> Void) -> Bool {
+        let before = open.bytes.writerIndex
+        encode(&open.bytes)
+        let size = open.bytes.writerIndex - before
+        guard bytes + size <= limit else {
+            open.bytes.moveWriterIndex(to: before)
             dropped += 1
             return false
         }
-        entries.append(message)
-        bytes += message.readableBytes
+        bytes += size
+        count += 1
+        open.messages += 1
+        if open.bytes.readableBytes >= Self.chunkBytes { seal() }
         return true
     }
 
-    /// The oldest message not sent yet, now counted as sent.
+    /// The oldest bytes not sent yet, now counted as sent: a chunk of whole messages.
     mutating func nextUnsent() -> ByteBuffer? {
-        guard hasUnsent else { return nil }
-        let message = entries[Int(sentThrough - headNumber)]
-        sentThrough += 1
-        return message
+        if sentChunks == chunks.count { seal() }
+        guard sentChunks < chunks.count else { return nil }
+        sentChunks += 1
+        return chunks[sentChunks - 1].bytes
     }
 
-    /// Lets go of every message numbered before `number`: the server confirmed them.
+    /// Lets go of every chunk numbered before `number`: the server confirmed them.
     mutating func confirm(through number: UInt64) {
-        while headNumber < number, let first = entries.popFirst() {
-            bytes -= first.readableBytes
+        while headNumber < number, let first = chunks.popFirst() {
+            bytes -= first.bytes.readableBytes
+            count -= first.messages
+            confirmed += UInt64(first.messages)
             headNumber += 1
-            confirmed += 1
+            sentChunks -= 1
         }
-        sentThrough = max(sentThrough, headNumber)
     }
 
     /// The connection was lost: what was sent and not confirmed is sent again on the next one.
     mutating func resendUnconfirmed() {
-        sentThrough = headNumber
+        sentChunks = 0
+    }
+
+    private mutating func seal() {
+        guard open.messages > 0 else { return }
+        chunks.append(open)
+        open = Chunk(bytes: ByteBuffer(), messages: 0)
     }
 }

@@ -21,6 +21,10 @@ final class NATSBridge {
     private(set) var settings: BridgeSettings
     private let importer: Session
     private var outbox: ExportOutbox
+    private var encoder: ExportEncoder
+    /// Whether the patterns are `>`, the default: then no pattern is matched per message.
+    private var exportsAll: Bool
+    private var importsAll: Bool
     private var connection: NATSConnection?
     /// The server of ``connection``, or the one being tried.
     private var serverIndex = 0
@@ -54,6 +58,9 @@ final class NATSBridge {
         self.logger = logger
         self.importer = broker.openImporter(peer: peer)
         self.outbox = ExportOutbox(limit: settings.outboxBytes)
+        self.encoder = ExportEncoder(prefix: settings.prefix, hostName: settings.hostName)
+        self.exportsAll = settings.exports.map(\.text) == [">"]
+        self.importsAll = settings.imports.map(\.text) == [">"]
     }
 
     /// Starts exporting and connecting.
@@ -70,6 +77,9 @@ final class NATSBridge {
             || newer.hostName != settings.hostName
         settings = newer
         outbox.limit = newer.outboxBytes
+        encoder = ExportEncoder(prefix: newer.prefix, hostName: newer.hostName)
+        exportsAll = newer.exports.map(\.text) == [">"]
+        importsAll = newer.imports.map(\.text) == [">"]
         if reconnects {
             serverIndex = 0
             lastImported.removeAll()
@@ -222,24 +232,8 @@ final class NATSBridge {
 
     private func export(_ message: ExportedMessage) {
         let topic = message.topic
-        guard !BridgeSettings.staysLocal(topic), settings.exports.contains(where: { $0.matches(topic) }) else { return }
-        var headers = NATSHeaders()
-        headers.append(ProvenanceHeader.host, settings.hostName)
-        headers.append(ProvenanceHeader.uid, String(message.publisher.uid))
-        headers.append(ProvenanceHeader.pid, String(message.publisher.pid))
-        if let unit = message.publisher.unit { headers.append(ProvenanceHeader.unit, unit) }
-        headers.append(ProvenanceHeader.sequence, String(message.sequence))
-        headers.append(ProvenanceHeader.time, String(message.time.microsecondsSinceEpoch))
-        headers.append(ProvenanceHeader.retain, message.retain ? "1" : "0")
-        // Copied: the payload is a view of the request as read, which must not stay alive for the outbox's sake.
-        var encoded = ByteBuffer()
-        encoded.writeNATSOperation(.publish(subject: settings.prefix + "." + topic.name, replyTo: nil, headers: headers, payload: message.payload))
-        if message.retain {
-            encoded.writeNATSOperation(
-                .publish(subject: settings.prefix + "-latest." + topic.name, replyTo: nil, headers: headers, payload: message.payload)
-            )
-        }
-        guard outbox.append(encoded) else {
+        guard !BridgeSettings.staysLocal(topic), exportsAll || settings.exports.contains(where: { $0.matches(topic) }) else { return }
+        guard outbox.append(encode: { encoder.write(message, into: &$0) }) else {
             reportOverflow()
             return
         }
@@ -289,25 +283,21 @@ final class NATSBridge {
         guard message.subject.utf8.starts(with: subjectPrefix.utf8),
             let topic = try? Topic(String(message.subject.utf8.dropFirst(subjectPrefix.utf8.count))!)
         else { return }
-        guard !BridgeSettings.staysLocal(topic), settings.imports.contains(where: { $0.matches(topic) }) else { return }
-        let headers = message.headers
-        let host = headers?[ProvenanceHeader.host] ?? ProvenanceHeader.unknownHost
+        guard !BridgeSettings.staysLocal(topic), importsAll || settings.imports.contains(where: { $0.matches(topic) }) else { return }
+        let provenance = Provenance(headers: message.headers)
+        let host = provenance.host ?? Provenance.unknownHost
         guard host != settings.hostName else { return }  // our own, read back from the stream
         guard ImportedMessage.isValidHostName(host) else {
             return noteRefused(topic, "its origin host \"\(host)\" is not a host name")
         }
-        let sequence = headers?[ProvenanceHeader.sequence].flatMap { UInt64($0) } ?? 0
+        let sequence = provenance.sequence
         if sequence > 0, let last = lastImported[topic], last.host == host, last.sequence >= sequence { return }
         let imported = ImportedMessage(
             topic: topic,
             payload: message.payload,
-            retain: headers?[ProvenanceHeader.retain] != "0",
+            retain: provenance.retain,
             host: host,
-            publisher: Publisher(
-                uid: headers?[ProvenanceHeader.uid].flatMap { UInt32($0) } ?? 0,
-                pid: headers?[ProvenanceHeader.pid].flatMap { Int32($0) } ?? 0,
-                unit: headers?[ProvenanceHeader.unit]
-            ),
+            publisher: Publisher(uid: provenance.uid, pid: provenance.pid, unit: provenance.unit),
             sequence: sequence
         )
         if replayed && broker.holdsAlready(imported) { return }
@@ -416,17 +406,4 @@ final class NATSBridge {
         if outbox.dropped > 0 { text += ", \(outbox.dropped) NOT SENT (outbox full)" }
         return text
     }
-}
-
-/// The NATS headers that carry a message's provenance from host to host.
-enum ProvenanceHeader {
-    static let host = "Notifyd-Host"
-    static let uid = "Notifyd-Uid"
-    static let pid = "Notifyd-Pid"
-    static let unit = "Notifyd-Unit"
-    static let sequence = "Notifyd-Seq"
-    static let time = "Notifyd-Time"
-    static let retain = "Notifyd-Retain"
-    /// The origin of a message some other NATS client published, without our headers.
-    static let unknownHost = "nats"
 }

@@ -1,0 +1,121 @@
+import NATSClient
+import NIOCore
+import NotifyBus
+
+/// Where a message crossing NATS comes from: its host, its publisher there, its number and time, and whether it is
+/// retained, carried in NATS headers (`Notifyd-Host`, `Notifyd-Uid`, `Notifyd-Pid`, `Notifyd-Unit`, `Notifyd-Seq`,
+/// `Notifyd-Time`, `Notifyd-Retain`), one per field so that any NATS tool shows them.
+struct Provenance: Equatable {
+    var host: String?
+    var uid: UInt32 = 0
+    var pid: Int32 = 0
+    var unit: String?
+    var sequence: UInt64 = 0
+    var time: UInt64 = 0
+    /// True unless `Notifyd-Retain: 0`: a message some other NATS client published is kept as the topic's latest, as
+    /// `notify send` keeps it.
+    var retain = true
+
+    enum Header {
+        static let host = "Notifyd-Host"
+        static let uid = "Notifyd-Uid"
+        static let pid = "Notifyd-Pid"
+        static let unit = "Notifyd-Unit"
+        static let sequence = "Notifyd-Seq"
+        static let time = "Notifyd-Time"
+        static let retain = "Notifyd-Retain"
+    }
+
+    /// The origin of a message some other NATS client published, without our headers.
+    static let unknownHost = "nats"
+
+    /// Reads the provenance from `headers` without a `String` per field (only the host's and the unit's).
+    init(headers: NATSHeaders?) {
+        guard let headers else { return }
+        headers.forEachField { name, value in
+            func named(_ header: StaticString) -> Bool {
+                NATSHeaders.equalIgnoringCase(name, UnsafeBufferPointer(start: header.utf8Start, count: header.utf8CodeUnitCount))
+            }
+            guard name.count > 8 else { return }  // "Notifyd-"
+            if named("Notifyd-Host") {
+                host = String(decoding: value, as: UTF8.self)
+            } else if named("Notifyd-Uid") {
+                uid = Self.number(value).flatMap { UInt32(exactly: $0) } ?? 0
+            } else if named("Notifyd-Pid") {
+                pid = Self.number(value).flatMap { Int32(exactly: $0) } ?? 0
+            } else if named("Notifyd-Unit") {
+                unit = String(decoding: value, as: UTF8.self)
+            } else if named("Notifyd-Seq") {
+                sequence = Self.number(value) ?? 0
+            } else if named("Notifyd-Time") {
+                time = Self.number(value) ?? 0
+            } else if named("Notifyd-Retain") {
+                retain = !(value.count == 1 && value[0] == UInt8(ascii: "0"))
+            }
+        }
+    }
+
+    init() {}
+
+    private static func number(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
+        guard !bytes.isEmpty, bytes.count <= 19 else { return nil }
+        var value: UInt64 = 0
+        for byte in bytes {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            value = value * 10 + UInt64(byte - UInt8(ascii: "0"))
+        }
+        return value
+    }
+}
+
+/// Writes a local publish as the NATS operations that export it: `HPUB <prefix>.<topic>` with the provenance
+/// headers, and for a retained one the same to `<prefix>-latest.<topic>` (the stream of latest messages). Straight
+/// into the outbox's buffer: no `String`, no headers value, no buffer of its own per message.
+struct ExportEncoder {
+    private let livePrefix: [UInt8]
+    private let latestPrefix: [UInt8]
+    /// `NATS/1.0` and the host's line, the same for every message.
+    private let headerStart: [UInt8]
+    /// The header block of the message being written, reused.
+    private var headers = ByteBuffer()
+
+    init(prefix: String, hostName: String) {
+        livePrefix = Array("HPUB \(prefix).".utf8)
+        latestPrefix = Array("HPUB \(prefix)-latest.".utf8)
+        headerStart = Array("NATS/1.0\r\n\(Provenance.Header.host): \(hostName)\r\n".utf8)
+    }
+
+    mutating func write(_ message: ExportedMessage, into buffer: inout ByteBuffer) {
+        headers.clear()
+        headers.writeBytes(headerStart)
+        headers.writeStaticString("Notifyd-Uid: ")
+        headers.writeDecimal(UInt64(message.publisher.uid))
+        headers.writeStaticString("\r\nNotifyd-Pid: ")
+        headers.writeDecimal(Int64(message.publisher.pid))
+        if let unit = message.publisher.unit {
+            headers.writeStaticString("\r\nNotifyd-Unit: ")
+            headers.writeString(unit)
+        }
+        headers.writeStaticString("\r\nNotifyd-Seq: ")
+        headers.writeDecimal(message.sequence)
+        headers.writeStaticString("\r\nNotifyd-Time: ")
+        headers.writeDecimal(message.time.microsecondsSinceEpoch)
+        headers.writeStaticString(message.retain ? "\r\nNotifyd-Retain: 1\r\n\r\n" : "\r\nNotifyd-Retain: 0\r\n\r\n")
+        writeOperation(livePrefix, message, into: &buffer)
+        if message.retain { writeOperation(latestPrefix, message, into: &buffer) }
+    }
+
+    private func writeOperation(_ prefix: [UInt8], _ message: ExportedMessage, into buffer: inout ByteBuffer) {
+        let headerSize = headers.readableBytes
+        buffer.writeBytes(prefix)
+        buffer.writeString(message.topic.name)
+        buffer.writeStaticString(" ")
+        buffer.writeDecimal(UInt64(headerSize))
+        buffer.writeStaticString(" ")
+        buffer.writeDecimal(UInt64(headerSize + message.payload.readableBytes))
+        buffer.writeStaticString("\r\n")
+        buffer.writeImmutableBuffer(headers)
+        buffer.writeImmutableBuffer(message.payload)
+        buffer.writeStaticString("\r\n")
+    }
+}
