@@ -101,7 +101,11 @@ extension Broker {
     public func publishImported(_ message: ImportedMessage, through importer: Session) -> ImportOutcome {
         precondition(importer.isImporter, "publishImported needs the session of openImporter(peer:)")
         let before = counters.messagesIn
-        importer.publisher = Publisher(uid: message.publisher.uid, pid: message.publisher.pid, unit: message.unitField)
+        // The unit field of consecutive imports is usually the same text: made once, not per message.
+        if lastImportUnit?.host != message.host || lastImportUnit?.unit != message.publisher.unit {
+            lastImportUnit = (message.host, message.publisher.unit, message.unitField)
+        }
+        importer.publisher = Publisher(uid: message.publisher.uid, pid: message.publisher.pid, unit: lastImportUnit!.field)
         importer.minimumSequence = message.sequence
         defer { importer.minimumSequence = 0 }
         lastImportRefusal = nil

@@ -60,6 +60,8 @@ public final class Broker {
     @exclusivity(unchecked) public var exporter: ((ExportedMessage) -> Void)?
     /// Counters of the daemon's own, added to the broker's in `STATS` replies (the federation bridge's).
     @exclusivity(unchecked) public var extraCounters: (() -> [ServerStats.Counter])?
+    /// The last import's host and unit, and the unit field made of them.
+    var lastImportUnit: (host: String, unit: String?, field: String)?
     /// Why the importer's last publish was refused, for ``publishImported(_:through:)`` to say.
     var lastImportRefusal: ProtocolError?
 

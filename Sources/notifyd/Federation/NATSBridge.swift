@@ -41,6 +41,9 @@ final class NATSBridge {
     /// or read again from the stream, is not published twice.
     private var lastImported: [Topic: (host: String, sequence: UInt64)] = [:]
 
+    /// The provenance of the last message taken in, whose host and unit the next one likely shares.
+    private var lastProvenance: Provenance?
+
     private(set) var imported: UInt64 = 0
     private(set) var importRefused: UInt64 = 0
     private(set) var connects: UInt64 = 0
@@ -284,7 +287,8 @@ final class NATSBridge {
             let topic = try? Topic(String(message.subject.utf8.dropFirst(subjectPrefix.utf8.count))!)
         else { return }
         guard !BridgeSettings.staysLocal(topic), importsAll || settings.imports.contains(where: { $0.matches(topic) }) else { return }
-        let provenance = Provenance(headers: message.headers)
+        let provenance = Provenance(headers: message.headers, reusing: lastProvenance)
+        lastProvenance = provenance
         let host = provenance.host ?? Provenance.unknownHost
         guard host != settings.hostName else { return }  // our own, read back from the stream
         guard ImportedMessage.isValidHostName(host) else {

@@ -2,6 +2,10 @@ import NATSClient
 import NIOCore
 import NotifyBus
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Where a message crossing NATS comes from: its host, its publisher there, its number and time, and whether it is
 /// retained, carried in NATS headers (`Notifyd-Host`, `Notifyd-Uid`, `Notifyd-Pid`, `Notifyd-Unit`, `Notifyd-Seq`,
 /// `Notifyd-Time`, `Notifyd-Retain`), one per field so that any NATS tool shows them.
@@ -29,30 +33,50 @@ struct Provenance: Equatable {
     /// The origin of a message some other NATS client published, without our headers.
     static let unknownHost = "nats"
 
-    /// Reads the provenance from `headers` without a `String` per field (only the host's and the unit's).
-    init(headers: NATSHeaders?) {
+    /// Reads the provenance from `headers` without a `String` per field: the host and the unit are made only when
+    /// they differ from `known`'s (the last message's, usually the same).
+    init(headers: NATSHeaders?, reusing known: Provenance? = nil) {
         guard let headers else { return }
         headers.forEachField { name, value in
-            func named(_ header: StaticString) -> Bool {
-                NATSHeaders.equalIgnoringCase(name, UnsafeBufferPointer(start: header.utf8Start, count: header.utf8CodeUnitCount))
-            }
-            guard name.count > 8 else { return }  // "Notifyd-"
-            if named("Notifyd-Host") {
-                host = String(decoding: value, as: UTF8.self)
-            } else if named("Notifyd-Uid") {
+            // "Notifyd-" then one of Host, Uid, Pid, Unit, Seq, Time, Retain: told apart by length and first letter.
+            guard name.count >= 11, Self.hasPrefix(name) else { return }
+            let first = name[8] | 0x20
+            switch (name.count - 8, first) {
+            case (4, UInt8(ascii: "h")):
+                host = Self.text(value, reusing: known?.host)
+            case (3, UInt8(ascii: "u")):
                 uid = Self.number(value).flatMap { UInt32(exactly: $0) } ?? 0
-            } else if named("Notifyd-Pid") {
+            case (3, UInt8(ascii: "p")):
                 pid = Self.number(value).flatMap { Int32(exactly: $0) } ?? 0
-            } else if named("Notifyd-Unit") {
-                unit = String(decoding: value, as: UTF8.self)
-            } else if named("Notifyd-Seq") {
+            case (4, UInt8(ascii: "u")):
+                unit = Self.text(value, reusing: known?.unit)
+            case (3, UInt8(ascii: "s")):
                 sequence = Self.number(value) ?? 0
-            } else if named("Notifyd-Time") {
+            case (4, UInt8(ascii: "t")):
                 time = Self.number(value) ?? 0
-            } else if named("Notifyd-Retain") {
+            case (6, UInt8(ascii: "r")):
                 retain = !(value.count == 1 && value[0] == UInt8(ascii: "0"))
+            default:
+                return
             }
         }
+    }
+
+    private static let prefix = Array("notifyd-".utf8)
+
+    private static func hasPrefix(_ name: UnsafeRawBufferPointer) -> Bool {
+        for index in 0..<prefix.count where name[index] | 0x20 != prefix[index] {
+            return false
+        }
+        return true
+    }
+
+    /// `bytes` as text: `known` itself when it is the same text.
+    private static func text(_ bytes: UnsafeRawBufferPointer, reusing known: String?) -> String {
+        if var known, known.withUTF8({ $0.count == bytes.count && memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) {
+            return known
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     init() {}
