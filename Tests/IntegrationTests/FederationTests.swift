@@ -1,5 +1,6 @@
 import Foundation
 import NATSTestSupport
+import NIOCore
 import NotifyBus
 import Testing
 
@@ -281,6 +282,28 @@ struct FederationTests {
         let onAlpha = try await alpha.client()
         #expect(try await onAlpha.stats()["nats_connected"] == nil, "no bridge, no bridge counters")
         try await alpha.child.standardError.wait("alpha to leave NATS") { $0.contains("left NATS (the link is stopped)") }
+        await onAlpha.close()
+        await onBeta.close()
+        try await alpha.stop()
+        try await beta.stop()
+    }
+
+    @Test("a message over the NATS server's max_payload is counted and logged, not sent, and the link stays up")
+    func tooLargeForNATS() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let alpha = try await Self.startHost("alpha", servers: [nats], arguments: ["--max-payload", "2097152"])
+        let beta = try await Self.startHost("beta", servers: [nats])
+        let onAlpha = try await alpha.client()
+        let onBeta = try await beta.client()
+        let subscription = try await onBeta.subscribe(to: [TopicPattern("fed.>")])
+        let big = ByteBuffer(repeating: UInt8(ascii: "x"), count: 1_500_000)
+        _ = try await onAlpha.publishAcknowledged(big, to: Topic("fed.big"))
+        _ = try await onAlpha.publishAcknowledged("small", to: Topic("fed.small"))
+        #expect(try await Self.collect(subscription, until: "fed.small").map(\.topic.name) == ["fed.small"])
+        let stats = try await onAlpha.stats()
+        #expect(stats["nats_too_large"] == 1 && stats["nats_connects"] == 1 && stats["nats_connected"] == 1, "\(stats)")
+        #expect(alpha.log.contains("over the NATS server's max_payload (1048576)"))
         await onAlpha.close()
         await onBeta.close()
         try await alpha.stop()

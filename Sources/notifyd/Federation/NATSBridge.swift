@@ -39,11 +39,15 @@ final class NATSBridge {
     private var overflowReported: UInt64 = 0
     /// The last message taken in per topic (its origin and number there): a message sent again after a reconnect,
     /// or read again from the stream, is not published twice.
-    private var lastImported: [Topic: (host: String, sequence: UInt64)] = [:]
+    private var lastImported: [Topic: (host: String, sequence: UInt64, time: UInt64)] = [:]
 
     /// The provenance of the last message taken in, whose host and unit the next one likely shares.
     private var lastProvenance: Provenance?
 
+    /// The largest message (headers and payload) the server takes, from its `INFO`; NATS's default until one is read.
+    private var serverMaxPayload = 1 << 20
+    /// Messages not exported because they were over `serverMaxPayload`.
+    private(set) var tooLarge: UInt64 = 0
     private(set) var imported: UInt64 = 0
     private(set) var importRefused: UInt64 = 0
     private(set) var connects: UInt64 = 0
@@ -143,6 +147,7 @@ final class NATSBridge {
             return
         }
         self.connection = connection
+        serverMaxPayload = JSONScan.integer("max_payload", in: connection.serverInfo) ?? serverMaxPayload
         connects += 1
         failedAttempts = 0
         retryDelay = Self.firstRetryDelay
@@ -236,7 +241,21 @@ final class NATSBridge {
     private func export(_ message: ExportedMessage) {
         let topic = message.topic
         guard !BridgeSettings.staysLocal(topic), exportsAll || settings.exports.contains(where: { $0.matches(topic) }) else { return }
-        guard outbox.append(encode: { encoder.write(message, into: &$0) }) else {
+        // A message over the server's max_payload would make it close the connection, again at every resend.
+        let size = encoder.prepare(message)
+        guard size <= serverMaxPayload else {
+            tooLarge += 1
+            if tooLarge == 1 || tooLarge % 1_000 == 0 {
+                logger.log(
+                    .natsOutboxOverflow,
+                    .error,
+                    "a message of \(topic) is not sent to other hosts: with its headers it is \(size) bytes, over the NATS server's max_payload (\(serverMaxPayload)); \(tooLarge) so far",
+                    ["topic": "\(topic)"]
+                )
+            }
+            return
+        }
+        guard outbox.append(encode: { encoder.writePrepared(message, into: &$0) }) else {
             reportOverflow()
             return
         }
@@ -295,7 +314,11 @@ final class NATSBridge {
             return noteRefused(topic, "its origin host \"\(host)\" is not a host name")
         }
         let sequence = provenance.sequence
-        if sequence > 0, let last = lastImported[topic], last.host == host, last.sequence >= sequence { return }
+        // A repeat has the number and the time of a message taken in already; a host whose state was wiped numbers
+        // from 1 again, but later.
+        if sequence > 0, let last = lastImported[topic], last.host == host, last.sequence >= sequence, last.time >= provenance.time {
+            return
+        }
         let imported = ImportedMessage(
             topic: topic,
             payload: message.payload,
@@ -310,7 +333,7 @@ final class NATSBridge {
             self.imported += 1
             if sequence > 0 {
                 if lastImported.count >= Self.rememberedTopics { lastImported.removeAll() }
-                lastImported[topic] = (host, sequence)
+                lastImported[topic] = (host, sequence, provenance.time)
             }
         case .refused(let error):
             noteRefused(topic, error.message)
@@ -400,6 +423,7 @@ final class NATSBridge {
             .init(name: "nats_outbox_messages", value: UInt64(outbox.count)),
             .init(name: "nats_outbox_bytes", value: UInt64(outbox.bytes)),
             .init(name: "nats_outbox_dropped", value: outbox.dropped),
+            .init(name: "nats_too_large", value: tooLarge),
         ]
     }
 
@@ -408,6 +432,7 @@ final class NATSBridge {
         let state = connectedServer.map { "NATS \($0)" } ?? "NATS unreachable"
         var text = "\(state): \(outbox.confirmed) out, \(imported) in, outbox \(outbox.count)"
         if outbox.dropped > 0 { text += ", \(outbox.dropped) NOT SENT (outbox full)" }
+        if tooLarge > 0 { text += ", \(tooLarge) NOT SENT (over NATS max_payload)" }
         return text
     }
 }

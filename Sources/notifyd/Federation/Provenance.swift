@@ -109,7 +109,14 @@ struct ExportEncoder {
         headerStart = Array("NATS/1.0\r\n\(Provenance.Header.host): \(hostName)\r\n".utf8)
     }
 
+    /// Writes `message`'s operations: ``prepare(_:)`` then ``writePrepared(_:into:)``.
     mutating func write(_ message: ExportedMessage, into buffer: inout ByteBuffer) {
+        _ = prepare(message)
+        writePrepared(message, into: &buffer)
+    }
+
+    /// Builds `message`'s headers and returns the size NATS counts against its `max_payload`: headers and payload.
+    mutating func prepare(_ message: ExportedMessage) -> Int {
         headers.clear()
         headers.writeBytes(headerStart)
         headers.writeStaticString("Notifyd-Uid: ")
@@ -125,6 +132,11 @@ struct ExportEncoder {
         headers.writeStaticString("\r\nNotifyd-Time: ")
         headers.writeDecimal(message.time.microsecondsSinceEpoch)
         headers.writeStaticString(message.retain ? "\r\nNotifyd-Retain: 1\r\n\r\n" : "\r\nNotifyd-Retain: 0\r\n\r\n")
+        return headers.readableBytes + message.payload.readableBytes
+    }
+
+    /// Writes the operations of the message last given to ``prepare(_:)``.
+    func writePrepared(_ message: ExportedMessage, into buffer: inout ByteBuffer) {
         writeOperation(livePrefix, message, into: &buffer)
         if message.retain { writeOperation(latestPrefix, message, into: &buffer) }
     }
