@@ -57,7 +57,7 @@ struct Notifyd: AsyncParsableCommand {
             messages are also kept in a JetStream stream, so a host that starts later answers `notify latest` with \
             the fleet's latest. While NATS is unreachable, local traffic goes on and exports wait in a bounded \
             outbox (--nats-outbox-bytes); what does not fit is counted (notify stats) and logged. The [nats] keys: \
-            servers, export, import, prefix, host-name, outbox-bytes; SIGHUP applies them. See the README's \
+            servers, export, import, prefix, host-name, outbox-bytes, stream-replicas; SIGHUP applies them. See the README's \
             "Several hosts".
 
             SIGTERM or SIGINT stops the daemon gracefully: it stops accepting, sends every connection what it is \
@@ -270,6 +270,15 @@ struct Notifyd: AsyncParsableCommand {
     var natsOutboxBytes: Int?
 
     @Option(
+        name: .customLong("nats-stream-replicas"),
+        help: ArgumentHelp(
+            "With --nats: copies a NATS cluster keeps of the stream of latest messages, when this daemon makes it, 1 to 5 (default: 1; in a cluster, 3 survives the loss of a server).",
+            valueName: "count"
+        )
+    )
+    var natsStreamReplicas: Int?
+
+    @Option(
         name: .customLong("host-name"),
         help: ArgumentHelp("With --nats: this host's name in other hosts' deliveries (default: the hostname).", valueName: "name")
     )
@@ -327,7 +336,8 @@ struct Notifyd: AsyncParsableCommand {
             natsImports: natsImports,
             natsPrefix: natsPrefix,
             hostName: hostName,
-            natsOutboxBytes: natsOutboxBytes
+            natsOutboxBytes: natsOutboxBytes,
+            natsStreamReplicas: natsStreamReplicas
         )
         let configurationFile = checkedFile ?? config
         if checkConfig {

@@ -109,6 +109,7 @@ struct FederationTests {
         }
         let received = try await Self.collect(subscription, until: "fed.public.a.end")
         #expect(received.map(\.topic.name) == ["fed.public.a.x", "fed.public.a.end"])
+        #expect(try await onBeta.stats()["nats_import_refused"] == 0)
         let onAlpha = try await alpha.client()
         try await Self.waitForCounter("nats_exported", toReach: 3, on: onAlpha)
         #expect(try await onAlpha.stats()["nats_exported"] == 3, "fed.private.x is not exported")
@@ -305,6 +306,26 @@ struct FederationTests {
         #expect(stats["nats_too_large"] == 1 && stats["nats_connects"] == 1 && stats["nats_connected"] == 1, "\(stats)")
         #expect(alpha.log.contains("over the NATS server's max_payload (1048576)"))
         await onAlpha.close()
+        await onBeta.close()
+        try await alpha.stop()
+        try await beta.stop()
+    }
+
+    @Test("another host's messages are published as nobody's: a root-only system.… topic is refused here, and counted")
+    func importedAsNobody() async throws {
+        try #require(getuid() == 0, "publishing system.… on the first host needs root")
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let alpha = try await Self.startHost("alpha", servers: [nats])
+        let beta = try await Self.startHost("beta", servers: [nats])
+        let onBeta = try await beta.client()
+        let subscription = try await onBeta.subscribe(to: [TopicPattern("system.>"), TopicPattern("fed.>")])
+        #expect(try await alpha.notify(["send", "system.fed.x", "root's, on alpha"]).status == 0)
+        #expect(try await alpha.notify(["send", "fed.end", "anyone's"]).status == 0)
+        let received = try await Self.collect(subscription, until: "fed.end")
+        #expect(received.map(\.topic.name) == ["fed.end"] && received.first?.publisher.uid == 0, "uid as on alpha")
+        try await Self.waitForCounter("nats_import_refused", toReach: 1, on: onBeta)
+        try await beta.child.standardError.wait("the refusal logged") { $0.contains("system.fed.x was not taken in") }
         await onBeta.close()
         try await alpha.stop()
         try await beta.stop()

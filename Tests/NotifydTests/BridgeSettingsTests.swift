@@ -35,6 +35,7 @@ struct BridgeSettingsTests {
             prefix = fleet.notifyd
             host-name = web-01
             outbox-bytes = 1048576
+            stream-replicas = 3
 
             """
         )
@@ -42,8 +43,8 @@ struct BridgeSettingsTests {
         let bridge = try #require(settings.bridge)
         #expect(bridge.servers.map(\.description) == ["nats://a:4222", "nats://b:4223"])
         #expect(bridge.exports.map(\.text) == ["backup.>", "jobs.*"] && bridge.imports.map(\.text) == ["backup.>"])
-        #expect(bridge.prefix == "fleet.notifyd" && bridge.hostName == "web-01" && bridge.outboxBytes == 1 << 20)
-        #expect(settings.summary.hasSuffix("[nats]\nservers = nats://a:4222 nats://b:4223\nexport = backup.> jobs.*\nimport = backup.>\nprefix = fleet.notifyd\nhost-name = web-01\noutbox-bytes = 1048576"))
+        #expect(bridge.prefix == "fleet.notifyd" && bridge.hostName == "web-01" && bridge.outboxBytes == 1 << 20 && bridge.streamReplicas == 3)
+        #expect(settings.summary.hasSuffix("[nats]\nservers = nats://a:4222 nats://b:4223\nexport = backup.> jobs.*\nimport = backup.>\nprefix = fleet.notifyd\nhost-name = web-01\noutbox-bytes = 1048576\nstream-replicas = 3"))
 
         var overrides = DaemonSettingsTests.none
         overrides.natsServers = ["c"]
@@ -64,6 +65,7 @@ struct BridgeSettingsTests {
         ("[nats]\nservers = a\noutbox-bytes = 10\n", "line 3", "outbox-bytes"),
         ("[nats]\nservers = a\ncluster = b\n", "line 3", "unknown setting \"cluster\""),
         ("[nats]\nexport = a.>\n", "line 2", "names no servers"),
+        ("[nats]\nservers = a\nstream-replicas = 7\n", "line 3", "stream-replicas must be 1 to 5"),
     ])
     func refused(text: String, line: String, problem: String) async throws {
         let file = File(text)
@@ -72,6 +74,18 @@ struct BridgeSettingsTests {
             Issue.record("accepted: \(text)")
         } catch {
             #expect("\(error)".contains(line) && "\(error)".contains(problem), "\(error)")
+        }
+    }
+
+    @Test("a bridge option on the command line without a server is an error, not ignored")
+    func optionWithoutServer() async throws {
+        var overrides = DaemonSettingsTests.none
+        overrides.natsExports = ["backup.>"]
+        do {
+            _ = try await DaemonSettings.load(overrides: overrides, configurationFile: "/dev/null")
+            Issue.record("--nats-export without --nats was accepted")
+        } catch {
+            #expect("\(error)".contains("--nats-export needs a NATS server"), "\(error)")
         }
     }
 

@@ -104,8 +104,10 @@ final class NATSChannelHandler: ChannelInboundHandler {
             case nil: break
             }
         case .error(let text):
-            // Most -ERRs close the connection; the permission ones do not, and are reported when it closes anyway.
+            // Most -ERRs close the connection; the others (a permissions violation) are closed here too, so that the
+            // owner hears of it (its onClosed) instead of writing into a connection that drops what it is given.
             failure = failure ?? NATSError("the NATS server said: \(text)")
+            context.close(promise: nil)
         }
     }
 
@@ -125,6 +127,7 @@ final class NATSChannelHandler: ChannelInboundHandler {
         info.fail(error)
         for pong in pongs { pong.fail(error) }
         pongs.removeAll()
+        requests.failAll(error)
         for receiver in subscriptions.values {
             if case .stream(let continuation) = receiver { continuation.finish(throwing: error) }
         }

@@ -34,6 +34,7 @@ public final class NATSConnection: Sendable {
         port: Int,
         name: String,
         echo: Bool = true,
+        timeout: TimeAmount = .seconds(5),
         group: (any EventLoopGroup)? = nil
     ) async throws -> NATSConnection {
         let group = group ?? MultiThreadedEventLoopGroup.singleton
@@ -42,11 +43,13 @@ public final class NATSConnection: Sendable {
         do {
             channel = try await ClientBootstrap(group: group)
                 .channelOption(.socketOption(.so_reuseaddr), value: 1)
+                .connectTimeout(timeout)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let handler = NATSChannelHandler(info: channel.eventLoop.makePromise(of: String.self))
                         let info = handler.infoFuture
-                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(NATSServerDecoder()))
+                        // INFO lists a cluster's servers, so it may be longer than a client's 4 KiB lines.
+                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(NATSServerDecoder(maxControlLine: 64 << 10)))
                         try channel.pipeline.syncOperations.addHandler(handler)
                         added.withLockedValue { $0 = (NIOLoopBound(handler, eventLoop: channel.eventLoop), info) }
                     }
@@ -60,10 +63,19 @@ public final class NATSConnection: Sendable {
             channel.close(promise: nil)
             throw NATSError("the connection to \(host):\(port) was set up without its handler")
         }
-        let connection = NATSConnection(serverInfo: try await info.get(), channel: channel, handler: handler)
+        // A peer that takes the connection and says nothing (not a NATS server, or one that is stuck) is given up.
+        let silence = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        defer { silence.cancel() }
+        let serverInfo: String
+        do {
+            serverInfo = try await info.get()
+        } catch {
+            throw NATSError("\(host):\(port) sent no NATS INFO within \(timeout.nanoseconds / 1_000_000_000) s: \(error)")
+        }
+        let connection = NATSConnection(serverInfo: serverInfo, channel: channel, handler: handler)
         let options = #"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1,"lang":"swift","version":"0.1","echo":\#(echo),"name":"\#(name)"}"#
         try await connection.send([.connect(options)])
-        try await connection.flush()
+        try await connection.flush()  // within `timeout` too: the scheduled close fails it
         return connection
     }
 
@@ -183,6 +195,12 @@ public final class NATSConnection: Sendable {
         }
     }
 
+    /// Closes the connection now, without waiting: its owner hears of it through ``setOnClosed(_:)``. On the event
+    /// loop.
+    public func closeNow() {
+        handler.value.close()
+    }
+
     /// Closes the connection.
     public func close() async {
         let handler = self.handler
@@ -220,5 +238,12 @@ final class RequestInbox {
 
     func fail(_ token: String, _ error: NATSError) {
         waiting.removeValue(forKey: token)?.fail(error)
+    }
+
+    /// The connection is gone: no reply will come.
+    func failAll(_ error: NATSError) {
+        let all = waiting.values
+        waiting.removeAll()
+        for promise in all { promise.fail(error) }
     }
 }

@@ -56,6 +56,7 @@ struct DaemonSettings: Sendable, Equatable {
         var natsPrefix: String?
         var hostName: String?
         var natsOutboxBytes: Int?
+        var natsStreamReplicas: Int?
     }
 
     /// The configuration file used: `explicit`, else `notifyd.conf` in systemd's `$CONFIGURATION_DIRECTORY`
@@ -126,6 +127,7 @@ struct DaemonSettings: Sendable, Equatable {
             prefix: overrides.natsPrefix,
             hostName: overrides.hostName,
             outboxBytes: overrides.natsOutboxBytes,
+            streamReplicas: overrides.natsStreamReplicas,
             section: section,
             path: path
         )

@@ -72,6 +72,8 @@ struct BridgeSettings: Sendable, Equatable {
     var hostName: String
     /// The most bytes of messages waiting to be sent while NATS cannot take them.
     var outboxBytes: Int
+    /// Copies of the stream of latest messages a cluster keeps, when this daemon makes it (1 to 5).
+    var streamReplicas = 1
 
     static let defaultPrefix = "notifyd"
     static let defaultOutboxBytes = 16 << 20
@@ -93,10 +95,11 @@ struct BridgeSettings: Sendable, Equatable {
         prefix commandLinePrefix: String?,
         hostName commandLineHostName: String?,
         outboxBytes commandLineOutboxBytes: Int?,
+        streamReplicas commandLineReplicas: Int? = nil,
         section: [String: (text: String, line: Int)],
         path: String
     ) throws -> BridgeSettings? {
-        let known: Set<String> = ["servers", "export", "import", "prefix", "host-name", "outbox-bytes"]
+        let known: Set<String> = ["servers", "export", "import", "prefix", "host-name", "outbox-bytes", "stream-replicas"]
         if let unknown = section.filter({ !known.contains($0.key) }).min(by: { $0.value.line < $1.value.line }) {
             throw ConfigurationError(
                 path: path,
@@ -114,7 +117,15 @@ struct BridgeSettings: Sendable, Equatable {
         }
         let serverTexts = list("servers", commandLineServers)
         if serverTexts.isEmpty {
-            let others = ["export", "import", "prefix", "host-name", "outbox-bytes"].filter { section[$0] != nil }
+            let given = [
+                ("--nats-export", !commandLineExports.isEmpty), ("--nats-import", !commandLineImports.isEmpty),
+                ("--nats-prefix", commandLinePrefix != nil), ("--host-name", commandLineHostName != nil),
+                ("--nats-outbox-bytes", commandLineOutboxBytes != nil), ("--nats-stream-replicas", commandLineReplicas != nil),
+            ].filter(\.1).map(\.0)
+            if let option = given.first {
+                throw BridgeSettingsError("\(option) needs a NATS server to share topics through: add --nats nats://HOST:PORT (or servers = under [nats])")
+            }
+            let others = ["export", "import", "prefix", "host-name", "outbox-bytes", "stream-replicas"].filter { section[$0] != nil }
             if let other = others.first {
                 throw failure(other, fromCommandLine: false, "[nats] sets \(other) but names no servers; add servers = nats://HOST:PORT")
             }
@@ -169,13 +180,24 @@ struct BridgeSettings: Sendable, Equatable {
                 "outbox-bytes must be \(minimumOutboxBytes) to \(1 << 40), not \(outboxBytes)"
             )
         }
+        var replicas = commandLineReplicas ?? 1
+        if commandLineReplicas == nil, let text = section["stream-replicas"]?.text {
+            guard let number = Int(text) else {
+                throw failure("stream-replicas", fromCommandLine: false, "stream-replicas must be a whole number, not \"\(text)\"")
+            }
+            replicas = number
+        }
+        guard (1...5).contains(replicas) else {
+            throw failure("stream-replicas", fromCommandLine: commandLineReplicas != nil, "stream-replicas must be 1 to 5 (JetStream's limit), not \(replicas)")
+        }
         return BridgeSettings(
             servers: servers,
             exports: try patterns("export", commandLineExports),
             imports: try patterns("import", commandLineImports),
             prefix: prefix,
             hostName: hostName,
-            outboxBytes: outboxBytes
+            outboxBytes: outboxBytes,
+            streamReplicas: replicas
         )
     }
 
@@ -197,6 +219,7 @@ struct BridgeSettings: Sendable, Equatable {
         prefix = \(prefix)
         host-name = \(hostName)
         outbox-bytes = \(outboxBytes)
+        stream-replicas = \(streamReplicas)
         """
     }
 }

@@ -20,7 +20,7 @@ struct ExportOutbox {
     private var chunks = Deque<Chunk>()
     private var sentChunks = 0
     /// The chunk being filled.
-    private var open = Chunk(bytes: ByteBuffer(), messages: 0)
+    private var open = ExportOutbox.emptyChunk()
     /// The number of the oldest sealed chunk, counting every chunk ever sealed from 0.
     private var headNumber: UInt64 = 0
     /// Bytes held, in sealed chunks and the open one.
@@ -90,6 +90,12 @@ struct ExportOutbox {
     private mutating func seal() {
         guard open.messages > 0 else { return }
         chunks.append(open)
-        open = Chunk(bytes: ByteBuffer(), messages: 0)
+        open = Self.emptyChunk()
+    }
+
+    /// Room for a chunk's worth and a quarter more, so that the message that fills a chunk rarely makes its buffer
+    /// double: the memory held stays near ``bytes``, which the bound counts.
+    private static func emptyChunk() -> Chunk {
+        Chunk(bytes: ByteBufferAllocator().buffer(capacity: chunkBytes + chunkBytes / 4), messages: 0)
     }
 }

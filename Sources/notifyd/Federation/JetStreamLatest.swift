@@ -7,6 +7,8 @@ import NotifyBus
 /// `<prefix>_latest` (dots of the prefix made underscores, which stream names need).
 struct JetStreamLatest: Sendable {
     let prefix: String
+    /// Copies of the stream a cluster keeps (1 to 5): more survive the loss of a server.
+    var replicas = 1
 
     /// The first tokens of the stream's subjects.
     var subjectRoot: String { prefix + "-latest" }
@@ -17,10 +19,11 @@ struct JetStreamLatest: Sendable {
     func ensureStream(over connection: NATSConnection) async throws {
         let body = """
             {"name":\(JSONScan.quoted(streamName)),"subjects":[\(JSONScan.quoted(subjectRoot + ".>"))],"retention":"limits",\
-            "max_msgs_per_subject":1,"discard":"old","storage":"file","num_replicas":1}
+            "max_msgs_per_subject":1,"discard":"old","storage":"file","num_replicas":\(replicas)}
             """
         do {
-            _ = try await JetStreamAPI(connection).request("STREAM.CREATE." + streamName, body: body)
+            // Short: exports wait for it on a first connection, and a healthy JetStream answers in milliseconds.
+            _ = try await JetStreamAPI(connection).request("STREAM.CREATE." + streamName, body: body, timeout: .seconds(2))
         } catch let error as JetStreamError where error.code == 10058 {
             return
         }

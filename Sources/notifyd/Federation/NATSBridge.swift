@@ -32,6 +32,12 @@ final class NATSBridge {
     private var generation: UInt64 = 0
     private var retryDelay = NATSBridge.firstRetryDelay
     private var isStopped = false
+    /// Whether exports may go out on the connection: once the stream of latest messages was made (or could not be),
+    /// so that the retained messages they carry find it.
+    private var isReady = false
+    /// Whether the stream of latest messages was made or found once (on any connection of the same settings).
+    private var streamIsKnown = false
+    private var connectedAt = NIODeadline.now()
     private var flushIsScheduled = false
     private var brokerFlushIsScheduled = false
     /// Failed connection attempts since the last success, to log the first of a run and not every one.
@@ -48,11 +54,18 @@ final class NATSBridge {
     private var serverMaxPayload = 1 << 20
     /// Messages not exported because they were over `serverMaxPayload`.
     private(set) var tooLarge: UInt64 = 0
+    private var sameNameMessages: UInt64 = 0
     private(set) var imported: UInt64 = 0
     private(set) var importRefused: UInt64 = 0
     private(set) var connects: UInt64 = 0
 
+    /// The uid other hosts' messages are published as here: nobody's.
+    static let importerUID: UInt32 = 65534
     static let firstRetryDelay = TimeAmount.milliseconds(100)
+    static let keepAliveInterval = TimeAmount.seconds(10)
+    /// A connection that lasted less than this did not end the run of failures: the backoff goes on growing (a
+    /// server that takes connections and drops them must not be hammered).
+    static let stableConnection = TimeAmount.seconds(10)
     static let longestRetryDelay = TimeAmount.seconds(5)
     /// The most topics remembered in `lastImported`; past it the table starts over (a repeat may then get through).
     static let rememberedTopics = 100_000
@@ -89,6 +102,7 @@ final class NATSBridge {
         importsAll = newer.imports.map(\.text) == [">"]
         if reconnects {
             serverIndex = 0
+            streamIsKnown = false
             lastImported.removeAll()
             drop(connection, reason: "its settings changed")
         }
@@ -150,7 +164,9 @@ final class NATSBridge {
         serverMaxPayload = JSONScan.integer("max_payload", in: connection.serverInfo) ?? serverMaxPayload
         connects += 1
         failedAttempts = 0
-        retryDelay = Self.firstRetryDelay
+        connectedAt = .now()
+        // Only until the stream is known to exist: later connections need not wait for JetStream to answer.
+        isReady = streamIsKnown
         // Weakly: a connection being closed may call back after a reload has let go of the bridge.
         connection.setOnClosed { [weak self] error in self?.disconnected(error, generation: generation) }
         connection.setOnWritable { [weak self] in self?.drain() }
@@ -174,8 +190,28 @@ final class NATSBridge {
             )
         }
         outbox.resendUnconfirmed()
-        drain()
         readLatest(over: connection, generation: generation)
+        keepAlive(generation: generation)
+    }
+
+    /// A `PING` every ``keepAliveInterval``; a connection that does not answer within another is closed (and so
+    /// replaced): a server gone without a word (a partition, a half-open connection) would otherwise look connected
+    /// while nothing is confirmed.
+    private func keepAlive(generation: UInt64) {
+        eventLoop.assumeIsolated().scheduleTask(in: Self.keepAliveInterval) { [weak self] in
+            guard let self, generation == self.generation, let connection = self.connection else { return }
+            let answered = eventLoop.makePromise(of: Void.self)
+            connection.flush(confirmed: answered)
+            let deadline = eventLoop.assumeIsolated().scheduleTask(in: Self.keepAliveInterval) { [weak self] in
+                guard let self, generation == self.generation else { return }
+                logger.log(.natsDisconnected, .warning, "NATS did not answer a PING within \(Self.keepAliveInterval.nanoseconds / 1_000_000_000) s: reconnecting")
+                connection.closeNow()
+            }
+            answered.futureResult.assumeIsolated().whenComplete { [weak self] result in
+                deadline.cancel()
+                if case .success = result { self?.keepAlive(generation: generation) }
+            }
+        }
     }
 
     private func connectFailed(_ server: BridgeSettings.Server, error: any Error, generation: UInt64) {
@@ -203,6 +239,7 @@ final class NATSBridge {
         connection = nil
         self.generation += 1
         outbox.resendUnconfirmed()
+        if NIODeadline.now() - connectedAt >= Self.stableConnection { retryDelay = Self.firstRetryDelay }
         guard !isStopped else { return }
         logger.log(
             .natsDisconnected,
@@ -264,7 +301,7 @@ final class NATSBridge {
 
     /// Writes what waits while the connection takes it, then flushes once, after the current batch of work.
     private func drain() {
-        guard let connection else { return }
+        guard let connection, isReady else { return }
         var wrote = false
         while connection.isWritable, let message = outbox.nextUnsent() {
             connection.write(message)
@@ -309,7 +346,12 @@ final class NATSBridge {
         let provenance = Provenance(headers: message.headers, reusing: lastProvenance)
         lastProvenance = provenance
         let host = provenance.host ?? Provenance.unknownHost
-        guard host != settings.hostName else { return }  // our own, read back from the stream
+        guard host != settings.hostName else {
+            // Read back from the stream, our own; live (NATS sends this connection nothing of its own), another
+            // host's that goes by the same name, whose messages this host can never take in.
+            if !replayed { noteSameName() }
+            return
+        }
         guard ImportedMessage.isValidHostName(host) else {
             return noteRefused(topic, "its origin host \"\(host)\" is not a host name")
         }
@@ -346,6 +388,16 @@ final class NATSBridge {
         }
     }
 
+    private func noteSameName() {
+        sameNameMessages += 1
+        guard sameNameMessages == 1 || sameNameMessages % 10_000 == 0 else { return }
+        logger.log(
+            .natsProblem,
+            .error,
+            "another host publishes to NATS as \(settings.hostName), this host's name: its messages are not taken in (\(sameNameMessages) so far); give each host its own --host-name"
+        )
+    }
+
     private func noteRefused(_ topic: Topic, _ why: String) {
         importRefused += 1
         if importRefused == 1 || importRefused % 1_000 == 0 {
@@ -363,13 +415,28 @@ final class NATSBridge {
     /// The stream that keeps each topic's latest retained message (made if missing), then, for each import
     /// pattern, its latest messages read into the broker.
     private func readLatest(over connection: NATSConnection, generation: UInt64, attempt: Int = 1) {
-        let stream = JetStreamLatest(prefix: settings.prefix)
+        let stream = JetStreamLatest(prefix: settings.prefix, replicas: settings.streamReplicas)
         let patterns = settings.imports
         let bridge = NIOLoopBound(self, eventLoop: eventLoop)
         let eventLoop = self.eventLoop
         Task {
+            var streamFailure: (any Error)?
             do {
                 try await stream.ensureStream(over: connection)
+            } catch {
+                streamFailure = error
+            }
+            // Exports waited for this step, made or not: without JetStream they go out all the same.
+            let made = streamFailure == nil
+            eventLoop.execute {
+                guard generation == bridge.value.generation else { return }
+                if made { bridge.value.streamIsKnown = true }
+                guard !bridge.value.isReady else { return }
+                bridge.value.isReady = true
+                bridge.value.drain()
+            }
+            do {
+                if let streamFailure { throw streamFailure }
                 for pattern in patterns {
                     try await stream.replay(pattern: pattern, over: connection) { message in
                         guard generation == bridge.value.generation else { return }

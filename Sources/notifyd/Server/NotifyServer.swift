@@ -172,7 +172,10 @@ struct NotifyServer: Service {
             case (nil, nil):
                 return eventLoop.makeSucceededVoidFuture()
             case (nil, let settings?):
-                let peer = PeerCredentials(pid: getpid(), uid: geteuid(), gid: getegid())
+                // Other hosts' messages are published here as user nobody's: access rules and per-user limits see them
+                // apart from every local user (a remote host cannot write this one's root-only system.… topics unless a
+                // rule lets nobody), and whatever they buffer counts against nobody's quota, not root's.
+                let peer = PeerCredentials(pid: getpid(), uid: NATSBridge.importerUID, gid: NATSBridge.importerUID)
                 let started = NATSBridge(settings: settings, broker: server.broker, peer: peer, eventLoop: eventLoop, logger: logger)
                 server.bridge = started
                 started.start()
