@@ -165,6 +165,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "NotifyBus",
+                "NATSClient",
                 "NATSTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],

@@ -1,4 +1,5 @@
 import Foundation
+import NATSClient
 import NATSTestSupport
 import NIOCore
 import NotifyBus
@@ -277,9 +278,18 @@ struct FederationTests {
         #expect(try await alpha.notify(["send", "fed.two.end", "exported now"]).status == 0)
         #expect(try await Self.collect(subscription, until: "fed.two.end").map(\.topic.name) == ["fed.two.end"])
 
+        // Another host name takes a new connection: what comes after it carries the new name.
+        configure("[nats]\nservers = \(nats.url)\nhost-name = alpha-2\nexport = fed.two.>\n")
+        alpha.child.signal(SIGHUP)
+        try await alpha.child.standardError.wait("the second reload and a new connection") {
+            $0.components(separatedBy: "configuration reloaded").count == 3 && $0.contains("as host alpha-2, subscribed")
+        }
+        #expect(try await alpha.notify(["send", "fed.two.renamed", "from alpha-2"]).status == 0)
+        #expect(try await Self.collect(subscription, until: "fed.two.renamed").map { $0.host } == ["alpha-2"])
+
         configure("# no NATS\n")
         alpha.child.signal(SIGHUP)
-        try await alpha.child.standardError.wait("the second reload") { $0.components(separatedBy: "configuration reloaded").count == 3 }
+        try await alpha.child.standardError.wait("the third reload") { $0.components(separatedBy: "configuration reloaded").count == 4 }
         let onAlpha = try await alpha.client()
         #expect(try await onAlpha.stats()["nats_connected"] == nil, "no bridge, no bridge counters")
         try await alpha.child.standardError.wait("alpha to leave NATS") { $0.contains("left NATS (the link is stopped)") }
@@ -328,6 +338,26 @@ struct FederationTests {
         try await beta.child.standardError.wait("the refusal logged") { $0.contains("system.fed.x was not taken in") }
         await onBeta.close()
         try await alpha.stop()
+        try await beta.stop()
+    }
+
+    @Test("a plain NATS client publishing under the prefix reaches local subscribers, stamped host nats; $ and user. subjects never do")
+    func plainNATSClient() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let beta = try await Self.startHost("beta", servers: [nats])
+        let onBeta = try await beta.client()
+        let subscription = try await onBeta.subscribe(to: [TopicPattern(">")])
+        let client = try await NATSConnection.connect(host: "127.0.0.1", port: nats.port, name: "plain")
+        for subject in ["notifyd.$notifyd.x", "notifyd.user.0.x", "notifyd.fed.plain"] {
+            try await client.publish(ByteBuffer(string: "from a NATS client"), to: subject)
+        }
+        try await client.flush()
+        let received = try await Self.collect(subscription, until: "fed.plain")
+        #expect(received.map { "\($0.topic.name) \($0.host ?? "-") \($0.sequence)" } == ["fed.plain nats 1"])
+        #expect(try await onBeta.latest(Topic("fed.plain"))?.text == "from a NATS client", "retained, as notify send does")
+        await client.close()
+        await onBeta.close()
         try await beta.stop()
     }
 }
