@@ -483,6 +483,7 @@ final class NATSBridge {
     var counters: [ServerStats.Counter] {
         [
             .init(name: "nats_connected", value: connection == nil ? 0 : 1),
+            .init(name: "nats_server", value: connection == nil ? 0 : UInt64(serverIndex % settings.servers.count + 1)),
             .init(name: "nats_connects", value: connects),
             .init(name: "nats_exported", value: outbox.confirmed),
             .init(name: "nats_imported", value: imported),
