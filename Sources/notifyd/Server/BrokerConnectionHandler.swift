@@ -230,6 +230,10 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         }
         broker.flush()
         session = nil
+        // The transport holds the context, which holds this handler: let go, or the three (and the channel with
+        // them) are never freed. Nothing is written to a connection that is gone.
+        transport?.onBufferTaken = nil
+        transport = nil
         context.fireChannelInactive()
     }
 
