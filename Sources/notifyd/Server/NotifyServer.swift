@@ -49,7 +49,10 @@ struct NotifyServer: Service {
         // place, not SIGHUP's default action, which ends the process (and systemd counts that as a clean exit).
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         serviceManager.ready(status: try await status.text(on: eventLoop))
-        let timers = try await startTimers(status: status, serviceManager: serviceManager)
+        var timers = try await startTimers(status: status, serviceManager: serviceManager)
+        timers.append(eventLoop.scheduleRepeatedTask(initialDelay: MemoryTrimmer.interval, delay: MemoryTrimmer.interval) { _ in
+            state.value.trimmer.tick(work: state.value.broker.workDone &+ Int(truncatingIfNeeded: state.value.broker.statistics.messagesIn))
+        })
 
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
@@ -231,6 +234,8 @@ final class ServerState {
     var connections: [ObjectIdentifier: any Channel] = [:]
     /// The link to NATS, when the configuration names servers.
     var bridge: NATSBridge?
+    /// Gives freed memory back to the system once the daemon is idle.
+    var trimmer = MemoryTrimmer()
     private var limiter = EventRateLimiter()
 
     init(broker: Broker) {

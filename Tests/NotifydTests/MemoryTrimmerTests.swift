@@ -1,0 +1,22 @@
+import Testing
+
+@testable import notifyd
+
+@Suite("Giving memory back when idle")
+struct MemoryTrimmerTests {
+    @Test("once per quiet spell: after a tick with work, the first tick without; never while work goes on")
+    func oncePerQuietSpell() {
+        var trimmer = MemoryTrimmer()
+        trimmer.tick(work: 0)
+        #expect(trimmer.trims == 0, "the first look only notes where the work stands")
+        trimmer.tick(work: 0)
+        #expect(trimmer.trims == 1, "a daemon that starts idle gives back what start-up freed")
+        trimmer.tick(work: 0)
+        #expect(trimmer.trims == 1)
+        for work in [5, 9, 20] { trimmer.tick(work: work) }
+        #expect(trimmer.trims == 1, "busy: nothing")
+        trimmer.tick(work: 20)
+        trimmer.tick(work: 20)
+        #expect(trimmer.trims == 2)
+    }
+}
