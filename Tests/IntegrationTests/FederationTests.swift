@@ -75,6 +75,7 @@ struct FederationTests {
             "fed.job 1 one -", "fed.job 2 two -", "fed.end 1 done -",
         ])
         #expect(try await json.exitStatus() == 0)
+        try await json.standardOutput.wait("its output to end") { _ in json.standardOutput.isClosed }
         let lines = json.standardOutput.lines
         #expect(lines.count == 2 && lines.allSatisfy { $0.contains(#""host":"alpha""#) && $0.contains(#""pid":"#) }, "\(lines)")
 

@@ -191,6 +191,8 @@ struct ReconnectTests {
         let publisher = try await daemon.client()
         _ = try await publisher.publishAcknowledged("go", to: Topic("re.w"), retain: false)
         #expect(try await waiter.exitStatus() == 0)
+        // The exit can be seen before the last of its output is read from the pipe.
+        try await waiter.standardOutput.wait("the waiter's output to end") { _ in waiter.standardOutput.isClosed }
         #expect(waiter.standardOutput.text == "go\n")
         #expect(waiter.standardError.text.contains("reconnecting"))
         await publisher.close()

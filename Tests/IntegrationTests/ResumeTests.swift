@@ -31,6 +31,7 @@ struct ResumeTests {
         let live = try startNotify(["subscribe", "resume.t", "--since", "12", "--count", "1"], socket: daemon.socketPath)
         _ = try await publisher.publishAcknowledged("m13", to: Topic("resume.t"), retain: false)
         #expect(try await live.exitStatus() == 0)
+        try await live.standardOutput.wait("its output to end") { _ in live.standardOutput.isClosed }
         #expect(live.standardOutput.text == "resume.t m13\n")
         await publisher.close()
         try await daemon.stop()
