@@ -11,7 +11,13 @@ extension Broker {
     public func flush() {
         settleHistory()
         closeDisconnected()
-        settleAcknowledgements(committed: commitState())
+        // The log is written after the batch's frames are on their way when nothing waits for it (no acknowledgement
+        // it must back) and it is not synced: then a subscriber of a lone message does not wait for a `write` to
+        // the state log that its delivery never depended on. With sync=always, deliveries follow the fsync, as
+        // acknowledgements do.
+        let commitsAfter = sessionsAwaitingCommit.isEmpty && stateLog?.syncPolicy == .never
+        if !commitsAfter { settleAcknowledgements(committed: commitState()) }
+        defer { if commitsAfter { settleAcknowledgements(committed: commitState()) } }
         guard !sessionsToFlush.isEmpty else { return }
         // Every span goes out before any flush: a flush can make a connection writable again, and what that sets
         // off (a nested flush) starts a new batch.
