@@ -17,17 +17,23 @@ extension Broker {
         ) {
             return refuse(refusal, subject: topic.name, to: session)
         }
-        var work = 0
-        let made = topicTable.state(
-            for: topic,
-            work: &work,
-            isKept: { index.hasExactSubscribers(to: $0.topic.name) },
-            forgotten: {
-                settleHistory()
-                historyLedger.forget($0)
-            }
-        )
-        workDone &+= work
+        let made: TopicState?
+        if let last = session.lastPublishedTopic, !last.isForgotten, last.topic == topic {
+            made = last
+        } else {
+            var work = 0
+            made = topicTable.state(
+                for: topic,
+                work: &work,
+                isKept: { index.hasExactSubscribers(to: $0.topic.name) },
+                forgotten: {
+                    settleHistory()
+                    historyLedger.forget($0)
+                }
+            )
+            workDone &+= work
+            session.lastPublishedTopic = made
+        }
         guard let state = made else {
             let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message or have subscribers by name"
                 + " (its limit); clear some (notify clear, CLEAR), or publish to a topic it tracks without retaining"

@@ -32,6 +32,9 @@ public final class Session: Hashable {
     @exclusivity(unchecked) var heldBack = Deque<DecodedRequest>()
     /// Bytes read from the connection and not carried out yet, as last told (see ``Broker/holdUnread(_:for:)``).
     var unreadBytes = 0
+    /// The topic this session last published to: a publisher usually sends many messages to one topic, and comparing
+    /// its name is cheaper than hashing it to look it up. Dropped when the table forgets the topic.
+    @exclusivity(unchecked) var lastPublishedTopic: TopicState?
     /// Whether the session receives its own publishes.
     @exclusivity(unchecked) var receivesOwnMessages = true
     /// Whether an acknowledgement that the state log must back (`OK` of a retained `PUB … ack`, or of a `CLEAR`)

@@ -20,6 +20,8 @@ final class TopicState {
     /// Whether the topic is in the broker's list of topics it may forget: there at most once, so that clearing a
     /// topic again and again does not grow the list.
     @exclusivity(unchecked) var isListedForgettable = false
+    /// Whether the table let go of it: a session's cached last topic (``Session/lastPublishedTopic``) is then stale.
+    @exclusivity(unchecked) var isForgotten = false
     /// Whether its history kept messages since the state log last recorded it (it is then in the broker's list of
     /// histories to log).
     @exclusivity(unchecked) var historyIsUnlogged = false

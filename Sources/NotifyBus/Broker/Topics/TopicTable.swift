@@ -95,6 +95,7 @@ struct TopicTable {
             guard state.retained == nil, !isKept(state) else { continue }
             states[key] = nil
             groups.remove(state)
+            state.isForgotten = true
             return state
         }
         return nil
