@@ -194,6 +194,10 @@ struct FederationTests {
         try await Self.waitForCounter("nats_connects", toReach: 2, on: onBeta)
         alpha.child.signal(SIGCONT)
         try await Self.waitForCounter("nats_connects", toReach: 2, on: onAlpha)
+        // The outbox goes out by itself once the server is back, not with the next publish.
+        try await withDeadline(.seconds(30), waitingFor: "alpha's outbox to be sent and confirmed") {
+            while try await onAlpha.stats()["nats_outbox_messages"] != 0 { try await Task.sleep(for: .milliseconds(10)) }
+        }
         _ = try await onAlpha.publishAcknowledged("end", to: Topic("fed.outage.end"))
         let received = try await Self.collect(remote, until: "fed.outage.end")
         let numbers = received.dropLast().map { Int($0.text!.prefix { $0 != " " })! }

@@ -38,7 +38,7 @@ final class NATSBridge {
     /// Whether the stream of latest messages was made or found once (on any connection of the same settings).
     private var streamIsKnown = false
     private var connectedAt = NIODeadline.now()
-    private var flushIsScheduled = false
+    private var sendIsScheduled = false
     private var brokerFlushIsScheduled = false
     /// Failed connection attempts since the last success, to log the first of a run and not every one.
     private var failedAttempts = 0
@@ -169,7 +169,7 @@ final class NATSBridge {
         isReady = streamIsKnown
         // Weakly: a connection being closed may call back after a reload has let go of the bridge.
         connection.setOnClosed { [weak self] error in self?.disconnected(error, generation: generation) }
-        connection.setOnWritable { [weak self] in self?.drain() }
+        connection.setOnWritable { [weak self] in self?.scheduleSend() }
         let subjectPrefix = settings.prefix + "."
         for pattern in settings.imports {
             connection.subscribe(to: subjectPrefix + pattern.text) { [weak self] message in
@@ -190,6 +190,8 @@ final class NATSBridge {
             )
         }
         outbox.resendUnconfirmed()
+        // What waits goes out now if the stream is known, else once it is made (readLatest).
+        scheduleSend()
         readLatest(over: connection, generation: generation)
         keepAlive(generation: generation)
     }
@@ -296,22 +298,17 @@ final class NATSBridge {
             reportOverflow()
             return
         }
-        if connection != nil { drain() }
+        if connection != nil { scheduleSend() }
     }
 
-    /// Writes what waits while the connection takes it, then flushes once, after the current batch of work.
-    private func drain() {
-        guard let connection, isReady else { return }
-        var wrote = false
-        while connection.isWritable, let message = outbox.nextUnsent() {
-            connection.write(message)
-            wrote = true
-        }
-        guard wrote, !flushIsScheduled else { return }
-        flushIsScheduled = true
+    /// Sends what waits once the current batch of work is done: the batch's exports go out as one chunk, one write and
+    /// one flush, not one per message.
+    private func scheduleSend() {
+        guard !sendIsScheduled else { return }
+        sendIsScheduled = true
         eventLoop.assumeIsolated().execute { [self] in
-            flushIsScheduled = false
-            guard let connection = self.connection else { return }
+            sendIsScheduled = false
+            guard drain(), let connection else { return }
             let mark = outbox.sentThrough
             let generation = self.generation
             let confirmed = eventLoop.makePromise(of: Void.self)
@@ -321,6 +318,18 @@ final class NATSBridge {
                 outbox.confirm(through: mark)
             }
         }
+    }
+
+    /// Writes what waits while the connection takes it (without flushing); returns whether it wrote anything.
+    @discardableResult
+    private func drain() -> Bool {
+        guard let connection, isReady else { return false }
+        var wrote = false
+        while connection.isWritable, let message = outbox.nextUnsent() {
+            connection.write(message)
+            wrote = true
+        }
+        return wrote
     }
 
     private func reportOverflow() {
@@ -433,7 +442,7 @@ final class NATSBridge {
                 if made { bridge.value.streamIsKnown = true }
                 guard !bridge.value.isReady else { return }
                 bridge.value.isReady = true
-                bridge.value.drain()
+                bridge.value.scheduleSend()
             }
             do {
                 if let streamFailure { throw streamFailure }
