@@ -6,13 +6,6 @@ import Testing
 /// A publisher's last topic, remembered per connection so a run of publishes to one topic skips the table's lookup.
 @Suite("Last topic per connection")
 struct LastTopicCacheTests {
-    static func okValues(_ frames: [ServerFrame]) -> [UInt64] {
-        frames.compactMap { frame -> UInt64? in
-            guard case .ok(_, let value) = frame else { return nil }
-            return value
-        }
-    }
-
     @Test("a topic the table forgot meanwhile is not used again from the cache: it starts over, in the table")
     func forgottenTopic() throws {
         var configuration = BrokerConfiguration.default
@@ -20,12 +13,12 @@ struct LastTopicCacheTests {
         let harness = BrokerHarness(configuration: configuration)
         let first = harness.connect()
         first.send("PUB a 1 noretain ack\nx\nPUB a 1 noretain ack\nx\n")
-        #expect(Self.okValues(try first.received()) == [1, 2])
+        #expect(try first.received() == [.ok(requestID: nil, value: 1), .ok(requestID: nil, value: 2)])
         // Another connection's topic takes the only place: "a", with nothing buffered, is forgotten.
         let second = harness.connect()
         second.send("PUB b 1 noretain\ny\n")
         first.send("PUB a 1 noretain ack\nz\n")
-        #expect(Self.okValues(try first.received()) == [1], "a new topic, numbered from 1")
+        #expect(try first.received() == [.ok(requestID: nil, value: 1)], "a new topic, numbered from 1")
         #expect(harness.broker.statistics.topics == 1)
         first.send("TOPICS\n")
         guard case .topics(_, let topics)? = try first.received().first else {

@@ -20,7 +20,7 @@ public struct JetStreamAPI: Sendable {
             throw JetStreamError(code: 0, description: "JetStream is not enabled on this NATS server")
         }
         let json = String(buffer: reply.payload)
-        if JSONScan.integer("code", in: json) != nil, json.utf8.starts(with: "{".utf8), JSONScan.string("description", in: json) != nil {
+        if json.contains(#""error":"#) {
             throw JetStreamError(
                 code: JSONScan.integer("err_code", in: json) ?? 0,
                 description: JSONScan.string("description", in: json) ?? json

@@ -110,7 +110,8 @@ extension Broker {
         defer { importer.minimumSequence = 0 }
         lastImportRefusal = nil
         publish(message.topic, payload: message.payload, options: PublishOptions(retain: message.retain), id: nil, from: importer)
-        guard counters.messagesIn != before, let sequence = topicTable[message.topic.name]?.sequence else {
+        // Accepted, the topic is the importer's last (``Session/lastPublishedTopic``): no second lookup.
+        guard counters.messagesIn != before, let sequence = importer.lastPublishedTopic?.sequence else {
             return .refused(lastImportRefusal ?? ProtocolError(.limitReached, "the daemon refused it"))
         }
         return .published(sequence: sequence)

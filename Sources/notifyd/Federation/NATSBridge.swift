@@ -140,7 +140,7 @@ final class NATSBridge {
 
     private func connect() {
         guard !isStopped else { return }
-        let server = settings.servers[serverIndex % settings.servers.count]
+        let server = currentServer
         let generation = self.generation
         let name = "notifyd \(settings.hostName)"
         let eventLoop = self.eventLoop
@@ -237,7 +237,7 @@ final class NATSBridge {
 
     private func disconnected(_ error: NATSError, generation: UInt64) {
         guard generation == self.generation else { return }
-        let server = settings.servers[serverIndex % settings.servers.count]
+        let server = currentServer
         connection = nil
         self.generation += 1
         outbox.resendUnconfirmed()
@@ -483,9 +483,12 @@ final class NATSBridge {
 
     // MARK: Reporting
 
+    /// The server of the list being used or tried now.
+    private var currentServer: BridgeSettings.Server { settings.servers[serverIndex % settings.servers.count] }
+
     /// Whether a server is connected now, and which.
     var connectedServer: BridgeSettings.Server? {
-        connection == nil ? nil : settings.servers[serverIndex % settings.servers.count]
+        connection == nil ? nil : currentServer
     }
 
     /// The bridge's counters, for `STATS` (PROTOCOL.md lists them).

@@ -20,16 +20,6 @@ struct Provenance: Equatable {
     /// `notify send` keeps it.
     var retain = true
 
-    enum Header {
-        static let host = "Notifyd-Host"
-        static let uid = "Notifyd-Uid"
-        static let pid = "Notifyd-Pid"
-        static let unit = "Notifyd-Unit"
-        static let sequence = "Notifyd-Seq"
-        static let time = "Notifyd-Time"
-        static let retain = "Notifyd-Retain"
-    }
-
     /// The origin of a message some other NATS client published, without our headers.
     static let unknownHost = "nats"
 
@@ -106,7 +96,7 @@ struct ExportEncoder {
     init(prefix: String, hostName: String) {
         livePrefix = Array("HPUB \(prefix).".utf8)
         latestPrefix = Array("HPUB \(prefix)-latest.".utf8)
-        headerStart = Array("NATS/1.0\r\n\(Provenance.Header.host): \(hostName)\r\n".utf8)
+        headerStart = Array("NATS/1.0\r\nNotifyd-Host: \(hostName)\r\n".utf8)
     }
 
     /// Writes `message`'s operations: ``prepare(_:)`` then ``writePrepared(_:into:)``.
