@@ -101,16 +101,12 @@ struct BenchTests {
         await stats.close()
         // The daemon took in all of the second run: its 600 retained publishes accepted and delivered.
         #expect(counters["messages_in"] == 1_200 && counters["messages_out"] == 1_200, "\(counters)")
-        // KNOWN ISSUE, open: about one full test run in three (never alone), this second run's client sees only the
-        // frames of the daemon's first read loop (72 deliveries and 48 refusals of the first 120 publishes) and then
-        // nothing for 3 s, although the daemon accepted and delivered all (the counters above). Frames stuck on the
-        // daemon's side (a queue nothing drains, a write not flushed) or in the bench's read loop: see the closing
-        // note of 2026-11-25. Recorded, not hidden, until it is found.
-        withKnownIssue("the second notify bench on one daemon sometimes sees only its first 120 frames", isIntermittent: true) {
-            #expect(table.output.contains("FAILED: 400 of 1,000 deliveries were lost"), "\(table.output)\ndaemon log: \(daemon.log)")
-            #expect(table.output.range(of: #"\nlost +400 +!! nothing came for 3 s after the last publish\n"#, options: .regularExpression) != nil)
-            #expect(table.output.range(of: #"\npublish errors +400 +!! refused by the daemon"#, options: .regularExpression) != nil)
-        }
+        // This run once saw only the frames of the daemon's first read loop in about one full test run in three: a
+        // flush nested in another (a publisher writable again) left a subscriber's deliveries in a restarted batch
+        // (NestedFlushTests has it without a socket).
+        #expect(table.output.contains("FAILED: 400 of 1,000 deliveries were lost"), "\(table.output)\ndaemon log: \(daemon.log)")
+        #expect(table.output.range(of: #"\nlost +400 +!! nothing came for 3 s after the last publish\n"#, options: .regularExpression) != nil)
+        #expect(table.output.range(of: #"\npublish errors +400 +!! refused by the daemon"#, options: .regularExpression) != nil)
         try await daemon.stop()
     }
 }

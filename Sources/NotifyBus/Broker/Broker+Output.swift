@@ -18,26 +18,31 @@ extension Broker {
         let commitsAfter = sessionsAwaitingCommit.isEmpty && stateLog?.syncPolicy == .never
         if !commitsAfter { settleAcknowledgements(committed: commitState()) }
         defer { if commitsAfter { settleAcknowledgements(committed: commitState()) } }
-        guard !sessionsToFlush.isEmpty else { return }
-        // Every span goes out before any flush: a flush can make a connection writable again, and what that sets
-        // off (a nested flush) starts a new batch.
-        for session in sessionsToFlush { writeSpan(of: session) }
-        if !batch.isEmpty { batch.restart(allocator: allocator) }
-        let sessions = sessionsToFlush
-        sessionsToFlush.removeAll(keepingCapacity: true)
-        for session in sessions {
-            session.hasUnflushedFrames = false
-            if session.droppedSinceReport > 0 {
-                onEvent?(.dropped(count: session.droppedSinceReport, for: session.peer))
-                session.droppedSinceReport = 0
-            }
-            guard let transport = session.transport else { continue }
-            transport.flush()
-            chargeWriteBuffer(of: session, transport.bufferedBytes)
-            if session.closesAfterFlush {
-                transport.close()
-                close(session)
-            }
+        // A transport's flush can make its connection writable again, and what that sets off (held-back requests
+        // carried out, a nested flush) writes to sessions of this list: so every span goes out and every mark is
+        // cleared before the first transport flush (a session written to from then on is marked again, and its span
+        // is not left in a batch a nested flush restarts), and the loop runs until nothing new was marked.
+        while !sessionsToFlush.isEmpty {
+            for session in sessionsToFlush { writeSpan(of: session) }
+            if !batch.isEmpty { batch.restart(allocator: allocator) }
+            let sessions = sessionsToFlush
+            sessionsToFlush.removeAll(keepingCapacity: true)
+            for session in sessions { session.hasUnflushedFrames = false }
+            for session in sessions { flushTransport(of: session) }
+        }
+    }
+
+    private func flushTransport(of session: Session) {
+        if session.droppedSinceReport > 0 {
+            onEvent?(.dropped(count: session.droppedSinceReport, for: session.peer))
+            session.droppedSinceReport = 0
+        }
+        guard let transport = session.transport else { return }
+        transport.flush()
+        chargeWriteBuffer(of: session, transport.bufferedBytes)
+        if session.closesAfterFlush {
+            transport.close()
+            close(session)
         }
     }
 
