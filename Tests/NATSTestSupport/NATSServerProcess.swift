@@ -121,7 +121,7 @@ public final class NATSServerProcess: Sendable {
 
     /// A loopback TCP port nobody listens on now.
     public static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw Failure(description: "socket: errno \(errno)") }
         defer { close(descriptor) }
         var address = sockaddr_in()

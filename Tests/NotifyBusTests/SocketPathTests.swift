@@ -128,7 +128,7 @@ struct SocketPathTests {
 final class UnixListener {
     let descriptor: Int32
     init(path: String) throws {
-        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         let bound = try SocketAddress(unixDomainSocketPath: path).withSockAddr { bind(descriptor, $0, socklen_t($1)) }
         guard bound == 0 else { throw CocoaError(.fileWriteUnknown) }
     }

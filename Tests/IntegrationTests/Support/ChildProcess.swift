@@ -7,6 +7,8 @@ import Synchronization
 /// them and end of file always comes, and its exit is seen by `waitpid`, not by a descriptor that a program such as
 /// `systemd-socket-activate` closes before it execs the daemon (which made `Process` wait forever).
 final class ChildProcess: Sendable {
+    private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+
     let pid: pid_t
     let executable: String
     let standardOutput = OutputCollector()
@@ -21,6 +23,11 @@ final class ChildProcess: Sendable {
         // other child is spawned in between and inherits them.
         spawnLock.lock()
         defer { spawnLock.unlock() }
+        // glibc 2.34 has `posix_spawn_file_actions_addclosefrom_np`, but its header hides it from Swift.
+        let closeFrom = unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np"), to: CloseFrom?.self)
+        guard let posix_spawn_file_actions_addclosefrom_np = closeFrom else {
+            throw TestFailure("posix_spawn_file_actions_addclosefrom_np is missing (glibc 2.34 or later is needed)")
+        }
         let stdin = try Self.pipe()
         let stdout = try Self.pipe()
         let stderr = try Self.pipe()
@@ -30,6 +37,9 @@ final class ChildProcess: Sendable {
         posix_spawn_file_actions_adddup2(&actions, stdin.read, 0)
         posix_spawn_file_actions_adddup2(&actions, stdout.write, 1)
         posix_spawn_file_actions_adddup2(&actions, stderr.write, 2)
+        // Sockets and files the test process opened without close-on-exec (its own, a library's) must not live on
+        // in the child: a connection a test closed would stay open there, and a peer would never see it end.
+        _ = posix_spawn_file_actions_addclosefrom_np(&actions, 3)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
