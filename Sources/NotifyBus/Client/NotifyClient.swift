@@ -138,7 +138,7 @@ public final class NotifyClient: Sendable {
                         added.withLockedValue { $0 = (NIOLoopBound(handler, eventLoop: channel.eventLoop), handler.greetingFuture) }
                     }
                 }
-                .connect(unixDomainSocketPath: path)
+                .withConnectedSocket(try CloseOnExecSocket.connected(to: path))
                 .get()
         } catch {
             throw NotifyClientError.connecting(to: path, errno: (error as? IOError)?.errnoCode, detail: "\(error)")
