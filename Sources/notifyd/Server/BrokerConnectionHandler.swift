@@ -22,7 +22,7 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     private var decoder: RequestDecoder
     /// The start of a frame whose end has not arrived yet; nil between frames, so an idle connection holds no
     /// receive buffer.
-    private var unread: ByteBuffer?
+    private(set) var unread: ByteBuffer?
     private var session: Session?
     private var transport: ChannelTransport?
     /// Set while requests already read wait for this connection's next turn (see ``workPerTurn``).

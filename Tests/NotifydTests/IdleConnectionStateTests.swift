@@ -1,0 +1,42 @@
+import NIOCore
+import NIOEmbedded
+import NotifyBus
+import Testing
+
+@testable import notifyd
+
+/// Issue 18: a connection that only subscribes costs its socket and a few words of state; nothing of what it read
+/// stays alive between its requests.
+@Suite("What an idle connection holds (no socket)")
+struct IdleConnectionStateTests {
+    @Test("a subscriber whose requests were all complete holds no receive buffer")
+    func noReceiveBufferBetweenRequests() throws {
+        let broker = Broker()
+        let subscriber = try embeddedConnection(to: broker)
+        let handler = try subscriber.pipeline.syncOperations.handler(type: BrokerConnectionHandler.self)
+        _ = try writtenText(subscriber)
+        try subscriber.writeInbound(ByteBuffer(string: "SUB idle.t\n#1 PING\n"))
+        let replies = try writtenText(subscriber)
+        #expect(replies.hasSuffix("#1 PONG\n"), "\(replies)")
+        #expect(handler.unread == nil)
+    }
+
+    @Test("the start of a request keeps a copy its size, not the receive buffer it arrived in; once done, nothing")
+    func partialRequestIsCopiedOut() throws {
+        let broker = Broker()
+        let subscriber = try embeddedConnection(to: broker)
+        let handler = try subscriber.pipeline.syncOperations.handler(type: BrokerConnectionHandler.self)
+        _ = try writtenText(subscriber)
+        // As NIO reads: into a buffer of the size it guessed (64 KiB after large reads), the bytes at its start.
+        var received = subscriber.allocator.buffer(capacity: 64 << 10)
+        received.writeString("SUB idle.a\nSUB idle.b\n#1 PI")
+        try subscriber.writeInbound(received)
+        let kept = try #require(handler.unread)
+        #expect(String(buffer: kept) == "#1 PI")
+        #expect(kept.capacity <= 256, "a copy of what is left, not the 64 KiB buffer: \(kept.capacity)")
+        try subscriber.writeInbound(ByteBuffer(string: "NG\n"))
+        let replies = try writtenText(subscriber)
+        #expect(replies.hasSuffix("#1 PONG\n"), "\(replies)")
+        #expect(handler.unread == nil)
+    }
+}
