@@ -3,7 +3,7 @@
 # their own (as the anchors harness's idle mode does) and then wait; RSS from /proc before and after, anonymous and
 # file-backed pages apart. Prints one line per run. Extra arguments go to notifyd.
 #   swift build -c release --product notifyd && Benchmarks/IdleConnections/run.sh [notifyd options]
-# NOTIFYD names another binary (a packaged /usr/bin/notifyd, say); CONNECTIONS and REPS change the run.
+# NOTIFYD names another binary (a packaged /usr/sbin/notifyd, say); CONNECTIONS and REPS change the run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 NOTIFYD=${NOTIFYD:-.build/release/notifyd}

@@ -2,13 +2,15 @@
 # RSS per retained topic: a release notifyd, 100,000 topics with one retained 16-byte message each, RSS from /proc
 # before and after. Prints one line per run. Extra arguments go to notifyd (e.g. --history-messages 64).
 #   swift build -c release --product notifyd && Benchmarks/RetainedMemory/run.sh [notifyd options]
+# NOTIFYD names another binary (a packaged /usr/sbin/notifyd, say); TOPICS and REPS change the run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+NOTIFYD=${NOTIFYD:-.build/release/notifyd}
 TOPICS=${TOPICS:-100000}
 REPS=${REPS:-3}
 for _ in $(seq "$REPS"); do
     dir=$(mktemp -d)
-    .build/release/notifyd --socket "$dir/s" --state-dir "$dir/state" --config /dev/null "$@" 2>"$dir/log" &
+    "$NOTIFYD" --socket "$dir/s" --state-dir "$dir/state" --config /dev/null "$@" 2>"$dir/log" &
     pid=$!
     for _ in $(seq 200); do [ -S "$dir/s" ] && break; sleep 0.05; done
     before=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
