@@ -20,7 +20,7 @@ func sessionMemoryBenchmarks(_ harness: inout Harness) {
             var sessions: [Session] = []
             sessions.reserveCapacity(count)
             // What earlier runs freed would otherwise be reused without a page more.
-            trimHeap()
+            POSIX.trimHeap()
             let before = anonymousBytes()
             for index in 0..<count {
                 let session = broker.open(peer: PeerCredentials(pid: 2, uid: 1000, gid: 1000, groups: []), transport: transport)
@@ -45,11 +45,4 @@ private func anonymousBytes() -> Int {
     let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
     let line = status.split(separator: "\n").first { $0.hasPrefix("RssAnon:") } ?? ""
     return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
-}
-
-/// Gives the heap's free pages back (glibc's `malloc_trim`, looked up at run time as the daemon does).
-private func trimHeap() {
-    typealias Trim = @convention(c) (Int) -> Int32
-    guard let symbol = dlsym(nil, "malloc_trim") else { return }
-    _ = unsafeBitCast(symbol, to: Trim.self)(0)
 }

@@ -30,19 +30,8 @@ final class BenchConnection {
     /// Connects to `path`, reads the greeting (within `timeout` nanoseconds), and makes the socket non-blocking.
     /// - Throws: ``NotifyClientError``, as ``NotifyConnection`` does.
     init(path: String, tally: DeliveryTally, timeout: UInt64 = 5_000_000_000) throws {
-        let descriptor = POSIX.unixStreamSocket()
-        guard descriptor >= 0 else {
-            throw NotifyClientError(.unreachable, "cannot create a socket: \(String(cString: strerror(errno)))")
-        }
-        guard let address = try? SocketAddress(unixDomainSocketPath: path) else {
-            POSIX.close(descriptor)
-            throw NotifyClientError(.invalidInput, "the socket path \(path) is longer than a Unix socket path may be")
-        }
-        guard address.withSockAddr({ connect(descriptor, $0, socklen_t($1)) }) == 0 else {
-            let code = errno
-            POSIX.close(descriptor)
-            throw NotifyClientError.connecting(to: path, errno: code)
-        }
+        // Connected blocking (a full backlog waits rather than fails), then read without blocking.
+        let descriptor = try ClientSocket.connect(to: path)
         _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
         self.descriptor = descriptor
         self.tally = tally

@@ -52,9 +52,10 @@ struct Notifyd: AsyncParsableCommand {
             SEVERAL HOSTS: with --nats URL (repeatable: the servers of one NATS cluster), or servers = under \
             [nats] in the file, the daemon shares topics with the daemons of other hosts through NATS: local \
             publishes matching --nats-export go to the subject <prefix>.<topic> with their provenance, and messages \
-            of other hosts matching --nats-import are published here (as user nobody, for access rules and limits), their \
-            deliveries naming the origin host (--host-name). $… and user.… topics never cross; nothing is sent back or taken in twice. Retained \
-            messages are also kept in a JetStream stream, so a host that starts later answers `notify latest` with \
+            of other hosts matching --nats-import are published here (as user nobody, for access rules and \
+            limits), their deliveries naming the origin host (--host-name). $… and user.… topics never cross; \
+            nothing is sent back or taken in twice. Retained messages are also kept in a JetStream stream, so a \
+            host that starts later answers `notify latest` with \
             the fleet's latest. While NATS is unreachable, local traffic goes on and exports wait in a bounded \
             outbox (--nats-outbox-bytes); what does not fit is counted (notify stats) and logged. The [nats] keys: \
             servers, export, import, prefix, host-name, outbox-bytes, stream-replicas; SIGHUP applies them. See the README's \

@@ -11,10 +11,7 @@ import Testing
 struct IdleConnectionStateTests {
     @Test("a subscriber whose requests were all complete holds no receive buffer")
     func noReceiveBufferBetweenRequests() throws {
-        let broker = Broker()
-        let subscriber = try embeddedConnection(to: broker)
-        let handler = try subscriber.pipeline.syncOperations.handler(type: BrokerConnectionHandler.self)
-        _ = try writtenText(subscriber)
+        let (subscriber, handler) = try Self.greetedConnection()
         try subscriber.writeInbound(ByteBuffer(string: "SUB idle.t\n#1 PING\n"))
         let replies = try writtenText(subscriber)
         #expect(replies.hasSuffix("#1 PONG\n"), "\(replies)")
@@ -23,10 +20,7 @@ struct IdleConnectionStateTests {
 
     @Test("the start of a request keeps a copy its size, not the receive buffer it arrived in; once done, nothing")
     func partialRequestIsCopiedOut() throws {
-        let broker = Broker()
-        let subscriber = try embeddedConnection(to: broker)
-        let handler = try subscriber.pipeline.syncOperations.handler(type: BrokerConnectionHandler.self)
-        _ = try writtenText(subscriber)
+        let (subscriber, handler) = try Self.greetedConnection()
         // As NIO reads: into a buffer of the size it guessed (64 KiB after large reads), the bytes at its start.
         var received = subscriber.allocator.buffer(capacity: 64 << 10)
         received.writeString("SUB idle.a\nSUB idle.b\n#1 PI")
@@ -38,5 +32,12 @@ struct IdleConnectionStateTests {
         let replies = try writtenText(subscriber)
         #expect(replies.hasSuffix("#1 PONG\n"), "\(replies)")
         #expect(handler.unread == nil)
+    }
+
+    /// A connection through the daemon's handler, past its greeting.
+    private static func greetedConnection() throws -> (EmbeddedChannel, BrokerConnectionHandler) {
+        let connection = try embeddedConnection(to: Broker())
+        _ = try writtenText(connection)
+        return (connection, try connection.pipeline.syncOperations.handler(type: BrokerConnectionHandler.self))
     }
 }

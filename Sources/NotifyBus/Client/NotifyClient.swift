@@ -138,8 +138,10 @@ public final class NotifyClient: Sendable {
                         added.withLockedValue { $0 = (NIOLoopBound(handler, eventLoop: channel.eventLoop), handler.greetingFuture) }
                     }
                 }
-                .withConnectedSocket(try CloseOnExecSocket.connected(to: path))
+                .withConnectedSocket(try ClientSocket.connect(to: path, nonBlocking: true))
                 .get()
+        } catch let error as NotifyClientError {
+            throw error
         } catch {
             throw NotifyClientError.connecting(to: path, errno: (error as? IOError)?.errnoCode, detail: "\(error)")
         }

@@ -38,20 +38,7 @@ public final class NotifyConnection {
             throw NotifyClientError(.notPermitted, problem)
         }
         self.socketPath = path
-        descriptor = POSIX.unixStreamSocket()
-        guard descriptor >= 0 else {
-            throw NotifyClientError(.unreachable, "cannot create a socket: \(String(cString: strerror(errno)))")
-        }
-        guard let address = try? SocketAddress(unixDomainSocketPath: path) else {
-            close()
-            throw NotifyClientError(.invalidInput, "the socket path \(path) is longer than a Unix socket path may be")
-        }
-        let connected = address.withSockAddr { connect(descriptor, $0, socklen_t($1)) }
-        guard connected == 0 else {
-            let code = errno
-            close()
-            throw NotifyClientError.connecting(to: path, errno: code)
-        }
+        descriptor = try ClientSocket.connect(to: path)
         if let problem = SocketPath.fallbackPeerProblem(path, peerUID: POSIX.peerCredentials(of: descriptor)?.uid) {
             close()
             throw NotifyClientError(.notPermitted, problem)

@@ -108,6 +108,17 @@ package enum POSIX {
         }
     }
 
+    /// Gives the free pages of every heap arena back to the system: glibc's `malloc_trim(0)`, looked up at run time
+    /// (Swift's Glibc module leaves out `<malloc.h>`); nothing under another C library.
+    package static func trimHeap() {
+        _ = mallocTrim?(0)
+    }
+
+    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
+        guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+    }()
+
     @discardableResult
     package static func close(_ descriptor: CInt) -> CInt {
         #if canImport(Glibc)

@@ -1,8 +1,5 @@
 import NIOCore
-
-#if canImport(Glibc)
-import Glibc
-#endif
+import NotifyBus
 
 /// Gives the memory a burst freed back to the system once the daemon has been idle for a while.
 ///
@@ -30,13 +27,6 @@ struct MemoryTrimmer {
         guard !trimmedSinceWork else { return }
         trimmedSinceWork = true
         trims += 1
-        _ = Self.mallocTrim?(0)
+        POSIX.trimHeap()
     }
-
-    /// glibc's `malloc_trim`, looked up at run time: Swift's Glibc module leaves out `<malloc.h>`; nil under another C
-    /// library, where there is nothing to do.
-    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
-        guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
-        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
-    }()
 }
