@@ -251,6 +251,29 @@ struct StateLogTests {
         }
     }
 
+    @Test("sync=never: a message is in the log before any subscriber is sent it, acknowledged or not, retained or not")
+    func loggedBeforeDelivery() throws {
+        let directory = Directory()
+        let harness = BrokerHarness()
+        let (log, contents) = try StateLog.open(directory: directory.path, syncPolicy: .never, maxPayload: 1 << 20)
+        harness.broker.attach(log, restoring: contents)
+        let subscriber = harness.connect()
+        subscriber.send("#1 SUB t.*\n")
+        _ = try subscriber.received()
+        let publisher = harness.connect()
+        let logSize = { try FileManager.default.attributesOfItem(atPath: directory.logPath)[.size] as! Int }
+        var sizeAtDelivery: [Int] = []
+        subscriber.transport.onFlush = { sizeAtDelivery.append((try? logSize()) ?? -1) }
+        // A kill -9 right after a delivery must not let a restart number another message as the one delivered, nor
+        // leave it out of the history a subscriber resumes from.
+        for publish in ["PUB t.history 1 noretain\nx\n", "PUB t.retained 1\ny\n"] {
+            let before = try logSize()
+            publisher.send(publish)
+            #expect(sizeAtDelivery.last.map { $0 > before } == true, "\(publish): the log grew before the delivery left")
+        }
+        #expect(try subscriber.received().count == 2)
+    }
+
     @Test("a batch logs each changed topic once, in its final state")
     func batchLogsFinalState() throws {
         let directory = Directory()

@@ -11,13 +11,10 @@ extension Broker {
     public func flush() {
         settleHistory()
         closeDisconnected()
-        // The log is written after the batch's frames are on their way when nothing waits for it (no acknowledgement
-        // it must back) and it is not synced: then a subscriber of a lone message does not wait for a `write` to
-        // the state log that its delivery never depended on. With sync=always, deliveries follow the fsync, as
-        // acknowledgements do.
-        let commitsAfter = sessionsAwaitingCommit.isEmpty && stateLog?.syncPolicy == .never
-        if !commitsAfter { settleAcknowledgements(committed: commitState()) }
-        defer { if commitsAfter { settleAcknowledgements(committed: commitState()) } }
+        // The log is written before any of the batch's frames leave, even with sync=never and no acknowledgement
+        // waiting: what a subscriber is sent must survive a kill -9 of the daemon, or a restart would number
+        // another message as one it saw, and the history it resumes from would lack one it was sent.
+        settleAcknowledgements(committed: commitState())
         // A transport's flush can make its connection writable again, and what that sets off (held-back requests
         // carried out, a nested flush) writes to sessions of this list: so every span goes out and every mark is
         // cleared before the first transport flush (a session written to from then on is marked again, and its span
