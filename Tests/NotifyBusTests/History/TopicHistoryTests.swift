@@ -72,6 +72,36 @@ struct TopicHistoryTests {
         #expect(history.bytes <= limits.bytes)
     }
 
+    @Test("a full history takes each message without moving the others, in a ring no larger than its limit needs")
+    func ring() {
+        var history = TopicHistory(allocator: ByteBufferAllocator())
+        let limits = HistoryLimits.resumable
+        // Sizes that do not divide the ring, so that frames wrap around its end at every offset.
+        let payload = { (sequence: UInt64) in String(repeating: Character(UnicodeScalar(UInt8(97 + sequence % 26))), count: 900 + Int(sequence % 250)) }
+        var appended = 0
+        for sequence in 1...5_000 as ClosedRange<UInt64> {
+            appended += Self.frame(sequence, payload(sequence)).readableBytes
+            _ = Self.append(sequence, payload(sequence), to: &history, limits)
+        }
+        // Growing to its size copied what it held a few times; taking messages in once full copies nothing.
+        #expect(history.bytesRelocated < 2 * limits.bytes, "relocated \(history.bytesRelocated) bytes for \(appended) appended")
+        #expect(history.capacity <= limits.bytes)
+        var decoder = ServerFrameDecoder()
+        var sequences: [UInt64] = []
+        history.forEach(after: 0) { entry, frame in
+            var input = frame
+            guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input) else {
+                Issue.record("message \(entry.sequence) is not a whole frame")
+                return
+            }
+            #expect(delivery.sequence == entry.sequence)
+            #expect(String(buffer: delivery.payload) == payload(entry.sequence))
+            sequences.append(entry.sequence)
+        }
+        #expect(sequences.count > 32)
+        #expect(sequences == Array((5_001 - UInt64(sequences.count))...5_000))
+    }
+
     @Test("a message over the limit alone empties the history: it stays one unbroken run")
     func oversized() {
         var history = TopicHistory(allocator: ByteBufferAllocator())

@@ -6,8 +6,11 @@ import NIOCore
 ///
 /// Bounded by a count and by bytes of frames (``HistoryLimits``), and trimmed from its oldest end by the broker when the
 /// publisher's budget or the daemon's needs the room (history yields; it never makes a publish fail). The frames are
-/// kept back to back in one buffer, as delivered (`MSG` frames), so that keeping a message costs a copy and no
-/// allocation once the buffer has grown, and replaying one costs a slice.
+/// kept back to back in one ring buffer, as delivered (`MSG` frames), so that keeping a message costs one copy and
+/// no allocation once the ring has grown, and replaying one costs a slice. A ring, because a full history takes a
+/// message for every one it lets go: a buffer that moved what it keeps to its start to make room would copy the whole
+/// history for each message (64 KiB per 1 KiB message with the default limits). A frame may wrap around the ring's
+/// end; only such a frame is copied when read.
 ///
 /// What left it is remembered as a range of sequence numbers and the time of the last one, so that a resume that
 /// asks for more than it holds is told exactly what it misses (by sequence), or that it may have missed it (by
@@ -17,7 +20,7 @@ final class TopicHistory {
     struct Entry {
         let sequence: UInt64
         let time: PublishTime
-        /// Its frame's start in `frames`, counted from the buffer's start.
+        /// Its frame's start in the ring.
         var offset: Int
         let length: Int
         let payloadSize: Int
@@ -27,7 +30,12 @@ final class TopicHistory {
         unowned(unsafe) let owner: UserAccount
     }
 
-    @exclusivity(unchecked) private var frames: ByteBuffer
+    /// The ring: its readable bytes are its whole capacity, so that any frame in it is a slice. What is kept runs
+    /// from the oldest entry's offset, wrapping at the end, for ``bytes``.
+    @exclusivity(unchecked) private var ring: ByteBuffer
+    /// Bytes of frames copied from one ring to another as it grew or shrank: the cost of keeping besides the copy
+    /// in, which tests hold to a small multiple of what was appended.
+    @exclusivity(unchecked) private(set) var bytesRelocated = 0
     @exclusivity(unchecked) private var entries = Deque<Entry>()
     /// Bytes of the frames kept.
     @exclusivity(unchecked) private(set) var bytes = 0
@@ -42,8 +50,11 @@ final class TopicHistory {
     @exclusivity(unchecked) var loggedThrough: UInt64 = 0
 
     init(allocator: ByteBufferAllocator) {
-        frames = allocator.buffer(capacity: 0)
+        ring = allocator.buffer(capacity: 0)
     }
+
+    /// The ring's size in bytes: the memory the history holds for its frames.
+    var capacity: Int { ring.capacity }
 
     var count: Int { entries.count }
     var isEmpty: Bool { entries.isEmpty }
@@ -68,9 +79,11 @@ final class TopicHistory {
             released(removeOldest()!)
         }
         shrinkIfSparse()
-        makeRoom(for: frame.count)
-        let offset = frames.writerIndex
-        frames.writeBytes(frame)
+        if bytes + frame.count > ring.capacity { relocate(capacity: bytes + frame.count) }
+        let offset = entries.last.map { ($0.offset + $0.length) % ring.capacity } ?? 0
+        let first = Swift.min(frame.count, ring.capacity - offset)
+        ring.setBytes(UnsafeRawBufferPointer(rebasing: frame[..<first]), at: offset)
+        if first < frame.count { ring.setBytes(UnsafeRawBufferPointer(rebasing: frame[first...]), at: 0) }
         entries.append(Entry(sequence: sequence, time: time, offset: offset, length: frame.count, payloadSize: payloadSize, owner: owner))
         bytes += frame.count
         payloadBytes += payloadSize
@@ -100,15 +113,27 @@ final class TopicHistory {
         shrinkIfSparse()
     }
 
-    /// Gives back the buffer's memory when it is mostly empty: what a history holds is what the budgets count, so a
-    /// history the budgets emptied must not keep the buffer it had at its peak.
+    /// Gives back the ring's memory when it is mostly empty: what a history holds is what the budgets count, so a
+    /// history the budgets emptied must not keep the ring it had at its peak.
     private func shrinkIfSparse() {
-        guard frames.capacity > 4 * Swift.max(bytes, 4_096) else { return }
-        var smaller = ByteBufferAllocator().buffer(capacity: bytes)
-        let shift = frames.readerIndex
-        smaller.writeImmutableBuffer(frames)
-        frames = smaller
-        for index in entries.indices { entries[index].offset -= shift }
+        guard ring.capacity > 4 * Swift.max(bytes, 4_096) else { return }
+        relocate(capacity: bytes)
+    }
+
+    /// Moves what is kept to the start of a new ring of at least `capacity` bytes (rounded up to a power of two, so
+    /// that a growing history is copied a bounded number of times).
+    private func relocate(capacity: Int) {
+        var larger = ByteBufferAllocator().buffer(capacity: capacity)
+        larger.moveWriterIndex(to: larger.capacity)
+        if let start = entries.first?.offset {
+            let first = Swift.min(bytes, ring.capacity - start)
+            larger.setBuffer(ring.getSlice(at: start, length: first)!, at: 0)
+            if first < bytes { larger.setBuffer(ring.getSlice(at: 0, length: bytes - first)!, at: first) }
+            let oldCapacity = ring.capacity
+            for index in entries.indices { entries[index].offset = (entries[index].offset - start + oldCapacity) % oldCapacity }
+            bytesRelocated += bytes
+        }
+        ring = larger
     }
 
     /// Lets the oldest message go, and returns it.
@@ -118,8 +143,6 @@ final class TopicHistory {
         lastEvicted = (oldest.sequence, oldest.time)
         bytes -= oldest.length
         payloadBytes -= oldest.payloadSize
-        frames.moveReaderIndex(to: entries.first?.offset ?? frames.writerIndex)
-        if entries.isEmpty { frames.clear() }
         return oldest
     }
 
@@ -140,30 +163,21 @@ final class TopicHistory {
         return first.sequence <= sequence && sequence <= last.sequence
     }
 
-    /// Moves the kept frames to the buffer's start when the room they left at its front is what a new frame needs,
-    /// rather than growing the buffer.
-    private func makeRoom(for size: Int) {
-        guard frames.writableBytes < size, frames.readerIndex > 0 else { return }
-        let shift = frames.readerIndex
-        frames.discardReadBytes()
-        for index in entries.indices { entries[index].offset -= shift }
-    }
-
     /// Calls `body` with each message kept whose sequence number is above `sequence`, oldest first, with its frame
-    /// (a slice it must not keep: a later append would copy the buffer).
+    /// (a slice it must not keep: a later append would copy the ring).
     func forEach(after sequence: UInt64, _ body: (Entry, ByteBuffer) -> Void) {
         // From the newest back: a commit asks for the few kept since the last one.
         var start = entries.endIndex
         while start > entries.startIndex, entries[start - 1].sequence > sequence { start -= 1 }
         for entry in entries[start...] {
-            body(entry, frames.getSlice(at: entry.offset, length: entry.length)!)
+            body(entry, frame(of: entry))
         }
     }
 
     /// Calls `body` with each message kept published after `time`, oldest first, with its frame.
     func forEach(after time: PublishTime, _ body: (Entry, ByteBuffer) -> Void) {
         for entry in entries where entry.time > time {
-            body(entry, frames.getSlice(at: entry.offset, length: entry.length)!)
+            body(entry, frame(of: entry))
         }
     }
 
@@ -177,7 +191,17 @@ final class TopicHistory {
     /// The last `count` messages kept (all of them for nil), oldest first.
     func forEach(last count: Int?, _ body: (Entry, ByteBuffer) -> Void) {
         for entry in entries.suffix(count ?? entries.count) {
-            body(entry, frames.getSlice(at: entry.offset, length: entry.length)!)
+            body(entry, frame(of: entry))
         }
+    }
+
+    /// The frame of `entry`: a slice of the ring, or a copy of its two parts when it wraps around the ring's end.
+    private func frame(of entry: Entry) -> ByteBuffer {
+        let first = ring.capacity - entry.offset
+        if entry.length <= first { return ring.getSlice(at: entry.offset, length: entry.length)! }
+        var frame = ByteBufferAllocator().buffer(capacity: entry.length)
+        frame.writeImmutableBuffer(ring.getSlice(at: entry.offset, length: first)!)
+        frame.writeImmutableBuffer(ring.getSlice(at: 0, length: entry.length - first)!)
+        return frame
     }
 }
