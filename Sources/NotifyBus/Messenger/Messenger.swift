@@ -33,7 +33,10 @@ public final class Messenger<Message: Sendable>: Sendable {
     private struct Pending {
         let message: Message
         let sequence: UInt64
-        let excluded: ObjectIdentifier?
+        /// Who sent it (``send(_:from:)``): not handed back to it, and what observers of one sender look for.
+        let sender: ObjectIdentifier?
+        /// The one registration it is for: the latest message, replayed to an observer that starts with it.
+        var target: ObjectIdentifier? = nil
     }
 
     private struct State {
@@ -51,15 +54,27 @@ public final class Messenger<Message: Sendable>: Sendable {
         /// must not pile up. Doubling it after each sweep keeps registering O(1) amortized.
         var sweepOnRegisterAt = 16
         var latest: Message?
+        /// Who sent ``latest``.
+        var latestSender: ObjectIdentifier?
         var buffersLatest: Bool
+        /// Set by ``finish()``: the async sequences end, and new ones end at once.
+        var isFinished = false
     }
 
     private let state: Mutex<State>
+    private let dropped = Atomic<Int>(0)
 
     /// Creates a messenger.
     /// - Parameter buffersLatest: whether the last message sent is kept and readable as ``latest`` (the default).
     public init(buffersLatest: Bool = true) {
         state = Mutex(State(buffersLatest: buffersLatest))
+    }
+
+    /// Creates a messenger that holds a current value from the start: `latest` is `initial` until something is
+    /// sent, and observers that start with the latest (`startingWithLatest`) are handed it at once. The seeds'
+    /// observable value, SwiftObserver's `Var`.
+    public init(latest initial: Message) {
+        state = Mutex(State(latest: initial, buffersLatest: true))
     }
 
     deinit {
@@ -69,17 +84,16 @@ public final class Messenger<Message: Sendable>: Sendable {
 
     // MARK: - Observer objects
 
-    /// Registers `observer`, held weakly, for every message sent from now on.
-    public func add<Observer: MessengerObserver>(_ observer: Observer) where Observer.Message == Message {
-        add(observer, filter: nil)
-    }
-
-    /// Registers `observer`, held weakly, for the messages sent from now on for which `isIncluded` returns true.
+    /// Registers `observer`, held weakly, for the messages sent from now on, those for which `isIncluded` returns
+    /// true when given; with `startingWithLatest`, it is handed ``latest`` first; with `sender`, it gets only the
+    /// messages sent from it (``send(_:from:)``: NotificationCenter's `object:`).
     public func add<Observer: MessengerObserver>(
         _ observer: Observer,
-        where isIncluded: @escaping @Sendable (Message) -> Bool
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        startingWithLatest: Bool = false,
+        from sender: AnyObject? = nil
     ) where Observer.Message == Message {
-        add(observer, filter: isIncluded)
+        add(observer, filter: isIncluded, startingWithLatest: startingWithLatest, sender: sender.map(ObjectIdentifier.init))
     }
 
     /// Registers `observer`, held weakly, for the messages sent from now on that equal `value`.
@@ -87,17 +101,21 @@ public final class Messenger<Message: Sendable>: Sendable {
         _ observer: Observer,
         equalTo value: Message
     ) where Observer.Message == Message, Message: Equatable {
-        add(observer, filter: { $0 == value })
+        add(observer, filter: { $0 == value }, startingWithLatest: false, sender: nil)
     }
 
     private func add<Observer: MessengerObserver>(
         _ observer: Observer,
-        filter: (@Sendable (Message) -> Bool)?
+        filter: (@Sendable (Message) -> Bool)?,
+        startingWithLatest: Bool,
+        sender: ObjectIdentifier?
     ) where Observer.Message == Message {
         register(
             identity: ObjectIdentifier(observer),
             filter: filter,
-            observerExists: { [weak observer] in observer != nil }
+            observerExists: { [weak observer] in observer != nil },
+            startingWithLatest: startingWithLatest,
+            sender: sender
         ) { [weak observer] message in
             guard let observer else { return false }
             observer.receive(message)
@@ -138,18 +156,35 @@ public final class Messenger<Message: Sendable>: Sendable {
 
     // MARK: - Closure observers
 
-    /// Calls `handler` with every message sent from now on, until the returned token is cancelled or deallocated.
-    public func observe(_ handler: @escaping @Sendable (Message) -> Void) -> ObservationToken {
-        observe(filter: nil, handler)
-    }
-
-    /// Calls `handler` with the messages sent from now on for which `isIncluded` returns true, until the returned
-    /// token is cancelled or deallocated.
+    /// Calls `handler` with the messages sent from now on, those for which `isIncluded` returns true when given,
+    /// until the returned token is cancelled or deallocated. With `startingWithLatest`, it is called with
+    /// ``latest`` first (before `observe` returns, unless a delivery is under way); with `sender`, only with the
+    /// messages sent from it (``send(_:from:)``: NotificationCenter's `object:`).
     public func observe(
-        where isIncluded: @escaping @Sendable (Message) -> Bool,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        startingWithLatest: Bool = false,
+        from sender: AnyObject? = nil,
         _ handler: @escaping @Sendable (Message) -> Void
     ) -> ObservationToken {
-        observe(filter: isIncluded, handler)
+        observe(filter: isIncluded, startingWithLatest: startingWithLatest, sender: sender.map(ObjectIdentifier.init), handler)
+    }
+
+    /// The same, with `handler` run on the main actor, for observers on the UI side: each message is handed to
+    /// the main actor in order, and `handler` runs there, one message at a time, after `send` returned. Until the
+    /// main actor takes them, messages wait in a buffer as ``messages(where:startingWithLatest:from:bufferingPolicy:)``
+    /// describes.
+    public func observeOnMainActor(
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        startingWithLatest: Bool = false,
+        from sender: AnyObject? = nil,
+        bufferingPolicy: AsyncStream<Message>.Continuation.BufferingPolicy = .unbounded,
+        _ handler: @escaping @MainActor @Sendable (Message) -> Void
+    ) -> ObservationToken {
+        let stream = messages(where: isIncluded, startingWithLatest: startingWithLatest, from: sender, bufferingPolicy: bufferingPolicy)
+        let task = Task { @MainActor in
+            for await message in stream { handler(message) }
+        }
+        return ObservationToken(onCancel: { task.cancel() })
     }
 
     /// Calls `handler` with the messages sent from now on that equal `value`, until the returned token is cancelled
@@ -158,16 +193,24 @@ public final class Messenger<Message: Sendable>: Sendable {
         equalTo value: Message,
         _ handler: @escaping @Sendable (Message) -> Void
     ) -> ObservationToken where Message: Equatable {
-        observe(filter: { $0 == value }, handler)
+        observe(filter: { $0 == value }, startingWithLatest: false, sender: nil, handler)
     }
 
     private func observe(
         filter: (@Sendable (Message) -> Bool)?,
+        startingWithLatest: Bool,
+        sender: ObjectIdentifier?,
         onMessengerGone: (@Sendable () -> Void)? = nil,
         _ handler: @escaping @Sendable (Message) -> Void
     ) -> ObservationToken {
         let token = ObservationToken()
-        let registration = register(identity: ObjectIdentifier(token), filter: filter, onMessengerGone: onMessengerGone) {
+        let registration = register(
+            identity: ObjectIdentifier(token),
+            filter: filter,
+            onMessengerGone: onMessengerGone,
+            startingWithLatest: startingWithLatest,
+            sender: sender
+        ) {
             handler($0)
             return true
         }
@@ -179,18 +222,19 @@ public final class Messenger<Message: Sendable>: Sendable {
 
     /// Sends `message` to every observer registered now (see "Delivery" above for when it reaches them).
     public func send(_ message: Message) {
-        enqueue(message, excluding: nil)
+        enqueue(message, from: nil)
     }
 
     /// Sends `message` to every observer except `sender` (an observer object or an ``ObservationToken``): the
     /// sender is not notified of its own message.
     public func send(_ message: Message, from sender: AnyObject) {
-        enqueue(message, excluding: ObjectIdentifier(sender))
+        enqueue(message, from: ObjectIdentifier(sender))
     }
 
     // MARK: - Latest message
 
-    /// The last message sent, while ``buffersLatest`` is on; nil before the first send and after ``resetLatest()``.
+    /// The last message sent, while ``buffersLatest`` is on (before the first, the initial value of
+    /// ``init(latest:)``); nil before anything was sent and after ``resetLatest()``.
     public var latest: Message? {
         state.withLock { $0.latest }
     }
@@ -217,23 +261,56 @@ public final class Messenger<Message: Sendable>: Sendable {
     ///
     /// The observer is registered when this property is read, so nothing sent after that is missed. It is removed
     /// when the consuming task is cancelled, or when neither the sequence nor an iterator of it is referenced any
-    /// more. The sequence finishes if the messenger is deallocated.
+    /// more. The sequence finishes when the messenger is deallocated or ``finish()``ed.
+    ///
+    /// Its buffer is unbounded: `send` never waits and never drops, so a consumer slower than the senders holds
+    /// every message it has not taken yet. Bound it with ``messages(where:startingWithLatest:from:bufferingPolicy:)``.
     public var messages: AsyncStream<Message> {
         messages()
     }
 
     /// The messages sent from now on for which `isIncluded` returns true (all when nil), as an asynchronous
-    /// sequence buffered with `bufferingPolicy` while the consumer is busy.
+    /// sequence; with `startingWithLatest`, ``latest`` first; with `sender`, only those sent from it.
+    ///
+    /// While the consumer is busy they wait in a buffer as `bufferingPolicy` says: `.unbounded` (the default, as
+    /// ``messages``), or `.bufferingNewest(n)` / `.bufferingOldest(n)`, which hold at most `n` and drop the oldest
+    /// or the newest past that. `send` never waits for a consumer, so a bounded buffer is where messages are lost;
+    /// ``droppedCount`` counts them, so that what a slow consumer lost can be told.
     public func messages(
         where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        startingWithLatest: Bool = false,
+        from sender: AnyObject? = nil,
         bufferingPolicy: AsyncStream<Message>.Continuation.BufferingPolicy = .unbounded
     ) -> AsyncStream<Message> {
         let (stream, continuation) = AsyncStream.makeStream(of: Message.self, bufferingPolicy: bufferingPolicy)
-        let token = observe(filter: isIncluded, onMessengerGone: { continuation.finish() }) { message in
-            continuation.yield(message)
+        if state.withLock({ $0.isFinished }) {
+            continuation.finish()
+            return stream
+        }
+        let token = observe(
+            filter: isIncluded,
+            startingWithLatest: startingWithLatest,
+            sender: sender.map(ObjectIdentifier.init),
+            onMessengerGone: { continuation.finish() }
+        ) { [weak self] message in
+            if case .dropped = continuation.yield(message) { self?.dropped.add(1, ordering: .relaxed) }
         }
         continuation.onTermination = { _ in token.cancel() }
         return stream
+    }
+
+    /// Messages the bounded buffers of ``messages(where:startingWithLatest:from:bufferingPolicy:)`` dropped, in
+    /// all, since the messenger was made.
+    public var droppedCount: Int { dropped.load(ordering: .relaxed) }
+
+    /// Ends every asynchronous sequence of this messenger (their `for await` loops finish) and makes those asked
+    /// for later end at once; closure and object observers stay, and `send` goes on reaching them.
+    public func finish() {
+        let registrations = state.withLock { state in
+            state.isFinished = true
+            return state.registrations
+        }
+        for registration in registrations { registration.onMessengerGone?() }
     }
 
     // MARK: - Introspection
@@ -252,9 +329,11 @@ public final class Messenger<Message: Sendable>: Sendable {
         filter: (@Sendable (Message) -> Bool)?,
         onMessengerGone: (@Sendable () -> Void)? = nil,
         observerExists: (@Sendable () -> Bool)? = nil,
+        startingWithLatest: Bool = false,
+        sender: ObjectIdentifier? = nil,
         deliver: @escaping @Sendable (Message) -> Bool
     ) -> ObserverRegistration<Message> {
-        state.withLock { state in
+        let (registration, mustDeliver) = state.withLock { state in
             if state.registrations.count >= state.sweepOnRegisterAt {
                 state.registrations.removeAll { !$0.isLive }
                 state.sweepOnRegisterAt = max(16, 2 * state.registrations.count)
@@ -265,11 +344,20 @@ public final class Messenger<Message: Sendable>: Sendable {
                 filter: filter,
                 onMessengerGone: onMessengerGone,
                 observerExists: observerExists,
+                sender: sender,
                 deliver: deliver
             )
             state.registrations.append(registration)
-            return registration
+            // The latest goes through the queue, so that it comes before anything sent after it, to this
+            // registration alone.
+            guard startingWithLatest, let latest = state.latest else { return (registration, false) }
+            state.queue.append(Pending(message: latest, sequence: state.lastSequence, sender: state.latestSender, target: identity))
+            if state.isDelivering { return (registration, false) }
+            state.isDelivering = true
+            return (registration, true)
         }
+        if mustDeliver { deliverQueued() }
+        return registration
     }
 
     private func unregister(_ registration: ObserverRegistration<Message>) {
@@ -279,11 +367,14 @@ public final class Messenger<Message: Sendable>: Sendable {
         }
     }
 
-    private func enqueue(_ message: Message, excluding excluded: ObjectIdentifier?) {
+    private func enqueue(_ message: Message, from sender: ObjectIdentifier?) {
         let mustDeliver = state.withLock { state in
             state.lastSequence += 1
-            if state.buffersLatest { state.latest = message }
-            state.queue.append(Pending(message: message, sequence: state.lastSequence, excluded: excluded))
+            if state.buffersLatest {
+                state.latest = message
+                state.latestSender = sender
+            }
+            state.queue.append(Pending(message: message, sequence: state.lastSequence, sender: sender))
             if state.isDelivering { return false }
             state.isDelivering = true
             return true
@@ -312,7 +403,7 @@ public final class Messenger<Message: Sendable>: Sendable {
             guard let (pending, registrations) = next else { return }
             foundDead = false
             for registration in registrations {
-                if !registration.offer(pending.message, sequence: pending.sequence, excluding: pending.excluded) {
+                if !registration.offer(pending.message, sequence: pending.sequence, from: pending.sender, target: pending.target) {
                     foundDead = true
                 }
             }

@@ -5,13 +5,19 @@ import Synchronization
 /// Returned by ``Messenger/observe(_:)`` and its variants. Hold on to it for as long as you want messages;
 /// a token that is discarded right away stops the observation right away.
 /// A token also names its observer to ``Messenger/send(_:from:)``, so an observer can send without hearing
-/// its own message.
-public final class ObservationToken: Sendable {
+/// its own message. Tokens are equal only to themselves, so that many can be kept in a set (``store(in:)``).
+public final class ObservationToken: Sendable, Hashable {
     private let onCancel = Mutex<(@Sendable () -> Void)?>(nil)
     private let cancelled = Atomic<Bool>(false)
 
     /// A token whose identity names a registration that does not exist yet; ``arm(_:)`` completes it.
     init() {}
+
+    /// A token that runs `cancel` once, when it is cancelled or deallocated: for observations made elsewhere (the
+    /// NotifyCenter library's, over the daemon) to be held like a messenger's.
+    public init(onCancel cancel: @escaping @Sendable () -> Void) {
+        onCancel.withLock { $0 = cancel }
+    }
 
     /// Sets what cancelling does. The messenger registers the observer under this token's identity first, so the
     /// two are made in two steps.
@@ -33,4 +39,13 @@ public final class ObservationToken: Sendable {
     public var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
 
     deinit { cancel() }
+
+    /// Keeps this token in `set`, for as long as the set holds it: `center.observe { … }.store(in: &tokens)`.
+    public func store(in set: inout Set<ObservationToken>) {
+        set.insert(self)
+    }
+
+    public static func == (lhs: ObservationToken, rhs: ObservationToken) -> Bool { lhs === rhs }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }

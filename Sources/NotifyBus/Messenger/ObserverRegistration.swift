@@ -22,6 +22,8 @@ final class ObserverRegistration<Message: Sendable>: Sendable {
     let onMessengerGone: (@Sendable () -> Void)?
     /// Whether a weakly held observer still exists; nil for closure observers, whose tokens unregister themselves.
     let observerExists: (@Sendable () -> Bool)?
+    /// Only messages sent from this sender (``Messenger/send(_:from:)``) are delivered, when set.
+    let sender: ObjectIdentifier?
 
     let state = Atomic<State>(.active)
 
@@ -31,8 +33,10 @@ final class ObserverRegistration<Message: Sendable>: Sendable {
         filter: (@Sendable (Message) -> Bool)?,
         onMessengerGone: (@Sendable () -> Void)? = nil,
         observerExists: (@Sendable () -> Bool)? = nil,
+        sender: ObjectIdentifier? = nil,
         deliver: @escaping @Sendable (Message) -> Bool
     ) {
+        self.sender = sender
         self.identity = identity
         self.addedAfter = addedAfter
         self.filter = filter
@@ -46,10 +50,17 @@ final class ObserverRegistration<Message: Sendable>: Sendable {
     /// Whether the registration can still be called: active, and its observer (if held weakly) not deallocated.
     var isLive: Bool { isActive && observerExists?() != false }
 
-    /// Calls the observer with `message` if the registration is still active and the message is one it wants.
+    /// Calls the observer with `message` if the registration is still active and the message is one it wants:
+    /// sent after it was added (or replayed to it alone: `target`), not by itself, by its sender if it has one.
     /// - Returns: false when the registration turned out to be dead (its weakly held observer is gone).
-    func offer(_ message: Message, sequence: UInt64, excluding excluded: ObjectIdentifier?) -> Bool {
-        guard isActive, sequence > addedAfter, identity != excluded else { return true }
+    func offer(_ message: Message, sequence: UInt64, from sentBy: ObjectIdentifier?, target: ObjectIdentifier?) -> Bool {
+        guard isActive else { return true }
+        if let target {
+            guard target == identity else { return true }
+        } else {
+            guard sequence > addedAfter, identity != sentBy else { return true }
+        }
+        if let sender, sender != sentBy { return true }
         if let filter, !filter(message) { return true }
         if deliver(message) { return true }
         state.store(.removed, ordering: .releasing)

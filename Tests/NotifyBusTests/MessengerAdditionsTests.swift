@@ -1,0 +1,134 @@
+import NotifyBus
+import Synchronization
+import Testing
+
+/// What the in-process `Messenger` gained beside the connected center: a current value, observers of one sender,
+/// tokens kept in a set, main-actor observers, and a bounded, finishable stream.
+@Suite("Messenger: current value, senders, tokens, main actor, streams")
+struct MessengerAdditionsTests {
+    @Test("a current value: latest from the start, handed first to observers that start with it, before what follows")
+    func currentValue() {
+        let level = Messenger<Int>(latest: 5)
+        #expect(level.latest == 5)
+        let received = Recorder<Int>()
+        let token = level.observe(startingWithLatest: true) { received.append($0) }
+        #expect(received.values == [5], "handed at once")
+        level.send(6)
+        #expect(received.values == [5, 6])
+        let plain = Recorder<Int>()
+        let plainToken = level.observe { plain.append($0) }
+        let object = RecordingObserver()
+        level.add(object, startingWithLatest: true)
+        #expect(object.recorder.values == [6])
+        level.send(7)
+        #expect(plain.values == [7], "without startingWithLatest, only what is sent after")
+        #expect(received.values == [5, 6, 7] && object.recorder.values == [6, 7])
+        level.resetLatest()
+        let none = Recorder<Int>()
+        let noneToken = level.observe(startingWithLatest: true) { none.append($0) }
+        #expect(none.values.isEmpty)
+        _ = (token, plainToken, noneToken)
+    }
+
+    @Test("starting with the latest from inside an observer: the latest comes after the message being delivered, before the next")
+    func currentValueWhileDelivering() {
+        let messenger = Messenger<Int>()
+        let late = Recorder<Int>()
+        let tokens = Mutex<[ObservationToken]>([])
+        let first = messenger.observe { message in
+            guard message == 1 else { return }
+            let token = messenger.observe(startingWithLatest: true) { late.append($0) }
+            tokens.withLock { $0.append(token) }
+            messenger.send(2)
+        }
+        messenger.send(1)
+        #expect(late.values == [1, 2])
+        _ = first
+    }
+
+    @Test("observers of one sender get only what it sends (NotificationCenter's object:), its latest included")
+    func oneSender() {
+        let messenger = Messenger<String>()
+        let alice = ObservationToken(onCancel: {})
+        let bob = ObservationToken(onCancel: {})
+        let fromAlice = Recorder<String>()
+        let token = messenger.observe(from: alice) { fromAlice.append($0) }
+        messenger.send("a1", from: alice)
+        messenger.send("b1", from: bob)
+        messenger.send("anonymous")
+        messenger.send("a2", from: alice)
+        #expect(fromAlice.values == ["a1", "a2"])
+        messenger.send("a3", from: alice)
+        let later = Recorder<String>()
+        let laterToken = messenger.observe(startingWithLatest: true, from: alice) { later.append($0) }
+        #expect(later.values == ["a3"])
+        messenger.send("b2", from: bob)
+        let none = Recorder<String>()
+        let noneToken = messenger.observe(startingWithLatest: true, from: alice) { none.append($0) }
+        #expect(none.values.isEmpty, "the latest is bob's")
+        _ = (token, laterToken, noneToken)
+    }
+
+    @Test("tokens are Hashable by identity and live in a set: emptying it stops the observers")
+    func tokensInASet() {
+        let messenger = Messenger<Int>()
+        let received = Recorder<Int>()
+        var tokens = Set<ObservationToken>()
+        messenger.observe { received.append($0) }.store(in: &tokens)
+        messenger.observe { received.append($0 * 10) }.store(in: &tokens)
+        #expect(tokens.count == 2)
+        messenger.send(1)
+        #expect(received.values.sorted() == [1, 10])
+        tokens.removeAll()
+        messenger.send(2)
+        #expect(received.values.count == 2)
+        #expect(messenger.observerCount == 0)
+    }
+
+    @Test("a main-actor observer is called on the main actor, in order")
+    func mainActor() async throws {
+        let messenger = Messenger<Int>()
+        let (done, finished) = AsyncStream.makeStream(of: [Int].self)
+        let seen = Mutex<[Int]>([])
+        let token = messenger.observeOnMainActor { message in
+            MainActor.assertIsolated()
+            let all = seen.withLock { $0.append(message); return $0 }
+            if message == 100 { finished.yield(all) }
+        }
+        for message in 1...100 { messenger.send(message) }
+        var iterator = done.makeAsyncIterator()
+        #expect(await iterator.next() == Array(1...100))
+        token.cancel()
+    }
+
+    @Test("a bounded stream drops past its bound and counts what it dropped; finish() ends every stream, now and later")
+    func boundedAndFinished() async {
+        let messenger = Messenger<Int>()
+        let stream = messenger.messages(bufferingPolicy: .bufferingNewest(3))
+        for message in 1...10 { messenger.send(message) }
+        #expect(messenger.droppedCount == 7)
+        messenger.finish()
+        var taken: [Int] = []
+        for await message in stream { taken.append(message) }
+        #expect(taken == [8, 9, 10], "what it held, then the end")
+        var after: [Int] = []
+        for await message in messenger.messages { after.append(message) }
+        #expect(after.isEmpty, "a stream asked for after finish() ends at once")
+        let observed = Recorder<Int>()
+        let token = messenger.observe { observed.append($0) }
+        messenger.send(11)
+        #expect(observed.values == [11], "closure observers go on")
+        _ = token
+    }
+
+    @Test("the stream can start with the latest")
+    func streamStartingWithLatest() async {
+        let messenger = Messenger<Int>(latest: 1)
+        let stream = messenger.messages(startingWithLatest: true)
+        messenger.send(2)
+        messenger.finish()
+        var taken: [Int] = []
+        for await message in stream { taken.append(message) }
+        #expect(taken == [1, 2])
+    }
+}
