@@ -15,6 +15,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "NotifyBus", targets: ["NotifyBus"]),
+        .library(name: "NotifyCenter", targets: ["NotifyCenter"]),
         .executable(name: "notifyd", targets: ["notifyd"]),
         .executable(name: "notify", targets: ["notify-cli"]),
     ],
@@ -36,6 +37,17 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Typed notifications over NotifyBus's client (issue 19): apart, because it uses Foundation's JSON coders,
+        // which the daemon and `notify` do without.
+        .target(
+            name: "NotifyCenter",
+            dependencies: [
+                "NotifyBus",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strictSettings
@@ -107,6 +119,7 @@ let package = Package(
             name: "notifyd-load",
             dependencies: [
                 "NotifyBus",
+                "NotifyCenter",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -121,6 +134,15 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Fuzz/RequestDecoderFuzzer",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "NotifyCenterTests",
+            dependencies: [
+                "NotifyCenter",
+                "NotifyBus",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -165,6 +187,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "NotifyBus",
+                "NotifyCenter",
                 "NATSClient",
                 "NATSTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -1,0 +1,85 @@
+import NotifyBus
+
+/// A typed subscription: the notifications of one type, decoded, as they come, with messages that did not decode
+/// and notices of drops in their places among them: `for try await event in notifications`.
+///
+/// It holds what the subscription it is made of holds (at most its ``SubscriptionBufferLimits``; the daemon keeps
+/// the rest, see ``NotifyClient/subscribe(to:latestFirst:since:overflow:buffer:)``), and inherits its reconnect and
+/// resume: across a restart of the daemon it goes on after the last notification it delivered.
+public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
+    public typealias Element = NotificationEvent<Message>
+
+    let subscription: NotifySubscription
+    let codec: NotifyCodec<Message>
+    let isIncluded: (@Sendable (Message) -> Bool)?
+    let sender: Sender?
+    let ownPosts: OwnPosts?
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(base: subscription.makeAsyncIterator(), codec: codec, isIncluded: isIncluded, sender: sender, ownPosts: ownPosts)
+    }
+
+    /// Decodes each message, and passes on those selected.
+    public struct Iterator: AsyncIteratorProtocol {
+        var base: NotifySubscription.Iterator
+        let codec: NotifyCodec<Message>
+        let isIncluded: (@Sendable (Message) -> Bool)?
+        let sender: Sender?
+        let ownPosts: OwnPosts?
+
+        public mutating func next() async throws -> NotificationEvent<Message>? {
+            while let event = try await base.next() {
+                switch event {
+                case .dropped(let notice):
+                    return .dropped(notice)
+                case .message(let delivery):
+                    if let sender, !sender.matches(delivery.publisher) { continue }
+                    if let ownPosts, ownPosts.contains(delivery) { continue }
+                    switch Notifications.decode(delivery, with: codec) {
+                    case .success(let received):
+                        if let isIncluded, !isIncluded(received.value) { continue }
+                        return .notification(received)
+                    case .failure(let undecodable):
+                        return .undecodable(undecodable)
+                    }
+                }
+            }
+            return nil
+        }
+    }
+
+    /// How many messages wait for the consumer now, and their bytes (see ``NotifySubscription/buffered``).
+    public var buffered: (events: Int, bytes: Int) { subscription.buffered }
+
+    /// Only the notifications: a message that does not decode ends the sequence with its
+    /// ``UndecodableNotification``, and drop notices are left out, for callers that do not care what was dropped.
+    public var values: some AsyncSequence<Received<Message>, any Error> {
+        compactMap { event throws -> Received<Message>? in
+            switch event {
+            case .notification(let received): return received
+            case .undecodable(let undecodable): throw undecodable
+            case .dropped: return nil
+            }
+        }
+    }
+
+    /// `delivery` as a notification of this type, or why it is not one.
+    static func decode(_ delivery: Delivery, with codec: NotifyCodec<Message>) -> Result<Received<Message>, UndecodableNotification> {
+        do {
+            let value = try codec.decode(delivery.payload)
+            return .success(Received(
+                value: value,
+                topic: delivery.topic,
+                sequence: delivery.sequence,
+                time: delivery.time,
+                publisher: delivery.publisher
+            ))
+        } catch {
+            return .failure(UndecodableNotification(
+                delivery: delivery,
+                expectedType: String(describing: Message.self),
+                reason: "\(codec.name): \(error)"
+            ))
+        }
+    }
+}

@@ -1,0 +1,372 @@
+public import NotifyBus
+import Synchronization
+
+/// A notification center for a whole host, for Swift programs: the in-process ``Messenger`` across processes,
+/// through notifyd, with typed notifications (``NotifyMessage``).
+///
+/// ```swift
+/// let center = try await NotifyCenter.connect()
+/// try await center.post(BackupFinished(host: "db1", bytes: 1 << 30))
+///
+/// // Elsewhere, in another process:
+/// let token = try await center.observe(BackupFinished.self, latestFirst: true) { finished in
+///     print("backup of \(finished.value.host) done, posted by pid \(finished.publisher.pid)")
+/// }
+/// ```
+///
+/// What ``Messenger`` offers, with the same names where the meaning is the same, and where it differs across
+/// processes:
+/// - Observers are closures kept by an ``ObservationToken`` (cancelled when it is deallocated) or objects held
+///   weakly (``add(_:topics:latestFirst:where:from:)``), selected by value, by predicate or by sender.
+/// - Observers of a center are called one at a time, never concurrently, each with its notifications in the order
+///   the daemon numbered them. Unlike a messenger's, an observer receives the notifications the daemon delivers
+///   after its subscription is confirmed, which ``observe(_:topics:latestFirst:where:from:onUndecodable:_:)``
+///   waits for: what is posted after it returns is never missed.
+/// - ``latest(_:topic:)`` is the daemon's buffered message, typed; ``clear(_:topic:)`` forgets it without sending.
+/// - A center does not hear its own posts unless it is made with `receivesOwnPosts`: the daemon leaves them out for
+///   its connection (other centers of the same process are other connections, and hear them).
+/// - ``remove(_:)`` stops an observer's deliveries at once; one already handed to it finishes. There is no
+///   `dispose`: removal costs the same from anywhere.
+///
+/// It is backed by one ``NotifyClient``: its connection, its bounded buffers and the daemon's backpressure, and its
+/// reconnect: across a restart of the daemon each observer goes on after the last notification it received, from
+/// the daemon's history, and is told of nothing twice.
+public final class NotifyCenter: Sendable {
+    /// The connection under the center, for what the typed layer does not offer.
+    public let client: NotifyClient
+
+    private let dispatcher = ObserverDispatcher()
+    private let onUndecodable: @Sendable (UndecodableNotification) -> Void
+    private let onDropped: @Sendable (DropNotice) -> Void
+    /// The observations running: each one's task, and the observer object it was added for, if any.
+    private let observations = ObservationTable()
+    /// What this center posted, to be left out of what its subscriptions resume with; nil when it hears its own.
+    private let ownPosts: OwnPosts?
+
+    /// A center over `client`, which keeps its echo setting: one made with `setEcho(false)` should say so
+    /// (`hearsOwnPosts: false`), so that its own posts are left out also of what a subscription resumes with after
+    /// a reconnect (see ``connect(to:receivesOwnPosts:reconnectWithin:onUndecodable:onDropped:)``).
+    /// - Parameters:
+    ///   - onUndecodable: what is done with a message on an observer's topics that does not decode as its type,
+    ///     unless the observer says otherwise; by default a line on standard error.
+    ///   - onDropped: what is done with the daemon's notice that messages for an observer were dropped (it fell
+    ///     behind, or resumed after more than the history holds); by default a line on standard error.
+    public init(
+        client: NotifyClient,
+        hearsOwnPosts: Bool = true,
+        onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
+        onDropped: (@Sendable (DropNotice) -> Void)? = nil
+    ) {
+        self.client = client
+        ownPosts = hearsOwnPosts ? nil : OwnPosts()
+        self.onUndecodable = onUndecodable ?? { StandardError.write("notifycenter: \($0)") }
+        self.onDropped =
+            onDropped ?? { notice in
+                StandardError.write(
+                    "notifycenter: \(notice.count) messages of \(notice.topic) were dropped for an observer")
+            }
+    }
+
+    /// Connects to the daemon (see ``NotifyClient/connect(to:group:reconnectWithin:)`` for the socket and the
+    /// reconnect).
+    /// - Parameters:
+    ///   - receivesOwnPosts: whether this center's observers hear what it posts itself (no, as with
+    ///     ``Messenger/send(_:from:)``). The daemon leaves them out, and after a reconnect the center leaves out
+    ///     those its subscriptions resume with from the daemon's history: every acknowledged ``post(_:retain:)``
+    ///     of its last 4,096; one sent without acknowledgement (``send(_:retain:)``) may come back then.
+    public static func connect(
+        to socketPath: String? = nil,
+        receivesOwnPosts: Bool = false,
+        reconnectWithin: Duration? = .seconds(30),
+        onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
+        onDropped: (@Sendable (DropNotice) -> Void)? = nil
+    ) async throws -> NotifyCenter {
+        let client = try await NotifyClient.connect(to: socketPath, reconnectWithin: reconnectWithin)
+        if !receivesOwnPosts { try await client.setEcho(false) }
+        return NotifyCenter(client: client, hearsOwnPosts: receivesOwnPosts, onUndecodable: onUndecodable, onDropped: onDropped)
+    }
+
+    // MARK: - Posting
+
+    /// Posts `message` to its topic, buffered as the topic's latest unless `retain` is false, and waits for the
+    /// daemon's acknowledgement.
+    /// - Returns: its number in its topic.
+    @discardableResult
+    public func post<Message: NotifyMessage>(_ message: Message, retain: Bool = true) async throws -> UInt64 {
+        let topic = message.topic
+        let sequence = try await client.publishAcknowledged(Message.codec.encode(message), to: topic, retain: retain)
+        ownPosts?.posted(sequence, to: topic)
+        return sequence
+    }
+
+    /// Posts `message` without waiting for an acknowledgement, as `Messenger.send` does: for a stream of
+    /// notifications where each round trip would cost more than the post. A refusal by the daemon is thrown by a
+    /// later call of ``NotifyClient/flush()`` on ``client``.
+    public func send<Message: NotifyMessage>(_ message: Message, retain: Bool = true) async throws {
+        try await client.publish(Message.codec.encode(message), to: message.topic, retain: retain)
+    }
+
+    // MARK: - Latest
+
+    /// The buffered latest notification of `Message` (of `topic` for a type whose values derive their topics),
+    /// or nil when none is buffered.
+    /// - Throws: ``UndecodableNotification`` when the buffered message is not one of the type.
+    public func latest<Message: NotifyMessage>(_ type: Message.Type, topic: Topic? = nil) async throws -> Received<Message>? {
+        guard let delivery = try await client.latest(topic ?? Message.topic) else { return nil }
+        return try Notifications<Message>.decode(delivery, with: Message.codec).get()
+    }
+
+    /// Forgets the buffered latest notification of `Message` (of `topic`) without sending anything.
+    public func clear<Message: NotifyMessage>(_ type: Message.Type, topic: Topic? = nil) async throws {
+        try await client.clear(topic ?? Message.topic)
+    }
+
+    /// The last `count` notifications (all for nil) that the daemon's history of `Message`'s topic (`topic`) keeps,
+    /// oldest first, each decoded or not.
+    public func history<Message: NotifyMessage>(
+        _ type: Message.Type,
+        topic: Topic? = nil,
+        count: Int? = nil
+    ) async throws -> [Result<Received<Message>, UndecodableNotification>] {
+        try await client.history(of: topic ?? Message.topic, count: count).map {
+            Notifications<Message>.decode($0, with: Message.codec)
+        }
+    }
+
+    // MARK: - Subscribing
+
+    /// The notifications of `Message` posted from now on (on ``NotifyMessage/topics``, or `topics`), decoded, as an
+    /// asynchronous sequence; with `latestFirst`, each topic's buffered one comes first; with `since`, what each
+    /// topic's history holds after that point. `isIncluded` and `sender` select which are passed on.
+    public func notifications<Message: NotifyMessage>(
+        of type: Message.Type,
+        topics: TopicPattern? = nil,
+        latestFirst: Bool = false,
+        since: ResumePoint? = nil,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        from sender: Sender? = nil,
+        buffer: SubscriptionBufferLimits = .default
+    ) async throws -> Notifications<Message> {
+        let subscription = try await client.subscribe(
+            to: [topics ?? Message.topics],
+            latestFirst: latestFirst,
+            since: since,
+            buffer: buffer
+        )
+        return Notifications(
+            subscription: subscription,
+            codec: Message.codec,
+            isIncluded: isIncluded,
+            sender: sender,
+            ownPosts: ownPosts
+        )
+    }
+
+    // MARK: - Observers
+
+    /// Calls `handler` with each notification of `Message` from now on (with `latestFirst`, each topic's buffered
+    /// one first), selected by `isIncluded` and `sender`, until the returned token is cancelled or deallocated.
+    /// Returns once the daemon confirmed the subscription.
+    public func observe<Message: NotifyMessage>(
+        _ type: Message.Type,
+        topics: TopicPattern? = nil,
+        latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        from sender: Sender? = nil,
+        onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
+        _ handler: @escaping @Sendable (Received<Message>) -> Void
+    ) async throws -> ObservationToken {
+        let notifications = try await self.notifications(
+            of: type, topics: topics, latestFirst: latestFirst, where: isIncluded, from: sender)
+        let dispatcher = self.dispatcher
+        let id = start(notifications, for: nil, onUndecodable: onUndecodable) { received in
+            await dispatcher.run {
+                // Stopped while it waited for its turn: nothing is handed out after `remove` or `cancel`.
+                guard !Task.isCancelled else { return false }
+                handler(received)
+                return true
+            }
+        }
+        return token(for: id)
+    }
+
+    /// The same, for the notifications equal to `value`.
+    public func observe<Message: NotifyMessage & Equatable>(
+        _ type: Message.Type,
+        equalTo value: Message,
+        topics: TopicPattern? = nil,
+        latestFirst: Bool = false,
+        from sender: Sender? = nil,
+        _ handler: @escaping @Sendable (Received<Message>) -> Void
+    ) async throws -> ObservationToken {
+        try await observe(
+            type, topics: topics, latestFirst: latestFirst, where: { $0 == value }, from: sender, handler)
+    }
+
+    /// The same, with `handler` run on the main actor, for observers on the UI side. Main-actor observers are
+    /// called one at a time as the main actor runs them, each with its notifications in order; they are not
+    /// ordered with the center's other observers.
+    public func observeOnMainActor<Message: NotifyMessage>(
+        _ type: Message.Type,
+        topics: TopicPattern? = nil,
+        latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        from sender: Sender? = nil,
+        _ handler: @escaping @MainActor @Sendable (Received<Message>) -> Void
+    ) async throws -> ObservationToken {
+        let notifications = try await self.notifications(
+            of: type, topics: topics, latestFirst: latestFirst, where: isIncluded, from: sender)
+        let id = start(notifications, for: nil, onUndecodable: nil) { received in
+            await MainActor.run {
+                guard !Task.isCancelled else { return false }
+                handler(received)
+                return true
+            }
+        }
+        return token(for: id)
+    }
+
+    /// Registers `observer`, held weakly, for the notifications of its message type from now on (with
+    /// `latestFirst`, each topic's buffered one first), selected by `isIncluded` and `sender`, until it is
+    /// deallocated or ``remove(_:)``d. Returns once the daemon confirmed the subscription.
+    public func add<Observer: MessengerObserver>(
+        _ observer: Observer,
+        topics: TopicPattern? = nil,
+        latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Observer.Message) -> Bool)? = nil,
+        from sender: Sender? = nil
+    ) async throws where Observer.Message: NotifyMessage {
+        let notifications = try await self.notifications(
+            of: Observer.Message.self,
+            topics: topics,
+            latestFirst: latestFirst,
+            where: isIncluded,
+            from: sender
+        )
+        let dispatcher = self.dispatcher
+        start(notifications, for: ObjectIdentifier(observer), onUndecodable: nil) { [weak observer] received in
+            guard let observer else { return false }
+            return await dispatcher.run {
+                guard !Task.isCancelled else { return false }
+                observer.receive(received.value)
+                return true
+            }
+        }
+    }
+
+    /// Stops every observation of `observer` (an object added, or a token), at once.
+    /// - Returns: whether it had any.
+    @discardableResult
+    public func remove(_ observer: AnyObject) -> Bool {
+        if let token = observer as? ObservationToken {
+            let had = !token.isCancelled
+            token.cancel()
+            return had
+        }
+        let identity = ObjectIdentifier(observer)
+        let stopped = observations.state.withLock { observations in
+            let ids = observations.running.filter { $0.value.observer == identity }.map(\.key)
+            return ids.compactMap { observations.running.removeValue(forKey: $0)?.task }
+        }
+        for task in stopped { task.cancel() }
+        return !stopped.isEmpty
+    }
+
+    /// How many observations run now (a weakly held observer that was deallocated counts until its next
+    /// notification would have come).
+    public var observerCount: Int {
+        observations.state.withLock { $0.running.count }
+    }
+
+    /// Stops every observer and closes the connection.
+    public func close() async {
+        let all = observations.state.withLock { observations in
+            defer { observations.running.removeAll() }
+            return observations.running.values.map(\.task)
+        }
+        for task in all { task.cancel() }
+        await client.close()
+    }
+
+    // MARK: - Delivery
+
+    /// Starts the observation of `notifications`: each is handed to `deliver`, which returns false once its
+    /// observer is gone or the observation was stopped, and the observation ends; what did not decode and notices of drops go to the handlers for
+    /// them. Nothing is handed out after the observation is stopped.
+    @discardableResult
+    private func start<Message: NotifyMessage>(
+        _ notifications: Notifications<Message>,
+        for observer: ObjectIdentifier?,
+        onUndecodable: (@Sendable (UndecodableNotification) -> Void)?,
+        _ deliver: @escaping @Sendable (Received<Message>) async -> Bool
+    ) -> UInt64 {
+        let dispatcher = self.dispatcher
+        let onUndecodable = onUndecodable ?? self.onUndecodable
+        let onDropped = self.onDropped
+        let observations = self.observations
+        let id = observations.state.withLock { state in
+            state.next += 1
+            return state.next
+        }
+        let task = Task {
+            defer { observations.ended(id) }
+            do {
+                for try await event in notifications {
+                    guard !Task.isCancelled else { return }
+                    switch event {
+                    case .notification(let received):
+                        guard await deliver(received) else { return }
+                    case .undecodable(let undecodable):
+                        await dispatcher.run { onUndecodable(undecodable) }
+                    case .dropped(let notice):
+                        await dispatcher.run { onDropped(notice) }
+                    }
+                }
+            } catch {
+                // The connection is gone for good (a client that does not reconnect, or closed): nothing more comes.
+            }
+        }
+        observations.started(id, task, for: observer)
+        return id
+    }
+
+    /// A token that stops observation `id`.
+    private func token(for id: UInt64) -> ObservationToken {
+        let observations = self.observations
+        return ObservationToken(onCancel: {
+            observations.state.withLock { $0.running.removeValue(forKey: id) }?.task.cancel()
+        })
+    }
+}
+
+/// A center's observations, by number: each one's task, and the observer object it was added for, if any.
+final class ObservationTable: Sendable {
+    struct State {
+        var next: UInt64 = 0
+        var running: [UInt64: (task: Task<Void, Never>, observer: ObjectIdentifier?)] = [:]
+        /// Observations whose task ended before it was entered (at once, when the center was closed meanwhile).
+        var endedEarly: Set<UInt64> = []
+    }
+
+    let state = Mutex(State())
+
+    func started(_ id: UInt64, _ task: Task<Void, Never>, for observer: ObjectIdentifier?) {
+        state.withLock { state in
+            if state.endedEarly.remove(id) == nil { state.running[id] = (task, observer) }
+        }
+    }
+
+    func ended(_ id: UInt64) {
+        state.withLock { state in
+            if state.running.removeValue(forKey: id) == nil { state.endedEarly.insert(id) }
+        }
+    }
+}
+
+/// Runs observers one at a time: the center's observers each consume their own subscription, and hand each
+/// notification here.
+actor ObserverDispatcher {
+    func run<Result: Sendable>(_ body: @Sendable () -> Result) -> Result {
+        body()
+    }
+}

@@ -1,0 +1,38 @@
+internal import DequeModule
+import NotifyBus
+import Synchronization
+
+/// The latest notifications a center posted itself, by topic and number, for a center that does not hear its own
+/// posts.
+///
+/// The daemon leaves a connection's own messages out of what it delivers to it (`OPT noecho`), but when the
+/// connection is lost and a subscription resumes from the daemon's history on a new one, the history holds them like
+/// any other message, and the new connection has no way to tell them from another's: the center leaves them out
+/// itself. Only acknowledged posts are known by number (``NotifyCenter/post(_:retain:)``); one sent without
+/// (``NotifyCenter/send(_:retain:)``) may come back after a reconnect. Bounded: the last ``capacity`` posts, more
+/// than a history holds of a topic by default (64).
+final class OwnPosts: Sendable {
+    struct Post: Hashable {
+        let topic: Topic
+        let sequence: UInt64
+    }
+
+    static let capacity = 4_096
+
+    private let state = Mutex<(order: Deque<Post>, members: Set<Post>)>(([], []))
+
+    func posted(_ sequence: UInt64, to topic: Topic) {
+        let post = Post(topic: topic, sequence: sequence)
+        state.withLock { state in
+            guard state.members.insert(post).inserted else { return }
+            state.order.append(post)
+            if state.order.count > OwnPosts.capacity, let oldest = state.order.popFirst() { state.members.remove(oldest) }
+        }
+    }
+
+    func contains(_ delivery: Delivery) -> Bool {
+        // Another host's messages are never this center's.
+        guard delivery.publisher.host == nil else { return false }
+        return state.withLock { $0.members.contains(Post(topic: delivery.topic, sequence: delivery.sequence)) }
+    }
+}

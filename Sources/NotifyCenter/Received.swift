@@ -1,0 +1,96 @@
+import NIOCore
+public import NotifyBus
+
+/// A notification as it arrived: its value, and where it came from.
+public struct Received<Message: Sendable>: Sendable {
+    /// The value, decoded.
+    public var value: Message
+    /// The topic it was posted to.
+    public var topic: Topic
+    /// Its number in its topic, as the daemon counts (see PROTOCOL.md).
+    public var sequence: UInt64
+    /// When the daemon took it.
+    public var time: PublishTime
+    /// Who posted it: uid, pid, systemd unit, and the host for a message of another host (federation).
+    public var publisher: Publisher
+
+    /// Creates one; the center makes them from deliveries.
+    public init(value: Message, topic: Topic, sequence: UInt64, time: PublishTime, publisher: Publisher) {
+        self.value = value
+        self.topic = topic
+        self.sequence = sequence
+        self.time = time
+        self.publisher = publisher
+    }
+
+    /// The host it was posted on, when that is another host than this one.
+    public var host: String? { publisher.host }
+}
+
+extension Received: Equatable where Message: Equatable {}
+
+/// A message on a typed subscription's topics that is not a value of its type: surfaced, never skipped, so that a
+/// publisher of a newer or broken format is noticed.
+public struct UndecodableNotification: Error, Sendable, CustomStringConvertible {
+    /// The message as delivered.
+    public var delivery: Delivery
+    /// The type it was to be decoded as.
+    public var expectedType: String
+    /// What the codec said.
+    public var reason: String
+
+    public init(delivery: Delivery, expectedType: String, reason: String) {
+        self.delivery = delivery
+        self.expectedType = expectedType
+        self.reason = reason
+    }
+
+    public var description: String {
+        "message \(delivery.sequence) of \(delivery.topic) (\(delivery.payload.readableBytes) bytes, from uid \(delivery.publisher.uid)"
+            + " pid \(delivery.publisher.pid)) is not a \(expectedType): \(reason)"
+    }
+}
+
+/// What a typed subscription receives.
+public enum NotificationEvent<Message: Sendable>: Sendable {
+    /// A notification of the type, decoded.
+    case notification(Received<Message>)
+    /// A message on its topics that did not decode as the type.
+    case undecodable(UndecodableNotification)
+    /// Messages dropped for this subscriber, or no longer in the history it resumed from (see ``DropNotice``).
+    case dropped(DropNotice)
+}
+
+/// Whose notifications an observer wants: NotificationCenter's `object:` across processes. Each field left nil
+/// matches anyone.
+public struct Sender: Sendable, Hashable {
+    public var uid: UInt32?
+    public var pid: Int32?
+    /// The systemd unit, as the daemon read it from the publisher's cgroup.
+    public var unit: String?
+    /// The host, for messages of other hosts; see ``isLocal``.
+    public var host: String?
+    /// Only this host's publishers (true), only other hosts' (false), or either (nil).
+    public var isLocal: Bool?
+
+    public init(uid: UInt32? = nil, pid: Int32? = nil, unit: String? = nil, host: String? = nil, isLocal: Bool? = nil) {
+        self.uid = uid
+        self.pid = pid
+        self.unit = unit
+        self.host = host
+        self.isLocal = isLocal
+    }
+
+    /// The posts of systemd unit `name` (`backup.service`).
+    public static func unit(_ name: String) -> Sender { Sender(unit: name) }
+
+    /// Whether `publisher` is this sender.
+    public func matches(_ publisher: Publisher) -> Bool {
+        if let uid, publisher.uid != uid { return false }
+        if let pid, publisher.pid != pid { return false }
+        if let unit, publisher.unit != unit { return false }
+        if let host, publisher.host != host { return false }
+        if let isLocal, (publisher.host == nil) != isLocal { return false }
+        return true
+    }
+}

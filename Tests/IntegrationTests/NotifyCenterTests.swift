@@ -1,0 +1,153 @@
+import Foundation
+import NotifyBus
+import NotifyCenter
+import Synchronization
+import Testing
+
+/// A typed notification, as a Swift service would declare it.
+private struct BackupFinished: NotifyMessage, Codable, Equatable {
+    static let topic = Topic.literal("center.backup.finished")
+    var host: String
+    var number: Int
+    var at: Date
+}
+
+/// What observers were handed, and a tick for each, to wait on with a deadline.
+private final class Recorder<Value: Sendable>: Sendable {
+    private let values = Mutex<[Value]>([])
+    private let ticks: AsyncStream<Void>
+    private let tick: AsyncStream<Void>.Continuation
+    /// Observers running now, and the most that ever ran at once.
+    private let running = Mutex((now: 0, most: 0))
+
+    init() {
+        (ticks, tick) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    func record(_ value: Value) {
+        running.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+        values.withLock { $0.append(value) }
+        running.withLock { $0.now -= 1 }
+        tick.yield()
+    }
+
+    var all: [Value] { values.withLock { $0 } }
+    var mostAtOnce: Int { running.withLock { $0.most } }
+
+    func wait(_ what: String, until done: @escaping @Sendable ([Value]) -> Bool) async throws {
+        try await withDeadline(.seconds(60), waitingFor: what) {
+            if done(self.all) { return }
+            for await _ in self.ticks where done(self.all) { return }
+        }
+    }
+}
+
+/// The observer object of the Observer pattern, held weakly by the center.
+private final class BackupWatcher: MessengerObserver, Sendable {
+    let recorder: Recorder<Int>
+    init(_ recorder: Recorder<Int>) { self.recorder = recorder }
+    func receive(_ message: BackupFinished) { recorder.record(message.number) }
+}
+
+/// `NotifyCenter` against the real daemon: typed notifications between processes' centers and the shell.
+@Suite("Typed notifications through a real notifyd")
+struct NotifyCenterTests {
+    fileprivate static func backup(_ number: Int) -> BackupFinished {
+        BackupFinished(host: "db1", number: number, at: Date(timeIntervalSince1970: TimeInterval(1_795_600_800 + number)))
+    }
+
+    @Test("two centers exchange typed notifications, latest first, across a daemon restart, with observers added and removed while they flow, one at a time, and no echo")
+    func exchange() async throws {
+        let directory = try TemporaryDirectory()
+        var daemon = try await TestDaemon.start(in: directory)
+        let poster = try await NotifyCenter.connect(to: daemon.socketPath)
+        let follower = try await NotifyCenter.connect(to: daemon.socketPath)
+        try await poster.post(Self.backup(1))
+
+        // Latest first: the buffered one, then live ones.
+        let followed = Recorder<Int>()
+        let token = try await follower.observe(BackupFinished.self, latestFirst: true) { followed.record($0.value.number) }
+        try await followed.wait("the latest first") { $0 == [1] }
+        let watched = Recorder<Int>()
+        let watcher = BackupWatcher(watched)
+        try await follower.add(watcher)
+        let own = Recorder<Int>()
+        let ownToken = try await poster.observe(BackupFinished.self) { own.record($0.value.number) }
+
+        for number in 2...20 { try await poster.post(Self.backup(number)) }
+        try await watched.wait("the observer object to have 2…20") { $0.last == 20 }
+        // Changes while messages flow: the object goes, a token observer comes.
+        let posting = Task { for number in 21...40 { try await poster.post(Self.backup(number)) } }
+        #expect(follower.remove(watcher))
+        let late = Recorder<Int>()
+        let lateToken = try await follower.observe(BackupFinished.self) { late.record($0.value.number) }
+        try await posting.value
+        try await followed.wait("2…40 before the restart") { $0.last == 40 }
+
+        #expect(try await daemon.stop() == 0)
+        daemon = try await TestDaemon.start(in: directory)
+        // The poster connects again by itself; the follower's observers resume after what they had.
+        for number in 41...60 { try await poster.post(Self.backup(number)) }
+        try await followed.wait("all 60") { $0.last == 60 }
+        try await late.wait("the late observer to reach 60") { $0.last == 60 }
+
+        #expect(followed.all == Array(1...60), "each once, in order, across the restart")
+        let watchedAll = watched.all
+        #expect(watchedAll == Array(2...(watchedAll.last ?? 0)) && (watchedAll.last ?? 0) < 41, "removed: nothing after, \(watchedAll)")
+        let lateAll = late.all
+        #expect(lateAll == Array((lateAll.first ?? 0)...60) && (lateAll.first ?? 0) > 20, "from when it was added: \(lateAll)")
+        #expect(followed.mostAtOnce == 1 && watched.mostAtOnce == 1 && late.mostAtOnce == 1)
+
+        // No echo: the poster's observer hears another center's post, and none of its own before it.
+        try await follower.post(Self.backup(1_000))
+        try await own.wait("the poster to hear the follower") { $0.contains(1_000) }
+        #expect(own.all == [1_000])
+        let latest = try await follower.latest(BackupFinished.self)
+        #expect(latest?.value == Self.backup(1_000) && latest?.publisher.pid == getpid())
+        try await follower.clear(BackupFinished.self)
+        #expect(try await poster.latest(BackupFinished.self) == nil)
+
+        token.cancel()
+        lateToken.cancel()
+        ownToken.cancel()
+        await poster.close()
+        await follower.close()
+        try await daemon.stop()
+    }
+
+    @Test("notify send's JSON is a typed value, a message that is not one is surfaced, and a typed post reads in notify subscribe --format json")
+    func shell() async throws {
+        let daemon = try await TestDaemon.start()
+        let undecodable = Recorder<UndecodableNotification>()
+        let center = try await NotifyCenter.connect(to: daemon.socketPath, onUndecodable: { undecodable.record($0) })
+        let received = Recorder<Received<BackupFinished>>()
+        let token = try await center.observe(BackupFinished.self) { received.record($0) }
+
+        let sent = try await daemon.notify(["send", BackupFinished.topic.name, #"{"host": "sh", "number": 3, "at": "2026-11-25T10:00:00Z"}"#])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        try await received.wait("the script's message") { $0.count == 1 }
+        let fromScript = try #require(received.all.first)
+        #expect(fromScript.value == BackupFinished(host: "sh", number: 3, at: Date(timeIntervalSince1970: 1_795_600_800)))
+        #expect(fromScript.publisher.pid != getpid() && fromScript.publisher.uid == getuid())
+
+        _ = try await daemon.notify(["send", BackupFinished.topic.name, "backup done"])
+        try await undecodable.wait("the message that is not JSON") { $0.count == 1 }
+        #expect(undecodable.all.first?.delivery.text == "backup done")
+        #expect(undecodable.all.first?.expectedType == "BackupFinished")
+
+        let sequence = try await center.post(Self.backup(4))
+        let read = try await daemon.notify(["subscribe", BackupFinished.topic.name, "--since", "\(sequence - 1)", "--count", "1", "--format", "json"])
+        #expect(read.status == 0, "\(read.stderr)")
+        let line = try JSONSerialization.jsonObject(with: Data(read.output.utf8)) as? [String: Any]
+        #expect(line?["seq"] as? Int == Int(sequence))
+        let payload = try #require(line?["payload"] as? String)
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        #expect(try decoder.decode(BackupFinished.self, from: Data(payload.utf8)) == Self.backup(4))
+        #expect(received.all.count == 1, "a center does not hear its own post")
+
+        token.cancel()
+        await center.close()
+        try await daemon.stop()
+    }
+}
