@@ -12,6 +12,21 @@ private struct BackupFinished: NotifyMessage, Codable, Equatable {
     var at: Date
 }
 
+/// A family of topics, one per host: the daemon buffers the latest of each.
+private struct DiskUsage: NotifyMessage, Codable, Equatable {
+    static let topic = Topic.literal("center.disk")
+    static var topics: TopicPattern { .descendants(of: topic) }
+    var topic: Topic { Self.topic.appending(host) }
+    var host: String
+    var percent: Int
+}
+
+/// A value compared by observers that select with `equalTo:`.
+private struct Alarm: NotifyMessage, Codable, Equatable {
+    static let topic = Topic.literal("center.alarm")
+    var level: String
+}
+
 /// What observers were handed, and a tick for each, to wait on with a deadline.
 private final class Recorder<Value: Sendable>: Sendable {
     private let values = Mutex<[Value]>([])
@@ -150,4 +165,84 @@ struct NotifyCenterTests {
         await center.close()
         try await daemon.stop()
     }
+
+    @Test("a family of topics keeps the latest of each; observers select by predicate, value and sender; one on the main actor runs there; an observer object that dies is dropped")
+    func selection() async throws {
+        let daemon = try await TestDaemon.start()
+        let poster = try await NotifyCenter.connect(to: daemon.socketPath)
+        let follower = try await NotifyCenter.connect(to: daemon.socketPath)
+
+        // One topic per host, the latest of each buffered; a host name with dots is one token.
+        try await poster.post(DiskUsage(host: "db1.example.org", percent: 10))
+        try await poster.post(DiskUsage(host: "db2", percent: 20))
+        try await poster.post(DiskUsage(host: "db1.example.org", percent: 11))
+        let db1 = try await follower.latest(DiskUsage.self, topic: DiskUsage.topic.appending("db1.example.org"))
+        #expect(db1?.value == DiskUsage(host: "db1.example.org", percent: 11))
+        #expect(db1?.topic.name == "center.disk.db1_example_org")
+        var latestOfEach: [String: Int] = [:]
+        for try await event in try await follower.notifications(of: DiskUsage.self, latestFirst: true) {
+            guard case .notification(let usage) = event else { continue }
+            latestOfEach[usage.value.host] = usage.value.percent
+            if latestOfEach.count == 2 { break }
+        }
+        #expect(latestOfEach == ["db1.example.org": 11, "db2": 20])
+
+        // By predicate, by value, by sender, on the main actor.
+        let high = Recorder<Int>()
+        let highToken = try await follower.observe(DiskUsage.self, where: { $0.percent > 50 }) { high.record($0.value.percent) }
+        let critical = Recorder<String>()
+        let criticalToken = try await follower.observe(Alarm.self, equalTo: Alarm(level: "critical")) { critical.record($0.value.level) }
+        let fromPoster = Recorder<String>()
+        let posterToken = try await follower.observe(Alarm.self, from: Sender(uid: getuid(), pid: getpid())) { fromPoster.record($0.value.level) }
+        let all = Recorder<String>()
+        let allToken = try await follower.observe(Alarm.self) { all.record($0.value.level) }
+        let onMain = Recorder<Int>()
+        let mainToken = try await follower.observeOnMainActor(DiskUsage.self) { usage in
+            MainActor.assertIsolated()
+            onMain.record(usage.value.percent)
+        }
+
+        for percent in [40, 60, 90] { try await poster.post(DiskUsage(host: "db3", percent: percent)) }
+        let shell = try await daemon.notify(["send", Alarm.topic.name, #"{"level":"critical"}"#])
+        #expect(shell.status == 0, "\(shell.stderr)")
+        for level in ["info", "critical", "info"] { try await poster.post(Alarm(level: level)) }
+        try await high.wait("the two over 50") { $0.count == 2 }
+        try await all.wait("all four alarms") { $0.count == 4 }
+        try await onMain.wait("the main-actor observer") { $0.count == 3 }
+        #expect(high.all == [60, 90])
+        #expect(onMain.all == [40, 60, 90])
+        try await critical.wait("the two critical alarms") { $0.count == 2 }
+        try await fromPoster.wait("the poster's three alarms") { $0.count == 3 }
+        #expect(critical.all == ["critical", "critical"])
+        #expect(all.all == ["critical", "info", "critical", "info"])
+        #expect(fromPoster.all == ["info", "critical", "info"], "the shell's alarm came first and is not the poster's")
+
+        // An observer object held weakly: once it is gone, its observation ends with the next notification.
+        let before = follower.observerCount
+        let watched = Recorder<Int>()
+        var watcher: UsageWatcher? = UsageWatcher(watched)
+        try await follower.add(watcher!)
+        #expect(follower.observerCount == before + 1)
+        try await poster.post(DiskUsage(host: "db4", percent: 1))
+        try await watched.wait("the observer object") { $0 == [1] }
+        watcher = nil
+        try await poster.post(DiskUsage(host: "db4", percent: 2))
+        try await withDeadline(.seconds(60), waitingFor: "the dead observer's observation to end") {
+            while follower.observerCount > before { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        #expect(watched.all == [1])
+        _ = watcher
+
+        for token in [highToken, criticalToken, posterToken, allToken, mainToken] { token.cancel() }
+        await poster.close()
+        await follower.close()
+        try await daemon.stop()
+    }
+}
+
+/// An observer object of disk usage, held weakly by the center.
+private final class UsageWatcher: MessengerObserver, Sendable {
+    let recorder: Recorder<Int>
+    init(_ recorder: Recorder<Int>) { self.recorder = recorder }
+    func receive(_ message: DiskUsage) { recorder.record(message.percent) }
 }

@@ -29,6 +29,12 @@ final class ClientChannelHandler: ChannelInboundHandler {
         /// While `replaysPending`, the newest message handed to it per topic, to tell a buffered message it already
         /// has (see ``ClientChannelHandler/isRepeat(_:for:)``); emptied once the last reply is in.
         var newest: [Topic: (sequence: UInt64, time: PublishTime)] = [:]
+        /// Its patterns whose `SUB … since=` replay is still coming, with how many. A live message of a topic they
+        /// match was published before the daemon took that `SUB`, so the replay brings it (or a `DROP` tells of it),
+        /// in order: the live copy is left out. (Handed on, it would come before older messages of the replay, which
+        /// would then look like repeats and be lost.) It arrives live at all when another subscription of the
+        /// connection already holds the pattern.
+        var historyReplays: [TopicPattern: Int] = [:]
         /// What it did not keep while at its hard limit, to be announced once it has room.
         var localDrops = DropTally()
         /// For a subscription of a client that reconnects: what it needs to resume on the next connection.
@@ -87,6 +93,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// The local subscription each `SUB … latest` still waiting for its `OK` was sent for, by request id: the
     /// buffered messages it brings (`LAST` frames with that id) are for that subscription alone.
     private var replayTargets: [UInt64: UInt64] = [:]
+    /// The pattern of each `SUB … since=` not answered yet, by request id (see ``LocalSubscription/historyReplays``).
+    private var historyReplayPatterns: [UInt64: TopicPattern] = [:]
     /// The subscriptions over their high-water marks whose consumers have not caught up yet.
     private var fullSubscriptions: Set<UInt64> = []
     /// Whether the daemon understands `OPT pause` (protocol 2 and later).
@@ -135,6 +143,10 @@ final class ClientChannelHandler: ChannelInboundHandler {
         if let subscription {
             replayTargets[id] = subscription
             subscriptions[subscription]?.replaysPending += 1
+            if case .subscribe(let pattern, let options) = command, options.since != nil {
+                historyReplayPatterns[id] = pattern
+                subscriptions[subscription]?.historyReplays[pattern, default: 0] += 1
+            }
         }
         var buffer = context.channel.allocator.buffer(capacity: 64 + command.payloadSize)
         buffer.writeRequest(Request(id: id, command))
@@ -209,6 +221,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         subscription.resume!.connectedAt = connectedAt
         subscription.replaysPending = 0
         subscription.newest = [:]
+        subscription.historyReplays = [:]
         if subscription.resume!.route.isEnded {
             subscription.continuation.finish()
             return nil
@@ -348,6 +361,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         var seen: Set<UInt64> = []
         routes.forEachMatch(of: topic) { id in
             guard seen.insert(id).inserted else { return }
+            if case .message = event, awaitsHistory(of: topic, id) { return }
             if case .message(let delivery) = event, isRepeat(delivery, for: id) { return }
             hand(event, to: id)
         }
@@ -418,8 +432,18 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// in. Once a subscription has all of its replies, nothing can repeat any more, and it stops keeping count.
     private func replaysAnswered(_ id: UInt64) {
         guard let subscription = replayTargets.removeValue(forKey: id) else { return }
+        if let pattern = historyReplayPatterns.removeValue(forKey: id), let count = subscriptions[subscription]?.historyReplays[pattern] {
+            subscriptions[subscription]!.historyReplays[pattern] = count > 1 ? count - 1 : nil
+        }
         subscriptions[subscription]?.replaysPending -= 1
         if subscriptions[subscription]?.replaysPending == 0 { subscriptions[subscription]?.newest = [:] }
+    }
+
+    /// Whether a history replay still coming to subscription `id` brings the messages of `topic` (see
+    /// ``LocalSubscription/historyReplays``).
+    private func awaitsHistory(of topic: Topic, _ id: UInt64) -> Bool {
+        guard let pending = subscriptions[id]?.historyReplays, !pending.isEmpty else { return false }
+        return pending.keys.contains { $0.matches(topic) }
     }
 
     /// Whether subscription `id`, while buffered messages may still come to it, already has `delivery` or a newer
