@@ -30,7 +30,10 @@ import Synchronization
 ///
 /// It is backed by one ``NotifyClient``: its connection, its bounded buffers and the daemon's backpressure, and its
 /// reconnect: across a restart of the daemon each observer goes on after the last notification it received, from
-/// the daemon's history, and is told of nothing twice.
+/// the daemon's history, and is handed none it had (a post whose acknowledgement was lost with the connection is
+/// made again, so it may arrive twice: at least once). The observers and streams of one center share its
+/// connection: one that is not consumed (a `notifications` sequence held but not iterated) fills its buffer and
+/// then holds back the others; give an independent consumer a center of its own.
 public final class NotifyCenter: Sendable {
     /// The connection under the center, for what the typed layer does not offer.
     public let client: NotifyClient
@@ -44,7 +47,7 @@ public final class NotifyCenter: Sendable {
     private let ownPosts: OwnPosts?
 
     /// A center over `client`, which keeps its echo setting: one made with `setEcho(false)` should say so
-    /// (`hearsOwnPosts: false`), so that its own posts are left out also of what a subscription resumes with after
+    /// (`receivesOwnPosts: false`), so that its own posts are left out also of what a subscription resumes with after
     /// a reconnect (see ``connect(to:receivesOwnPosts:reconnectWithin:onUndecodable:onDropped:)``).
     /// - Parameters:
     ///   - onUndecodable: what is done with a message on an observer's topics that does not decode as its type,
@@ -53,12 +56,12 @@ public final class NotifyCenter: Sendable {
     ///     behind, or resumed after more than the history holds); by default a line on standard error.
     public init(
         client: NotifyClient,
-        hearsOwnPosts: Bool = true,
+        receivesOwnPosts: Bool = true,
         onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
         onDropped: (@Sendable (DropNotice) -> Void)? = nil
     ) {
         self.client = client
-        ownPosts = hearsOwnPosts ? nil : OwnPosts()
+        ownPosts = receivesOwnPosts ? nil : OwnPosts()
         self.onUndecodable = onUndecodable ?? { StandardError.write("notifycenter: \($0)") }
         self.onDropped =
             onDropped ?? { notice in
@@ -83,7 +86,7 @@ public final class NotifyCenter: Sendable {
     ) async throws -> NotifyCenter {
         let client = try await NotifyClient.connect(to: socketPath, reconnectWithin: reconnectWithin)
         if !receivesOwnPosts { try await client.setEcho(false) }
-        return NotifyCenter(client: client, hearsOwnPosts: receivesOwnPosts, onUndecodable: onUndecodable, onDropped: onDropped)
+        return NotifyCenter(client: client, receivesOwnPosts: receivesOwnPosts, onUndecodable: onUndecodable, onDropped: onDropped)
     }
 
     // MARK: - Posting
@@ -244,7 +247,8 @@ public final class NotifyCenter: Sendable {
             from: sender
         )
         let dispatcher = self.dispatcher
-        start(notifications, for: ObjectIdentifier(observer), onUndecodable: nil) { [weak observer] received in
+        start(notifications, for: ObjectIdentifier(observer), isAlive: { [weak observer] in observer != nil }, onUndecodable: nil) {
+            [weak observer] received in
             guard let observer else { return false }
             return await dispatcher.run {
                 guard !Task.isCancelled else { return false }
@@ -272,10 +276,10 @@ public final class NotifyCenter: Sendable {
         return !stopped.isEmpty
     }
 
-    /// How many observations run now (a weakly held observer that was deallocated counts until its next
-    /// notification would have come).
+    /// How many observations run now (those of observer objects that were deallocated end here).
     public var observerCount: Int {
-        observations.state.withLock { $0.running.count }
+        observations.sweep()
+        return observations.state.withLock { $0.running.count }
     }
 
     /// Stops every observer and closes the connection.
@@ -297,9 +301,12 @@ public final class NotifyCenter: Sendable {
     private func start<Message: NotifyMessage>(
         _ notifications: Notifications<Message>,
         for observer: ObjectIdentifier?,
+        isAlive: (@Sendable () -> Bool)? = nil,
         onUndecodable: (@Sendable (UndecodableNotification) -> Void)?,
         _ deliver: @escaping @Sendable (Received<Message>) async -> Bool
     ) -> UInt64 {
+        // Observer objects that died on topics gone quiet would never learn of it: each new observation ends theirs.
+        observations.sweep()
         let dispatcher = self.dispatcher
         let onUndecodable = onUndecodable ?? self.onUndecodable
         let onDropped = self.onDropped
@@ -326,7 +333,7 @@ public final class NotifyCenter: Sendable {
                 // The connection is gone for good (a client that does not reconnect, or closed): nothing more comes.
             }
         }
-        observations.started(id, task, for: observer)
+        observations.started(id, task, for: observer, isAlive: isAlive)
         return id
     }
 
@@ -343,17 +350,26 @@ public final class NotifyCenter: Sendable {
 final class ObservationTable: Sendable {
     struct State {
         var next: UInt64 = 0
-        var running: [UInt64: (task: Task<Void, Never>, observer: ObjectIdentifier?)] = [:]
+        var running: [UInt64: (task: Task<Void, Never>, observer: ObjectIdentifier?, isAlive: (@Sendable () -> Bool)?)] = [:]
         /// Observations whose task ended before it was entered (at once, when the center was closed meanwhile).
         var endedEarly: Set<UInt64> = []
     }
 
     let state = Mutex(State())
 
-    func started(_ id: UInt64, _ task: Task<Void, Never>, for observer: ObjectIdentifier?) {
+    func started(_ id: UInt64, _ task: Task<Void, Never>, for observer: ObjectIdentifier?, isAlive: (@Sendable () -> Bool)?) {
         state.withLock { state in
-            if state.endedEarly.remove(id) == nil { state.running[id] = (task, observer) }
+            if state.endedEarly.remove(id) == nil { state.running[id] = (task, observer, isAlive) }
         }
+    }
+
+    /// Ends the observations of observer objects that were deallocated.
+    func sweep() {
+        let dead = state.withLock { state in
+            let ids = state.running.filter { $0.value.isAlive?() == false }.map(\.key)
+            return ids.compactMap { state.running.removeValue(forKey: $0)?.task }
+        }
+        for task in dead { task.cancel() }
     }
 
     func ended(_ id: UInt64) {

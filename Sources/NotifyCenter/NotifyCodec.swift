@@ -39,14 +39,28 @@ public struct NotifyCodec<Value>: Sendable {
 }
 
 extension NotifyCodec where Value: Codable & Sendable {
-    /// JSON, as `JSONEncoder` writes it, with dates as ISO 8601 text (what `date -Iseconds` and `jq` read) and
-    /// slashes unescaped; decoding accepts what `JSONDecoder` does, so a script's `notify send` reads as a value.
+    /// JSON, as `JSONEncoder` writes it, keys sorted, slashes unescaped, dates as ISO 8601 text to the millisecond
+    /// (`2026-11-25T10:00:00.250Z`: what `jq` and JavaScript read); decoding takes what `JSONDecoder` does, and dates
+    /// with or without fractional seconds and with any offset (`date -Iseconds`), so a script's `notify send` reads
+    /// as a value.
     public static var json: NotifyCodec {
+        let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
         let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(date.formatted(style))
+        }
         encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            do {
+                return try style.parse(text)
+            } catch {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "\"\(text)\" is not an ISO 8601 date")
+            }
+        }
         return NotifyCodec(
             name: "json",
             encode: { ByteBuffer(bytes: try encoder.encode($0)) },

@@ -63,8 +63,9 @@ extension Topic {
     /// a token may not hold (`.`, `*`, `>`, whitespace and controls) are replaced with `_`, so that any key (a host
     /// name with dots, say) gives one topic of the family and never a pattern; a key too long for the name is cut.
     public func appending(_ token: String) -> Topic {
+        var room = Topic.maxLength - name.utf8.count - 1
+        precondition(room >= 1, "the family \(name) is too long to name a topic below it")
         var cleaned = String.UnicodeScalarView()
-        var room = Swift.max(1, Topic.maxLength - name.utf8.count - 1)
         for scalar in token.unicodeScalars {
             let forbidden = scalar == "." || scalar == "*" || scalar == ">" || scalar.value <= 0x20 || scalar.value == 0x7F
                 || scalar.properties.isWhitespace || scalar.properties.generalCategory == .control
@@ -75,7 +76,11 @@ extension Topic {
             cleaned.append(kept)
         }
         if cleaned.isEmpty { cleaned.append("_") }
-        return (try? Topic(name + "." + String(cleaned))) ?? self
+        do {
+            return try Topic(name + "." + String(cleaned))
+        } catch {
+            preconditionFailure("\(name) and a cleaned key made no topic: \(error)")
+        }
     }
 }
 

@@ -2,6 +2,14 @@ internal import DequeModule
 import NotifyBus
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The latest notifications a center posted itself, by topic and number, for a center that does not hear its own
 /// posts.
 ///
@@ -18,6 +26,7 @@ final class OwnPosts: Sendable {
     }
 
     static let capacity = 4_096
+    private static let processID = getpid()
 
     private let state = Mutex<(order: Deque<Post>, members: Set<Post>)>(([], []))
 
@@ -31,8 +40,9 @@ final class OwnPosts: Sendable {
     }
 
     func contains(_ delivery: Delivery) -> Bool {
-        // Another host's messages are never this center's.
-        guard delivery.publisher.host == nil else { return false }
+        // Another host's or another process's messages are never this center's (numbers a topic gives again after
+        // its state was lost must not hide them).
+        guard delivery.publisher.host == nil, delivery.publisher.pid == OwnPosts.processID else { return false }
         return state.withLock { $0.members.contains(Post(topic: delivery.topic, sequence: delivery.sequence)) }
     }
 }

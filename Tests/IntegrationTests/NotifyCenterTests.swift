@@ -217,19 +217,22 @@ struct NotifyCenterTests {
         #expect(all.all == ["critical", "info", "critical", "info"])
         #expect(fromPoster.all == ["info", "critical", "info"], "the shell's alarm came first and is not the poster's")
 
-        // An observer object held weakly: once it is gone, its observation ends with the next notification.
+        // An observer object held weakly: once it is gone, its observation ends (at the latest when the center is
+        // asked for its observers).
         let before = follower.observerCount
         let watched = Recorder<Int>()
-        var watcher: UsageWatcher? = UsageWatcher(watched)
+        let deaths = Recorder<Bool>()
+        var watcher: UsageWatcher? = UsageWatcher(watched, deaths: deaths)
         try await follower.add(watcher!)
         #expect(follower.observerCount == before + 1)
         try await poster.post(DiskUsage(host: "db4", percent: 1))
         try await watched.wait("the observer object") { $0 == [1] }
         watcher = nil
+        // The center held it only weakly: it goes once the delivery under way (if any) lets go of it.
+        try await deaths.wait("the observer object to be deallocated") { $0.count == 1 }
+        #expect(follower.observerCount == before)
         try await poster.post(DiskUsage(host: "db4", percent: 2))
-        try await withDeadline(.seconds(60), waitingFor: "the dead observer's observation to end") {
-            while follower.observerCount > before { try await Task.sleep(for: .milliseconds(5)) }
-        }
+        try await onMain.wait("the next usage") { $0.last == 2 }
         #expect(watched.all == [1])
         _ = watcher
 
@@ -243,6 +246,11 @@ struct NotifyCenterTests {
 /// An observer object of disk usage, held weakly by the center.
 private final class UsageWatcher: MessengerObserver, Sendable {
     let recorder: Recorder<Int>
-    init(_ recorder: Recorder<Int>) { self.recorder = recorder }
+    let deaths: Recorder<Bool>
+    init(_ recorder: Recorder<Int>, deaths: Recorder<Bool>) {
+        self.recorder = recorder
+        self.deaths = deaths
+    }
     func receive(_ message: DiskUsage) { recorder.record(message.percent) }
+    deinit { deaths.record(true) }
 }

@@ -11,21 +11,21 @@ struct MessengerAdditionsTests {
         let level = Messenger<Int>(latest: 5)
         #expect(level.latest == 5)
         let received = Recorder<Int>()
-        let token = level.observe(startingWithLatest: true) { received.append($0) }
+        let token = level.observe(latestFirst: true) { received.append($0) }
         #expect(received.values == [5], "handed at once")
         level.send(6)
         #expect(received.values == [5, 6])
         let plain = Recorder<Int>()
         let plainToken = level.observe { plain.append($0) }
         let object = RecordingObserver()
-        level.add(object, startingWithLatest: true)
+        level.add(object, latestFirst: true)
         #expect(object.recorder.values == [6])
         level.send(7)
-        #expect(plain.values == [7], "without startingWithLatest, only what is sent after")
+        #expect(plain.values == [7], "without latestFirst, only what is sent after")
         #expect(received.values == [5, 6, 7] && object.recorder.values == [6, 7])
         level.resetLatest()
         let none = Recorder<Int>()
-        let noneToken = level.observe(startingWithLatest: true) { none.append($0) }
+        let noneToken = level.observe(latestFirst: true) { none.append($0) }
         #expect(none.values.isEmpty)
         _ = (token, plainToken, noneToken)
     }
@@ -37,7 +37,7 @@ struct MessengerAdditionsTests {
         let tokens = Mutex<[ObservationToken]>([])
         let first = messenger.observe { message in
             guard message == 1 else { return }
-            let token = messenger.observe(startingWithLatest: true) { late.append($0) }
+            let token = messenger.observe(latestFirst: true) { late.append($0) }
             tokens.withLock { $0.append(token) }
             messenger.send(2)
         }
@@ -60,11 +60,11 @@ struct MessengerAdditionsTests {
         #expect(fromAlice.values == ["a1", "a2"])
         messenger.send("a3", from: alice)
         let later = Recorder<String>()
-        let laterToken = messenger.observe(startingWithLatest: true, from: alice) { later.append($0) }
+        let laterToken = messenger.observe(latestFirst: true, from: alice) { later.append($0) }
         #expect(later.values == ["a3"])
         messenger.send("b2", from: bob)
         let none = Recorder<String>()
-        let noneToken = messenger.observe(startingWithLatest: true, from: alice) { none.append($0) }
+        let noneToken = messenger.observe(latestFirst: true, from: alice) { none.append($0) }
         #expect(none.values.isEmpty, "the latest is bob's")
         _ = (token, laterToken, noneToken)
     }
@@ -101,6 +101,30 @@ struct MessengerAdditionsTests {
         token.cancel()
     }
 
+    @Test("a main-actor observer's token names it: send(_:from:) leaves it out, remove stops it")
+    func mainActorToken() async throws {
+        let messenger = Messenger<Int>()
+        let (seen, tick) = AsyncStream.makeStream(of: Int.self)
+        let token = messenger.observeOnMainActor { tick.yield($0) }
+        messenger.send(1, from: token)
+        messenger.send(2)
+        var iterator = seen.makeAsyncIterator()
+        #expect(await iterator.next() == 2, "its own message is left out")
+        #expect(messenger.remove(token))
+        #expect(token.isCancelled)
+        messenger.send(3)
+        let all = Recorder<Int>()
+        let other = messenger.observeOnMainActor { all.append($0) }
+        let (done, finished) = AsyncStream.makeStream(of: Void.self)
+        let marker = messenger.observeOnMainActor { if $0 == 4 { finished.yield() } }
+        messenger.send(4)
+        var doneIterator = done.makeAsyncIterator()
+        _ = await doneIterator.next()
+        tick.finish()
+        #expect(await iterator.next() == nil, "nothing after remove")
+        _ = (other, marker)
+    }
+
     @Test("a bounded stream drops past its bound and counts what it dropped; finish() ends every stream, now and later")
     func boundedAndFinished() async {
         let messenger = Messenger<Int>()
@@ -124,7 +148,7 @@ struct MessengerAdditionsTests {
     @Test("the stream can start with the latest")
     func streamStartingWithLatest() async {
         let messenger = Messenger<Int>(latest: 1)
-        let stream = messenger.messages(startingWithLatest: true)
+        let stream = messenger.messages(latestFirst: true)
         messenger.send(2)
         messenger.finish()
         var taken: [Int] = []

@@ -48,11 +48,11 @@ struct NotifyMessageTests {
         Delivery(topic: topic, sequence: 7, time: PublishTime(microsecondsSinceEpoch: 1_000), publisher: Publisher(uid: 1000, pid: 42, unit: "backup.service"), payload: ByteBuffer(string: payload))
     }
 
-    @Test("a Codable value is JSON with ISO 8601 dates and sorted keys, and decodes back")
+    @Test("a Codable value is JSON with ISO 8601 dates to the millisecond and sorted keys, and decodes back")
     func json() throws {
-        let value = BackupFinished(host: "db1/a", bytes: 1 << 30, at: Date(timeIntervalSince1970: 1_764_000_000))
+        let value = BackupFinished(host: "db1/a", bytes: 1 << 30, at: Date(timeIntervalSince1970: 1_764_000_000.25))
         let payload = try BackupFinished.codec.encode(value)
-        #expect(String(buffer: payload) == #"{"at":"2025-11-24T16:00:00Z","bytes":1073741824,"host":"db1/a"}"#)
+        #expect(String(buffer: payload) == #"{"at":"2025-11-24T16:00:00.250Z","bytes":1073741824,"host":"db1/a"}"#)
         #expect(try BackupFinished.codec.decode(payload) == value)
     }
 
@@ -62,11 +62,15 @@ struct NotifyMessageTests {
         let value = try BackupFinished.codec.decode(sent)
         #expect(value.host == "db2" && value.bytes == 5)
         #expect(value.at == Date(timeIntervalSince1970: 1_795_600_800))
+        // `date -Iseconds`, with an offset.
+        let offset = try BackupFinished.codec.decode(ByteBuffer(string: #"{"host":"x","at":"2026-11-25T11:00:00+01:00","bytes":0}"#))
+        #expect(offset.at == Date(timeIntervalSince1970: 1_795_600_800))
     }
 
     @Test("a message that is not the type is an UndecodableNotification that says what and why, never a value")
     func undecodable() throws {
-        for payload in ["not json", #"{"host":"db1"}"#, #"{"host":1,"bytes":2,"at":"2026-11-25T10:00:00Z"}"#, ""] {
+        let wrongDate = #"{"host":"db1","bytes":2,"at":"yesterday"}"#
+        for payload in ["not json", #"{"host":"db1"}"#, #"{"host":1,"bytes":2,"at":"2026-11-25T10:00:00Z"}"#, wrongDate, ""] {
             let result = Notifications<BackupFinished>.decode(Self.delivery(payload), with: BackupFinished.codec)
             guard case .failure(let failure) = result else {
                 Issue.record("\"\(payload)\" decoded")

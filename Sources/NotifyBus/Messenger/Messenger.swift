@@ -71,7 +71,7 @@ public final class Messenger<Message: Sendable>: Sendable {
     }
 
     /// Creates a messenger that holds a current value from the start: `latest` is `initial` until something is
-    /// sent, and observers that start with the latest (`startingWithLatest`) are handed it at once. The seeds'
+    /// sent, and observers that start with the latest (`latestFirst`) are handed it at once. The seeds'
     /// observable value, SwiftObserver's `Var`.
     public init(latest initial: Message) {
         state = Mutex(State(latest: initial, buffersLatest: true))
@@ -85,15 +85,15 @@ public final class Messenger<Message: Sendable>: Sendable {
     // MARK: - Observer objects
 
     /// Registers `observer`, held weakly, for the messages sent from now on, those for which `isIncluded` returns
-    /// true when given; with `startingWithLatest`, it is handed ``latest`` first; with `sender`, it gets only the
+    /// true when given; with `latestFirst`, it is handed ``latest`` first; with `sender`, it gets only the
     /// messages sent from it (``send(_:from:)``: NotificationCenter's `object:`).
     public func add<Observer: MessengerObserver>(
         _ observer: Observer,
         where isIncluded: (@Sendable (Message) -> Bool)? = nil,
-        startingWithLatest: Bool = false,
+        latestFirst: Bool = false,
         from sender: AnyObject? = nil
     ) where Observer.Message == Message {
-        add(observer, filter: isIncluded, startingWithLatest: startingWithLatest, sender: sender.map(ObjectIdentifier.init))
+        add(observer, filter: isIncluded, latestFirst: latestFirst, sender: sender.map(ObjectIdentifier.init))
     }
 
     /// Registers `observer`, held weakly, for the messages sent from now on that equal `value`.
@@ -101,20 +101,20 @@ public final class Messenger<Message: Sendable>: Sendable {
         _ observer: Observer,
         equalTo value: Message
     ) where Observer.Message == Message, Message: Equatable {
-        add(observer, filter: { $0 == value }, startingWithLatest: false, sender: nil)
+        add(observer, filter: { $0 == value }, latestFirst: false, sender: nil)
     }
 
     private func add<Observer: MessengerObserver>(
         _ observer: Observer,
         filter: (@Sendable (Message) -> Bool)?,
-        startingWithLatest: Bool,
+        latestFirst: Bool,
         sender: ObjectIdentifier?
     ) where Observer.Message == Message {
         register(
             identity: ObjectIdentifier(observer),
             filter: filter,
             observerExists: { [weak observer] in observer != nil },
-            startingWithLatest: startingWithLatest,
+            latestFirst: latestFirst,
             sender: sender
         ) { [weak observer] message in
             guard let observer else { return false }
@@ -131,7 +131,7 @@ public final class Messenger<Message: Sendable>: Sendable {
     @discardableResult
     public func remove(_ observer: AnyObject) -> Bool {
         let identity = ObjectIdentifier(observer)
-        return state.withLock { state in
+        let removed = state.withLock { state in
             let before = state.registrations.count
             state.registrations.removeAll { registration in
                 guard registration.identity == identity else { return false }
@@ -140,6 +140,9 @@ public final class Messenger<Message: Sendable>: Sendable {
             }
             return state.registrations.count != before
         }
+        // A token is done with: what it holds besides its registration (a main-actor observer's buffer) goes too.
+        if removed, let token = observer as? ObservationToken { token.cancel() }
+        return removed
     }
 
     /// Marks every registration of `observer` as disposed: it is not called again, and it is dropped from the list
@@ -157,34 +160,48 @@ public final class Messenger<Message: Sendable>: Sendable {
     // MARK: - Closure observers
 
     /// Calls `handler` with the messages sent from now on, those for which `isIncluded` returns true when given,
-    /// until the returned token is cancelled or deallocated. With `startingWithLatest`, it is called with
+    /// until the returned token is cancelled or deallocated. With `latestFirst`, it is called with
     /// ``latest`` first (before `observe` returns, unless a delivery is under way); with `sender`, only with the
     /// messages sent from it (``send(_:from:)``: NotificationCenter's `object:`).
     public func observe(
         where isIncluded: (@Sendable (Message) -> Bool)? = nil,
-        startingWithLatest: Bool = false,
+        latestFirst: Bool = false,
         from sender: AnyObject? = nil,
         _ handler: @escaping @Sendable (Message) -> Void
     ) -> ObservationToken {
-        observe(filter: isIncluded, startingWithLatest: startingWithLatest, sender: sender.map(ObjectIdentifier.init), handler)
+        observe(filter: isIncluded, latestFirst: latestFirst, sender: sender.map(ObjectIdentifier.init), handler)
     }
 
     /// The same, with `handler` run on the main actor, for observers on the UI side: each message is handed to
     /// the main actor in order, and `handler` runs there, one message at a time, after `send` returned. Until the
-    /// main actor takes them, messages wait in a buffer as ``messages(where:startingWithLatest:from:bufferingPolicy:)``
+    /// main actor takes them, messages wait in a buffer as ``messages(where:latestFirst:from:bufferingPolicy:)``
     /// describes.
     public func observeOnMainActor(
         where isIncluded: (@Sendable (Message) -> Bool)? = nil,
-        startingWithLatest: Bool = false,
+        latestFirst: Bool = false,
         from sender: AnyObject? = nil,
         bufferingPolicy: AsyncStream<Message>.Continuation.BufferingPolicy = .unbounded,
         _ handler: @escaping @MainActor @Sendable (Message) -> Void
     ) -> ObservationToken {
-        let stream = messages(where: isIncluded, startingWithLatest: startingWithLatest, from: sender, bufferingPolicy: bufferingPolicy)
-        let task = Task { @MainActor in
-            for await message in stream { handler(message) }
+        let (stream, continuation) = AsyncStream.makeStream(of: Message.self, bufferingPolicy: bufferingPolicy)
+        // The token is the registration's own, so that `remove(token)` and `send(_:from: token)` name it as they
+        // name any closure observer's.
+        let token = observe(
+            filter: isIncluded,
+            latestFirst: latestFirst,
+            sender: sender.map(ObjectIdentifier.init),
+            onCancel: { continuation.finish() }
+        ) { [weak self] message in
+            if case .dropped = continuation.yield(message) { self?.dropped.add(1, ordering: .relaxed) }
         }
-        return ObservationToken(onCancel: { task.cancel() })
+        Task { @MainActor [weak token] in
+            for await message in stream {
+                // What waited in the buffer is not handed out once the observer is removed.
+                guard let token, !token.isCancelled else { return }
+                handler(message)
+            }
+        }
+        return token
     }
 
     /// Calls `handler` with the messages sent from now on that equal `value`, until the returned token is cancelled
@@ -193,14 +210,15 @@ public final class Messenger<Message: Sendable>: Sendable {
         equalTo value: Message,
         _ handler: @escaping @Sendable (Message) -> Void
     ) -> ObservationToken where Message: Equatable {
-        observe(filter: { $0 == value }, startingWithLatest: false, sender: nil, handler)
+        observe(filter: { $0 == value }, latestFirst: false, sender: nil, handler)
     }
 
     private func observe(
         filter: (@Sendable (Message) -> Bool)?,
-        startingWithLatest: Bool,
+        latestFirst: Bool,
         sender: ObjectIdentifier?,
         onMessengerGone: (@Sendable () -> Void)? = nil,
+        onCancel: (@Sendable () -> Void)? = nil,
         _ handler: @escaping @Sendable (Message) -> Void
     ) -> ObservationToken {
         let token = ObservationToken()
@@ -208,13 +226,16 @@ public final class Messenger<Message: Sendable>: Sendable {
             identity: ObjectIdentifier(token),
             filter: filter,
             onMessengerGone: onMessengerGone,
-            startingWithLatest: startingWithLatest,
+            latestFirst: latestFirst,
             sender: sender
         ) {
             handler($0)
             return true
         }
-        token.arm { [weak self] in self?.unregister(registration) }
+        token.arm { [weak self] in
+            self?.unregister(registration)
+            onCancel?()
+        }
         return token
     }
 
@@ -264,13 +285,13 @@ public final class Messenger<Message: Sendable>: Sendable {
     /// more. The sequence finishes when the messenger is deallocated or ``finish()``ed.
     ///
     /// Its buffer is unbounded: `send` never waits and never drops, so a consumer slower than the senders holds
-    /// every message it has not taken yet. Bound it with ``messages(where:startingWithLatest:from:bufferingPolicy:)``.
+    /// every message it has not taken yet. Bound it with ``messages(where:latestFirst:from:bufferingPolicy:)``.
     public var messages: AsyncStream<Message> {
         messages()
     }
 
     /// The messages sent from now on for which `isIncluded` returns true (all when nil), as an asynchronous
-    /// sequence; with `startingWithLatest`, ``latest`` first; with `sender`, only those sent from it.
+    /// sequence; with `latestFirst`, ``latest`` first; with `sender`, only those sent from it.
     ///
     /// While the consumer is busy they wait in a buffer as `bufferingPolicy` says: `.unbounded` (the default, as
     /// ``messages``), or `.bufferingNewest(n)` / `.bufferingOldest(n)`, which hold at most `n` and drop the oldest
@@ -278,7 +299,7 @@ public final class Messenger<Message: Sendable>: Sendable {
     /// ``droppedCount`` counts them, so that what a slow consumer lost can be told.
     public func messages(
         where isIncluded: (@Sendable (Message) -> Bool)? = nil,
-        startingWithLatest: Bool = false,
+        latestFirst: Bool = false,
         from sender: AnyObject? = nil,
         bufferingPolicy: AsyncStream<Message>.Continuation.BufferingPolicy = .unbounded
     ) -> AsyncStream<Message> {
@@ -289,22 +310,25 @@ public final class Messenger<Message: Sendable>: Sendable {
         }
         let token = observe(
             filter: isIncluded,
-            startingWithLatest: startingWithLatest,
+            latestFirst: latestFirst,
             sender: sender.map(ObjectIdentifier.init),
             onMessengerGone: { continuation.finish() }
         ) { [weak self] message in
             if case .dropped = continuation.yield(message) { self?.dropped.add(1, ordering: .relaxed) }
         }
         continuation.onTermination = { _ in token.cancel() }
+        // A finish() between the check above and the registration did not see this one.
+        if state.withLock({ $0.isFinished }) { continuation.finish() }
         return stream
     }
 
-    /// Messages the bounded buffers of ``messages(where:startingWithLatest:from:bufferingPolicy:)`` dropped, in
+    /// Messages the bounded buffers of ``messages(where:latestFirst:from:bufferingPolicy:)`` dropped, in
     /// all, since the messenger was made.
     public var droppedCount: Int { dropped.load(ordering: .relaxed) }
 
     /// Ends every asynchronous sequence of this messenger (their `for await` loops finish) and makes those asked
-    /// for later end at once; closure and object observers stay, and `send` goes on reaching them.
+    /// for later end at once; closure and object observers stay, and `send` goes on reaching them. Main-actor
+    /// observers (``observeOnMainActor(where:latestFirst:from:bufferingPolicy:_:)``) are closure observers and stay.
     public func finish() {
         let registrations = state.withLock { state in
             state.isFinished = true
@@ -329,7 +353,7 @@ public final class Messenger<Message: Sendable>: Sendable {
         filter: (@Sendable (Message) -> Bool)?,
         onMessengerGone: (@Sendable () -> Void)? = nil,
         observerExists: (@Sendable () -> Bool)? = nil,
-        startingWithLatest: Bool = false,
+        latestFirst: Bool = false,
         sender: ObjectIdentifier? = nil,
         deliver: @escaping @Sendable (Message) -> Bool
     ) -> ObserverRegistration<Message> {
@@ -350,7 +374,7 @@ public final class Messenger<Message: Sendable>: Sendable {
             state.registrations.append(registration)
             // The latest goes through the queue, so that it comes before anything sent after it, to this
             // registration alone.
-            guard startingWithLatest, let latest = state.latest else { return (registration, false) }
+            guard latestFirst, let latest = state.latest else { return (registration, false) }
             state.queue.append(Pending(message: latest, sequence: state.lastSequence, sender: state.latestSender, target: identity))
             if state.isDelivering { return (registration, false) }
             state.isDelivering = true
