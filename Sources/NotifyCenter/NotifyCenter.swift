@@ -21,7 +21,9 @@ import Synchronization
 /// - Observers of a center are called one at a time, never concurrently, each with its notifications in the order
 ///   the daemon numbered them. Unlike a messenger's, an observer receives the notifications the daemon delivers
 ///   after its subscription is confirmed, which ``observe(_:topics:latestFirst:where:from:onUndecodable:_:)``
-///   waits for: what is posted after it returns is never missed.
+///   waits for: what is posted after it returns is never missed. Each observer has a subscription of its own, so
+///   the calls of two observers interleave in no set order: a messenger hands a message to every observer before
+///   the next, a center keeps each observer's order only.
 /// - ``latest(_:topic:)`` is the daemon's buffered message, typed; ``clear(_:topic:)`` forgets it without sending.
 /// - A center does not hear its own posts unless it is made with `receivesOwnPosts`: the daemon leaves them out for
 ///   its connection (other centers of the same process are other connections, and hear them).
@@ -282,7 +284,8 @@ public final class NotifyCenter: Sendable {
         return observations.state.withLock { $0.running.count }
     }
 
-    /// Stops every observer and closes the connection.
+    /// Stops every observer, ends every ``notifications(of:topics:latestFirst:since:where:from:buffer:)`` sequence
+    /// (the center's `finish()`), and closes the connection.
     public func close() async {
         let all = observations.state.withLock { observations in
             defer { observations.running.removeAll() }
