@@ -217,11 +217,12 @@ public final class NotifyCenter: Sendable {
         latestFirst: Bool = false,
         where isIncluded: (@Sendable (Message) -> Bool)? = nil,
         from sender: Sender? = nil,
+        onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
         _ handler: @escaping @MainActor @Sendable (Received<Message>) -> Void
     ) async throws -> ObservationToken {
         let notifications = try await self.notifications(
             of: type, topics: topics, latestFirst: latestFirst, where: isIncluded, from: sender)
-        let id = start(notifications, for: nil, onUndecodable: nil) { received in
+        let id = start(notifications, for: nil, onUndecodable: onUndecodable) { received in
             await MainActor.run {
                 guard !Task.isCancelled else { return false }
                 handler(received)
@@ -239,7 +240,8 @@ public final class NotifyCenter: Sendable {
         topics: TopicPattern? = nil,
         latestFirst: Bool = false,
         where isIncluded: (@Sendable (Observer.Message) -> Bool)? = nil,
-        from sender: Sender? = nil
+        from sender: Sender? = nil,
+        onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil
     ) async throws where Observer.Message: NotifyMessage {
         let notifications = try await self.notifications(
             of: Observer.Message.self,
@@ -249,7 +251,7 @@ public final class NotifyCenter: Sendable {
             from: sender
         )
         let dispatcher = self.dispatcher
-        start(notifications, for: ObjectIdentifier(observer), isAlive: { [weak observer] in observer != nil }, onUndecodable: nil) {
+        start(notifications, for: ObjectIdentifier(observer), isAlive: { [weak observer] in observer != nil }, onUndecodable: onUndecodable) {
             [weak observer] received in
             guard let observer else { return false }
             return await dispatcher.run {
@@ -258,6 +260,17 @@ public final class NotifyCenter: Sendable {
                 return true
             }
         }
+    }
+
+    /// The same, for the notifications equal to `value`.
+    public func add<Observer: MessengerObserver>(
+        _ observer: Observer,
+        equalTo value: Observer.Message,
+        topics: TopicPattern? = nil,
+        latestFirst: Bool = false,
+        from sender: Sender? = nil
+    ) async throws where Observer.Message: NotifyMessage & Equatable {
+        try await add(observer, topics: topics, latestFirst: latestFirst, where: { $0 == value }, from: sender)
     }
 
     /// Stops every observation of `observer` (an object added, or a token), at once.
