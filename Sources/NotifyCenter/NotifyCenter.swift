@@ -18,12 +18,12 @@ import Synchronization
 /// processes:
 /// - Observers are closures kept by an ``ObservationToken`` (cancelled when it is deallocated) or objects held
 ///   weakly (``add(_:topics:latestFirst:where:from:)``), selected by value, by predicate or by sender.
-/// - Observers of a center are called one at a time, never concurrently, each with its notifications in the order
-///   the daemon numbered them. Unlike a messenger's, an observer receives the notifications the daemon delivers
-///   after its subscription is confirmed, which ``observe(_:topics:latestFirst:where:from:onUndecodable:_:)``
-///   waits for: what is posted after it returns is never missed. Each observer has a subscription of its own, so
-///   the calls of two observers interleave in no set order: a messenger hands a message to every observer before
-///   the next, a center keeps each observer's order only.
+/// - Observers of a center are called one at a time, never concurrently, in one order: the order in which the
+///   daemon's deliveries reach the center's connection (each topic's in the order the daemon numbered them), every
+///   observer's calls in that one sequence, as a messenger calls its observers in the order of its sends. Unlike a
+///   messenger's, an observer receives the notifications the daemon delivers after its subscription is confirmed,
+///   which ``observe(_:topics:latestFirst:where:from:onUndecodable:_:)`` waits for: what is posted after it
+///   returns is never missed. A slow observer holds back the others, as in a messenger.
 /// - ``latest(_:topic:)`` is the daemon's buffered message, typed; ``clear(_:topic:)`` forgets it without sending.
 /// - A center does not hear its own posts unless it is made with `receivesOwnPosts`: the daemon leaves them out for
 ///   its connection (other centers of the same process are other connections, and hear them).
@@ -40,10 +40,9 @@ public final class NotifyCenter: Sendable {
     /// The connection under the center, for what the typed layer does not offer.
     public let client: NotifyClient
 
-    private let dispatcher = ObserverDispatcher()
     private let onUndecodable: @Sendable (UndecodableNotification) -> Void
     private let onDropped: @Sendable (DropNotice) -> Void
-    /// The observations running: each one's task, and the observer object it was added for, if any.
+    /// The observations running, and the one queue their events come in by, in the connection's order.
     private let observations = ObservationTable()
     /// What this center posted, to be left out of what its subscriptions resume with; nil when it hears its own.
     private let ownPosts: OwnPosts?
@@ -64,6 +63,7 @@ public final class NotifyCenter: Sendable {
     ) {
         self.client = client
         ownPosts = receivesOwnPosts ? nil : OwnPosts()
+        observations.startDelivering()
         self.onUndecodable = onUndecodable ?? { StandardError.write("notifycenter: \($0)") }
         self.onDropped =
             onDropped ?? { notice in
@@ -181,16 +181,17 @@ public final class NotifyCenter: Sendable {
         onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
         _ handler: @escaping @Sendable (Received<Message>) -> Void
     ) async throws -> ObservationToken {
-        let notifications = try await self.notifications(
-            of: type, topics: topics, latestFirst: latestFirst, where: isIncluded, from: sender)
-        let dispatcher = self.dispatcher
-        let id = start(notifications, for: nil, onUndecodable: onUndecodable) { received in
-            await dispatcher.run {
-                // Stopped while it waited for its turn: nothing is handed out after `remove` or `cancel`.
-                guard !Task.isCancelled else { return false }
-                handler(received)
-                return true
-            }
+        let id = try await start(
+            Message.self,
+            topics: topics,
+            latestFirst: latestFirst,
+            where: isIncluded,
+            from: sender,
+            for: nil,
+            onUndecodable: onUndecodable
+        ) { received in
+            handler(received)
+            return true
         }
         return token(for: id)
     }
@@ -204,13 +205,11 @@ public final class NotifyCenter: Sendable {
         from sender: Sender? = nil,
         _ handler: @escaping @Sendable (Received<Message>) -> Void
     ) async throws -> ObservationToken {
-        try await observe(
-            type, topics: topics, latestFirst: latestFirst, where: { $0 == value }, from: sender, handler)
+        try await observe(type, topics: topics, latestFirst: latestFirst, where: { $0 == value }, from: sender, handler)
     }
 
-    /// The same, with `handler` run on the main actor, for observers on the UI side. Main-actor observers are
-    /// called one at a time as the main actor runs them, each with its notifications in order; they are not
-    /// ordered with the center's other observers.
+    /// The same, with `handler` run on the main actor, for observers on the UI side: the center waits for each
+    /// call, so it keeps its place in the one order.
     public func observeOnMainActor<Message: NotifyMessage>(
         _ type: Message.Type,
         topics: TopicPattern? = nil,
@@ -220,14 +219,17 @@ public final class NotifyCenter: Sendable {
         onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
         _ handler: @escaping @MainActor @Sendable (Received<Message>) -> Void
     ) async throws -> ObservationToken {
-        let notifications = try await self.notifications(
-            of: type, topics: topics, latestFirst: latestFirst, where: isIncluded, from: sender)
-        let id = start(notifications, for: nil, onUndecodable: onUndecodable) { received in
-            await MainActor.run {
-                guard !Task.isCancelled else { return false }
-                handler(received)
-                return true
-            }
+        let id = try await start(
+            Message.self,
+            topics: topics,
+            latestFirst: latestFirst,
+            where: isIncluded,
+            from: sender,
+            for: nil,
+            onUndecodable: onUndecodable
+        ) { received in
+            await MainActor.run { handler(received) }
+            return true
         }
         return token(for: id)
     }
@@ -243,22 +245,18 @@ public final class NotifyCenter: Sendable {
         from sender: Sender? = nil,
         onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil
     ) async throws where Observer.Message: NotifyMessage {
-        let notifications = try await self.notifications(
-            of: Observer.Message.self,
+        try await start(
+            Observer.Message.self,
             topics: topics,
             latestFirst: latestFirst,
             where: isIncluded,
-            from: sender
-        )
-        let dispatcher = self.dispatcher
-        start(notifications, for: ObjectIdentifier(observer), isAlive: { [weak observer] in observer != nil }, onUndecodable: onUndecodable) {
-            [weak observer] received in
+            from: sender,
+            for: observer,
+            onUndecodable: onUndecodable
+        ) { [weak observer] received in
             guard let observer else { return false }
-            return await dispatcher.run {
-                guard !Task.isCancelled else { return false }
-                observer.receive(received.value)
-                return true
-            }
+            observer.receive(received.value)
+            return true
         }
     }
 
@@ -273,7 +271,8 @@ public final class NotifyCenter: Sendable {
         try await add(observer, topics: topics, latestFirst: latestFirst, where: { $0 == value }, from: sender)
     }
 
-    /// Stops every observation of `observer` (an object added, or a token), at once.
+    /// Stops every observation of `observer` (an object added, or a token), at once: nothing is handed to it after
+    /// this returns, except in a call already under way on another thread.
     /// - Returns: whether it had any.
     @discardableResult
     public func remove(_ observer: AnyObject) -> Bool {
@@ -282,123 +281,93 @@ public final class NotifyCenter: Sendable {
             token.cancel()
             return had
         }
-        let identity = ObjectIdentifier(observer)
-        let stopped = observations.state.withLock { observations in
-            let ids = observations.running.filter { $0.value.observer == identity }.map(\.key)
-            return ids.compactMap { observations.running.removeValue(forKey: $0)?.task }
-        }
-        for task in stopped { task.cancel() }
-        return !stopped.isEmpty
+        return observations.stop(observer: ObjectIdentifier(observer))
     }
 
     /// How many observations run now (those of observer objects that were deallocated end here).
     public var observerCount: Int {
         observations.sweep()
-        return observations.state.withLock { $0.running.count }
+        return observations.count
     }
 
     /// Stops every observer, ends every ``notifications(of:topics:latestFirst:since:where:from:buffer:)`` sequence
     /// (the center's `finish()`), and closes the connection.
     public func close() async {
-        let all = observations.state.withLock { observations in
-            defer { observations.running.removeAll() }
-            return observations.running.values.map(\.task)
-        }
-        for task in all { task.cancel() }
+        observations.close()
         await client.close()
+    }
+
+    deinit {
+        observations.close()
     }
 
     // MARK: - Delivery
 
-    /// Starts the observation of `notifications`: each is handed to `deliver`, which returns false once its
-    /// observer is gone or the observation was stopped, and the observation ends; what did not decode and notices of drops go to the handlers for
-    /// them. Nothing is handed out after the observation is stopped.
+    /// Subscribes for an observer: the events come into the center's one queue, in the connection's order, and the
+    /// queue's consumer decodes and selects each and hands it to `deliver`, which returns false once its observer is
+    /// gone (the observation then ends); what did not decode and notices of drops go to the handlers for them.
     @discardableResult
     private func start<Message: NotifyMessage>(
-        _ notifications: Notifications<Message>,
-        for observer: ObjectIdentifier?,
-        isAlive: (@Sendable () -> Bool)? = nil,
+        _ type: Message.Type,
+        topics: TopicPattern?,
+        latestFirst: Bool,
+        where isIncluded: (@Sendable (Message) -> Bool)?,
+        from sender: Sender?,
+        for observer: (any AnyObject & Sendable)?,
         onUndecodable: (@Sendable (UndecodableNotification) -> Void)?,
         _ deliver: @escaping @Sendable (Received<Message>) async -> Bool
-    ) -> UInt64 {
+    ) async throws -> UInt64 {
         // Observer objects that died on topics gone quiet would never learn of it: each new observation ends theirs.
         observations.sweep()
-        let dispatcher = self.dispatcher
+        let codec = Message.codec
+        let ownPosts = self.ownPosts
         let onUndecodable = onUndecodable ?? self.onUndecodable
         let onDropped = self.onDropped
-        let observations = self.observations
-        let id = observations.state.withLock { state in
-            state.next += 1
-            return state.next
-        }
-        let task = Task {
-            defer { observations.ended(id) }
-            do {
-                for try await event in notifications {
-                    guard !Task.isCancelled else { return }
-                    switch event {
-                    case .notification(let received):
-                        guard await deliver(received) else { return }
-                    case .undecodable(let undecodable):
-                        await dispatcher.run { onUndecodable(undecodable) }
-                    case .dropped(let notice):
-                        await dispatcher.run { onDropped(notice) }
-                    }
+        let handle: @Sendable (SubscriptionEvent) async -> Bool = { event in
+            switch event {
+            case .dropped(let notice):
+                onDropped(notice)
+                return true
+            case .message(let delivery):
+                if let sender, !sender.matches(delivery.publisher) { return true }
+                if let ownPosts, ownPosts.contains(delivery) { return true }
+                switch Notifications<Message>.decode(delivery, with: codec) {
+                case .success(let received):
+                    if let isIncluded, !isIncluded(received.value) { return true }
+                    return await deliver(received)
+                case .failure(let undecodable):
+                    onUndecodable(undecodable)
+                    return true
                 }
-            } catch {
-                // The connection is gone for good (a client that does not reconnect, or closed): nothing more comes.
             }
         }
-        observations.started(id, task, for: observer, isAlive: isAlive)
+        let isAlive = observer.map(Self.isAlive)
+        let gauge = SubscriptionGauge(limits: .default)
+        let (id, sink) = observations.prepare(gauge: gauge, observer: observer.map(ObjectIdentifier.init), isAlive: isAlive, handle: handle)
+        do {
+            let subscription = try await client.subscribe(
+                to: [topics ?? Message.topics],
+                latestFirst: latestFirst,
+                gauge: gauge,
+                sink: sink,
+                finished: { [observations] _ in observations.stop(id) }
+            )
+            observations.started(id, subscription)
+        } catch {
+            observations.stop(id)
+            throw error
+        }
         return id
+    }
+
+    /// Whether `observer`, held weakly, still exists.
+    private static func isAlive(_ observer: any AnyObject & Sendable) -> @Sendable () -> Bool {
+        { [weak observer] in observer != nil }
     }
 
     /// A token that stops observation `id`.
     private func token(for id: UInt64) -> ObservationToken {
         let observations = self.observations
-        return ObservationToken(onCancel: {
-            observations.state.withLock { $0.running.removeValue(forKey: id) }?.task.cancel()
-        })
-    }
-}
-
-/// A center's observations, by number: each one's task, and the observer object it was added for, if any.
-final class ObservationTable: Sendable {
-    struct State {
-        var next: UInt64 = 0
-        var running: [UInt64: (task: Task<Void, Never>, observer: ObjectIdentifier?, isAlive: (@Sendable () -> Bool)?)] = [:]
-        /// Observations whose task ended before it was entered (at once, when the center was closed meanwhile).
-        var endedEarly: Set<UInt64> = []
-    }
-
-    let state = Mutex(State())
-
-    func started(_ id: UInt64, _ task: Task<Void, Never>, for observer: ObjectIdentifier?, isAlive: (@Sendable () -> Bool)?) {
-        state.withLock { state in
-            if state.endedEarly.remove(id) == nil { state.running[id] = (task, observer, isAlive) }
-        }
-    }
-
-    /// Ends the observations of observer objects that were deallocated.
-    func sweep() {
-        let dead = state.withLock { state in
-            let ids = state.running.filter { $0.value.isAlive?() == false }.map(\.key)
-            return ids.compactMap { state.running.removeValue(forKey: $0)?.task }
-        }
-        for task in dead { task.cancel() }
-    }
-
-    func ended(_ id: UInt64) {
-        state.withLock { state in
-            if state.running.removeValue(forKey: id) == nil { state.endedEarly.insert(id) }
-        }
-    }
-}
-
-/// Runs observers one at a time: the center's observers each consume their own subscription, and hand each
-/// notification here.
-actor ObserverDispatcher {
-    func run<Result: Sendable>(_ body: @Sendable () -> Result) -> Result {
-        body()
+        return ObservationToken(onCancel: { observations.stop(id) })
     }
 }

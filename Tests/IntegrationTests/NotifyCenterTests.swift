@@ -242,6 +242,23 @@ struct NotifyCenterTests {
         #expect(all.all == ["critical", "info", "critical", "info"])
         #expect(fromPoster.all == ["info", "critical", "info"], "the shell's alarm came first and is not the poster's")
 
+        // One order across observers of different types: the order the daemon's deliveries reach the connection.
+        let both = Recorder<String>()
+        let alarmToken = try await follower.observe(Alarm.self) { both.record("alarm \($0.value.level)") }
+        let usageToken = try await follower.observe(DiskUsage.self) { both.record("usage \($0.value.percent)") }
+        var expected: [String] = []
+        // Sent without waiting for each acknowledgement, so that they reach the follower together.
+        for round in 1...20 {
+            try await poster.send(Alarm(level: "l\(round)"))
+            try await poster.send(DiskUsage(host: "db5", percent: round))
+            expected += ["alarm l\(round)", "usage \(round)"]
+        }
+        try await poster.client.flush()
+        try await both.wait("40 notifications of two types") { $0.count == 40 }
+        #expect(both.all == expected)
+        alarmToken.cancel()
+        usageToken.cancel()
+
         // An observer object held weakly: once it is gone, its observation ends (at the latest when the center is
         // asked for its observers).
         let before = follower.observerCount

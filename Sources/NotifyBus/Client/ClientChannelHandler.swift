@@ -21,7 +21,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// A subscription of this client: its patterns and the stream its events go to.
     struct LocalSubscription {
         let patterns: [TopicPattern]
-        let continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation
+        /// Where its events go.
+        let output: SubscriptionOutput
         /// What it holds for its consumer.
         let gauge: SubscriptionGauge
         /// Its `SUB … latest` requests not answered yet: while there are some, buffered messages may still come.
@@ -45,8 +46,12 @@ final class ClientChannelHandler: ChannelInboundHandler {
             continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation,
             gauge: SubscriptionGauge
         ) {
+            self.init(patterns: patterns, output: SubscriptionOutput(continuation), gauge: gauge)
+        }
+
+        init(patterns: [TopicPattern], output: SubscriptionOutput, gauge: SubscriptionGauge) {
             self.patterns = patterns
-            self.continuation = continuation
+            self.output = output
             self.gauge = gauge
         }
     }
@@ -223,7 +228,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         subscription.newest = [:]
         subscription.historyReplays = [:]
         if subscription.resume!.route.isEnded {
-            subscription.continuation.finish()
+            subscription.output.finish(nil)
             return nil
         }
         guard let eventLoop = context?.eventLoop, failure == nil else {
@@ -250,14 +255,14 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// Ends subscription `id` with `error`.
     func end(_ id: UInt64, throwing error: any Error) {
         guard let subscription = subscriptions[id] else { return }
-        subscription.continuation.finish(throwing: error)
+        subscription.output.finish(error)
         removeSubscription(id)
     }
 
     /// Ends a local subscription; patterns no other local subscription holds are unsubscribed at the daemon.
     func removeSubscription(_ id: UInt64) {
         guard let subscription = subscriptions.removeValue(forKey: id) else { return }
-        subscription.continuation.finish()
+        subscription.output.finish(nil)
         if fullSubscriptions.remove(id) != nil { updateFlow() }
         for pattern in Set(subscription.patterns) {
             routes.remove(id, for: pattern)
@@ -412,7 +417,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         case .atHardLimit:
             if isReading { updateFlow() }
         }
-        subscription.continuation.yield(event)
+        subscription.output.yield(event)
     }
 
     /// Hands subscription `id` the notices of what it dropped itself, if it did: all of them, its hard limit
@@ -496,7 +501,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         var resumable: [LocalSubscription] = []
         for subscription in subscriptions.values {
             if closedByUser {
-                subscription.continuation.finish()
+                subscription.output.finish(nil)
             } else if handOver != nil, let resume = subscription.resume, error.kind == .connectionClosed,
                 // Under `disconnect`, a connection closed without the daemon saying it goes away is this subscriber's
                 // own end for falling behind, which it asked for.
@@ -504,7 +509,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
             {
                 resumable.append(subscription)
             } else {
-                subscription.continuation.finish(throwing: error)
+                subscription.output.finish(error)
             }
         }
         subscriptions.removeAll()

@@ -99,7 +99,7 @@ public final class NotifyClient: Sendable {
         Task {
             while true {
                 if isClosed.withLockedValue({ $0 }) || subscriptions.allSatisfy({ $0.resume!.route.isEnded }) {
-                    for subscription in subscriptions { subscription.continuation.finish() }
+                    for subscription in subscriptions { subscription.output.finish(nil) }
                     return
                 }
                 do {
@@ -113,7 +113,7 @@ public final class NotifyClient: Sendable {
                 } catch let error as NotifyClientError where Self.isLostConnection(error) {
                     continue
                 } catch {
-                    for subscription in subscriptions { subscription.continuation.finish(throwing: error) }
+                    for subscription in subscriptions { subscription.output.finish(error) }
                     return
                 }
             }
@@ -250,28 +250,55 @@ public final class NotifyClient: Sendable {
         buffer: SubscriptionBufferLimits = .default
     ) async throws -> NotifySubscription {
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: SubscriptionEvent.self, throwing: (any Error).self)
+        let gauge = SubscriptionGauge(limits: buffer)
+        let handle = try await open(
+            patterns,
+            options: SubscribeOptions(latestFirst: latestFirst, since: since, overflow: overflow),
+            gauge: gauge,
+            output: SubscriptionOutput(continuation)
+        )
+        continuation.onTermination = { _ in handle.end() }
+        return NotifySubscription(stream: stream, gauge: gauge, caughtUp: handle.caughtUp)
+    }
+
+    /// Subscribes to `patterns` with `sink` instead of a sequence: it is called on the connection's event loop with
+    /// each event, in the order the events of all such subscriptions of this client arrive, and must only hand it
+    /// on (to one queue, say). Whoever takes an event counts it out of `gauge` and calls the handle's `caughtUp`
+    /// when `take` says so, as ``NotifySubscription`` does; `finished` is called once when the subscription ends by
+    /// itself (the connection is gone for good). For NotifyCenter, whose observers are called in that one order.
+    package func subscribe(
+        to patterns: [TopicPattern],
+        latestFirst: Bool,
+        gauge: SubscriptionGauge,
+        sink: @escaping @Sendable (SubscriptionEvent) -> Void,
+        finished: @escaping @Sendable ((any Error)?) -> Void
+    ) async throws -> SubscriptionHandle {
+        try await open(patterns, options: SubscribeOptions(latestFirst: latestFirst), gauge: gauge, output: SubscriptionOutput(yield: sink, finish: finished))
+    }
+
+    /// Makes a subscription whose events go to `output`; the handle ends it.
+    private func open(
+        _ patterns: [TopicPattern],
+        options: SubscribeOptions,
+        gauge: SubscriptionGauge,
+        output: SubscriptionOutput
+    ) async throws -> SubscriptionHandle {
         let link = try await current()
         let handler = link.handler
         let eventLoop = link.channel.eventLoop
+        let since = options.since
         if since != nil { try requireResuming("resuming from a topic's history (since)") }
-        let options = SubscribeOptions(latestFirst: latestFirst, since: since, overflow: overflow)
-        let replays = latestFirst || since != nil
-        let gauge = SubscriptionGauge(limits: buffer)
+        let replays = options.latestFirst || since != nil
         // A client that reconnects carries its subscriptions over, if the daemon can resume them.
         let route = reconnectWithin != nil && link.greeting.version >= ServerGreeting.resumingVersion ? SubscriptionRoute() : nil
         let (id, replies) = try await eventLoop.submit {
-            var local = ClientChannelHandler.LocalSubscription(patterns: patterns, continuation: continuation, gauge: gauge)
+            var local = ClientChannelHandler.LocalSubscription(patterns: patterns, output: output, gauge: gauge)
             if let route {
-                local.resume = .init(since: since, overflow: overflow, connectedAt: .now(), route: route)
+                local.resume = .init(since: since, overflow: options.overflow, connectedAt: .now(), route: route)
                 local.resume!.delivered.start(at: since, now: .now())
             }
             let (id, newPatterns) = handler.value.addSubscription(local)
-            if let route {
-                route.move(to: handler.value, on: eventLoop, id: id)
-                continuation.onTermination = { _ in route.end() }
-            } else {
-                continuation.onTermination = { _ in eventLoop.execute { handler.value.removeSubscription(id) } }
-            }
+            if let route { route.move(to: handler.value, on: eventLoop, id: id) }
             // With latestFirst or since, every pattern is asked for what it replays, even one already held.
             let replies = (replays ? patterns : newPatterns).map { pattern in
                 let reply = eventLoop.makePromise(of: ServerFrame.self)
@@ -280,17 +307,24 @@ public final class NotifyClient: Sendable {
             }
             return (id, replies)
         }.get()
+        let handle: SubscriptionHandle
+        if let route {
+            handle = SubscriptionHandle(caughtUp: { route.caughtUp() }, end: { route.end() })
+        } else {
+            handle = SubscriptionHandle(
+                caughtUp: { eventLoop.execute { handler.value.subscriptionCaughtUp(id) } },
+                end: { eventLoop.execute { handler.value.removeSubscription(id) } }
+            )
+        }
         for reply in replies {
             let frame = try await reply.get()
             if case .error(let error) = frame {
-                continuation.finish()
+                handle.end()
+                output.finish(nil)
                 throw NotifyClientError.refused(error)
             }
         }
-        if let route { return NotifySubscription(stream: stream, gauge: gauge) { route.caughtUp() } }
-        return NotifySubscription(stream: stream, gauge: gauge) {
-            eventLoop.execute { handler.value.subscriptionCaughtUp(id) }
-        }
+        return handle
     }
 
     // MARK: - Buffered messages

@@ -39,7 +39,7 @@ public struct SubscriptionBufferLimits: Sendable, Hashable {
 
 /// Counts what one subscription holds for its consumer, and says when that crosses the limits: the event loop
 /// adds what it hands over, the consumer's task takes away what it took.
-final class SubscriptionGauge: Sendable {
+package final class SubscriptionGauge: Sendable {
     let limits: SubscriptionBufferLimits
 
     private struct Level {
@@ -51,7 +51,7 @@ final class SubscriptionGauge: Sendable {
 
     private let level = Mutex(Level())
 
-    init(limits: SubscriptionBufferLimits) {
+    package init(limits: SubscriptionBufferLimits) {
         self.limits = limits
     }
 
@@ -84,7 +84,7 @@ final class SubscriptionGauge: Sendable {
 
     /// Counts an event the consumer took. Returns true when this took a full subscription back under its low-water
     /// marks.
-    func take(_ size: Int) -> Bool {
+    package func take(_ size: Int) -> Bool {
         level.withLock { level in
             level.events -= 1
             level.bytes -= size
@@ -104,12 +104,12 @@ final class SubscriptionGauge: Sendable {
     }
 
     /// Events and bytes held now, for tests and diagnostics.
-    var held: (events: Int, bytes: Int) { level.withLock { ($0.events, $0.bytes) } }
+    package var held: (events: Int, bytes: Int) { level.withLock { ($0.events, $0.bytes) } }
 }
 
 extension SubscriptionEvent {
     /// What the event costs while it waits for the consumer, roughly: its bytes, and what holds them.
-    var bufferedSize: Int {
+    package var bufferedSize: Int {
         switch self {
         case .message(let delivery):
             return 96 + delivery.topic.name.utf8.count + delivery.payload.readableBytes + (delivery.publisher.unit?.utf8.count ?? 0)
