@@ -74,7 +74,7 @@ extension Broker {
     /// `time`, is history no longer held.
     private func makeHistory(of state: TopicState, before sequence: UInt64, time: PublishTime) {
         guard state.history == nil else { return }
-        state.history = TopicHistory(allocator: allocator)
+        state.history = TopicHistory()
         if sequence > 1 { state.history!.noteEvicted(through: sequence - 1, time: time) }
     }
 
@@ -88,8 +88,8 @@ extension Broker {
             state.historyIsUnlogged = false
             if state.history != nil {
                 newest = state.history!.loggedThrough
-                state.history!.forEach(after: newest) { entry, frame in
-                    frame.withUnsafeReadableBytes { log.appendHistory($0) }
+                state.history!.forEachFrame(after: newest) { entry, frame in
+                    log.appendHistory(frame)
                     newest = entry.sequence
                 }
                 state.history!.loggedThrough = newest

@@ -50,7 +50,7 @@ struct TopicHistoryTests {
 
     @Test("keeps the last N messages, oldest first, and says what left")
     func countLimit() {
-        var history = TopicHistory(allocator: ByteBufferAllocator())
+        var history = TopicHistory()
         let limits = HistoryLimits(messages: 4, bytes: 1 << 20)
         var released = 0
         for sequence in 1...10 as ClosedRange<UInt64> { released += Self.append(sequence, "m\(sequence)", to: &history, limits) }
@@ -63,7 +63,7 @@ struct TopicHistoryTests {
 
     @Test("keeps at most its bytes of frames, reusing its buffer as old frames leave")
     func byteLimit() {
-        var history = TopicHistory(allocator: ByteBufferAllocator())
+        var history = TopicHistory()
         let payload = String(repeating: "x", count: 100)
         let frameSize = Self.frame(1_000, payload).readableBytes
         let limits = HistoryLimits(messages: 1_000, bytes: 5 * frameSize + 10)
@@ -74,7 +74,7 @@ struct TopicHistoryTests {
 
     @Test("a full history takes each message without moving the others, in a ring no larger than its limit needs")
     func ring() {
-        var history = TopicHistory(allocator: ByteBufferAllocator())
+        var history = TopicHistory()
         let limits = HistoryLimits.resumable
         // Sizes that do not divide the ring, so that frames wrap around its end at every offset.
         let payload = { (sequence: UInt64) in String(repeating: Character(UnicodeScalar(UInt8(97 + sequence % 26))), count: 900 + Int(sequence % 250)) }
@@ -85,6 +85,7 @@ struct TopicHistoryTests {
         }
         // Growing to its size copied what it held a few times; taking messages in once full copies nothing.
         #expect(history.bytesRelocated < 2 * limits.bytes, "relocated \(history.bytesRelocated) bytes for \(appended) appended")
+        #expect(history.bytes > limits.bytes - 1_200, "full")
         #expect(history.capacity <= limits.bytes)
         var decoder = ServerFrameDecoder()
         var sequences: [UInt64] = []
@@ -100,11 +101,23 @@ struct TopicHistoryTests {
         }
         #expect(sequences.count > 32)
         #expect(sequences == Array((5_001 - UInt64(sequences.count))...5_000))
+        // The frames as the state log is handed them, in place: the same bytes.
+        var inPlace: [UInt64] = []
+        history.forEachFrame(after: 0) { entry, frame in
+            var input = ByteBuffer(bytes: frame)
+            guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input) else {
+                Issue.record("message \(entry.sequence) is not a whole frame in place")
+                return
+            }
+            #expect(String(buffer: delivery.payload) == payload(entry.sequence))
+            inPlace.append(delivery.sequence)
+        }
+        #expect(inPlace == sequences)
     }
 
     @Test("a message over the limit alone empties the history: it stays one unbroken run")
     func oversized() {
-        var history = TopicHistory(allocator: ByteBufferAllocator())
+        var history = TopicHistory()
         let limits = HistoryLimits(messages: 10, bytes: 200)
         for sequence in 1...3 as ClosedRange<UInt64> { _ = Self.append(sequence, "small", to: &history, limits) }
         _ = Self.append(4, String(repeating: "x", count: 300), to: &history, limits)
@@ -117,7 +130,7 @@ struct TopicHistoryTests {
 
     @Test("by time: the messages published after it")
     func byTime() {
-        var history = TopicHistory(allocator: ByteBufferAllocator())
+        var history = TopicHistory()
         let limits = HistoryLimits(messages: 10, bytes: 1 << 20)
         for sequence in 1...5 as ClosedRange<UInt64> { _ = Self.append(sequence, "m", to: &history, limits) }
         var sequences: [UInt64] = []

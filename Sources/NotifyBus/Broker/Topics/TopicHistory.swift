@@ -6,11 +6,13 @@ import NIOCore
 ///
 /// Bounded by a count and by bytes of frames (``HistoryLimits``), and trimmed from its oldest end by the broker when the
 /// publisher's budget or the daemon's needs the room (history yields; it never makes a publish fail). The frames are
-/// kept back to back in one ring buffer, as delivered (`MSG` frames), so that keeping a message costs one copy and
-/// no allocation once the ring has grown, and replaying one costs a slice. A ring, because a full history takes a
-/// message for every one it lets go: a buffer that moved what it keeps to its start to make room would copy the whole
-/// history for each message (64 KiB per 1 KiB message with the default limits). A frame may wrap around the ring's
-/// end; only such a frame is copied when read.
+/// kept back to back in one ring of memory, as delivered (`MSG` frames), so that keeping a message costs one copy and
+/// no allocation once the ring has grown. A ring, because a full history takes a message for every one it lets go:
+/// a buffer that moved what it keeps to its start to make room would copy the whole history for each message
+/// (64 KiB per 1 KiB message with the default limits). A frame may wrap around the ring's end. The ring is plain
+/// memory sized to what it holds (doubling as it grows, up to the byte limit), not a `ByteBuffer`: a topic with one
+/// small message in its history would pay for a buffer object and a power-of-two block besides (some 130 bytes of
+/// the daemon's memory per topic); a replay, rare, copies its frames out.
 ///
 /// What left it is remembered as a range of sequence numbers and the time of the last one, so that a resume that
 /// asks for more than it holds is told exactly what it misses (by sequence), or that it may have missed it (by
@@ -30,9 +32,8 @@ final class TopicHistory {
         unowned(unsafe) let owner: UserAccount
     }
 
-    /// The ring: its readable bytes are its whole capacity, so that any frame in it is a slice. What is kept runs
-    /// from the oldest entry's offset, wrapping at the end, for ``bytes``.
-    @exclusivity(unchecked) private var ring: ByteBuffer
+    /// The ring. What is kept runs from the oldest entry's offset, wrapping at the end, for ``bytes``.
+    @exclusivity(unchecked) private var ring = UnsafeMutableRawBufferPointer(start: nil, count: 0)
     #if DEBUG
     /// Bytes of frames copied from one ring to another as it grew or shrank: the cost of keeping besides the copy
     /// in, which tests hold to a small multiple of what was appended. Debug builds only: 8 bytes more would put
@@ -52,12 +53,14 @@ final class TopicHistory {
     /// The newest message the state log holds: a commit appends those kept after it.
     @exclusivity(unchecked) var loggedThrough: UInt64 = 0
 
-    init(allocator: ByteBufferAllocator) {
-        ring = allocator.buffer(capacity: 0)
+    init() {}
+
+    deinit {
+        ring.deallocate()
     }
 
     /// The ring's size in bytes: the memory the history holds for its frames.
-    var capacity: Int { ring.capacity }
+    var capacity: Int { ring.count }
 
     var count: Int { entries.count }
     var isEmpty: Bool { entries.isEmpty }
@@ -82,11 +85,16 @@ final class TopicHistory {
             released(removeOldest()!)
         }
         shrinkIfSparse()
-        if bytes + frame.count > ring.capacity { relocate(capacity: bytes + frame.count) }
-        let offset = entries.last.map { ($0.offset + $0.length) % ring.capacity } ?? 0
-        let first = Swift.min(frame.count, ring.capacity - offset)
-        ring.setBytes(UnsafeRawBufferPointer(rebasing: frame[..<first]), at: offset)
-        if first < frame.count { ring.setBytes(UnsafeRawBufferPointer(rebasing: frame[first...]), at: 0) }
+        if bytes + frame.count > ring.count {
+            // Doubling keeps the copies of a growing history few; the limit is all it ever needs.
+            relocate(capacity: Swift.max(bytes + frame.count, Swift.min(2 * ring.count, limits.bytes)))
+        }
+        let offset = entries.last.map { ($0.offset + $0.length) % ring.count } ?? 0
+        let first = Swift.min(frame.count, ring.count - offset)
+        UnsafeMutableRawBufferPointer(rebasing: ring[offset..<(offset + first)]).copyMemory(from: UnsafeRawBufferPointer(rebasing: frame[..<first]))
+        if first < frame.count {
+            UnsafeMutableRawBufferPointer(rebasing: ring[0..<(frame.count - first)]).copyMemory(from: UnsafeRawBufferPointer(rebasing: frame[first...]))
+        }
         entries.append(Entry(sequence: sequence, time: time, offset: offset, length: frame.count, payloadSize: payloadSize, owner: owner))
         bytes += frame.count
         payloadBytes += payloadSize
@@ -119,25 +127,26 @@ final class TopicHistory {
     /// Gives back the ring's memory when it is mostly empty: what a history holds is what the budgets count, so a
     /// history the budgets emptied must not keep the ring it had at its peak.
     private func shrinkIfSparse() {
-        guard ring.capacity > 4 * Swift.max(bytes, 4_096) else { return }
+        guard ring.count > 4 * Swift.max(bytes, 4_096) else { return }
         relocate(capacity: bytes)
     }
 
-    /// Moves what is kept to the start of a new ring of at least `capacity` bytes (rounded up to a power of two, so
-    /// that a growing history is copied a bounded number of times).
+    /// Moves what is kept to the start of a new ring of `capacity` bytes (at least ``bytes``).
     private func relocate(capacity: Int) {
-        var larger = ByteBufferAllocator().buffer(capacity: capacity)
-        larger.moveWriterIndex(to: larger.capacity)
+        let larger = capacity > 0 ? UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 1) : UnsafeMutableRawBufferPointer(start: nil, count: 0)
         if let start = entries.first?.offset {
-            let first = Swift.min(bytes, ring.capacity - start)
-            larger.setBuffer(ring.getSlice(at: start, length: first)!, at: 0)
-            if first < bytes { larger.setBuffer(ring.getSlice(at: 0, length: bytes - first)!, at: first) }
-            let oldCapacity = ring.capacity
+            let first = Swift.min(bytes, ring.count - start)
+            UnsafeMutableRawBufferPointer(rebasing: larger[0..<first]).copyMemory(from: UnsafeRawBufferPointer(rebasing: ring[start..<(start + first)]))
+            if first < bytes {
+                UnsafeMutableRawBufferPointer(rebasing: larger[first..<bytes]).copyMemory(from: UnsafeRawBufferPointer(rebasing: ring[0..<(bytes - first)]))
+            }
+            let oldCapacity = ring.count
             for index in entries.indices { entries[index].offset = (entries[index].offset - start + oldCapacity) % oldCapacity }
             #if DEBUG
             bytesRelocated += bytes
             #endif
         }
+        ring.deallocate()
         ring = larger
     }
 
@@ -168,8 +177,8 @@ final class TopicHistory {
         return first.sequence <= sequence && sequence <= last.sequence
     }
 
-    /// Calls `body` with each message kept whose sequence number is above `sequence`, oldest first, with its frame
-    /// (a slice it must not keep: a later append would copy the ring).
+    /// Calls `body` with each message kept whose sequence number is above `sequence`, oldest first, with a copy of
+    /// its frame.
     func forEach(after sequence: UInt64, _ body: (Entry, ByteBuffer) -> Void) {
         // From the newest back: a commit asks for the few kept since the last one.
         var start = entries.endIndex
@@ -200,13 +209,29 @@ final class TopicHistory {
         }
     }
 
-    /// The frame of `entry`: a slice of the ring, or a copy of its two parts when it wraps around the ring's end.
+    /// Calls `body` with the frame of `entry`: in the ring where it is in one piece, else a copy of its two parts.
+    func withFrame<Result>(of entry: Entry, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        let first = ring.count - entry.offset
+        if entry.length <= first {
+            return body(UnsafeRawBufferPointer(rebasing: ring[entry.offset..<(entry.offset + entry.length)]))
+        }
+        return withUnsafeTemporaryAllocation(byteCount: entry.length, alignment: 1) { copy in
+            UnsafeMutableRawBufferPointer(rebasing: copy[0..<first]).copyMemory(from: UnsafeRawBufferPointer(rebasing: ring[entry.offset...]))
+            UnsafeMutableRawBufferPointer(rebasing: copy[first...]).copyMemory(from: UnsafeRawBufferPointer(rebasing: ring[0..<(entry.length - first)]))
+            return body(UnsafeRawBufferPointer(copy))
+        }
+    }
+
+    /// The frame of `entry`, copied into a buffer of its own (for a replay, which keeps it queued).
     private func frame(of entry: Entry) -> ByteBuffer {
-        let first = ring.capacity - entry.offset
-        if entry.length <= first { return ring.getSlice(at: entry.offset, length: entry.length)! }
-        var frame = ByteBufferAllocator().buffer(capacity: entry.length)
-        frame.writeImmutableBuffer(ring.getSlice(at: entry.offset, length: first)!)
-        frame.writeImmutableBuffer(ring.getSlice(at: 0, length: entry.length - first)!)
-        return frame
+        withFrame(of: entry) { ByteBuffer(bytes: $0) }
+    }
+
+    /// Calls `body` with each message kept whose sequence number is above `sequence`, oldest first, with its frame
+    /// in place (valid during the call only): what a commit writes to the state log, without a copy.
+    func forEachFrame(after sequence: UInt64, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
+        var start = entries.endIndex
+        while start > entries.startIndex, entries[start - 1].sequence > sequence { start -= 1 }
+        for entry in entries[start...] { withFrame(of: entry) { body(entry, $0) } }
     }
 }
