@@ -46,15 +46,24 @@ extension Broker {
         let largestPayload = min(configuration.maxRetainedBytesPerUser, configuration.maxRetainedBytes)
         pendingHistory.decide(limits: { historyLimits(of: $0) }, largestPayload: largestPayload)
         for message in pendingHistory.messages where message.fate != .superseded {
-            let state = message.topic.takeUnretainedValue()
-            if message.fate == .passed {
-                // It and everything before it are gone: the history starts again after it.
-                makeHistory(of: state, before: message.firstGone, time: message.time)
-                state.history!.skip(sequence: message.sequence, firstGone: message.firstGone, time: message.time) {
-                    historyLedger.released($0)
-                }
-                continue
+            message.topic._withUnsafeGuaranteedRef { state in settle(message, of: state) }
+        }
+        pendingHistory.removeAll()
+    }
+
+    /// Takes one message of the batch into `state`'s history, or notes it gone (see ``settleHistory()``).
+    private func settle(_ message: PendingHistory.Message, of state: TopicState) {
+        if message.fate == .passed {
+            // It and everything before it are gone: the history starts again after it.
+            makeHistory(of: state, before: message.firstGone, time: message.time)
+            state.history!.skip(sequence: message.sequence, firstGone: message.firstGone, time: message.time) {
+                historyLedger.released($0)
             }
+            return
+        }
+        // Borrowed, not retained: the account outlives the batch (see ``PendingHistory``), and a reference counted
+        // per message is what settling in bulk is there to save.
+        message.owner._withUnsafeGuaranteedRef { owner in
             _ = batch.withBytes(message.frame) { frame in
                 keepInHistory(
                     frame,
@@ -62,12 +71,11 @@ extension Broker {
                     sequence: message.sequence,
                     time: message.time,
                     payloadSize: message.payloadSize,
-                    by: message.owner.takeUnretainedValue(),
+                    by: owner,
                     limits: historyLimits(of: state)
                 )
             }
         }
-        pendingHistory.removeAll()
     }
 
     /// Makes `state`'s history if it has none yet: what the topic had before `sequence`, published no later than
