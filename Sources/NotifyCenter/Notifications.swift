@@ -10,39 +10,20 @@ public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
     public typealias Element = NotificationEvent<Message>
 
     let subscription: NotifySubscription
-    let codec: NotifyCodec<Message>
-    let isIncluded: (@Sendable (Message) -> Bool)?
-    let sender: Sender?
-    let ownPosts: OwnPosts?
+    let selection: NotificationSelection<Message>
 
     public func makeAsyncIterator() -> Iterator {
-        Iterator(base: subscription.makeAsyncIterator(), codec: codec, isIncluded: isIncluded, sender: sender, ownPosts: ownPosts)
+        Iterator(base: subscription.makeAsyncIterator(), selection: selection)
     }
 
     /// Decodes each message, and passes on those selected.
     public struct Iterator: AsyncIteratorProtocol {
         var base: NotifySubscription.Iterator
-        let codec: NotifyCodec<Message>
-        let isIncluded: (@Sendable (Message) -> Bool)?
-        let sender: Sender?
-        let ownPosts: OwnPosts?
+        let selection: NotificationSelection<Message>
 
         public mutating func next() async throws -> NotificationEvent<Message>? {
             while let event = try await base.next() {
-                switch event {
-                case .dropped(let notice):
-                    return .dropped(notice)
-                case .message(let delivery):
-                    if let sender, !sender.matches(delivery.publisher) { continue }
-                    if let ownPosts, ownPosts.contains(delivery) { continue }
-                    switch Notifications.decode(delivery, with: codec) {
-                    case .success(let received):
-                        if let isIncluded, !isIncluded(received.value) { continue }
-                        return .notification(received)
-                    case .failure(let undecodable):
-                        return .undecodable(undecodable)
-                    }
-                }
+                if let selected = selection.select(event) { return selected }
             }
             return nil
         }
@@ -80,6 +61,33 @@ public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
                 expectedType: String(describing: Message.self),
                 reason: "\(codec.name): \(error)"
             ))
+        }
+    }
+}
+
+/// What a typed subscription or observer passes on of its subscription's events: each message decoded, unless it is
+/// not from `sender`, is one of the center's own posts, or is not `isIncluded`; notices of drops as they are.
+struct NotificationSelection<Message: NotifyMessage>: Sendable {
+    let codec: NotifyCodec<Message>
+    let isIncluded: (@Sendable (Message) -> Bool)?
+    let sender: Sender?
+    let ownPosts: OwnPosts?
+
+    /// The event to pass on for `event`; nil for a message left out.
+    func select(_ event: SubscriptionEvent) -> NotificationEvent<Message>? {
+        switch event {
+        case .dropped(let notice):
+            return .dropped(notice)
+        case .message(let delivery):
+            if let sender, !sender.matches(delivery.publisher) { return nil }
+            if let ownPosts, ownPosts.contains(delivery) { return nil }
+            switch Notifications<Message>.decode(delivery, with: codec) {
+            case .success(let received):
+                if let isIncluded, !isIncluded(received.value) { return nil }
+                return .notification(received)
+            case .failure(let undecodable):
+                return .undecodable(undecodable)
+            }
         }
     }
 }

@@ -158,13 +158,7 @@ public final class NotifyCenter: Sendable {
             since: since,
             buffer: buffer
         )
-        return Notifications(
-            subscription: subscription,
-            codec: Message.codec,
-            isIncluded: isIncluded,
-            sender: sender,
-            ownPosts: ownPosts
-        )
+        return Notifications(subscription: subscription, selection: selection(Message.self, where: isIncluded, from: sender))
     }
 
     // MARK: - Observers
@@ -319,27 +313,17 @@ public final class NotifyCenter: Sendable {
     ) async throws -> UInt64 {
         // Observer objects that died on topics gone quiet would never learn of it: each new observation ends theirs.
         observations.sweep()
-        let codec = Message.codec
-        let ownPosts = self.ownPosts
+        let selection = selection(Message.self, where: isIncluded, from: sender)
         let onUndecodable = onUndecodable ?? self.onUndecodable
         let onDropped = self.onDropped
         let handle: @Sendable (SubscriptionEvent) async -> Bool = { event in
-            switch event {
-            case .dropped(let notice):
-                onDropped(notice)
-                return true
-            case .message(let delivery):
-                if let sender, !sender.matches(delivery.publisher) { return true }
-                if let ownPosts, ownPosts.contains(delivery) { return true }
-                switch Notifications<Message>.decode(delivery, with: codec) {
-                case .success(let received):
-                    if let isIncluded, !isIncluded(received.value) { return true }
-                    return await deliver(received)
-                case .failure(let undecodable):
-                    onUndecodable(undecodable)
-                    return true
-                }
+            switch selection.select(event) {
+            case .notification(let received)?: return await deliver(received)
+            case .undecodable(let undecodable)?: onUndecodable(undecodable)
+            case .dropped(let notice)?: onDropped(notice)
+            case nil: break
             }
+            return true
         }
         let isAlive = observer.map(Self.isAlive)
         let gauge = SubscriptionGauge(limits: .default)
@@ -358,6 +342,15 @@ public final class NotifyCenter: Sendable {
             throw error
         }
         return id
+    }
+
+    /// What a subscription of `Message` passes on (see ``NotificationSelection``).
+    private func selection<Message: NotifyMessage>(
+        _ type: Message.Type,
+        where isIncluded: (@Sendable (Message) -> Bool)?,
+        from sender: Sender?
+    ) -> NotificationSelection<Message> {
+        NotificationSelection(codec: Message.codec, isIncluded: isIncluded, sender: sender, ownPosts: ownPosts)
     }
 
     /// Whether `observer`, held weakly, still exists.

@@ -44,27 +44,41 @@ extension NotifyCodec where Value: Codable & Sendable {
     /// with or without fractional seconds and with any offset (`date -Iseconds`), so a script's `notify send` reads
     /// as a value.
     public static var json: NotifyCodec {
-        let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        NotifyCodec(
+            name: "json",
+            encode: { ByteBuffer(bytes: try JSONCoders.encoder.encode($0)) },
+            decode: { try JSONCoders.decoder.decode(Value.self, from: Data($0.readableBytesView)) }
+        )
+    }
+}
+
+/// The JSON coders of every ``NotifyCodec/json``, made once: `json` is asked for at each post (a type's `codec`
+/// is computed), and making an encoder and a decoder each time cost more than the encoding. They are safe to share
+/// across threads.
+private enum JSONCoders {
+    static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
+    static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
-            try container.encode(date.formatted(style))
+            try container.encode(date.formatted(dateStyle))
         }
         encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
+        return encoder
+    }()
+
+    static let decoder: JSONDecoder = {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
             let text = try container.decode(String.self)
             do {
-                return try style.parse(text)
+                return try dateStyle.parse(text)
             } catch {
                 throw DecodingError.dataCorruptedError(in: container, debugDescription: "\"\(text)\" is not an ISO 8601 date")
             }
         }
-        return NotifyCodec(
-            name: "json",
-            encode: { ByteBuffer(bytes: try encoder.encode($0)) },
-            decode: { try decoder.decode(Value.self, from: Data($0.readableBytesView)) }
-        )
-    }
+        return decoder
+    }()
 }

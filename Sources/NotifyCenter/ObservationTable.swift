@@ -23,7 +23,6 @@ final class ObservationTable: Sendable {
     private struct State {
         var next: UInt64 = 0
         var running: [UInt64: Observation] = [:]
-        var isClosed = false
         var delivering: Task<Void, Never>?
     }
 
@@ -111,10 +110,7 @@ final class ObservationTable: Sendable {
     /// Ends every observation and the queue.
     func close() {
         let (all, task) = state.withLock { state in
-            defer {
-                state.running.removeAll()
-                state.isClosed = true
-            }
+            defer { state.running.removeAll() }
             return (Array(state.running.values), state.delivering)
         }
         for observation in all { observation.subscription?.end() }

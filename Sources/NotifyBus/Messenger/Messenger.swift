@@ -191,9 +191,7 @@ public final class Messenger<Message: Sendable>: Sendable {
             latestFirst: latestFirst,
             sender: sender.map(ObjectIdentifier.init),
             onCancel: { continuation.finish() }
-        ) { [weak self] message in
-            if case .dropped = continuation.yield(message) { self?.dropped.add(1, ordering: .relaxed) }
-        }
+) { [weak self] message in self?.yield(message, to: continuation) }
         Task { @MainActor [weak token] in
             for await message in stream {
                 // What waited in the buffer is not handed out once the observer is removed.
@@ -313,13 +311,16 @@ public final class Messenger<Message: Sendable>: Sendable {
             latestFirst: latestFirst,
             sender: sender.map(ObjectIdentifier.init),
             onMessengerGone: { continuation.finish() }
-        ) { [weak self] message in
-            if case .dropped = continuation.yield(message) { self?.dropped.add(1, ordering: .relaxed) }
-        }
+) { [weak self] message in self?.yield(message, to: continuation) }
         continuation.onTermination = { _ in token.cancel() }
         // A finish() between the check above and the registration did not see this one.
         if state.withLock({ $0.isFinished }) { continuation.finish() }
         return stream
+    }
+
+    /// Hands `message` to a stream's buffer, counting it when a bounded buffer drops it.
+    private func yield(_ message: Message, to continuation: AsyncStream<Message>.Continuation) {
+        if case .dropped = continuation.yield(message) { dropped.add(1, ordering: .relaxed) }
     }
 
     /// Messages the bounded buffers of ``messages(where:latestFirst:from:bufferingPolicy:)`` dropped, in
