@@ -96,7 +96,7 @@ extension Broker {
             state.historyIsUnlogged = false
             if state.history != nil {
                 newest = state.history!.loggedThrough
-                state.history!.forEachFrame(after: newest) { entry, frame in
+                state.history!.forEach(after: newest) { entry, frame in
                     log.appendHistory(frame)
                     newest = entry.sequence
                 }
@@ -248,7 +248,7 @@ extension Broker {
         of state: TopicState,
         id: UInt64?,
         to target: SubscriberTarget,
-        _ replay: (TopicHistory?, (TopicHistory.Entry, ByteBuffer) -> Void) -> Void
+        _ replay: (TopicHistory?, (TopicHistory.Entry, UnsafeRawBufferPointer) -> Void) -> Void
     ) {
         replay(state.history) { entry, frame in
             workDone &+= 1

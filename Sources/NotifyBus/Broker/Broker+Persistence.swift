@@ -18,7 +18,7 @@ extension Broker {
                     let owner = account(of: delivery.publisher.uid)
                     owner.retainedBytes += delivery.payload.readableBytes
                     owner.retainedTopics += 1
-                    state.retained = RetainedMessage(
+                    state.retained = RetainedMessage.make(
                         frame: frame,
                         payloadSize: delivery.payload.readableBytes,
                         sequence: delivery.sequence,
@@ -115,7 +115,7 @@ extension Broker {
         for state in unsavedTopics {
             state.isUnsaved = false
             if let retained = state.retained {
-                log.appendRetained(retained.frame)
+                retained.withFrame { log.appendRetained($0) }
             } else {
                 log.appendCleared(state.topic.name)
             }
@@ -138,7 +138,7 @@ extension Broker {
         unloggedHistories.removeAll(keepingCapacity: true)
         let records = topicTable.all.map { state in
             var history: [ByteBuffer] = []
-            state.history?.forEach(last: nil) { _, frame in history.append(frame) }
+            state.history?.forEach(last: nil) { _, frame in history.append(ByteBuffer(bytes: frame)) }
             return (state.topic.name, StateLog.TopicRecord(sequence: state.sequence, retainedFrame: state.retained?.frame, history: history))
         }
         try log.compact(records)

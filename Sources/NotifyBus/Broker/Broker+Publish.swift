@@ -85,24 +85,29 @@ extension Broker {
 
         if options.retain {
             let owner = session.account
-            if state.retained != nil {
-                topicTable.countRetained(topics: 0, payloadBytes: -state.retained!.payloadSize, frameBytes: -state.retained!.frame.readableBytes)
-                let previousOwner = state.retained!.owner
-                previousOwner.retainedBytes -= state.retained!.payloadSize
+            if let retained = state.retained {
+                topicTable.countRetained(topics: 0, payloadBytes: -retained.payloadSize, frameBytes: -retained.frameLength)
+                let previousOwner = retained.owner
+                previousOwner.retainedBytes -= retained.payloadSize
                 if previousOwner !== owner {
-                    state.retained!.owner = owner
+                    retained.owner = owner
                     previousOwner.retainedTopics -= 1
                     owner.retainedTopics += 1
                     forgetIfEmpty(previousOwner)
                 }
-                batch.copy(frame, replacing: &state.retained!.frame, allocator: allocator)
-                state.retained!.payloadSize = payload.readableBytes
-                state.retained!.sequence = sequence
+                if retained.fits(frame.count) {
+                    batch.withBytes(frame) { retained.replace(with: $0, payloadSize: payload.readableBytes, sequence: sequence) }
+                } else {
+                    state.retained = batch.withBytes(frame) {
+                        RetainedMessage.make(frame: $0, payloadSize: payload.readableBytes, sequence: sequence, owner: owner)
+                    }
+                }
             } else {
                 topicTable.countRetained(topics: 1, payloadBytes: 0, frameBytes: 0)
                 owner.retainedTopics += 1
-                let retained = batch.copy(frame, allocator: allocator)
-                state.retained = RetainedMessage(frame: retained, payloadSize: payload.readableBytes, sequence: sequence, owner: owner)
+                state.retained = batch.withBytes(frame) {
+                    RetainedMessage.make(frame: $0, payloadSize: payload.readableBytes, sequence: sequence, owner: owner)
+                }
             }
             owner.retainedBytes += payload.readableBytes
             topicTable.countRetained(topics: 0, payloadBytes: payload.readableBytes, frameBytes: frame.count)

@@ -64,9 +64,7 @@ extension Broker {
                 // A `LAST` with the SUB's id, not the `MSG` itself: a client with several subscriptions hands it only
                 // to the one that asked (a live `MSG` is for every one that matches).
                 // One frame: a delivery may have to wait in the subscriber's queue, which takes whole frames.
-                let body = lastBody(of: retained)
-                var frame = lastHeader(id: id, capacity: 28 + body.readableBytes)
-                frame.writeImmutableBuffer(body)
+                let frame = retained.withFrame { lastFrame(id: id, messageFrame: $0) }
                 replay(frame, of: state, sequence: retained.sequence, payloadSize: retained.payloadSize, to: target)
             }
         }
@@ -75,28 +73,16 @@ extension Broker {
         replyOK(id, to: session)
     }
 
-    /// A `LAST` frame (the reply to `LATEST`, and what `SUB … latest` sends) is the buffered `MSG` frame with the
-    /// request id and another verb: this header, then ``lastBody(of:)``.
-    func lastHeader(id: UInt64?, capacity: Int = 28) -> ByteBuffer {
-        var header = allocator.buffer(capacity: capacity)
-        header.writeRequestID(id)
-        header.writeStaticString("LAST")
-        return header
-    }
-
-    /// A `LAST` frame with request id `id` made from a `MSG` frame (one of a topic's history): a copy, as the
-    /// history's buffer must not be shared while it takes more.
-    func lastFrame(id: UInt64?, messageFrame frame: ByteBuffer) -> ByteBuffer {
+    /// A `LAST` frame (the reply to `LATEST` and `HISTORY`, and what `SUB … latest` sends) with request id `id`,
+    /// made from a `MSG` frame: the same frame with the request id and another verb, in a buffer of its own (the
+    /// frame's may take other bytes meanwhile).
+    func lastFrame(id: UInt64?, messageFrame frame: UnsafeRawBufferPointer) -> ByteBuffer {
         let verbLength = 3  // "MSG"
-        var last = lastHeader(id: id, capacity: 28 + frame.readableBytes)
-        last.writeBytes(frame.readableBytesView.dropFirst(verbLength))
+        var last = allocator.buffer(capacity: 28 + frame.count)
+        last.writeRequestID(id)
+        last.writeStaticString("LAST")
+        last.writeBytes(UnsafeRawBufferPointer(rebasing: frame[verbLength...]))
         return last
-    }
-
-    /// The buffered `MSG` frame after its verb: a slice, so the payload is not copied.
-    func lastBody(of retained: RetainedMessage) -> ByteBuffer {
-        let verbLength = 3  // "MSG"
-        return retained.frame.getSlice(at: retained.frame.readerIndex + verbLength, length: retained.frame.readableBytes - verbLength)!
     }
 
     func unsubscribe(_ session: Session, from pattern: TopicPattern, id: UInt64?) {

@@ -10,9 +10,8 @@ extension Broker {
             let sentence = "nothing is buffered for topic \"\(topic.name)\"; it has no messages yet, was cleared, or only got messages sent without retaining (--no-retain, noretain)"
             return reply(ProtocolError(.notFound, sentence, requestID: id), to: session)
         }
-        // Two writes, and the payload is never copied: a `LATEST` of a 1 MiB message costs a 28-byte header.
-        queue(lastHeader(id: id), to: session)
-        queue(lastBody(of: retained), to: session)
+        workDone &+= retained.replyWork
+        queue(retained.withFrame { lastFrame(id: id, messageFrame: $0) }, to: session)
     }
 
     /// Answers the last `count` messages of the topic's history as `LAST` frames, oldest first, then `OK <n>`: the
@@ -48,7 +47,7 @@ extension Broker {
         }
         if let state = topicTable[topic.name], let retained = state.retained {
             state.retained = nil
-            topicTable.countRetained(topics: -1, payloadBytes: -retained.payloadSize, frameBytes: -retained.frame.readableBytes)
+            topicTable.countRetained(topics: -1, payloadBytes: -retained.payloadSize, frameBytes: -retained.frameLength)
             topicTable.listForgettable(state)
             retained.owner.retainedBytes -= retained.payloadSize
             retained.owner.retainedTopics -= 1

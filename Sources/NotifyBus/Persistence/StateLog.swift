@@ -183,6 +183,11 @@ public final class StateLog {
         StateRecord.retained(frame: frame).write(to: &pending, sealedWith: key)
     }
 
+    /// Records a topic's new buffered message from its `MSG` frame's bytes; written at the next ``commit()``.
+    public func appendRetained(_ frame: UnsafeRawBufferPointer) {
+        StateRecord.write(kind: StateRecord.retainedKind, body: frame, to: &pending, sealedWith: key)
+    }
+
     /// Records a message its topic's history keeps, from its `MSG` frame's bytes; written at the next ``commit()``.
     public func appendHistory(_ frame: UnsafeRawBufferPointer) {
         StateRecord.write(kind: StateRecord.historyKind, body: frame, to: &pending, sealedWith: key)

@@ -50,14 +50,16 @@ enum StateRecord: Equatable {
 
     var kind: UInt8 {
         switch self {
-        case .retained: return 1
+        case .retained: return StateRecord.retainedKind
         case .sequence: return 2
         case .cleared: return 3
         case .history: return StateRecord.historyKind
         }
     }
 
-    /// The kind of a history record, for writing one from bytes that are not a buffer yet.
+    /// The kinds of a retained message's and a history message's records, for writing one from bytes that are not
+    /// a buffer.
+    static let retainedKind: UInt8 = 1
     static let historyKind: UInt8 = 4
 
     /// Appends the record's bytes, sealed with `key`, to `buffer`.

@@ -40,7 +40,7 @@ struct TopicHistoryTests {
         var sequences: [UInt64] = []
         var decoder = ServerFrameDecoder()
         history.forEach(after: sequence) { entry, frame in
-            var input = frame
+            var input = ByteBuffer(bytes: frame)
             guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input) else { return }
             #expect(delivery.sequence == entry.sequence, "the frame is the entry's own")
             sequences.append(delivery.sequence)
@@ -90,7 +90,7 @@ struct TopicHistoryTests {
         var decoder = ServerFrameDecoder()
         var sequences: [UInt64] = []
         history.forEach(after: 0) { entry, frame in
-            var input = frame
+            var input = ByteBuffer(bytes: frame)
             guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input) else {
                 Issue.record("message \(entry.sequence) is not a whole frame")
                 return
@@ -101,18 +101,6 @@ struct TopicHistoryTests {
         }
         #expect(sequences.count > 32)
         #expect(sequences == Array((5_001 - UInt64(sequences.count))...5_000))
-        // The frames as the state log is handed them, in place: the same bytes.
-        var inPlace: [UInt64] = []
-        history.forEachFrame(after: 0) { entry, frame in
-            var input = ByteBuffer(bytes: frame)
-            guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input) else {
-                Issue.record("message \(entry.sequence) is not a whole frame in place")
-                return
-            }
-            #expect(String(buffer: delivery.payload) == payload(entry.sequence))
-            inPlace.append(delivery.sequence)
-        }
-        #expect(inPlace == sequences)
     }
 
     @Test("a message over the limit alone empties the history: it stays one unbroken run")

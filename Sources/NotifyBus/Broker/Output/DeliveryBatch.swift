@@ -61,18 +61,6 @@ struct DeliveryBatch {
         return copy
     }
 
-    /// Replaces what `target` holds with a copy of the frames in `range`, reusing its memory when it is not
-    /// shared and not much larger than needed.
-    func copy(_ range: Range<Int>, replacing target: inout ByteBuffer, allocator: ByteBufferAllocator) {
-        precondition(range.upperBound <= buffer.writerIndex, "frames of an earlier batch")
-        if target.capacity <= 2 * range.count + 256 {
-            target.clear(minimumCapacity: range.count)
-        } else {
-            target = allocator.buffer(capacity: range.count)
-        }
-        withBytes(range) { _ = target.writeBytes($0) }
-    }
-
     /// Starts over with room for at least `minimumCapacity` bytes. Call it only once no open span refers to the
     /// buffer. Memory of the old one is reused when no slice of it is still out.
     mutating func restart(minimumCapacity: Int = 0, allocator: ByteBufferAllocator) {

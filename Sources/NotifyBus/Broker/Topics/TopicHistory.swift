@@ -12,7 +12,7 @@ import NIOCore
 /// (64 KiB per 1 KiB message with the default limits). A frame may wrap around the ring's end. The ring is plain
 /// memory sized to what it holds (doubling as it grows, up to the byte limit), not a `ByteBuffer`: a topic with one
 /// small message in its history would pay for a buffer object and a power-of-two block besides (some 130 bytes of
-/// the daemon's memory per topic); a replay, rare, copies its frames out.
+/// the daemon's memory per topic); a replay copies its frames out.
 ///
 /// What left it is remembered as a range of sequence numbers and the time of the last one, so that a resume that
 /// asks for more than it holds is told exactly what it misses (by sequence), or that it may have missed it (by
@@ -177,22 +177,18 @@ final class TopicHistory {
         return first.sequence <= sequence && sequence <= last.sequence
     }
 
-    /// Calls `body` with each message kept whose sequence number is above `sequence`, oldest first, with a copy of
-    /// its frame.
-    func forEach(after sequence: UInt64, _ body: (Entry, ByteBuffer) -> Void) {
+    /// Calls `body` with each message kept whose sequence number is above `sequence`, oldest first, with its frame
+    /// in place (valid during the call only; a frame that wraps around the ring's end is a copy of its two parts).
+    func forEach(after sequence: UInt64, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
         // From the newest back: a commit asks for the few kept since the last one.
         var start = entries.endIndex
         while start > entries.startIndex, entries[start - 1].sequence > sequence { start -= 1 }
-        for entry in entries[start...] {
-            body(entry, frame(of: entry))
-        }
+        for entry in entries[start...] { withFrame(of: entry) { body(entry, $0) } }
     }
 
-    /// Calls `body` with each message kept published after `time`, oldest first, with its frame.
-    func forEach(after time: PublishTime, _ body: (Entry, ByteBuffer) -> Void) {
-        for entry in entries where entry.time > time {
-            body(entry, frame(of: entry))
-        }
+    /// Calls `body` with each message kept published after `time`, oldest first, with its frame in place.
+    func forEach(after time: PublishTime, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
+        for entry in entries where entry.time > time { withFrame(of: entry) { body(entry, $0) } }
     }
 
     /// Calls `body` with up to `count` of the messages kept (all for nil), newest first, until it returns false.
@@ -202,11 +198,9 @@ final class TopicHistory {
         }
     }
 
-    /// The last `count` messages kept (all of them for nil), oldest first.
-    func forEach(last count: Int?, _ body: (Entry, ByteBuffer) -> Void) {
-        for entry in entries.suffix(count ?? entries.count) {
-            body(entry, frame(of: entry))
-        }
+    /// The last `count` messages kept (all of them for nil), oldest first, with their frames in place.
+    func forEach(last count: Int?, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
+        for entry in entries.suffix(count ?? entries.count) { withFrame(of: entry) { body(entry, $0) } }
     }
 
     /// Calls `body` with the frame of `entry`: in the ring where it is in one piece, else a copy of its two parts.
@@ -220,18 +214,5 @@ final class TopicHistory {
             UnsafeMutableRawBufferPointer(rebasing: copy[first...]).copyMemory(from: UnsafeRawBufferPointer(rebasing: ring[0..<(entry.length - first)]))
             return body(UnsafeRawBufferPointer(copy))
         }
-    }
-
-    /// The frame of `entry`, copied into a buffer of its own (for a replay, which keeps it queued).
-    private func frame(of entry: Entry) -> ByteBuffer {
-        withFrame(of: entry) { ByteBuffer(bytes: $0) }
-    }
-
-    /// Calls `body` with each message kept whose sequence number is above `sequence`, oldest first, with its frame
-    /// in place (valid during the call only): what a commit writes to the state log, without a copy.
-    func forEachFrame(after sequence: UInt64, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
-        var start = entries.endIndex
-        while start > entries.startIndex, entries[start - 1].sequence > sequence { start -= 1 }
-        for entry in entries[start...] { withFrame(of: entry) { body(entry, $0) } }
     }
 }

@@ -6,7 +6,7 @@ final class TopicState {
     /// The last sequence number given out; the next message gets one more.
     @exclusivity(unchecked) var sequence: UInt64 = 0
     /// The buffered latest message, kept as the `MSG` frame that delivered it: replaying it to a new subscriber
-    /// costs no encoding, and the frame is a tight copy that does not pin a receive buffer.
+    /// costs no encoding, and the frame is a tight copy that does not pin a receive buffer (see ``RetainedMessage``).
     @exclusivity(unchecked) var retained: RetainedMessage?
     @exclusivity(unchecked) var published: UInt64 = 0
     @exclusivity(unchecked) var delivered: UInt64 = 0
@@ -59,14 +59,4 @@ final class TopicState {
             dropped: dropped
         )
     }
-}
-
-/// A topic's buffered message: the `MSG` frame as delivered.
-struct RetainedMessage {
-    /// `MSG <topic> <seq> <time> <uid> <pid> <unit> <size>\n<payload>\n`
-    var frame: ByteBuffer
-    var payloadSize: Int
-    var sequence: UInt64
-    /// Who published it, whose limit per user it counts against.
-    var owner: UserAccount
 }

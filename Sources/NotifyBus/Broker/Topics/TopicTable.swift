@@ -65,7 +65,7 @@ struct TopicTable {
     mutating func restore(_ state: TopicState) {
         add(state, ByteKey(state.topic.name))
         if let retained = state.retained {
-            countRetained(topics: 1, payloadBytes: retained.payloadSize, frameBytes: retained.frame.readableBytes)
+            countRetained(topics: 1, payloadBytes: retained.payloadSize, frameBytes: retained.frameLength)
         }
     }
 
