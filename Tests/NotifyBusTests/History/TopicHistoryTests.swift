@@ -19,6 +19,9 @@ struct TopicHistoryTests {
         return frame
     }
 
+    /// The publisher of every message: a history does not keep its publishers alive, the broker does.
+    nonisolated(unsafe) static let owner = UserAccount(uid: 1)
+
     /// Appends, and returns the payload bytes of what left.
     static func append(_ sequence: UInt64, _ payload: String, to history: inout TopicHistory, _ limits: HistoryLimits) -> Int {
         let frame = frame(sequence, payload)
@@ -29,7 +32,7 @@ struct TopicHistoryTests {
                 sequence: sequence,
                 time: PublishTime(microsecondsSinceEpoch: 1_000 * sequence),
                 payloadSize: payload.utf8.count,
-                owner: UserAccount(uid: 1),
+                owner: Self.owner,
                 limits: limits
             ) { released += $0.payloadSize }
         }
@@ -86,7 +89,7 @@ struct TopicHistoryTests {
         // Growing to its size copied what it held a few times; taking messages in once full copies nothing.
         #expect(history.bytesRelocated < 2 * limits.bytes, "relocated \(history.bytesRelocated) bytes for \(appended) appended")
         #expect(history.bytes > limits.bytes - 1_200, "full")
-        #expect(history.capacity <= limits.bytes)
+        #expect(history.capacity <= limits.bytes + TopicHistory.recordOverhead * limits.messages)
         var decoder = ServerFrameDecoder()
         var sequences: [UInt64] = []
         history.forEach(after: 0) { entry, frame in
@@ -127,5 +130,76 @@ struct TopicHistoryTests {
         var last: [UInt64] = []
         history.forEach(last: 2) { entry, _ in last.append(entry.sequence) }
         #expect(last == [4, 5])
+    }
+
+    @Test("random appends, removals and skips: every way of reading the ring agrees with a plain list of what is kept")
+    func agreesWithAList() {
+        let seed = SeededRandom.seed(default: 18)
+        var random = SeededRandom(seed: seed)
+        var history = TopicHistory()
+        var model: [(sequence: UInt64, payload: String)] = []
+        let limits = HistoryLimits(messages: 40, bytes: 6_000)
+        var sequence: UInt64 = 0
+        for step in 0..<4_000 {
+            let roll = Int.random(in: 0..<100, using: &random)
+            if roll < 85 {
+                sequence += UInt64.random(in: 1...2, using: &random)  // numbers may jump, as after a restart
+                let payload = String(repeating: "p", count: Int.random(in: 0..<(roll < 3 ? 7_000 : 400), using: &random))
+                let frameSize = Self.frame(sequence, payload).readableBytes
+                _ = Self.append(sequence, payload, to: &history, limits)
+                if frameSize > limits.bytes {
+                    model.removeAll()
+                } else {
+                    model.append((sequence, payload))
+                    while model.count > limits.messages
+                        || model.map({ Self.frame($0.sequence, $0.payload).readableBytes }).reduce(0, +) > limits.bytes
+                    {
+                        model.removeFirst()
+                    }
+                }
+            } else if roll < 95, let oldest = model.first {
+                let through = oldest.sequence + UInt64.random(in: 0...3, using: &random)
+                history.remove(through: through) { _ in }
+                model.removeAll { $0.sequence <= through }
+            } else {
+                sequence += 1
+                history.skip(sequence: sequence, time: PublishTime(microsecondsSinceEpoch: 1_000 * sequence)) { _ in }
+                model.removeAll()
+            }
+            let sequences = model.map(\.sequence)
+            guard Self.kept(history) == sequences else {
+                Issue.record("step \(step) (seed \(seed)): kept \(Self.kept(history)), expected \(sequences)")
+                return
+            }
+            #expect(history.count == model.count)
+            #expect(history.oldestSequence == sequences.first && history.newestSequence == sequences.last)
+            #expect(history.payloadBytes == model.map(\.payload.utf8.count).reduce(0, +))
+            #expect(history.bytes == model.map { Self.frame($0.sequence, $0.payload).readableBytes }.reduce(0, +))
+            let point = sequences.isEmpty ? sequence : sequences[Int.random(in: 0..<sequences.count, using: &random)] - 1
+            #expect(Self.kept(history, after: point) == sequences.filter { $0 > point })
+            #expect(history.firstSequence(after: point) == sequences.first { $0 > point })
+            let inRange = sequences.first.map { $0 <= point + 1 } == true && sequences.last.map { point + 1 <= $0 } == true
+            #expect(history.contains(point + 1) == inRange, "the run from the oldest to the newest")
+            let wanted = Int.random(in: 0...(model.count + 1), using: &random)
+            var last: [UInt64] = []
+            var decoder = ServerFrameDecoder()
+            history.forEach(last: wanted) { entry, frame in
+                var input = ByteBuffer(bytes: frame)
+                if case .delivery(let delivery)? = try? decoder.decode(buffer: &input), delivery.sequence == entry.sequence {
+                    last.append(entry.sequence)
+                }
+            }
+            #expect(last == Array(sequences.suffix(wanted)))
+            var newest: [UInt64] = []
+            history.forEach(newestFirst: wanted) { entry in
+                newest.append(entry.sequence)
+                return true
+            }
+            #expect(newest == Array(sequences.suffix(wanted).reversed()))
+            let time = PublishTime(microsecondsSinceEpoch: 1_000 * point)
+            var afterTime: [UInt64] = []
+            history.forEach(after: time) { entry, _ in afterTime.append(entry.sequence) }
+            #expect(afterTime == sequences.filter { $0 > point })
+        }
     }
 }

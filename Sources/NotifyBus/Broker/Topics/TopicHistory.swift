@@ -1,52 +1,66 @@
-internal import DequeModule
 import NIOCore
 
 /// A topic's last messages, oldest first: what a subscriber that resumes after a sequence number or a time
 /// (`SUB … since=`) is sent before live messages, and what `HISTORY` answers.
 ///
 /// Bounded by a count and by bytes of frames (``HistoryLimits``), and trimmed from its oldest end by the broker when the
-/// publisher's budget or the daemon's needs the room (history yields; it never makes a publish fail). The frames are
-/// kept back to back in one ring of memory, as delivered (`MSG` frames), so that keeping a message costs one copy and
-/// no allocation once the ring has grown. A ring, because a full history takes a message for every one it lets go:
-/// a buffer that moved what it keeps to its start to make room would copy the whole history for each message
-/// (64 KiB per 1 KiB message with the default limits). A frame may wrap around the ring's end. The ring is plain
-/// memory sized to what it holds (doubling as it grows, up to the byte limit), not a `ByteBuffer`: a topic with one
-/// small message in its history would pay for a buffer object and a power-of-two block besides (some 130 bytes of
-/// the daemon's memory per topic); a replay copies its frames out.
+/// publisher's budget or the daemon's needs the room (history yields; it never makes a publish fail). The messages are
+/// kept back to back in one ring of memory, each as a record: what it is (sequence number, time, publisher, sizes),
+/// its `MSG` frame as delivered, and its record's length again, so that the ring can be walked from either end.
+/// Keeping a message costs one copy and no allocation once the ring has grown. A ring, because a full history takes
+/// a message for every one it lets go: a buffer that moved what it keeps to its start to make room would copy the
+/// whole history for each message (64 KiB per 1 KiB message with the default limits). A record may wrap around the
+/// ring's end. The ring is plain memory sized to what it holds (doubling as it grows, up to what the limits allow),
+/// and holds the index of its messages too: a topic with one small message in its history pays for one object and
+/// one block, not for a `ByteBuffer` and a deque of entries besides (some 230 bytes of the daemon's memory per
+/// topic); a replay copies its frames out.
 ///
 /// What left it is remembered as a range of sequence numbers and the time of the last one, so that a resume that
 /// asks for more than it holds is told exactly what it misses (by sequence), or that it may have missed it (by
 /// time). Owned by the broker's thread.
 final class TopicHistory {
-    /// One message kept: where its frame is, and what it was.
+    /// One message kept: what it was, and where its record is (until the history next changes).
     struct Entry {
         let sequence: UInt64
         let time: PublishTime
-        /// Its frame's start in the ring.
-        var offset: Int
+        /// Bytes of its frame.
         let length: Int
         let payloadSize: Int
         /// Its publisher, whose budget it counts against. Not retained, to keep ARC off the publish path: an account
         /// is forgotten only once it holds nothing (``UserAccount/isEmpty``), and while this message is kept it holds
         /// at least this message.
         unowned(unsafe) let owner: UserAccount
+        /// Its record's start in the ring.
+        fileprivate let record: Int
+
+        fileprivate var recordSize: Int { length + TopicHistory.recordOverhead }
     }
 
-    /// The ring. What is kept runs from the oldest entry's offset, wrapping at the end, for ``bytes``.
+    /// A record: sequence (u64), time (u64 µs), owner (pointer), frame length (u32), payload size (u32), the frame,
+    /// then the record's whole size (u32).
+    private static let headerSize = 32
+    private static let trailerSize = 4
+    /// Bytes a record takes besides its frame.
+    static let recordOverhead = headerSize + trailerSize
+    /// The largest frame a record holds (its sizes are 32-bit).
+    static let maxFrame = Int(UInt32.max) - recordOverhead
+
+    /// The ring. The records run from `head`, wrapping at the end, for `used` bytes.
     @exclusivity(unchecked) private var ring = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    @exclusivity(unchecked) private var head = 0
+    @exclusivity(unchecked) private var used = 0
+    @exclusivity(unchecked) private(set) var count = 0
     #if DEBUG
-    /// Bytes of frames copied from one ring to another as it grew or shrank: the cost of keeping besides the copy
+    /// Bytes of records copied from one ring to another as it grew or shrank: the cost of keeping besides the copy
     /// in, which tests hold to a small multiple of what was appended. Debug builds only: 8 bytes more would put
     /// every history object in the next malloc size class.
     @exclusivity(unchecked) private(set) var bytesRelocated = 0
     #endif
-    @exclusivity(unchecked) private var entries = Deque<Entry>()
-    /// Bytes of the frames kept.
-    @exclusivity(unchecked) private(set) var bytes = 0
     /// Payload bytes of the messages kept: what they count against their publisher's budget.
     @exclusivity(unchecked) private(set) var payloadBytes = 0
-    /// The newest message that left the history, if any did: everything up to its sequence number is gone.
-    @exclusivity(unchecked) private(set) var lastEvicted: (sequence: UInt64, time: PublishTime)?
+    /// The newest message that left the history (sequence 0 until one did): everything up to it is gone.
+    @exclusivity(unchecked) private var lastEvictedSequence: UInt64 = 0
+    @exclusivity(unchecked) private var lastEvictedTime = PublishTime(microsecondsSinceEpoch: 0)
     /// The oldest message that ever left it (1 until one did): what left is the run from it to ``lastEvicted``.
     @exclusivity(unchecked) private(set) var firstEvicted: UInt64 = 1
 
@@ -59,11 +73,17 @@ final class TopicHistory {
         ring.deallocate()
     }
 
-    /// The ring's size in bytes: the memory the history holds for its frames.
+    /// The ring's size in bytes: the memory the history holds for its records.
     var capacity: Int { ring.count }
 
-    var count: Int { entries.count }
-    var isEmpty: Bool { entries.isEmpty }
+    var isEmpty: Bool { count == 0 }
+    /// Bytes of the frames kept: what the limits count.
+    var bytes: Int { used - count * TopicHistory.recordOverhead }
+
+    /// The newest message that left the history, if any did: everything up to its sequence number is gone.
+    var lastEvicted: (sequence: UInt64, time: PublishTime)? {
+        lastEvictedSequence == 0 ? nil : (lastEvictedSequence, lastEvictedTime)
+    }
 
     /// Keeps the message whose frame is `frame`, and lets the oldest go past `limits`; `released` is called with
     /// each message that leaves.
@@ -77,26 +97,35 @@ final class TopicHistory {
         limits: HistoryLimits,
         released: (Entry) -> Void
     ) -> Bool {
-        guard !limits.isOff, frame.count <= limits.bytes else {
+        guard !limits.isOff, frame.count <= limits.bytes, frame.count <= TopicHistory.maxFrame else {
             skip(sequence: sequence, time: time, released: released)
             return false
         }
-        while !entries.isEmpty && (entries.count >= limits.messages || bytes + frame.count > limits.bytes) {
+        while count > 0 && (count >= limits.messages || bytes + frame.count > limits.bytes) {
             released(removeOldest()!)
         }
         shrinkIfSparse()
-        if bytes + frame.count > ring.count {
-            // Doubling keeps the copies of a growing history few; the limit is all it ever needs.
-            relocate(capacity: Swift.max(bytes + frame.count, Swift.min(2 * ring.count, limits.bytes)))
+        let size = frame.count + TopicHistory.recordOverhead
+        if used + size > ring.count {
+            // Doubling keeps the copies of a growing history few; what the limits allow is all it ever needs.
+            let most = limits.bytes + TopicHistory.recordOverhead * Swift.min(limits.messages, limits.bytes)
+            relocate(capacity: Swift.max(used + size, Swift.min(2 * ring.count, most)))
         }
-        let offset = entries.last.map { ($0.offset + $0.length) % ring.count } ?? 0
-        let first = Swift.min(frame.count, ring.count - offset)
-        UnsafeMutableRawBufferPointer(rebasing: ring[offset..<(offset + first)]).copyMemory(from: UnsafeRawBufferPointer(rebasing: frame[..<first]))
-        if first < frame.count {
-            UnsafeMutableRawBufferPointer(rebasing: ring[0..<(frame.count - first)]).copyMemory(from: UnsafeRawBufferPointer(rebasing: frame[first...]))
+        let record = position(head, plus: used)
+        var header = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        withUnsafeMutableBytes(of: &header) { bytes in
+            bytes.storeBytes(of: sequence, toByteOffset: 0, as: UInt64.self)
+            bytes.storeBytes(of: time.microsecondsSinceEpoch, toByteOffset: 8, as: UInt64.self)
+            bytes.storeBytes(of: UInt(bitPattern: Unmanaged.passUnretained(owner).toOpaque()), toByteOffset: 16, as: UInt.self)
+            bytes.storeBytes(of: UInt32(frame.count), toByteOffset: 24, as: UInt32.self)
+            bytes.storeBytes(of: UInt32(payloadSize), toByteOffset: 28, as: UInt32.self)
         }
-        entries.append(Entry(sequence: sequence, time: time, offset: offset, length: frame.count, payloadSize: payloadSize, owner: owner))
-        bytes += frame.count
+        withUnsafeBytes(of: &header) { store($0, at: record) }
+        store(frame, at: position(record, plus: TopicHistory.headerSize))
+        var trailer = UInt32(size)
+        withUnsafeBytes(of: &trailer) { store($0, at: position(record, plus: TopicHistory.headerSize + frame.count)) }
+        used += size
+        count += 1
         payloadBytes += payloadSize
         return true
     }
@@ -107,7 +136,7 @@ final class TopicHistory {
     func skip(sequence: UInt64, firstGone: UInt64? = nil, time: PublishTime, released: (Entry) -> Void) {
         while let entry = removeOldest() { released(entry) }
         if lastEvicted == nil { firstEvicted = firstGone ?? sequence }
-        lastEvicted = (sequence, time)
+        noteLastEvicted(sequence, time)
         shrinkIfSparse()
     }
 
@@ -115,104 +144,204 @@ final class TopicHistory {
     /// what a topic had before its history began.
     func noteEvicted(through sequence: UInt64, time: PublishTime) {
         if lastEvicted == nil { firstEvicted = 1 }
-        lastEvicted = (sequence, time)
+        noteLastEvicted(sequence, time)
+    }
+
+    private func noteLastEvicted(_ sequence: UInt64, _ time: PublishTime) {
+        // Sequence numbers start at 1; a 0 would read as "nothing left", and nothing numbered 0 was ever kept.
+        guard sequence > 0 else { return }
+        lastEvictedSequence = sequence
+        lastEvictedTime = time
     }
 
     /// Lets go of the messages up to and including sequence number `sequence`, oldest first.
     func remove(through sequence: UInt64, released: (Entry) -> Void) {
-        while let first = entries.first, first.sequence <= sequence { released(removeOldest()!) }
+        while count > 0, entry(at: head).sequence <= sequence { released(removeOldest()!) }
         shrinkIfSparse()
     }
 
     /// Gives back the ring's memory when it is mostly empty: what a history holds is what the budgets count, so a
     /// history the budgets emptied must not keep the ring it had at its peak.
     private func shrinkIfSparse() {
-        guard ring.count > 4 * Swift.max(bytes, 4_096) else { return }
-        relocate(capacity: bytes)
+        guard ring.count > 4 * Swift.max(used, 4_096) else { return }
+        relocate(capacity: used)
     }
 
-    /// Moves what is kept to the start of a new ring of `capacity` bytes (at least ``bytes``).
+    /// Moves the records to the start of a new ring of `capacity` bytes (at least `used`).
     private func relocate(capacity: Int) {
         let larger = capacity > 0 ? UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 1) : UnsafeMutableRawBufferPointer(start: nil, count: 0)
-        if let start = entries.first?.offset {
-            let first = Swift.min(bytes, ring.count - start)
-            UnsafeMutableRawBufferPointer(rebasing: larger[0..<first]).copyMemory(from: UnsafeRawBufferPointer(rebasing: ring[start..<(start + first)]))
-            if first < bytes {
-                UnsafeMutableRawBufferPointer(rebasing: larger[first..<bytes]).copyMemory(from: UnsafeRawBufferPointer(rebasing: ring[0..<(bytes - first)]))
-            }
-            let oldCapacity = ring.count
-            for index in entries.indices { entries[index].offset = (entries[index].offset - start + oldCapacity) % oldCapacity }
+        if used > 0 {
+            load(into: UnsafeMutableRawBufferPointer(rebasing: larger[0..<used]), from: head)
             #if DEBUG
-            bytesRelocated += bytes
+            bytesRelocated += used
             #endif
         }
         ring.deallocate()
         ring = larger
+        head = 0
     }
 
     /// Lets the oldest message go, and returns it.
     func removeOldest() -> Entry? {
-        guard let oldest = entries.popFirst() else { return nil }
-        if lastEvicted == nil { firstEvicted = oldest.sequence }
-        lastEvicted = (oldest.sequence, oldest.time)
-        bytes -= oldest.length
+        guard count > 0 else { return nil }
+        let oldest = entry(at: head)
+        head = position(head, plus: oldest.recordSize)
+        used -= oldest.recordSize
+        count -= 1
         payloadBytes -= oldest.payloadSize
+        if lastEvicted == nil { firstEvicted = oldest.sequence }
+        noteLastEvicted(oldest.sequence, oldest.time)
         return oldest
     }
 
     /// The sequence number of the oldest message kept after `sequence`.
     func firstSequence(after sequence: UInt64) -> UInt64? {
-        entries.first(where: { $0.sequence > sequence })?.sequence
+        var first: UInt64?
+        forEachNewestFirst { entry in
+            guard entry.sequence > sequence else { return false }
+            first = entry.sequence
+            return true
+        }
+        return first
     }
 
     /// The sequence number of the oldest message kept.
-    var oldestSequence: UInt64? { entries.first?.sequence }
+    var oldestSequence: UInt64? { count > 0 ? entry(at: head).sequence : nil }
 
     /// The sequence number of the newest message kept.
-    var newestSequence: UInt64? { entries.last?.sequence }
+    var newestSequence: UInt64? { count > 0 ? entry(at: recordBefore(position(head, plus: used))).sequence : nil }
 
     /// Whether the message numbered `sequence` is still kept.
     func contains(_ sequence: UInt64) -> Bool {
-        guard let first = entries.first, let last = entries.last else { return false }
-        return first.sequence <= sequence && sequence <= last.sequence
+        guard let first = oldestSequence, let last = newestSequence else { return false }
+        return first <= sequence && sequence <= last
     }
 
     /// Calls `body` with each message kept whose sequence number is above `sequence`, oldest first, with its frame
     /// in place (valid during the call only; a frame that wraps around the ring's end is a copy of its two parts).
     func forEach(after sequence: UInt64, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
-        // From the newest back: a commit asks for the few kept since the last one.
-        var start = entries.endIndex
-        while start > entries.startIndex, entries[start - 1].sequence > sequence { start -= 1 }
-        for entry in entries[start...] { withFrame(of: entry) { body(entry, $0) } }
+        // Found from the newest back: a commit asks for the few kept since the last one.
+        var start = position(head, plus: used)
+        var newer = 0
+        forEachNewestFirst { entry in
+            guard entry.sequence > sequence else { return false }
+            start = entry.record
+            newer += 1
+            return true
+        }
+        forEachOldestFirst(from: start, count: newer) { entry in withFrame(of: entry) { body(entry, $0) } }
     }
 
     /// Calls `body` with each message kept published after `time`, oldest first, with its frame in place.
     func forEach(after time: PublishTime, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
-        for entry in entries where entry.time > time { withFrame(of: entry) { body(entry, $0) } }
+        forEachOldestFirst(from: head, count: count) { entry in
+            if entry.time > time { withFrame(of: entry) { body(entry, $0) } }
+        }
     }
 
     /// Calls `body` with up to `count` of the messages kept (all for nil), newest first, until it returns false.
     func forEach(newestFirst count: Int?, _ body: (Entry) -> Bool) {
-        for entry in entries.reversed().prefix(count ?? entries.count) {
-            guard body(entry) else { return }
+        var left = count ?? self.count
+        forEachNewestFirst { entry in
+            guard left > 0 else { return false }
+            left -= 1
+            return body(entry)
         }
     }
 
     /// The last `count` messages kept (all of them for nil), oldest first, with their frames in place.
     func forEach(last count: Int?, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
-        for entry in entries.suffix(count ?? entries.count) { withFrame(of: entry) { body(entry, $0) } }
+        let wanted = Swift.min(count ?? self.count, self.count)
+        var start = position(head, plus: used)
+        forEach(newestFirst: wanted) { entry in
+            start = entry.record
+            return true
+        }
+        forEachOldestFirst(from: start, count: wanted) { entry in withFrame(of: entry) { body(entry, $0) } }
     }
 
     /// Calls `body` with the frame of `entry`: in the ring where it is in one piece, else a copy of its two parts.
     func withFrame<Result>(of entry: Entry, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
-        let first = ring.count - entry.offset
-        if entry.length <= first {
-            return body(UnsafeRawBufferPointer(rebasing: ring[entry.offset..<(entry.offset + entry.length)]))
+        let start = position(entry.record, plus: TopicHistory.headerSize)
+        if entry.length <= ring.count - start {
+            return body(UnsafeRawBufferPointer(rebasing: ring[start..<(start + entry.length)]))
         }
         return withUnsafeTemporaryAllocation(byteCount: entry.length, alignment: 1) { copy in
-            UnsafeMutableRawBufferPointer(rebasing: copy[0..<first]).copyMemory(from: UnsafeRawBufferPointer(rebasing: ring[entry.offset...]))
-            UnsafeMutableRawBufferPointer(rebasing: copy[first...]).copyMemory(from: UnsafeRawBufferPointer(rebasing: ring[0..<(entry.length - first)]))
+            load(into: copy, from: start)
             return body(UnsafeRawBufferPointer(copy))
+        }
+    }
+
+    // MARK: - Records in the ring
+
+    /// The ring offset `distance` bytes after `offset` (at most the ring's size), wrapping at its end.
+    private func position(_ offset: Int, plus distance: Int) -> Int {
+        let sum = offset + distance
+        return sum >= ring.count ? sum - ring.count : sum
+    }
+
+    /// Copies `bytes` into the ring at `offset`, wrapping at its end.
+    private func store(_ bytes: UnsafeRawBufferPointer, at offset: Int) {
+        let first = Swift.min(bytes.count, ring.count - offset)
+        UnsafeMutableRawBufferPointer(rebasing: ring[offset..<(offset + first)]).copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[..<first]))
+        if first < bytes.count {
+            UnsafeMutableRawBufferPointer(rebasing: ring[0..<(bytes.count - first)]).copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[first...]))
+        }
+    }
+
+    /// Copies the ring's bytes from `offset`, wrapping at its end, into `target`.
+    private func load(into target: UnsafeMutableRawBufferPointer, from offset: Int) {
+        let first = Swift.min(target.count, ring.count - offset)
+        UnsafeMutableRawBufferPointer(rebasing: target[0..<first]).copyMemory(from: UnsafeRawBufferPointer(rebasing: ring[offset..<(offset + first)]))
+        if first < target.count {
+            UnsafeMutableRawBufferPointer(rebasing: target[first...]).copyMemory(from: UnsafeRawBufferPointer(rebasing: ring[0..<(target.count - first)]))
+        }
+    }
+
+    /// The message whose record starts at `record`.
+    private func entry(at record: Int) -> Entry {
+        var header = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        withUnsafeMutableBytes(of: &header) { load(into: $0, from: record) }
+        return withUnsafeBytes(of: &header) { bytes in
+            let owner = Unmanaged<UserAccount>.fromOpaque(UnsafeRawPointer(bitPattern: bytes.load(fromByteOffset: 16, as: UInt.self))!)
+            // Borrowed: reading an entry retains nobody (see ``Entry/owner``).
+            return owner._withUnsafeGuaranteedRef { owner in
+                Entry(
+                    sequence: bytes.load(fromByteOffset: 0, as: UInt64.self),
+                    time: PublishTime(microsecondsSinceEpoch: bytes.load(fromByteOffset: 8, as: UInt64.self)),
+                    length: Int(bytes.load(fromByteOffset: 24, as: UInt32.self)),
+                    payloadSize: Int(bytes.load(fromByteOffset: 28, as: UInt32.self)),
+                    owner: owner,
+                    record: record
+                )
+            }
+        }
+    }
+
+    /// The start of the record that ends where `end` is.
+    private func recordBefore(_ end: Int) -> Int {
+        var size: UInt32 = 0
+        withUnsafeMutableBytes(of: &size) { load(into: $0, from: position(end, plus: ring.count - TopicHistory.trailerSize)) }
+        return position(end, plus: ring.count - Int(size))
+    }
+
+    /// Calls `body` with the messages from the newest back, until it returns false or none is left.
+    private func forEachNewestFirst(_ body: (Entry) -> Bool) {
+        var end = position(head, plus: used)
+        for _ in 0..<count {
+            let record = recordBefore(end)
+            guard body(entry(at: record)) else { return }
+            end = record
+        }
+    }
+
+    /// Calls `body` with `count` messages from the one whose record starts at `record`, oldest first.
+    private func forEachOldestFirst(from record: Int, count: Int, _ body: (Entry) -> Void) {
+        var at = record
+        for _ in 0..<count {
+            let entry = entry(at: at)
+            body(entry)
+            at = position(at, plus: entry.recordSize)
         }
     }
 }
