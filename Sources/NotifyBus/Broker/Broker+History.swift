@@ -5,11 +5,12 @@ import NIOCore
 extension Broker {
     /// The history limits of `state`, as the configuration in force says.
     func historyLimits(of state: TopicState) -> HistoryLimits {
-        if state.historyLimitsGeneration != configurationGeneration {
-            state.historyLimits = configuration.historyLimits(of: state.topic)
-            state.historyLimitsGeneration = configurationGeneration
+        let generation = UInt32(truncatingIfNeeded: configurationGeneration)
+        if state.historyRuleGeneration != generation {
+            state.historyRule = configuration.historyRule(of: state.topic)
+            state.historyRuleGeneration = generation
         }
-        return state.historyLimits
+        return state.historyRule < 0 ? configuration.history : configuration.historyRules[Int(state.historyRule)].limits
     }
 
     /// Notes the message just published (its frame in the batch) for its topic's history, charged to its publisher;

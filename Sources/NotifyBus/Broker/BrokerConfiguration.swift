@@ -60,8 +60,13 @@ public struct BrokerConfiguration: Sendable, Hashable {
 
     /// The history limits of `topic`.
     public func historyLimits(of topic: Topic) -> HistoryLimits {
-        for rule in historyRules where rule.pattern.matches(topic) { return rule.limits }
-        return history
+        let rule = historyRule(of: topic)
+        return rule < 0 ? history : historyRules[Int(rule)].limits
+    }
+
+    /// The index of the first of ``historyRules`` that matches `topic`, or -1 when none does.
+    func historyRule(of topic: Topic) -> Int32 {
+        Int32(historyRules.firstIndex { $0.pattern.matches(topic) } ?? -1)
     }
 
     /// 1 MiB payloads, 10,000 subscriptions per connection and 100,000 per user, one million topics, 64 MiB waiting

@@ -19,19 +19,19 @@ struct TopicGroups {
     mutating func add(_ state: TopicState) {
         guard let key = Self.groupKey(of: state.topic.name) else { return }
         groups[key, default: []].append(state)
-        state.groupSlot = groups[key]!.count - 1
+        state.groupSlot = Int32(groups[key]!.count - 1)
     }
 
     mutating func remove(_ state: TopicState) {
         guard let key = Self.groupKey(of: state.topic.name) else { return }
         // Taken out while it changes, so that the array is not shared and changes in place.
         guard var group = groups.removeValue(forKey: key) else { return }
-        let slot = state.groupSlot
+        let slot = Int(state.groupSlot)
         precondition(group[slot] === state, "a topic's slot in its group is stale")
         let last = group.removeLast()
         if slot < group.count {
             group[slot] = last
-            last.groupSlot = slot
+            last.groupSlot = Int32(slot)
         }
         if !group.isEmpty { groups[key] = group }
     }

@@ -2,6 +2,9 @@ import NIOCore
 
 /// What the broker keeps per topic: its sequence, its buffered message, its counters, and who listens to it.
 final class TopicState {
+    // The fields are laid out as declared; they are ordered, and sized, so that a topic's state fits the 144-byte
+    // malloc size class (a topic costs what its state, buffered message and table entry cost: see README,
+    // "Per retained message").
     let topic: Topic
     /// The last sequence number given out; the next message gets one more.
     @exclusivity(unchecked) var sequence: UInt64 = 0
@@ -12,7 +15,8 @@ final class TopicState {
     @exclusivity(unchecked) var delivered: UInt64 = 0
     /// Deliveries dropped for subscribers that fell behind.
     @exclusivity(unchecked) var dropped: UInt64 = 0
-    @exclusivity(unchecked) var lastPublished: PublishTime?
+    /// When its last message was published, in microseconds since the epoch; 0 before any (since a restart).
+    @exclusivity(unchecked) private var lastPublishedMicroseconds: UInt64 = 0
     /// The sequence number the state log guarantees this topic will not go below after a restart.
     @exclusivity(unchecked) var persistedSequence: UInt64 = 0
     /// Whether the buffered message changed since the state log last recorded it.
@@ -25,13 +29,14 @@ final class TopicState {
     /// Whether its history kept messages since the state log last recorded it (it is then in the broker's list of
     /// histories to log).
     @exclusivity(unchecked) var historyIsUnlogged = false
+    /// Its position in its group of ``TopicGroups``.
+    @exclusivity(unchecked) var groupSlot: Int32 = 0
+    /// Which of the configuration's history rules applies to it (its index, or -1 for the default limits), as of
+    /// the configuration of generation `historyRuleGeneration`.
+    @exclusivity(unchecked) var historyRule: Int32 = -1
+    @exclusivity(unchecked) var historyRuleGeneration: UInt32 = .max
     /// Its last messages, once it has any and keeps history.
     @exclusivity(unchecked) var history: TopicHistory?
-    /// Its history limits, as of the configuration of generation `historyLimitsGeneration`.
-    @exclusivity(unchecked) var historyLimits = HistoryLimits.off
-    @exclusivity(unchecked) var historyLimitsGeneration: UInt64 = .max
-    /// Its position in its group of ``TopicGroups``.
-    @exclusivity(unchecked) var groupSlot = 0
 
     /// The sessions that receive this topic's messages, each once; valid while `subscribersGeneration` equals the
     /// broker's wildcard generation and `invalidateSubscribers` was not called since.
@@ -46,6 +51,12 @@ final class TopicState {
 
     init(topic: Topic) {
         self.topic = topic
+    }
+
+    /// When its last message was published, if one was since the daemon started or its log recorded one.
+    var lastPublished: PublishTime? {
+        get { lastPublishedMicroseconds == 0 ? nil : PublishTime(microsecondsSinceEpoch: lastPublishedMicroseconds) }
+        set { lastPublishedMicroseconds = newValue?.microsecondsSinceEpoch ?? 0 }
     }
 
     var info: TopicInfo {
