@@ -13,18 +13,19 @@ import NIOCore
 /// (``replace(with:payloadSize:sequence:)``) cannot be seen by anyone holding the old one.
 final class RetainedMessage: ManagedBuffer<RetainedMessage.Header, UInt8> {
     struct Header {
-        /// `MSG <topic> <seq> <time> <uid> <pid> <unit> <size>\n<payload>\n`: its length; the bytes follow.
-        var frameLength: Int
-        var payloadSize: Int
         var sequence: UInt64
         /// Who published it, whose limit per user it counts against.
         var owner: UserAccount
+        /// `MSG <topic> <seq> <time> <uid> <pid> <unit> <size>\n<payload>\n`: its length; the bytes follow. 32 bits,
+        /// as a `ByteBuffer`'s (where every frame comes from), so the header takes 24 bytes.
+        var frameLength: UInt32
+        var payloadSize: UInt32
     }
 
     /// A block holding a copy of `frame`.
     static func make(frame: UnsafeRawBufferPointer, payloadSize: Int, sequence: UInt64, owner: UserAccount) -> RetainedMessage {
         let block = create(minimumCapacity: frame.count) { _ in
-            Header(frameLength: 0, payloadSize: payloadSize, sequence: sequence, owner: owner)
+            Header(sequence: sequence, owner: owner, frameLength: 0, payloadSize: UInt32(payloadSize))
         }
         let message = unsafeDowncast(block, to: RetainedMessage.self)
         message.store(frame)
@@ -36,8 +37,8 @@ final class RetainedMessage: ManagedBuffer<RetainedMessage.Header, UInt8> {
         frame.withUnsafeReadableBytes { make(frame: $0, payloadSize: payloadSize, sequence: sequence, owner: owner) }
     }
 
-    var frameLength: Int { header.frameLength }
-    var payloadSize: Int { header.payloadSize }
+    var frameLength: Int { Int(header.frameLength) }
+    var payloadSize: Int { Int(header.payloadSize) }
     var sequence: UInt64 { header.sequence }
     var owner: UserAccount {
         get { header.owner }
@@ -52,7 +53,7 @@ final class RetainedMessage: ManagedBuffer<RetainedMessage.Header, UInt8> {
 
     /// Holds `frame` instead of the frame it held, in place; it must ``fits(_:)``.
     func replace(with frame: UnsafeRawBufferPointer, payloadSize: Int, sequence: UInt64) {
-        header.payloadSize = payloadSize
+        header.payloadSize = UInt32(payloadSize)
         header.sequence = sequence
         store(frame)
     }
@@ -62,13 +63,13 @@ final class RetainedMessage: ManagedBuffer<RetainedMessage.Header, UInt8> {
         withUnsafeMutablePointerToElements { bytes in
             if let source = frame.baseAddress { UnsafeMutableRawPointer(bytes).copyMemory(from: source, byteCount: frame.count) }
         }
-        header.frameLength = frame.count
+        header.frameLength = UInt32(frame.count)
     }
 
     /// Calls `body` with the frame's bytes, valid during the call only.
     func withFrame<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
         try withUnsafeMutablePointerToElements { bytes in
-            try body(UnsafeRawBufferPointer(start: bytes, count: header.frameLength))
+            try body(UnsafeRawBufferPointer(start: bytes, count: Int(header.frameLength)))
         }
     }
 
@@ -80,5 +81,5 @@ final class RetainedMessage: ManagedBuffer<RetainedMessage.Header, UInt8> {
     /// How much of a connection's turn (``Broker/workDone``) sending a copy of this frame is worth: one request,
     /// and one more per KiB. Without it, a client that pipelines a thousand `LATEST` of a 1 MiB message while its
     /// replies wait for the state log could have the daemon copy a gigabyte in one turn.
-    var replyWork: Int { header.frameLength >> 10 }
+    var replyWork: Int { frameLength >> 10 }
 }
