@@ -71,7 +71,7 @@ extension Broker {
         for pattern in session.subscriptions.keys { session.account.wildcardTokens -= Self.wildcardTokens(of: pattern) }
         session.subscriptions.removeAll()
         // What waited for it, and what it had sent unfinished, are let go with it.
-        changingOutbox(of: session) { $0 = OutboundQueue() }
+        discardOutbox(of: session)
         chargeWriteBuffer(of: session, 0)
         _ = holdUnread(0, for: session)
         session.account.connections -= 1
@@ -151,9 +151,8 @@ extension Broker {
         for session in openSessions {
             // What is queued goes out as far as the connection takes it; the transport's close gives it a while.
             writeSpan(of: session)
-            if let transport = session.transport {
-                // What flowed past paused deliveries goes first: a reply may be half out (a LAST header without its
-                // body), and nothing may come between.
+            if let transport = session.transport, session.hasOutboxStorage {
+                // What flowed past paused deliveries goes first, as it would have.
                 if session.pausesDeliveries { _ = changingOutbox(of: session) { $0.drainFlowing(into: transport) } }
                 if !session.outbox.hasFlowingEntries || !session.pausesDeliveries {
                     _ = changingOutbox(of: session) { $0.drain(into: transport) }

@@ -232,6 +232,13 @@ extension Broker {
         return result
     }
 
+    /// Lets go of what the session's queue holds, and of the queue.
+    func discardOutbox(of session: Session) {
+        guard session.hasOutboxStorage else { return }
+        changingOutbox(of: session) { $0 = OutboundQueue() }
+        session.releaseOutbox()
+    }
+
     func markForFlush(_ session: Session) {
         if !session.hasUnflushedFrames {
             session.hasUnflushedFrames = true

@@ -88,7 +88,7 @@ extension Broker {
                 if transport.isWritable { drainOutbox(of: session, into: transport) }
                 continue
             }
-            changingOutbox(of: session) { $0 = OutboundQueue() }
+            discardOutbox(of: session)
             var error = allocator.buffer(capacity: 200)
             error.writeError(ProtocolError(
                 .storage,

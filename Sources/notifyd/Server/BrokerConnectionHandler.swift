@@ -19,6 +19,8 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
 
     private let broker: Broker
     private let logger: Logger
+    /// Where the connection is counted while active, so that shutdown waits for it.
+    private let connections: OpenConnections?
     private var decoder: RequestDecoder
     /// The start of a frame whose end has not arrived yet; nil between frames, so an idle connection holds no
     /// receive buffer.
@@ -46,12 +48,14 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         broker: Broker,
         decoder: RequestDecoder,
         logger: Logger,
+        connections: OpenConnections? = nil,
         frameTimeout: TimeAmount = .seconds(30),
         identify: @escaping (any Channel) throws -> PeerCredentials = BrokerConnectionHandler.identifyFromKernel
     ) {
         self.broker = broker
         self.decoder = decoder
         self.logger = logger
+        self.connections = connections
         self.frameTimeout = frameTimeout
         self.identify = identify
     }
@@ -74,12 +78,14 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         }
         let transport = ChannelTransport(context: context)
         self.transport = transport
+        connections?.add(transport)
         let session = broker.open(peer: peer, transport: transport)
         self.session = session
-        // Weakly the handler, never the session: a weak reference gives its object a side table, and every retain
-        // and release of a session (several per delivery) would then take the runtime's slow path.
-        transport.onBufferTaken = { [broker, weak self] in
-            guard let session = self?.session else { return }
+        // Unowned, not weak: a weak reference gives its object a side table (32 bytes per connection, and the
+        // runtime's slow path for its every retain). The handler outlives the closure: the transport holds the
+        // context that holds the handler, and `channelInactive` clears the closure before the handler can go.
+        transport.onBufferTaken = { [broker, unowned self] in
+            guard let session = self.session else { return }
             broker.writeBufferChanged(session)
             broker.flush()
         }
@@ -233,6 +239,7 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         // The transport holds the context, which holds this handler: let go, or the three (and the channel with
         // them) are never freed. Nothing is written to a connection that is gone.
         transport?.onBufferTaken = nil
+        if let transport { connections?.remove(transport) }
         transport = nil
         context.fireChannelInactive()
     }

@@ -35,6 +35,9 @@ final class ChannelTransport: SessionTransport {
         self.context = context
     }
 
+    /// When the connection will be closed.
+    var closeFuture: EventLoopFuture<Void> { context.channel.closeFuture }
+
     func write(_ frame: ByteBuffer) {
         guard !isClosing else { return }
         unmeasuredBytes &+= frame.readableBytes

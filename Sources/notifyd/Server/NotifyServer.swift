@@ -77,7 +77,7 @@ struct NotifyServer: Service {
         }
         let closed = try await eventLoop.submit {
             state.value.broker.shutdown()
-            return state.value.connections.values.map(\.closeFuture)
+            return state.value.connections.closeFutures
         }.get()
         for future in closed { try? await future.get() }
         try await eventLoop.submit {
@@ -131,16 +131,17 @@ struct NotifyServer: Service {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let server = state.value
-                    server.connections[ObjectIdentifier(channel)] = channel
-                    channel.closeFuture.assumeIsolated().whenComplete { _ in
-                        server.connections[ObjectIdentifier(channel)] = nil
-                    }
                     // Limits as configured now: a reload changes them for new connections.
                     let limits = server.broker.configuration.protocolLimits
                     let high = server.broker.configuration.writeBufferBytes
                     try channel.syncOptions?.setOption(.writeBufferWaterMark, value: .init(low: high / 4, high: high))
                     try channel.pipeline.syncOperations.addHandler(
-                        BrokerConnectionHandler(broker: server.broker, decoder: RequestDecoder(limits: limits), logger: logger)
+                        BrokerConnectionHandler(
+                            broker: server.broker,
+                            decoder: RequestDecoder(limits: limits),
+                            logger: logger,
+                            connections: server.connections
+                        )
                     )
                 }
             }
@@ -231,7 +232,7 @@ extension NotifyServer: CustomStringConvertible {
 /// the rate limiter of the broker's log events.
 final class ServerState {
     let broker: Broker
-    var connections: [ObjectIdentifier: any Channel] = [:]
+    let connections = OpenConnections()
     /// The link to NATS, when the configuration names servers.
     var bridge: NATSBridge?
     /// Gives freed memory back to the system once the daemon is idle.

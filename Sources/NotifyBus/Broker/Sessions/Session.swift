@@ -24,8 +24,26 @@ public final class Session: Hashable {
 
     /// The session's subscriptions by pattern; the subscription index holds the other direction.
     var subscriptions: [TopicPattern: Subscription] = [:]
-    /// Frames waiting while the connection's socket cannot take more.
-    @exclusivity(unchecked) var outbox = OutboundQueue()
+    /// Frames waiting while the connection's socket cannot take more. Made the first time a frame waits: most
+    /// connections never fall behind, and a queue held inline cost every session some 130 bytes.
+    var outbox: OutboundQueue {
+        _read {
+            if let box = outboxBox { yield box.queue } else { yield Session.emptyOutbox }
+        }
+        _modify {
+            if outboxBox == nil { outboxBox = OutboxBox() }
+            yield &outboxBox!.queue
+        }
+    }
+    @exclusivity(unchecked) private var outboxBox: OutboxBox?
+    /// Whether the session has a queue: not until a frame first waited, or after ``releaseOutbox()``.
+    var hasOutboxStorage: Bool { outboxBox != nil }
+
+    /// Lets go of the queue, which must be empty.
+    func releaseOutbox() {
+        precondition(outboxBox?.queue.isEmpty ?? true, "a queue let go of with frames in it")
+        outboxBox = nil
+    }
     /// What its connection's write buffer held when last looked at, counted in its account's queued bytes.
     @exclusivity(unchecked) var writeBufferCharge = 0
     /// Requests waiting while the connection's socket cannot take their replies.
@@ -95,5 +113,11 @@ public final class Session: Hashable {
     public var subscriptionCount: Int { subscriptions.count }
 
     public static func == (lhs: Session, rhs: Session) -> Bool { lhs === rhs }
+
+    private final class OutboxBox {
+        @exclusivity(unchecked) var queue = OutboundQueue()
+    }
+    /// What ``outbox`` reads as before the session has one.
+    nonisolated(unsafe) private static let emptyOutbox = OutboundQueue()
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
