@@ -154,7 +154,7 @@ extension Broker {
             if let transport = session.transport, session.hasOutboxStorage {
                 // What flowed past paused deliveries goes first, as it would have.
                 if session.pausesDeliveries { _ = changingOutbox(of: session) { $0.drainFlowing(into: transport) } }
-                if !session.outbox.hasFlowingEntries || !session.pausesDeliveries {
+                if !session.outboxHasFlowingEntries || !session.pausesDeliveries {
                     _ = changingOutbox(of: session) { $0.drain(into: transport) }
                 }
             }

@@ -60,7 +60,7 @@ extension Broker {
     /// may be written to `session` now, ahead of nothing it must follow.
     func takesFlowingFrame(_ session: Session, _ transport: any SessionTransport) -> Bool {
         guard transport.isWritable, !session.awaitsCommit else { return false }
-        return session.outbox.isEmpty || (session.pausesDeliveries && !session.outbox.hasFlowingEntries)
+        return session.outboxIsEmpty || (session.pausesDeliveries && !session.outboxHasFlowingEntries)
     }
 
     /// Sends a delivery of this batch: added to the session's span when the connection takes it, else copied into
@@ -75,7 +75,7 @@ extension Broker {
         let session = target.session
         guard let transport = session.transport else { return }
         markForFlush(session)
-        if session.outbox.isEmpty && transport.isWritable && !session.pausesDeliveries && !session.awaitsCommit
+        if session.outboxIsEmpty && transport.isWritable && !session.pausesDeliveries && !session.awaitsCommit
             && !writeBufferIsOverBudget(session)
         {
             if session.spanGeneration == batch.generation, !session.span.isEmpty, session.span.upperBound == frame.lowerBound {
@@ -211,10 +211,10 @@ extension Broker {
         guard !session.awaitsCommit else { return }
         let (messages, payloadBytes): (Int, Int)
         if session.pausesDeliveries {
-            guard session.outbox.hasFlowingEntries else { return }
+            guard session.outboxHasFlowingEntries else { return }
             (messages, payloadBytes) = changingOutbox(of: session) { $0.drainFlowing(into: transport) }
         } else {
-            guard !session.outbox.isEmpty else { return }
+            guard !session.outboxIsEmpty else { return }
             (messages, payloadBytes) = changingOutbox(of: session) { $0.drain(into: transport) }
         }
         counters.messagesOut += UInt64(messages)

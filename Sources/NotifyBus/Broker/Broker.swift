@@ -178,7 +178,7 @@ public final class Broker {
         if policyChanged {
             wildcardGeneration &+= 1
             let policy = configuration.accessPolicy
-            for session in openSessions where !session.outbox.isEmpty {
+            for session in openSessions where !session.outboxIsEmpty {
                 changingOutbox(of: session) { $0.removeDeliveries { !policy.allows(.read, topic: $0, peer: session.peer) } }
             }
         }

@@ -36,6 +36,16 @@ public final class Session: Hashable {
         }
     }
     @exclusivity(unchecked) private var outboxBox: OutboxBox?
+    /// Whether nothing waits in ``outbox``; asked for every delivery, so without going through a coroutine.
+    var outboxIsEmpty: Bool {
+        guard let box = outboxBox else { return true }
+        return box.queue.isEmpty
+    }
+    /// Whether replies, or buffered messages asked for, wait in ``outbox`` (they pass paused deliveries).
+    var outboxHasFlowingEntries: Bool {
+        guard let box = outboxBox else { return false }
+        return box.queue.hasFlowingEntries
+    }
     /// Whether the session has a queue: not until a frame first waited, or after ``releaseOutbox()``.
     var hasOutboxStorage: Bool { outboxBox != nil }
 

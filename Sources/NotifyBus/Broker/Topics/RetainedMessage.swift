@@ -37,39 +37,43 @@ final class RetainedMessage: ManagedBuffer<RetainedMessage.Header, UInt8> {
         frame.withUnsafeReadableBytes { make(frame: $0, payloadSize: payloadSize, sequence: sequence, owner: owner) }
     }
 
-    var frameLength: Int { Int(header.frameLength) }
-    var payloadSize: Int { Int(header.payloadSize) }
-    var sequence: UInt64 { header.sequence }
+    // Through the header's address, not `header`: the standard library is built for library evolution, so the
+    // property is reached through accessors that copy the whole header (retaining its owner) on every read.
+    var frameLength: Int { withUnsafeMutablePointerToHeader { Int($0.pointee.frameLength) } }
+    var payloadSize: Int { withUnsafeMutablePointerToHeader { Int($0.pointee.payloadSize) } }
+    var sequence: UInt64 { withUnsafeMutablePointerToHeader { $0.pointee.sequence } }
     var owner: UserAccount {
-        get { header.owner }
-        set { header.owner = newValue }
+        get { withUnsafeMutablePointerToHeader { $0.pointee.owner } }
+        set { withUnsafeMutablePointerToHeader { $0.pointee.owner = newValue } }
     }
 
     /// Whether a frame of `length` bytes fits this block without leaving most of it unused: a topic republished with
     /// messages of about the same size keeps its block.
     func fits(_ length: Int) -> Bool {
-        length <= capacity && capacity <= 2 * length + 256
+        let capacity = self.capacity  // malloc's size of the block: asked once
+        return length <= capacity && capacity <= 2 * length + 256
     }
 
     /// Holds `frame` instead of the frame it held, in place; it must ``fits(_:)``.
     func replace(with frame: UnsafeRawBufferPointer, payloadSize: Int, sequence: UInt64) {
-        header.payloadSize = UInt32(payloadSize)
-        header.sequence = sequence
+        withUnsafeMutablePointerToHeader {
+            $0.pointee.payloadSize = UInt32(payloadSize)
+            $0.pointee.sequence = sequence
+        }
         store(frame)
     }
 
     private func store(_ frame: UnsafeRawBufferPointer) {
-        precondition(frame.count <= capacity, "a retained frame larger than its block")
-        withUnsafeMutablePointerToElements { bytes in
+        withUnsafeMutablePointers { header, bytes in
             if let source = frame.baseAddress { UnsafeMutableRawPointer(bytes).copyMemory(from: source, byteCount: frame.count) }
+            header.pointee.frameLength = UInt32(frame.count)
         }
-        header.frameLength = UInt32(frame.count)
     }
 
     /// Calls `body` with the frame's bytes, valid during the call only.
     func withFrame<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-        try withUnsafeMutablePointerToElements { bytes in
-            try body(UnsafeRawBufferPointer(start: bytes, count: Int(header.frameLength)))
+        try withUnsafeMutablePointers { header, bytes in
+            try body(UnsafeRawBufferPointer(start: bytes, count: Int(header.pointee.frameLength)))
         }
     }
 
