@@ -14,7 +14,7 @@ struct TopicTable {
     /// The most topics kept.
     var maxTopics: Int
 
-    private var states: [ByteKey: TopicState] = [:]
+    private var states = TopicMap()
     /// Topics with no buffered message, oldest first: the ones forgotten at ``maxTopics``, unless someone subscribes
     /// to them by name. A topic is listed at most once (``TopicState/isListedForgettable``); one that gained a
     /// buffered message since is skipped, and listed again when cleared.
@@ -36,10 +36,10 @@ struct TopicTable {
     /// The length of the list of topics that may be forgotten, for tests: it stays within the number of topics.
     var forgettableCount: Int { forgettable.count }
     /// Every topic, in no particular order.
-    var all: Dictionary<ByteKey, TopicState>.Values { states.values }
+    var all: [TopicState] { states.all }
 
     /// The topic named `name`, if the table has it.
-    subscript(name: String) -> TopicState? { states[ByteKey(name)] }
+    subscript(name: String) -> TopicState? { states[name] }
 
     /// The state of `topic`, made if new: nil when the table is full and every topic in it is kept, because it
     /// buffers a message or `isKept` says so (it has subscribers by name). `work` counts the topics looked at to
@@ -50,27 +50,26 @@ struct TopicTable {
         isKept: (TopicState) -> Bool,
         forgotten: (TopicState) -> Void
     ) -> TopicState? {
-        let key = ByteKey(topic.name)
-        if let state = states[key] { return state }
+        if let state = states[topic.name] { return state }
         while states.count >= maxTopics {
             guard let state = forgetOne(work: &work, isKept: isKept) else { return nil }
             forgotten(state)
         }
         let state = TopicState(topic: topic)
-        add(state, key)
+        add(state)
         return state
     }
 
     /// Adds a topic restored from the state log.
     mutating func restore(_ state: TopicState) {
-        add(state, ByteKey(state.topic.name))
+        add(state)
         if let retained = state.retained {
             countRetained(topics: 1, payloadBytes: retained.payloadSize, frameBytes: retained.frameLength)
         }
     }
 
-    private mutating func add(_ state: TopicState, _ key: ByteKey) {
-        states[key] = state
+    private mutating func add(_ state: TopicState) {
+        states.insert(state)
         groups.add(state)
         if state.retained == nil { listForgettable(state) }
     }
@@ -90,10 +89,10 @@ struct TopicTable {
     private mutating func forgetOne(work: inout Int, isKept: (TopicState) -> Bool) -> TopicState? {
         while let key = forgettable.popFirst() {
             work &+= 1
-            guard let state = states[key] else { continue }
+            guard let state = states[key.text] else { continue }
             state.isListedForgettable = false
             guard state.retained == nil, !isKept(state) else { continue }
-            states[key] = nil
+            states.remove(state)
             groups.remove(state)
             state.isForgotten = true
             return state
@@ -110,7 +109,9 @@ struct TopicTable {
             for state in group where pattern.matches(state.topic) { body(state) }
             return group.count / 64
         }
-        for state in states.values where pattern?.matches(state.topic) ?? true { body(state) }
+        states.forEach { state in
+            if pattern?.matches(state.topic) ?? true { body(state) }
+        }
         return states.count / 64
     }
 
