@@ -201,6 +201,25 @@ struct AccessPolicyTests {
     }
 }
 
+extension AccessPolicyTests {
+    @Test("a connection publishing to one topic again and again is refused from the first publish after a reload denies it")
+    func reloadDeniesARunOfPublishes() throws {
+        let harness = BrokerHarness()
+        let publisher = harness.connect(uid: 1000)
+        publisher.send("#1 PUB team.news 1 ack\na\n#2 PUB team.news 1 ack\nb\n")
+        #expect(try publisher.received() == [.ok(requestID: 1, value: 1), .ok(requestID: 2, value: 2)])
+        var configuration = harness.broker.configuration
+        configuration.accessPolicy = AccessPolicy(rules: [try Self.rule("deny publish team.> user:1000")])
+        harness.broker.reconfigure(configuration)
+        publisher.send("#3 PUB team.news 1 ack\nc\n")
+        #expect(try publisher.received().map(errorCode) == [.notPermitted], "the decision cached for the run is not used")
+        configuration.accessPolicy = .default
+        harness.broker.reconfigure(configuration)
+        publisher.send("#4 PUB team.news 1 ack\nd\n")
+        #expect(try publisher.received() == [.ok(requestID: 4, value: 3)])
+    }
+}
+
 /// Issue 14, "Identity": a peer whose groups the daemon could not read is never let through by a rule by group,
 /// nor let past a `deny` by group.
 @Suite("Access policy with unknown groups")

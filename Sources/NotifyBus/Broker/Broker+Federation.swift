@@ -109,7 +109,9 @@ extension Broker {
         importer.minimumSequence = message.sequence
         defer { importer.minimumSequence = 0 }
         lastImportRefusal = nil
-        publish(message.topic, payload: message.payload, options: PublishOptions(retain: message.retain), id: nil, from: importer)
+        message.payload.withUnsafeReadableBytes {
+            publish(message.topic, payload: $0, options: PublishOptions(retain: message.retain), id: nil, from: importer)
+        }
         // Accepted, the topic is the importer's last (``Session/lastPublishedTopic``): no second lookup.
         guard counters.messagesIn != before, let sequence = importer.lastPublishedTopic?.sequence else {
             return .refused(lastImportRefusal ?? ProtocolError(.limitReached, "the daemon refused it"))

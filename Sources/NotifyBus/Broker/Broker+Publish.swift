@@ -1,14 +1,36 @@
-import NIOCore
+public import NIOCore
 
 /// A publish: checked, numbered in its topic (made in the ``TopicTable`` if new), encoded once into the batch,
 /// handed to each subscriber (``subscribers(of:)``, then the output in Broker+Output.swift), and kept as the topic's
 /// buffered message if retained.
 extension Broker {
-    func publish(_ topic: Topic, payload: ByteBuffer, options: PublishOptions, id: UInt64?, from session: Session) {
-        if let denial = denial(.publish, of: topic, to: session, id: id) {
+    /// Carries out a `PUB` whose payload is still in the buffer it was read into (`buffer`, at the frame's range):
+    /// the daemon's hot path, which makes no ``Request`` and no slice of the receive buffer. A publish that must
+    /// wait (the session holds back, its socket is full) is made a request then, and waits as any other does.
+    public func handlePublish(_ frame: PublishFrame, in buffer: ByteBuffer, from session: Session) {
+        workDone &+= 1
+        guard !session.isClosed, !session.closesAfterFlush else { return }
+        if session.isHoldingBack || session.transport?.isWritable == false {
+            session.heldBack.append(.request(frame.request(in: buffer)))
+            return
+        }
+        buffer.withVeryUnsafeBytes { bytes in
+            publish(frame.topic, payload: UnsafeRawBufferPointer(rebasing: bytes[frame.payload]), options: frame.options, id: frame.id, from: session)
+        }
+    }
+
+    /// Publishes `payload`, lent for the call.
+    func publish(_ topic: Topic, payload: UnsafeRawBufferPointer, options: PublishOptions, id: UInt64?, from session: Session) {
+        // A run of publishes to one topic skips the table's lookup, and while the configuration stays the same, the
+        // access rules' decision too (see ``Session/lastPublishedTopic``).
+        var cached = session.lastPublishedTopic
+        if let last = cached, last.isForgotten || last.topic != topic { cached = nil }
+        if cached == nil || session.lastPublishAllowedGeneration != configurationGeneration,
+            let denial = denial(.publish, of: topic, to: session, id: id)
+        {
             return refuse(denial, subject: topic.name, to: session)
         }
-        if options.retain, let refusal = retainRefusal(topic, payloadSize: payload.readableBytes, by: session.account) {
+        if options.retain, let refusal = retainRefusal(topic, payloadSize: payload.count, by: session.account) {
             return refuse(ProtocolError(.limitReached, refusal, requestID: id), subject: topic.name, to: session)
         }
         if options.retain, let refusal = storageRefusal(
@@ -18,8 +40,8 @@ extension Broker {
             return refuse(refusal, subject: topic.name, to: session)
         }
         let made: TopicState?
-        if let last = session.lastPublishedTopic, !last.isForgotten, last.topic == topic {
-            made = last
+        if let cached {
+            made = cached
         } else {
             var work = 0
             made = topicTable.state(
@@ -34,6 +56,7 @@ extension Broker {
             workDone &+= work
             session.lastPublishedTopic = made
         }
+        session.lastPublishAllowedGeneration = configurationGeneration
         guard let state = made else {
             let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message or have subscribers by name"
                 + " (its limit); clear some (notify clear, CLEAR), or publish to a topic it tracks without retaining"
@@ -46,14 +69,14 @@ extension Broker {
         state.lastPublished = time
         state.published += 1
         counters.messagesIn += 1
-        counters.bytesIn += UInt64(payload.readableBytes)
+        counters.bytesIn += UInt64(payload.count)
 
         // Encoded once, into the batch; every subscriber is handed the same bytes.
         // The encoder's own bound: a smaller guess would let the frame grow the buffer, copying the whole batch.
         let frameSize = ByteBuffer.maximumMessageFrameSize(
             topic: topic.name,
             unit: session.publisher.unit,
-            payloadSize: payload.readableBytes
+            payloadSize: payload.count
         )
         if !batch.hasRoom(for: frameSize) {
             // What the histories take in is still in the batch's buffer.
@@ -75,12 +98,14 @@ extension Broker {
         }
 
         for target in subscribers(of: state) where target.session !== session || session.receivesOwnMessages {
-            deliver(frame, of: state, sequence: sequence, payloadSize: payload.readableBytes, to: target)
+            deliver(frame, of: state, sequence: sequence, payloadSize: payload.count, to: target)
         }
 
-        recordHistory(frame, of: state, sequence: sequence, time: time, payloadSize: payload.readableBytes, by: session.account)
+        recordHistory(frame, of: state, sequence: sequence, time: time, payloadSize: payload.count, by: session.account)
         if let exporter, !session.isImporter {
-            exporter(ExportedMessage(topic: topic, payload: payload, retain: options.retain, sequence: sequence, time: time, publisher: session.publisher))
+            // A copy: the bridge keeps it until NATS has it, and the payload's bytes are only lent.
+            let copy = ByteBuffer(bytes: payload)
+            exporter(ExportedMessage(topic: topic, payload: copy, retain: options.retain, sequence: sequence, time: time, publisher: session.publisher))
         }
 
         if options.retain {
@@ -96,21 +121,21 @@ extension Broker {
                     forgetIfEmpty(previousOwner)
                 }
                 if retained.fits(frame.count) {
-                    batch.withBytes(frame) { retained.replace(with: $0, payloadSize: payload.readableBytes, sequence: sequence) }
+                    batch.withBytes(frame) { retained.replace(with: $0, payloadSize: payload.count, sequence: sequence) }
                 } else {
                     state.retained = batch.withBytes(frame) {
-                        RetainedMessage.make(frame: $0, payloadSize: payload.readableBytes, sequence: sequence, owner: owner)
+                        RetainedMessage.make(frame: $0, payloadSize: payload.count, sequence: sequence, owner: owner)
                     }
                 }
             } else {
                 topicTable.countRetained(topics: 1, payloadBytes: 0, frameBytes: 0)
                 owner.retainedTopics += 1
                 state.retained = batch.withBytes(frame) {
-                    RetainedMessage.make(frame: $0, payloadSize: payload.readableBytes, sequence: sequence, owner: owner)
+                    RetainedMessage.make(frame: $0, payloadSize: payload.count, sequence: sequence, owner: owner)
                 }
             }
-            owner.retainedBytes += payload.readableBytes
-            topicTable.countRetained(topics: 0, payloadBytes: payload.readableBytes, frameBytes: frame.count)
+            owner.retainedBytes += payload.count
+            topicTable.countRetained(topics: 0, payloadBytes: payload.count, frameBytes: frame.count)
             if stateLog != nil {
                 markUnsaved(state)
                 state.persistedSequence = max(state.persistedSequence, state.sequence)

@@ -230,7 +230,7 @@ public final class Broker {
         if !pendingHistory.isEmpty, !request.command.isPublish { settleHistory() }
         switch request.command {
         case .publish(let topic, let payload, let options):
-            publish(topic, payload: payload, options: options, id: id, from: session)
+            payload.withUnsafeReadableBytes { publish(topic, payload: $0, options: options, id: id, from: session) }
         case .subscribe(let pattern, let options):
             subscribe(session, to: pattern, options: options, id: id)
         case .unsubscribe(let pattern):

@@ -81,47 +81,62 @@ extension ByteBuffer {
         publisher: Publisher,
         payload: ByteBuffer
     ) -> Int {
+        payload.withUnsafeReadableBytes {
+            writeMessageFrame(kind, requestID: requestID, topic: topic, sequence: sequence, time: time, publisher: publisher, payload: $0)
+        }
+    }
+
+    /// Writes a message frame from its parts, its payload as bytes lent for the call (a `PUB` still in the buffer
+    /// it was read into).
+    @discardableResult
+    public mutating func writeMessageFrame(
+        _ kind: MessageFrameKind,
+        requestID: UInt64?,
+        topic: String,
+        sequence: UInt64,
+        time: PublishTime,
+        publisher: Publisher,
+        payload payloadBytes: UnsafeRawBufferPointer
+    ) -> Int {
         // One bounds check and one copy for the whole frame: this runs once per publish, and writing it piece by
         // piece (a capacity and exclusivity check per piece) cost more than the rest of the encoding.
         var topic = topic
         var unit = Publisher.isWritableUnit(publisher.unit) ? publisher.unit! : "-"
         if let host = publisher.host { unit = host + "/" + unit }
-        let maximum = ByteBuffer.maximumMessageFrameSize(topic: topic, unit: unit, payloadSize: payload.readableBytes)
+        let maximum = ByteBuffer.maximumMessageFrameSize(topic: topic, unit: unit, payloadSize: payloadBytes.count)
         return topic.withUTF8 { topicBytes in
             unit.withUTF8 { unitBytes in
-                payload.withUnsafeReadableBytes { payloadBytes in
-                    writeWithUnsafeMutableBytes(minimumWritableBytes: maximum) { out in
-                        var at = 0
-                        switch kind {
-                        case .delivery:
-                            out.put("MSG ", at: &at)
-                        case .latest:
-                            if let requestID {
-                                out.put("#", at: &at)
-                                out.putDecimal(requestID, at: &at)
-                                out.put(" ", at: &at)
-                            }
-                            out.put("LAST ", at: &at)
+                writeWithUnsafeMutableBytes(minimumWritableBytes: maximum) { out in
+                    var at = 0
+                    switch kind {
+                    case .delivery:
+                        out.put("MSG ", at: &at)
+                    case .latest:
+                        if let requestID {
+                            out.put("#", at: &at)
+                            out.putDecimal(requestID, at: &at)
+                            out.put(" ", at: &at)
                         }
-                        out.put(UnsafeRawBufferPointer(topicBytes), at: &at)
-                        out.put(" ", at: &at)
-                        out.putDecimal(sequence, at: &at)
-                        out.put(" ", at: &at)
-                        out.putDecimal(time.microsecondsSinceEpoch, at: &at)
-                        out.put(" ", at: &at)
-                        out.putDecimal(UInt64(publisher.uid), at: &at)
-                        out.put(" ", at: &at)
-                        // A pid the kernel could not map is 0; the wire has no signed numbers, so nothing below 0.
-                        out.putDecimal(UInt64(max(publisher.pid, 0)), at: &at)
-                        out.put(" ", at: &at)
-                        out.put(UnsafeRawBufferPointer(unitBytes), at: &at)
-                        out.put(" ", at: &at)
-                        out.putDecimal(UInt64(payloadBytes.count), at: &at)
-                        out.put("\n", at: &at)
-                        out.put(payloadBytes, at: &at)
-                        out.put("\n", at: &at)
-                        return at
+                        out.put("LAST ", at: &at)
                     }
+                    out.put(UnsafeRawBufferPointer(topicBytes), at: &at)
+                    out.put(" ", at: &at)
+                    out.putDecimal(sequence, at: &at)
+                    out.put(" ", at: &at)
+                    out.putDecimal(time.microsecondsSinceEpoch, at: &at)
+                    out.put(" ", at: &at)
+                    out.putDecimal(UInt64(publisher.uid), at: &at)
+                    out.put(" ", at: &at)
+                    // A pid the kernel could not map is 0; the wire has no signed numbers, so nothing below 0.
+                    out.putDecimal(UInt64(max(publisher.pid, 0)), at: &at)
+                    out.put(" ", at: &at)
+                    out.put(UnsafeRawBufferPointer(unitBytes), at: &at)
+                    out.put(" ", at: &at)
+                    out.putDecimal(UInt64(payloadBytes.count), at: &at)
+                    out.put("\n", at: &at)
+                    out.put(payloadBytes, at: &at)
+                    out.put("\n", at: &at)
+                    return at
                 }
             }
         }

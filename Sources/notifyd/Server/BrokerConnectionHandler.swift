@@ -115,8 +115,11 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         }
         let turnEnds = self.turnEnds ?? broker.workDone &+ Self.workPerTurn
         self.turnEnds = turnEnds
-        while broker.workDone < turnEnds, let request = decoder.decode(buffer: &buffer) {
-            broker.handle(request, from: session)
+        while broker.workDone < turnEnds, let frame = decoder.decodeInPlace(buffer: &buffer) {
+            switch frame {
+            case .publish(let publish): broker.handlePublish(publish, in: buffer, from: session)
+            case .other(let request): broker.handle(request, from: session)
+            }
         }
         if broker.workDone >= turnEnds && buffer.readableBytes > 0 {
             waitsForTurn = true

@@ -63,6 +63,9 @@ public final class Session: Hashable {
     /// The topic this session last published to: a publisher usually sends many messages to one topic, and comparing
     /// its name is cheaper than hashing it to look it up. Dropped when the table forgets the topic.
     @exclusivity(unchecked) var lastPublishedTopic: TopicState?
+    /// The configuration generation under which the access rules last let this session publish to
+    /// ``lastPublishedTopic``: the same topic again is not asked about until the configuration changes (a reload).
+    @exclusivity(unchecked) var lastPublishAllowedGeneration: UInt64 = .max
     /// Whether the session receives its own publishes.
     @exclusivity(unchecked) var receivesOwnMessages = true
     /// Whether an acknowledgement that the state log must back (`OK` of a retained `PUB … ack`, or of a `CLEAR`)
