@@ -57,6 +57,32 @@ struct ProtocolRoundTripTests {
         #expect(topics == [long, long, "sensors.kitchen.temperaturf", "ERR invalid-topic", long])
     }
 
+    @Test("a PUB decoded in place names its payload's bytes in the buffer, however the bytes arrived, and the frames after it")
+    func publishInPlace() throws {
+        let wire = "#7 PUB a.b 5 noretain ack\nhello\nPING\nPUB c 0\n\n"
+        for split in 1..<wire.utf8.count {
+            var decoder = RequestDecoder()
+            var buffer = ByteBuffer(string: String(wire.prefix(split)))
+            var seen: [String] = []
+            func drain() {
+                while let frame = decoder.decodeInPlace(buffer: &buffer) {
+                    switch frame {
+                    case .publish(let publish):
+                        let payload = buffer.withVeryUnsafeBytes { String(decoding: $0[publish.payload], as: UTF8.self) }
+                        seen.append("\(publish.id.map(String.init) ?? "-") \(publish.topic.name) \(payload) \(publish.options.retain) \(publish.options.acknowledge)")
+                        #expect(publish.request(in: buffer) == Request(id: publish.id, .publish(publish.topic, payload: ByteBuffer(string: payload), publish.options)))
+                    case .other(let decoded):
+                        seen.append("\(decoded)")
+                    }
+                }
+            }
+            drain()
+            buffer.writeString(String(wire.dropFirst(split)))
+            drain()
+            #expect(seen == ["7 a.b hello false true", "\(DecodedRequest.request(Request(.ping)))", "- c  true false"], "split at \(split)")
+        }
+    }
+
     @Test("the wire form matches PROTOCOL.md")
     func wireForm() {
         var buffer = ByteBuffer()
