@@ -73,11 +73,7 @@ extension Broker {
 
         // Encoded once, into the batch; every subscriber is handed the same bytes.
         // The encoder's own bound: a smaller guess would let the frame grow the buffer, copying the whole batch.
-        let frameSize = ByteBuffer.maximumMessageFrameSize(
-            topic: topic.name,
-            unit: session.publisher.unit,
-            payloadSize: payload.count
-        )
+        let frameSize = ByteBuffer.maximumMessageFrameSize(topic: topic.name, unit: session.unitField, payloadSize: payload.count)
         if !batch.hasRoom(for: frameSize) {
             // What the histories take in is still in the batch's buffer.
             settleHistory()
@@ -92,7 +88,9 @@ extension Broker {
                 topic: topic.name,
                 sequence: sequence,
                 time: time,
-                publisher: session.publisher,
+                uid: session.publisher.uid,
+                pid: session.publisher.pid,
+                unitField: session.unitField,
                 payload: payload
             )
         }

@@ -61,9 +61,9 @@ public final class Broker {
     /// Counters of the daemon's own, added to the broker's in `STATS` replies (the federation bridge's).
     @exclusivity(unchecked) public var extraCounters: (() -> [ServerStats.Counter])?
     /// The last import's host and unit, and the unit field made of them.
-    var lastImportUnit: (host: String, unit: String?, field: String)?
+    @exclusivity(unchecked) var lastImportUnit: (host: String, unit: String?, field: String)?
     /// Why the importer's last publish was refused, for ``publishImported(_:through:)`` to say.
-    var lastImportRefusal: ProtocolError?
+    @exclusivity(unchecked) var lastImportRefusal: ProtocolError?
 
     // The state touched per message is marked `@exclusivity(unchecked)` here, in `TopicState` and in `Session`: all of
     // it is owned by the broker's one thread and never accessed overlapping, and the runtime's checks of class
@@ -84,11 +84,11 @@ public final class Broker {
     @exclusivity(unchecked) var matchStamp: UInt64 = 0
 
     // Connections and users.
-    var openSessions: Set<Session> = []
+    @exclusivity(unchecked) var openSessions: Set<Session> = []
     /// What each uid holds, for the limits per user; only uids that hold something are here.
-    var accounts: [UInt32: UserAccount] = [:]
-    var nextSessionID: UInt64 = 1
-    var greeting: ByteBuffer
+    @exclusivity(unchecked) var accounts: [UInt32: UserAccount] = [:]
+    @exclusivity(unchecked) var nextSessionID: UInt64 = 1
+    @exclusivity(unchecked) var greeting: ByteBuffer
     /// Bytes read from all connections and not carried out yet (see ``holdUnread(_:for:)``).
     @exclusivity(unchecked) var unreadBytesTotal = 0
 
@@ -113,9 +113,9 @@ public final class Broker {
     /// `stateRetryTime` (backing off, so a full disk does not cost a full rewrite per batch).
     @exclusivity(unchecked) var stateNeedsRewrite = false
     /// Why the state log cannot be written, while it cannot: retained publishes are refused meanwhile.
-    public internal(set) var stateProblem: String?
-    var stateRetryTime: UInt64 = 0
-    var stateRetryDelay: UInt64 = 0
+    @exclusivity(unchecked) public internal(set) var stateProblem: String?
+    @exclusivity(unchecked) var stateRetryTime: UInt64 = 0
+    @exclusivity(unchecked) var stateRetryDelay: UInt64 = 0
     /// Sessions whose acknowledgements wait for this batch's commit (see ``Session/awaitsCommit``).
     @exclusivity(unchecked) var sessionsAwaitingCommit: [Session] = []
     /// Topics whose buffered message changed in this batch. Only their final state is logged, at the batch's end:

@@ -98,11 +98,37 @@ extension ByteBuffer {
         publisher: Publisher,
         payload payloadBytes: UnsafeRawBufferPointer
     ) -> Int {
+        writeMessageFrame(
+            kind,
+            requestID: requestID,
+            topic: topic,
+            sequence: sequence,
+            time: time,
+            uid: publisher.uid,
+            pid: publisher.pid,
+            unitField: publisher.unitField,
+            payload: payloadBytes
+        )
+    }
+
+    /// Writes a message frame with the publisher's unit already as its field on the line (``Publisher/unitField``):
+    /// the broker makes it once per connection, not once per message.
+    @discardableResult
+    mutating func writeMessageFrame(
+        _ kind: MessageFrameKind,
+        requestID: UInt64?,
+        topic: String,
+        sequence: UInt64,
+        time: PublishTime,
+        uid: UInt32,
+        pid: Int32,
+        unitField: String,
+        payload payloadBytes: UnsafeRawBufferPointer
+    ) -> Int {
         // One bounds check and one copy for the whole frame: this runs once per publish, and writing it piece by
         // piece (a capacity and exclusivity check per piece) cost more than the rest of the encoding.
         var topic = topic
-        var unit = Publisher.isWritableUnit(publisher.unit) ? publisher.unit! : "-"
-        if let host = publisher.host { unit = host + "/" + unit }
+        var unit = unitField
         let maximum = ByteBuffer.maximumMessageFrameSize(topic: topic, unit: unit, payloadSize: payloadBytes.count)
         return topic.withUTF8 { topicBytes in
             unit.withUTF8 { unitBytes in
@@ -125,10 +151,10 @@ extension ByteBuffer {
                     out.put(" ", at: &at)
                     out.putDecimal(time.microsecondsSinceEpoch, at: &at)
                     out.put(" ", at: &at)
-                    out.putDecimal(UInt64(publisher.uid), at: &at)
+                    out.putDecimal(UInt64(uid), at: &at)
                     out.put(" ", at: &at)
                     // A pid the kernel could not map is 0; the wire has no signed numbers, so nothing below 0.
-                    out.putDecimal(UInt64(max(publisher.pid, 0)), at: &at)
+                    out.putDecimal(UInt64(max(pid, 0)), at: &at)
                     out.put(" ", at: &at)
                     out.put(UnsafeRawBufferPointer(unitBytes), at: &at)
                     out.put(" ", at: &at)
@@ -231,6 +257,14 @@ extension ByteBuffer {
 extension Publisher {
     /// Whether `unit` can go on a frame's line as it is: a token without blanks or control characters, and not
     /// the `-` that stands for "no unit".
+    /// What stands for the unit on a message's line: the unit when it is one printable token, else `-`; after the
+    /// origin host and a `/` for a message from another host.
+    var unitField: String {
+        let unit = Publisher.isWritableUnit(self.unit) ? self.unit! : "-"
+        guard let host else { return unit }
+        return host + "/" + unit
+    }
+
     static func isWritableUnit(_ unit: String?) -> Bool {
         guard let unit, !unit.isEmpty, unit != "-" else { return false }
         return unit.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }

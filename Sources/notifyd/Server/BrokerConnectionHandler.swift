@@ -21,24 +21,24 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     private let logger: Logger
     /// Where the connection is counted while active, so that shutdown waits for it.
     private let connections: OpenConnections?
-    private var decoder: RequestDecoder
+    @exclusivity(unchecked) private var decoder: RequestDecoder
     /// The start of a frame whose end has not arrived yet; nil between frames, so an idle connection holds no
     /// receive buffer.
-    private(set) var unread: ByteBuffer?
-    private var session: Session?
-    private var transport: ChannelTransport?
+    @exclusivity(unchecked) private(set) var unread: ByteBuffer?
+    @exclusivity(unchecked) private var session: Session?
+    @exclusivity(unchecked) private var transport: ChannelTransport?
     /// Set while requests already read wait for this connection's next turn (see ``workPerTurn``).
-    private var waitsForTurn = false
+    @exclusivity(unchecked) private var waitsForTurn = false
     /// Where the current turn ends, in broker work: one turn spans all the reads of one read loop (NIO may read a
     /// socket several times before its `channelReadComplete`); nil between turns.
-    private var turnEnds: Int?
+    @exclusivity(unchecked) private var turnEnds: Int?
     /// Who the peer is: from the kernel, and the unit checked against it; tests give their own.
     private let identify: (any Channel) throws -> PeerCredentials
     /// How long an unfinished frame may wait for its next byte before the connection is closed.
     private let frameTimeout: TimeAmount
     /// Bytes read from the connection so far, to tell an unfinished frame that makes progress from one that stalled.
-    private var bytesReceived = 0
-    private var stalledFrameCheck: Scheduled<Void>?
+    @exclusivity(unchecked) private var bytesReceived = 0
+    @exclusivity(unchecked) private var stalledFrameCheck: Scheduled<Void>?
 
     /// How much broker work (``Broker/workDone``) one connection gets before the others' reads, the timers and the
     /// watchdog get theirs: about a thousand plain requests, or a few walks of a large topic table.

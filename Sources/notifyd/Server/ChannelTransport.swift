@@ -17,16 +17,16 @@ final class ChannelTransport: SessionTransport {
     static let closeGrace = TimeAmount.seconds(5)
 
     private let context: ChannelHandlerContext
-    private var isClosing = false
-    private(set) var isWritable = true
+    @exclusivity(unchecked) private var isClosing = false
+    @exclusivity(unchecked) private(set) var isWritable = true
     /// The write buffer's bytes when NIO was last asked.
-    private(set) var bufferedBytes = 0
+    @exclusivity(unchecked) private(set) var bufferedBytes = 0
     /// Bytes written since NIO was last asked.
-    private var unmeasuredBytes = 0
+    @exclusivity(unchecked) private var unmeasuredBytes = 0
     /// Whether an empty write waits behind the buffered bytes, to tell when they are taken.
-    private var watchesBuffer = false
+    @exclusivity(unchecked) private var watchesBuffer = false
     /// Called when bytes left the write buffer without a flush of the broker's; set by the connection's handler.
-    var onBufferTaken: (() -> Void)?
+    @exclusivity(unchecked) var onBufferTaken: (() -> Void)?
 
     /// How many bytes may be written, while NIO last said it held none, before it is asked again.
     static let measureEvery = 16 << 10

@@ -11,10 +11,15 @@ public final class Session: Hashable {
     public let peer: PeerCredentials
     /// The identity stamped on this session's publishes (the same for all of them, so it is made once; an importer's
     /// changes with each message it carries in, see ``Broker/openImporter(peer:)``).
-    @exclusivity(unchecked) var publisher: Publisher
+    @exclusivity(unchecked) var publisher: Publisher {
+        didSet { unitField = publisher.unitField }
+    }
+    /// The publisher's unit as it goes on the line of each message (``Publisher/unitField``), made when the
+    /// publisher is set rather than for each message.
+    @exclusivity(unchecked) private(set) var unitField: String
     /// Whether this session carries in messages from another host (``Broker/publishImported(_:through:)``): they are
     /// never handed to ``Broker/exporter``, so nothing goes back where it came from.
-    private(set) var isImporter = false
+    @exclusivity(unchecked) private(set) var isImporter = false
     /// The least sequence number the next publish of this session takes: 0, except while an importer carries in a
     /// message whose origin numbered it further (so a topic published from one host has the same numbers everywhere).
     @exclusivity(unchecked) var minimumSequence: UInt64 = 0
@@ -23,7 +28,7 @@ public final class Session: Hashable {
     @exclusivity(unchecked) private(set) var transport: (any SessionTransport)?
 
     /// The session's subscriptions by pattern; the subscription index holds the other direction.
-    var subscriptions: [TopicPattern: Subscription] = [:]
+    @exclusivity(unchecked) var subscriptions: [TopicPattern: Subscription] = [:]
     /// Frames waiting while the connection's socket cannot take more. Made the first time a frame waits: most
     /// connections never fall behind, and a queue held inline cost every session some 130 bytes.
     var outbox: OutboundQueue {
@@ -59,7 +64,7 @@ public final class Session: Hashable {
     /// Requests waiting while the connection's socket cannot take their replies.
     @exclusivity(unchecked) var heldBack = Deque<DecodedRequest>()
     /// Bytes read from the connection and not carried out yet, as last told (see ``Broker/holdUnread(_:for:)``).
-    var unreadBytes = 0
+    @exclusivity(unchecked) var unreadBytes = 0
     /// The topic this session last published to: a publisher usually sends many messages to one topic, and comparing
     /// its name is cheaper than hashing it to look it up. Dropped when the table forgets the topic.
     @exclusivity(unchecked) var lastPublishedTopic: TopicState?
@@ -84,7 +89,7 @@ public final class Session: Hashable {
     @exclusivity(unchecked) var spanGeneration: UInt64 = .max
     /// Whether the connection is to be closed once flushed (after an error that loses framing).
     @exclusivity(unchecked) var closesAfterFlush = false
-    private(set) var isClosed = false
+    @exclusivity(unchecked) private(set) var isClosed = false
     /// The last stamp of a subscriber-list computation that counted this session; deduplicates a session that
     /// several of its patterns match.
     @exclusivity(unchecked) var matchStamp: UInt64 = 0
@@ -99,6 +104,7 @@ public final class Session: Hashable {
         self.peer = peer
         self.account = account
         self.publisher = peer.publisher
+        self.unitField = peer.publisher.unitField
         self.transport = transport
     }
 
