@@ -82,37 +82,23 @@ extension ByteBuffer {
         payload: ByteBuffer
     ) -> Int {
         payload.withUnsafeReadableBytes {
-            writeMessageFrame(kind, requestID: requestID, topic: topic, sequence: sequence, time: time, publisher: publisher, payload: $0)
+            writeMessageFrame(
+                kind,
+                requestID: requestID,
+                topic: topic,
+                sequence: sequence,
+                time: time,
+                uid: publisher.uid,
+                pid: publisher.pid,
+                unitField: publisher.unitField,
+                payload: $0
+            )
         }
     }
 
-    /// Writes a message frame from its parts, its payload as bytes lent for the call (a `PUB` still in the buffer
-    /// it was read into).
-    @discardableResult
-    public mutating func writeMessageFrame(
-        _ kind: MessageFrameKind,
-        requestID: UInt64?,
-        topic: String,
-        sequence: UInt64,
-        time: PublishTime,
-        publisher: Publisher,
-        payload payloadBytes: UnsafeRawBufferPointer
-    ) -> Int {
-        writeMessageFrame(
-            kind,
-            requestID: requestID,
-            topic: topic,
-            sequence: sequence,
-            time: time,
-            uid: publisher.uid,
-            pid: publisher.pid,
-            unitField: publisher.unitField,
-            payload: payloadBytes
-        )
-    }
-
-    /// Writes a message frame with the publisher's unit already as its field on the line (``Publisher/unitField``):
-    /// the broker makes it once per connection, not once per message.
+    /// Writes a message frame with the publisher's unit already as its field on the line (``Publisher/unitField``),
+    /// and the payload as bytes lent for the call (a `PUB` still in the buffer it was read into): the broker makes
+    /// the field once per connection, not once per message.
     @discardableResult
     mutating func writeMessageFrame(
         _ kind: MessageFrameKind,
