@@ -371,6 +371,8 @@ struct Notifyd: AsyncParsableCommand {
             )
         }
 
+        // Before the event loop's thread exists, so that it allocates from the heap the idle trim reaches.
+        MemoryTrimmer.keepFreedMemoryWhileBusy()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let server = NotifyServer(
             settings: settings,

@@ -114,6 +114,23 @@ package enum POSIX {
         _ = mallocTrim?(0)
     }
 
+    /// Sets, with glibc's `mallopt` (looked up at run time), the trim threshold (the free bytes the top of a heap
+    /// keeps before they are given back), the mmap threshold (the smallest block given a mapping of its own, which
+    /// glibc otherwise raises as large blocks are freed, and stops raising once the trim threshold is set) and the
+    /// most heaps (arenas) threads allocate from.
+    /// - Returns: whether all were set (false under another C library).
+    @discardableResult
+    package static func setHeapLimits(trimThreshold: Int32, mmapThreshold: Int32, arenas: Int32) -> Bool {
+        guard let mallopt else { return false }
+        // M_TRIM_THRESHOLD, M_MMAP_THRESHOLD and M_ARENA_MAX in glibc's <malloc.h>.
+        return mallopt(-1, trimThreshold) == 1 && mallopt(-3, mmapThreshold) == 1 && mallopt(-8, arenas) == 1
+    }
+
+    private static let mallopt: (@convention(c) (Int32, Int32) -> Int32)? = {
+        guard let symbol = dlsym(nil, "mallopt") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32, Int32) -> Int32).self)
+    }()
+
     private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
         guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
         return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
