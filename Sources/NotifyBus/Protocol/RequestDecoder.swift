@@ -14,7 +14,9 @@ public enum DecodedRequest: Sendable, Hashable {
 public struct PublishFrame: Sendable, Hashable {
     /// The request id, if the client gave one.
     public let id: UInt64?
+    /// The topic published to.
     public let topic: Topic
+    /// Whether it is retained and acknowledged.
     public let options: PublishOptions
     /// Where the payload is in the buffer the frame was read from (which keeps it until that buffer is next read).
     public let payload: Range<Int>
@@ -31,7 +33,9 @@ public struct PublishFrame: Sendable, Hashable {
 
 /// What ``RequestDecoder/decodeInPlace(buffer:)`` read: a publish left in place, or any other frame.
 public enum DecodedFrame: Sendable, Hashable {
+    /// A well-formed `PUB`, its payload left in the buffer.
     case publish(PublishFrame)
+    /// Any other request, or a refused frame.
     case other(DecodedRequest)
 }
 
