@@ -8,12 +8,7 @@ extension Broker {
     /// the daemon's hot path, which makes no ``Request`` and no slice of the receive buffer. A publish that must
     /// wait (the session holds back, its socket is full) is made a request then, and waits as any other does.
     public func handlePublish(_ frame: PublishFrame, in buffer: ByteBuffer, from session: Session) {
-        workDone &+= 1
-        guard !session.isClosed, !session.closesAfterFlush else { return }
-        if session.isHoldingBack || session.transport?.isWritable == false {
-            session.heldBack.append(.request(frame.request(in: buffer)))
-            return
-        }
+        guard admits(from: session, holding: .request(frame.request(in: buffer))) else { return }
         buffer.withVeryUnsafeBytes { bytes in
             publish(frame.topic, payload: UnsafeRawBufferPointer(rebasing: bytes[frame.payload]), options: frame.options, id: frame.id, from: session)
         }
@@ -118,16 +113,13 @@ extension Broker {
                     owner.retainedTopics += 1
                     forgetIfEmpty(previousOwner)
                 }
-                if retained.fits(frame.count) {
-                    batch.withBytes(frame) { retained.replace(with: $0, payloadSize: payload.count, sequence: sequence) }
-                } else {
-                    state.retained = batch.withBytes(frame) {
-                        RetainedMessage.make(frame: $0, payloadSize: payload.count, sequence: sequence, owner: owner)
-                    }
-                }
             } else {
                 topicTable.countRetained(topics: 1, payloadBytes: 0, frameBytes: 0)
                 owner.retainedTopics += 1
+            }
+            if let retained = state.retained, retained.fits(frame.count) {
+                batch.withBytes(frame) { retained.replace(with: $0, payloadSize: payload.count, sequence: sequence) }
+            } else {
                 state.retained = batch.withBytes(frame) {
                     RetainedMessage.make(frame: $0, payloadSize: payload.count, sequence: sequence, owner: owner)
                 }

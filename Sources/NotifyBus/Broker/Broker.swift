@@ -204,13 +204,21 @@ public final class Broker {
     /// Holding back is what bounds a client that sends requests and never reads: its replies could be many times
     /// the size of its requests (a `TOPICS` is a few bytes, its answer may be megabytes).
     public func handle(_ decoded: DecodedRequest, from session: Session) {
-        workDone &+= 1
-        guard !session.isClosed, !session.closesAfterFlush else { return }
-        if session.isHoldingBack || session.transport?.isWritable == false {
-            session.heldBack.append(decoded)
-            return
-        }
+        guard admits(from: session, holding: decoded) else { return }
         carryOut(decoded, from: session)
+    }
+
+    /// Counts a request as work and says whether to carry it out now: not for a session that is closing, and not
+    /// while its connection does not take replies, when the request (`held`, made only then) waits its turn.
+    @inline(__always)
+    func admits(from session: Session, holding held: @autoclosure () -> DecodedRequest) -> Bool {
+        workDone &+= 1
+        guard !session.isClosed, !session.closesAfterFlush else { return false }
+        if session.isHoldingBack || session.transport?.isWritable == false {
+            session.heldBack.append(held())
+            return false
+        }
+        return true
     }
 
     func carryOut(_ decoded: DecodedRequest, from session: Session) {
