@@ -10,7 +10,7 @@ extension Broker {
             state.historyRule = configuration.historyRule(of: state.topic)
             state.historyRuleGeneration = generation
         }
-        return state.historyRule < 0 ? configuration.history : configuration.historyRules[Int(state.historyRule)].limits
+        return configuration.historyLimits(rule: state.historyRule)
     }
 
     /// Notes the message just published (its frame in the batch) for its topic's history, charged to its publisher;

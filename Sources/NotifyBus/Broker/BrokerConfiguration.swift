@@ -60,8 +60,13 @@ public struct BrokerConfiguration: Sendable, Hashable {
 
     /// The history limits of `topic`.
     public func historyLimits(of topic: Topic) -> HistoryLimits {
-        let rule = historyRule(of: topic)
-        return rule < 0 ? history : historyRules[Int(rule)].limits
+        historyLimits(rule: historyRule(of: topic))
+    }
+
+    /// The limits of the history rule numbered `rule` (from ``historyRule(of:)``); the default limits for -1, or for a
+    /// number these rules do not have.
+    func historyLimits(rule: Int32) -> HistoryLimits {
+        historyRules.indices.contains(Int(rule)) ? historyRules[Int(rule)].limits : history
     }
 
     /// The index of the first of ``historyRules`` that matches `topic`, or -1 when none does.

@@ -180,7 +180,7 @@ public final class StateLog {
 
     /// Records a topic's new buffered message (its `MSG` frame); written at the next ``commit()``.
     public func appendRetained(_ frame: ByteBuffer) {
-        StateRecord.retained(frame: frame).write(to: &pending, sealedWith: key)
+        frame.withUnsafeReadableBytes { appendRetained($0) }
     }
 
     /// Records a topic's new buffered message from its `MSG` frame's bytes; written at the next ``commit()``.
