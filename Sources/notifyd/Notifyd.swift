@@ -12,7 +12,6 @@ import Glibc
 import Musl
 #endif
 
-@main
 struct Notifyd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "notifyd",
