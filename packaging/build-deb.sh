@@ -29,35 +29,19 @@ command -v dpkg-shlibdeps >/dev/null || {
 }
 
 say "building $version for $arch (release, static Swift standard library; notify fully static)"
-# notifyd is linked so that start-up touches fewer of its pages (README.md, "Performance", idle RSS):
-# - by lld, with relative relocations packed (DT_RELR, glibc 2.36): the loader reads 11 KiB of them instead of
-#   the 1.3 MiB of RELA entries it otherwise reads at every start;
-# - exporting no symbols: the Swift runtime's static link exports every symbol (-export-dynamic), 1.4 MiB of
-#   tables that the loader searches whenever libc or libsystemd resolves a name, and nothing needs them;
-# - with libstdc++ linked in (its archive, through a linker script that stands in for libstdc++.so): only the parts
-#   the Swift runtime uses, without the shared library's 1 MiB of pages touched by its own start-up.
-cxx=$PWD/$scratch/static-libstdc++
-mkdir -p "$cxx"
-cxx_archive=$(gcc -print-file-name=libstdc++.a 2>/dev/null || clang -print-file-name=libstdc++.a)
-[ -f "$cxx_archive" ] || { say "error: no libstdc++.a (install libstdc++-12-dev)"; exit 1; }
-echo "INPUT($cxx_archive)" >"$cxx/libstdc++.so"
-daemon=(-c release --static-swift-stdlib --scratch-path "$scratch"
-  -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs
-  -Xlinker --version-script="$PWD/packaging/linker/export-nothing.map" -Xswiftc -L"$cxx")
-swift build "${daemon[@]}" --product notifyd >&2
-bin=$(swift build "${daemon[@]}" --show-bin-path)
-# notify is linked fully static (glibc too): without a dynamic loader resolving libstdc++ against its thousands of
-# exported symbols, each `notify send` is faster (README.md, "Run as a service", has the measured figures). It needs
-# nothing from NSS. notifyd links libsystemd, so it stays dynamic for the C libraries.
-static_cli=(-c release --static-swift-stdlib -Xswiftc -static-executable --scratch-path "$scratch-cli")
+# The flags, and why: packaging/linker/flags.sh.
+source packaging/linker/flags.sh
+packaged_build_flags "$scratch"
+swift build "${daemon_build[@]}" --product notifyd >&2
+bin=$(swift build "${daemon_build[@]}" --show-bin-path)
 mkdir -p "$scratch-cli"
-if ! swift build "${static_cli[@]}" --product notify >"$scratch-cli/build.log" 2>&1; then
+if ! swift build "${cli_build[@]}" --product notify >"$scratch-cli/build.log" 2>&1; then
   cat "$scratch-cli/build.log" >&2
   exit 1
 fi
 # glibc's linker notes about NSS functions and mktemp in static binaries are expected; show the rest.
 grep -v "statically linked applications requires at runtime\|use of .mktemp. is dangerous" "$scratch-cli/build.log" >&2 || true
-cli_bin=$(swift build "${static_cli[@]}" --show-bin-path)
+cli_bin=$(swift build "${cli_build[@]}" --show-bin-path)
 
 rm -rf "$stage" && mkdir -p "$stage"
 install -D -m 0755 "$bin/notifyd" "$stage/usr/sbin/notifyd"

@@ -1,0 +1,40 @@
+# Sourced by packaging/build-deb.sh and packaging/linker/order-startup.sh: how the packaged binaries are built, in
+# one place. `packaged_build_flags SCRATCH` sets daemon_build and cli_build, the `swift build` arguments of notifyd
+# (scratch SCRATCH) and notify (scratch SCRATCH-cli). Run from the repository's root.
+#
+# Both are linked so that start-up touches as few of their pages as it can (README.md, "Performance": idle RSS
+# and `notify send` peak RSS):
+# - by lld, each function in its own section, in the order of packaging/linker/notifyd.order and notify.order: the
+#   functions a start (and a first client, or one `notify send`) runs, in the order they first run, written by
+#   order-startup.sh. Without it they are spread over the whole text, and the kernel maps 64 KiB around each page
+#   touched. A name the order no longer matches is skipped: a stale order costs memory, never correctness.
+# notifyd also:
+# - with relative relocations packed (DT_RELR, glibc 2.36): the loader reads 11 KiB of them instead of the
+#   1.3 MiB of RELA entries it otherwise reads at every start;
+# - exporting no symbols: the Swift runtime's static link exports every symbol (-export-dynamic), 1.4 MiB of
+#   tables that the loader searches whenever libc or libsystemd resolves a name, and nothing needs them;
+# - with libstdc++ linked in (its archive, through a linker script that stands in for libstdc++.so): only the parts
+#   the Swift runtime uses, without the shared library's 1 MiB of pages touched by its own start-up.
+# notify is linked fully static (glibc too): without a dynamic loader resolving libstdc++ against its thousands of
+# exported symbols, each `notify send` is faster (README.md, "Run as a service", has the measured figures). It needs
+# nothing from NSS. notifyd links libsystemd, so it stays dynamic for the C libraries.
+packaged_build_flags() {
+  local scratch=$1 linker=$PWD/packaging/linker
+  local cxx=$PWD/$scratch/static-libstdc++ cxx_archive
+  cxx_archive=$(gcc -print-file-name=libstdc++.a 2>/dev/null || clang -print-file-name=libstdc++.a)
+  if [ ! -f "$cxx_archive" ]; then
+    echo "packaging: no libstdc++.a (install libstdc++-12-dev)" >&2
+    return 1
+  fi
+  mkdir -p "$cxx"
+  echo "INPUT($cxx_archive)" >"$cxx/libstdc++.so"
+  local common=(-c release --static-swift-stdlib
+    -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections
+    -Xswiftc -use-ld=lld -Xlinker --no-warn-symbol-ordering)
+  daemon_build=("${common[@]}" --scratch-path "$scratch"
+    -Xlinker --symbol-ordering-file="$linker/notifyd.order"
+    -Xlinker -z -Xlinker pack-relative-relocs
+    -Xlinker --version-script="$linker/export-nothing.map" -Xswiftc -L"$cxx")
+  cli_build=("${common[@]}" --scratch-path "$scratch-cli" -Xswiftc -static-executable
+    -Xlinker --symbol-ordering-file="$linker/notify.order")
+}

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Writes packaging/linker/notifyd.order and notify.order: the functions that a start of notifyd (and its first
+# clients) and one `notify send` run, in the order they first run. build-deb.sh links them first, side by side, so
+# that start-up touches a few hundred KiB of text instead of pages spread over all of it (flags.sh says why).
+#
+#   sudo packaging/linker/order-startup.sh      # a few minutes; run it again when start-up code has changed much
+#
+# How: build both binaries as packaged (in .build-order), then for each, until no new function shows up: drop the
+# binary from the page cache and turn read-ahead off on its disk, so that each page it touches faults on its own
+# instead of 64 KiB at a time; record the page faults of its scenario with perf; add the function each page fault
+# executed first to the order; link again. Functions that share one section with others (the parts of the static
+# Swift runtime built without function sections) cannot be moved, and are left out.
+# Needs root (read-ahead, perf), perf, python3, and the repository on a disk (not tmpfs or overlayfs).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+linker=packaging/linker
+work=$(mktemp -d)
+ra_file=""
+ra_saved=""
+cleanup() {
+  [ -n "$ra_file" ] && [ -n "$ra_saved" ] && echo "$ra_saved" >"$ra_file"
+  [ -n "${daemon_pid:-}" ] && kill "$daemon_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+say() { printf 'order-startup: %s\n' "$*" >&2; }
+
+[ "$(id -u)" -eq 0 ] || { say "needs root (it turns read-ahead off for a moment, and runs perf)"; exit 1; }
+command -v perf >/dev/null || { say "needs perf (apt-get install linux-perf)"; exit 1; }
+
+source "$linker/flags.sh"
+: >"$linker/notifyd.order"
+: >"$linker/notify.order"
+packaged_build_flags .build-order
+daemon=$(swift build "${daemon_build[@]}" --show-bin-path)/notifyd
+cli=$(swift build "${cli_build[@]}" --show-bin-path)/notify
+say "building notifyd and notify as packaged, in .build-order (the first round builds everything)"
+swift build "${daemon_build[@]}" -Xlinker -Map="$work/notifyd.map" --product notifyd >/dev/null
+swift build "${cli_build[@]}" -Xlinker -Map="$work/notify.map" --product notify >/dev/null
+
+# The file holding the disk's read-ahead, for the disk the binaries are on.
+device=$(stat -c %d "$daemon")
+for candidate in "/sys/dev/block/$((device >> 8)):$((device & 255))/queue/read_ahead_kb" \
+  "/sys/dev/block/$((device >> 8)):$((device & 255))/../queue/read_ahead_kb"; do
+  [ -f "$candidate" ] && { ra_file=$candidate; break; }
+done
+[ -n "$ra_file" ] || { say "no read-ahead setting for the disk of $daemon: is it on tmpfs or overlayfs?"; exit 1; }
+
+wait_for_socket() {
+  for _ in $(seq 200); do [ -S "$1" ] && return 0; sleep 0.05; done
+  say "no socket at $1"
+  exit 1
+}
+
+# Runs "$@" (a scenario) with the binary out of the page cache and read-ahead off while it starts.
+cold() {
+  local binary=$1
+  shift
+  sync
+  dd if="$binary" iflag=nocache count=0 status=none
+  ra_saved=$(cat "$ra_file")
+  echo 0 >"$ra_file"
+  "$@"
+  echo "$ra_saved" >"$ra_file"
+  ra_saved=""
+}
+
+# The daemon's scenario: start, settle, then one client of each kind.
+scenario_notifyd() {
+  local run=$work/run-notifyd
+  rm -rf "$run" && mkdir -p "$run"
+  perf record -q -e page-faults -c 1 -d -o "$work/perf.data" -- \
+    "$daemon" --socket "$run/n.sock" --state-dir "$run/state" --config /dev/null 2>/dev/null &
+  daemon_pid=$!
+  wait_for_socket "$run/n.sock"
+  sleep 1  # its start-up timers
+  "$cli" --socket "$run/n.sock" send order.test hello >/dev/null
+  "$cli" --socket "$run/n.sock" latest order.test >/dev/null
+  "$cli" --socket "$run/n.sock" subscribe --count 1 --timeout 5 'order.>' >/dev/null &
+  local subscriber=$!
+  sleep 0.2  # its subscription in place; if not, --timeout ends it all the same
+  "$cli" --socket "$run/n.sock" send order.test again >/dev/null
+  wait "$subscriber" || true
+  kill -TERM "$daemon_pid"
+  wait "$daemon_pid" || true
+  daemon_pid=""
+}
+
+# The CLI's scenario: one `notify send` to a daemon started beforehand.
+scenario_notify() {
+  perf record -q -e page-faults -c 1 -d -o "$work/perf.data" -- \
+    "$cli" --socket "$work/run-notify/n.sock" send order.test hello >/dev/null
+}
+
+# Adds to $work/NAME.all the functions that executed first on each page in the last recording; writes NAME.order,
+# without those in shared sections (from the link map), and prints how many were new.
+collect() {
+  local name=$1 binary=$2
+  perf script --no-demangle -i "$work/perf.data" -F addr,ip,sym,dso 2>/dev/null >"$work/faults"
+  python3 - "$work/faults" "$binary" "$work/$name.all" "$work/$name.map" "$linker/$name.order" <<'PY'
+import re, sys
+faults, binary, all_path, map_path, order_path = sys.argv[1:]
+try:
+    order = [line.strip() for line in open(all_path)]
+except FileNotFoundError:
+    order = []
+known = set(order)
+new = 0
+for line in open(faults):
+    # addr sym (dso) ip sym (dso): an instruction fetch faults where addr is ip.
+    m = re.match(r'\s*([0-9a-f]+) (.*?) \((.*?)\)\s+([0-9a-f]+) ', line)
+    if not m or m.group(3) != binary or m.group(1) != m.group(4):
+        continue
+    symbol = m.group(2).split('+')[0]
+    if symbol != '[unknown]' and symbol not in known:
+        known.add(symbol)
+        order.append(symbol)
+        new += 1
+open(all_path, 'w').write(''.join(s + '\n' for s in order))
+# The map lists each input section of .text, then the symbols in it.
+section_size, in_text, size_of = None, False, {}
+for line in open(map_path):
+    parts = line.split()
+    if len(parts) == 5 and parts[4].startswith('.') and ':(' not in line:
+        in_text = parts[4] == '.text'
+    elif in_text and ':(' in line and len(parts) >= 5:
+        section_size = int(parts[2], 16)
+    elif in_text and len(parts) == 5 and section_size is not None:
+        size_of[parts[4]] = section_size
+movable = [s for s in order if size_of.get(s, 0) <= 16384]
+open(order_path, 'w').write(''.join(s + '\n' for s in movable))
+print(new, len(movable))
+PY
+}
+
+# Links NAME again with its order and a map, runs its scenario cold, until no new function shows up.
+converge() {
+  local name=$1 binary=$2 build_reference="$3[@]"
+  local build=("${!build_reference}")
+  for round in $(seq 1 40); do
+    rm -f "$binary"
+    swift build "${build[@]}" -Xlinker -Map="$work/$name.map" --product "$name" >/dev/null
+    cold "$binary" "scenario_$name"
+    read -r new kept < <(collect "$name" "$binary")
+    say "$name, round $round: $new new functions; $kept in the order"
+    [ "$new" -eq 0 ] && return 0
+  done
+  say "$name: still finding functions after 40 rounds; the order is written as it is"
+}
+
+converge notifyd "$daemon" daemon_build
+mkdir -p "$work/run-notify"
+"$daemon" --socket "$work/run-notify/n.sock" --state-dir "$work/run-notify/state" --config /dev/null 2>/dev/null &
+daemon_pid=$!
+wait_for_socket "$work/run-notify/n.sock"
+converge notify "$cli" cli_build
+kill -TERM "$daemon_pid"
+wait "$daemon_pid" || true
+daemon_pid=""
+say "wrote $linker/notifyd.order ($(wc -l <"$linker/notifyd.order") functions) and" \
+  "$linker/notify.order ($(wc -l <"$linker/notify.order") functions)"
