@@ -32,8 +32,12 @@ say "building $version for $arch (release, static Swift standard library; notify
 # The flags, and why: packaging/linker/flags.sh.
 source packaging/linker/flags.sh
 packaged_build_flags "$scratch"
-swift build "${daemon_build[@]}" --product notifyd >&2
 bin=$(swift build "${daemon_build[@]}" --show-bin-path)
+cli_bin=$(swift build "${cli_build[@]}" --show-bin-path)
+# SwiftPM does not know that the linker reads the order files: link again every time (seconds), so that a new order
+# is used.
+rm -f "$bin/notifyd" "$cli_bin/notify"
+swift build "${daemon_build[@]}" --product notifyd >&2
 mkdir -p "$scratch-cli"
 if ! swift build "${cli_build[@]}" --product notify >"$scratch-cli/build.log" 2>&1; then
   cat "$scratch-cli/build.log" >&2
@@ -41,7 +45,6 @@ if ! swift build "${cli_build[@]}" --product notify >"$scratch-cli/build.log" 2>
 fi
 # glibc's linker notes about NSS functions and mktemp in static binaries are expected; show the rest.
 grep -v "statically linked applications requires at runtime\|use of .mktemp. is dangerous" "$scratch-cli/build.log" >&2 || true
-cli_bin=$(swift build "${cli_build[@]}" --show-bin-path)
 
 rm -rf "$stage" && mkdir -p "$stage"
 install -D -m 0755 "$bin/notifyd" "$stage/usr/sbin/notifyd"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Writes packaging/linker/notifyd.order and notify.order: the functions that a start of notifyd (and its first
-# clients) and one `notify send` run, in the order they first run. build-deb.sh links them first, side by side, so
-# that start-up touches a few hundred KiB of text instead of pages spread over all of it (flags.sh says why).
+# Writes packaging/linker/notifyd.order and notify.order: the functions that a start of notifyd (then its first
+# clients and a burst) and one `notify send` run, in the order they first run. build-deb.sh links them first,
+# side by side, so that start-up touches a few hundred KiB of text instead of pages spread over all of it (flags.sh
+# says why).
 #
 #   sudo packaging/linker/order-startup.sh      # a few minutes; run it again when start-up code has changed much
 #
@@ -65,7 +66,7 @@ cold() {
   ra_saved=""
 }
 
-# The daemon's scenario: start, settle, then one client of each kind.
+# The daemon's scenario: start, settle, one client of each kind, then a burst.
 scenario_notifyd() {
   local run=$work/run-notifyd
   rm -rf "$run" && mkdir -p "$run"
@@ -81,6 +82,9 @@ scenario_notifyd() {
   sleep 0.2  # its subscription in place; if not, --timeout ends it all the same
   "$cli" --socket "$run/n.sock" send order.test again >/dev/null
   wait "$subscriber" || true
+  # A burst with fan-out, for the code a busy daemon runs (publish batches, queues, flow control), so that serving
+  # it after start touches pages laid out together too (Benchmarks/IdleAfterBurst).
+  "$cli" --socket "$run/n.sock" bench --skip-latency --subscribers 20 --count 20000 >/dev/null
   kill -TERM "$daemon_pid"
   wait "$daemon_pid" || true
   daemon_pid=""
@@ -133,9 +137,10 @@ print(new, len(movable))
 PY
 }
 
-# Links NAME again with its order and a map, runs its scenario cold, until no new function shows up.
+# Links NAME again with its order and a map, runs its scenario cold, until no new function shows up, or only a few
+# three rounds in a row (what a burst runs varies a little from run to run).
 converge() {
-  local name=$1 binary=$2 build_reference="$3[@]"
+  local name=$1 binary=$2 build_reference="$3[@]" quiet=0
   local build=("${!build_reference}")
   for round in $(seq 1 40); do
     rm -f "$binary"
@@ -144,6 +149,8 @@ converge() {
     read -r new kept < <(collect "$name" "$binary")
     say "$name, round $round: $new new functions; $kept in the order"
     [ "$new" -eq 0 ] && return 0
+    if [ "$new" -le 3 ]; then quiet=$((quiet + 1)); else quiet=0; fi
+    [ "$quiet" -ge 3 ] && return 0
   done
   say "$name: still finding functions after 40 rounds; the order is written as it is"
 }
