@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Checks that a notifyd .deb holds what it should: both binaries (static Swift runtime, stripped, runnable), the
-# system and user units, the sysusers entry, the configuration as a conffile, man pages that render, completions
-# of both commands for three shells, docs, and the maintainer scripts. Prints one line per check; exits 1 if any failed.
+# Checks that a notifyd .deb holds what it should: both binaries (static Swift runtime, stripped, runnable, linked
+# as packaging/linker/flags.sh says), the system and user units, the sysusers entry, the configuration as a
+# conffile, man pages that render, completions of both commands for three shells, docs, and the maintainer scripts.
+# Prints one line per check; exits 1 if any failed.
 set -uo pipefail
 deb=${1:?usage: $0 path/to/notifyd.deb}
 root=$(mktemp -d)
@@ -19,6 +20,11 @@ for path in usr/sbin/notifyd usr/bin/notify; do
   check "$path is stripped" sh -c "file '$root/$path' | grep -q 'stripped' && ! file '$root/$path' | grep -q 'not stripped'"
 done
 check "notify is linked fully static (no dynamic loader at each call)" sh -c "file '$root/usr/bin/notify' | grep -q 'statically linked'"
+# How notifyd is linked to touch few pages at start (packaging/linker/flags.sh): a regression there costs MiB of RSS.
+check "notifyd exports no symbols" sh -c "[ \"\$(nm -D --defined-only '$root/usr/sbin/notifyd' | wc -l)\" = 0 ]"
+check "notifyd packs its relative relocations (DT_RELR)" sh -c "readelf -d '$root/usr/sbin/notifyd' | grep -q '(RELR)'"
+check "notifyd has libstdc++ linked in, not shared" sh -c "! readelf -d '$root/usr/sbin/notifyd' | grep -q 'libstdc++'"
+check "the package asks for glibc 2.36 or later, which DT_RELR needs" sh -c "dpkg-deb -f '$deb' Depends | grep -q 'libc6 (>= 2.3[6-9]'"
 check "notify --version answers" sh -c "'$root/usr/bin/notify' --version | grep -qx '$(dpkg-deb -f "$deb" Version)'"
 check "notifyd --help answers" sh -c "'$root/usr/sbin/notifyd' --help | grep -q 'notification center'"
 for path in lib/systemd/system/notifyd.socket lib/systemd/system/notifyd.service \
