@@ -5,7 +5,8 @@
 #
 #   packaging/build-deb.sh
 #
-# Needs: the Swift toolchain, libsystemd-dev, dpkg-dev (dpkg-shlibdeps).
+# Needs: the Swift toolchain (with its ld.lld, and libstdc++-12-dev, which Swift's own list of Debian packages
+# has), libsystemd-dev, dpkg-dev (dpkg-shlibdeps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -115,7 +116,8 @@ depends=$(cd "$work" && dpkg-shlibdeps -O "$OLDPWD/$stage/usr/sbin/notifyd" "$OL
   | sed -n 's/^shlibs:Depends=//p')
 # lld marks packed relocations with the GLIBC_ABI_DT_RELR version, which glibc has from 2.36 on; libc6's symbols
 # file does not list it, so dpkg-shlibdeps may ask for less.
-if readelf -V "$stage/usr/sbin/notifyd" | grep -q GLIBC_ABI_DT_RELR; then
+versions=$(readelf -V "$stage/usr/sbin/notifyd")
+if grep -q GLIBC_ABI_DT_RELR <<<"$versions"; then
   depends=$(echo "$depends" | sed -E 's/libc6 \(>= 2\.(3[0-5]|[12][0-9])[^)]*\)/libc6 (>= 2.36)/')
 fi
 size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)

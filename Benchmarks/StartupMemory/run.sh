@@ -17,7 +17,8 @@ NOTIFYD=${NOTIFYD-$stage/usr/sbin/notifyd}
 NOTIFY=${NOTIFY-$stage/usr/bin/notify}
 REPS=${REPS:-3}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+daemon_pid=""
+trap '[ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null; rm -rf "$work"' EXIT
 
 cold() {
   python3 - "$1" <<'PY'
@@ -27,7 +28,7 @@ os.fsync(descriptor)
 os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
 os.close(descriptor)
 PY
-  "$1" --version >/dev/null
+  "$1" --version >/dev/null || { echo "run.sh: $1 --version failed" >&2; exit 1; }
 }
 
 daemon_idle() {
@@ -35,11 +36,11 @@ daemon_idle() {
   dir=$(mktemp -d "$work/daemon.XXXX")
   cold "$binary"
   "$binary" --socket "$dir/s" --state-dir "$dir/state" --config /dev/null 2>"$dir/log" &
-  local pid=$!
+  daemon_pid=$!
   for _ in $(seq 200); do [ -S "$dir/s" ] && break; sleep 0.05; done
   [ -S "$dir/s" ] || { echo "run.sh: $binary made no socket:" >&2; cat "$dir/log" >&2; exit 1; }
-  sleep 1
-  python3 - "$pid" "$binary" <<'PY'
+  sleep 1  # as the anchors harness reads it: a second after the socket is there
+  python3 - "$daemon_pid" "$binary" <<'PY'
 import sys
 pid, binary = sys.argv[1], sys.argv[2]
 status = {}
@@ -58,31 +59,37 @@ top = ", ".join(f"{n} {kib}" for n, kib in sorted(per_mapping.items(), key=lambd
 print(f"notifyd idle {binary}: RSS {status['VmRSS']} KiB (anonymous {status['RssAnon']}, "
       f"file {status['RssFile']}); most: {top}")
 PY
-  kill "$pid"
-  wait "$pid" 2>/dev/null || true
+  kill "$daemon_pid"
+  wait "$daemon_pid" 2>/dev/null || true
+  daemon_pid=""
 }
 
 cli_send() {
   local binary=$1
   cold "$binary"
   python3 - "$binary" "$work/silent.sock" <<'PY'
-import os, socket, subprocess, sys
+import os, socket, subprocess, sys, time
 binary, path = sys.argv[1], sys.argv[2]
 if os.path.exists(path):
     os.unlink(path)
 listener = socket.socket(socket.AF_UNIX)
 listener.bind(path)
 listener.listen(1)
+listener.settimeout(10)
 sender = subprocess.Popen([binary, "--socket", path, "send", "startup.memory", "hello"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-connection, _ = listener.accept()
-# The greeting is what it waits for; once connected, it has nothing left to start. Wait until it sleeps in a read.
-for _ in range(200):
-    state = open(f"/proc/{sender.pid}/stat").read().rsplit(")", 1)[1].split()[0]
-    threads = os.listdir(f"/proc/{sender.pid}/task")
-    if all(open(f"/proc/{sender.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] == "S" for t in threads):
-        break
-    os.sched_yield()
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+try:
+    connection, _ = listener.accept()
+except socket.timeout:
+    sender.kill()
+    sys.exit(f"run.sh: {binary} send did not connect in 10 s: {sender.communicate()[1].decode(errors='replace')}")
+# The greeting is what it waits for; once connected, it has nothing left to start. Wait (2 s at most) until every
+# thread of it sleeps.
+def sleeping(task):
+    return open(f"/proc/{sender.pid}/task/{task}/stat").read().rsplit(")", 1)[1].split()[0] == "S"
+deadline = time.monotonic() + 2
+while not all(sleeping(task) for task in os.listdir(f"/proc/{sender.pid}/task")) and time.monotonic() < deadline:
+    time.sleep(0.01)
 status = {}
 for line in open(f"/proc/{sender.pid}/status"):
     key, _, value = line.partition(":")

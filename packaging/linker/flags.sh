@@ -1,6 +1,7 @@
 # Sourced by packaging/build-deb.sh and packaging/linker/order-startup.sh: how the packaged binaries are built, in
-# one place. `packaged_build_flags SCRATCH` sets daemon_build and cli_build, the `swift build` arguments of notifyd
-# (scratch SCRATCH) and notify (scratch SCRATCH-cli). Run from the repository's root.
+# one place. `packaged_build_flags SCRATCH [ORDERS]` sets daemon_build and cli_build, the `swift build` arguments of
+# notifyd (scratch SCRATCH) and notify (scratch SCRATCH-cli), laid out by the order files in ORDERS (by default
+# packaging/linker, where they are kept). Run from the repository's root.
 #
 # Both are linked so that start-up touches as few of their pages as it can (README.md, "Performance": idle RSS
 # and `notify send` peak RSS):
@@ -19,9 +20,14 @@
 # exported symbols, each `notify send` is faster (README.md, "Run as a service", has the measured figures). It needs
 # nothing from NSS. notifyd links libsystemd, so it stays dynamic for the C libraries.
 packaged_build_flags() {
-  local scratch=$1 linker=$PWD/packaging/linker
-  local cxx=$PWD/$scratch/static-libstdc++ cxx_archive
-  cxx_archive=$(gcc -print-file-name=libstdc++.a 2>/dev/null || clang -print-file-name=libstdc++.a)
+  local scratch=$1 orders=${2:-$PWD/packaging/linker} linker=$PWD/packaging/linker
+  local cxx=$PWD/$scratch/static-libstdc++ cxx_archive="" compiler
+  # A compiler that does not find the file prints its bare name.
+  for compiler in gcc clang; do
+    command -v "$compiler" >/dev/null || continue
+    cxx_archive=$("$compiler" -print-file-name=libstdc++.a 2>/dev/null || true)
+    [ -f "$cxx_archive" ] && break
+  done
   if [ ! -f "$cxx_archive" ]; then
     echo "packaging: no libstdc++.a (install libstdc++-12-dev)" >&2
     return 1
@@ -32,9 +38,9 @@ packaged_build_flags() {
     -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections
     -Xswiftc -use-ld=lld -Xlinker --no-warn-symbol-ordering)
   daemon_build=("${common[@]}" --scratch-path "$scratch"
-    -Xlinker --symbol-ordering-file="$linker/notifyd.order"
+    -Xlinker --symbol-ordering-file="$orders/notifyd.order"
     -Xlinker -z -Xlinker pack-relative-relocs
     -Xlinker --version-script="$linker/export-nothing.map" -Xswiftc -L"$cxx")
   cli_build=("${common[@]}" --scratch-path "$scratch-cli" -Xswiftc -static-executable
-    -Xlinker --symbol-ordering-file="$linker/notify.order")
+    -Xlinker --symbol-ordering-file="$orders/notify.order")
 }

@@ -4,23 +4,27 @@
 # side by side, so that start-up touches a few hundred KiB of text instead of pages spread over all of it (flags.sh
 # says why).
 #
-#   sudo packaging/linker/order-startup.sh      # a few minutes; run it again when start-up code has changed much
+#   sudo env PATH="$PATH" packaging/linker/order-startup.sh    # a few minutes (sudo's own PATH has no swift);
+#                                                              # run it again when start-up code has changed much
 #
-# How: build both binaries as packaged (in .build-order), then for each, until no new function shows up: drop the
-# binary from the page cache and turn read-ahead off on its disk, so that each page it touches faults on its own
-# instead of 64 KiB at a time; record the page faults of its scenario with perf; add the function each page fault
-# executed first to the order; link again. Functions that share one section with others (the parts of the static
-# Swift runtime built without function sections) cannot be moved, and are left out.
-# Needs root (read-ahead, perf), perf, python3, and the repository on a disk (not tmpfs or overlayfs).
+# How: build both binaries as packaged (in .build-order), then for each, until no new function shows up (or only a
+# few, three rounds in a row): drop the binary from the page cache and turn read-ahead off on its disk, so that each
+# page it touches faults on its own instead of 64 KiB at a time; record the page faults of its scenario (for the
+# daemon: a start, its first clients and a burst; for notify: one `notify send`) with perf; add the function each
+# page fault executed first to the order; link again. Functions that share one section with others (the parts of
+# the static Swift runtime built without function sections) cannot be moved, and are left out. The order files are
+# replaced only once both are made.
+# Needs root (read-ahead, perf), perf, python3, swift, and the repository on a block device's file system.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+cd "$(pwd -P)"  # perf reports real paths; so must the binaries' paths here
 linker=packaging/linker
 work=$(mktemp -d)
 ra_file=""
 ra_saved=""
 cleanup() {
   [ -n "$ra_file" ] && [ -n "$ra_saved" ] && echo "$ra_saved" >"$ra_file"
-  [ -n "${daemon_pid:-}" ] && kill "$daemon_pid" 2>/dev/null
+  [ -n "${daemon_pid:-}" ] && { kill "$daemon_pid" 2>/dev/null || true; }
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -28,24 +32,25 @@ say() { printf 'order-startup: %s\n' "$*" >&2; }
 
 [ "$(id -u)" -eq 0 ] || { say "needs root (it turns read-ahead off for a moment, and runs perf)"; exit 1; }
 command -v perf >/dev/null || { say "needs perf (apt-get install linux-perf)"; exit 1; }
+command -v swift >/dev/null || { say "needs swift on PATH (sudo env PATH=\"\$PATH\" $0)"; exit 1; }
 
+# The orders are made in $work, and copied to packaging/linker at the end.
 source "$linker/flags.sh"
-: >"$linker/notifyd.order"
-: >"$linker/notify.order"
-packaged_build_flags .build-order
+: >"$work/notifyd.order"
+: >"$work/notify.order"
+packaged_build_flags .build-order "$work"
 daemon=$(swift build "${daemon_build[@]}" --show-bin-path)/notifyd
 cli=$(swift build "${cli_build[@]}" --show-bin-path)/notify
 say "building notifyd and notify as packaged, in .build-order (the first round builds everything)"
 swift build "${daemon_build[@]}" -Xlinker -Map="$work/notifyd.map" --product notifyd >/dev/null
 swift build "${cli_build[@]}" -Xlinker -Map="$work/notify.map" --product notify >/dev/null
 
-# The file holding the disk's read-ahead, for the disk the binaries are on.
-device=$(stat -c %d "$daemon")
-for candidate in "/sys/dev/block/$((device >> 8)):$((device & 255))/queue/read_ahead_kb" \
-  "/sys/dev/block/$((device >> 8)):$((device & 255))/../queue/read_ahead_kb"; do
+# The file holding the disk's read-ahead, for the disk the binaries are on (a partition's is its disk's).
+device=$(stat -c '%Hd:%Ld' "$daemon")
+for candidate in "/sys/dev/block/$device/queue/read_ahead_kb" "/sys/dev/block/$device/../queue/read_ahead_kb"; do
   [ -f "$candidate" ] && { ra_file=$candidate; break; }
 done
-[ -n "$ra_file" ] || { say "no read-ahead setting for the disk of $daemon: is it on tmpfs or overlayfs?"; exit 1; }
+[ -n "$ra_file" ] || { say "no read-ahead setting for device $device, which holds $daemon: it must be on a block device's file system"; exit 1; }
 
 wait_for_socket() {
   for _ in $(seq 200); do [ -S "$1" ] && return 0; sleep 0.05; done
@@ -100,8 +105,11 @@ scenario_notify() {
 # without those in shared sections (from the link map), and prints how many were new.
 collect() {
   local name=$1 binary=$2
-  perf script --no-demangle -i "$work/perf.data" -F addr,ip,sym,dso 2>/dev/null >"$work/faults"
-  python3 - "$work/faults" "$binary" "$work/$name.all" "$work/$name.map" "$linker/$name.order" <<'PY'
+  perf script --no-demangle -i "$work/perf.data" -F addr,ip,sym,dso 2>"$work/perf-script.log" >"$work/faults" || {
+    cat "$work/perf-script.log" >&2
+    return 1
+  }
+  python3 - "$work/faults" "$binary" "$work/$name.all" "$work/$name.map" "$work/$name.order" <<'PY'
 import re, sys
 faults, binary, all_path, map_path, order_path = sys.argv[1:]
 try:
@@ -146,8 +154,13 @@ converge() {
     rm -f "$binary"
     swift build "${build[@]}" -Xlinker -Map="$work/$name.map" --product "$name" >/dev/null
     cold "$binary" "scenario_$name"
-    read -r new kept < <(collect "$name" "$binary")
+    collect "$name" "$binary" >"$work/counts"
+    read -r new kept <"$work/counts"
     say "$name, round $round: $new new functions; $kept in the order"
+    if [ "$round" -eq 1 ] && [ "$new" -eq 0 ]; then
+      say "$name: no page fault of $binary was found in perf's record; nothing is written"
+      exit 1
+    fi
     [ "$new" -eq 0 ] && return 0
     if [ "$new" -le 3 ]; then quiet=$((quiet + 1)); else quiet=0; fi
     [ "$quiet" -ge 3 ] && return 0
@@ -164,5 +177,6 @@ converge notify "$cli" cli_build
 kill -TERM "$daemon_pid"
 wait "$daemon_pid" || true
 daemon_pid=""
+cp "$work/notifyd.order" "$work/notify.order" "$linker/"
 say "wrote $linker/notifyd.order ($(wc -l <"$linker/notifyd.order") functions) and" \
   "$linker/notify.order ($(wc -l <"$linker/notify.order") functions)"

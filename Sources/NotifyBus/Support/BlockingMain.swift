@@ -7,7 +7,8 @@ import NIOConcurrencyHelpers
 /// for the life of the process: about 0.7 MiB of the daemon's idle memory (README, "Performance"). Waiting on a
 /// lock instead keeps the main thread, asleep, which costs nothing the process did not already have.
 ///
-/// Neither `notifyd` nor `notify` runs anything on the main actor, which this leaves without a thread to run on.
+/// Only `notifyd` uses it (for `notify` it cost more than it saved: README, "Performance"), and nothing in it runs
+/// on the main actor, which this leaves without a thread to run on.
 package enum BlockingMain {
     /// Runs `body` in a task and returns once it has finished; `body` may also end the process itself (`exit`).
     package static func run(_ body: @escaping @Sendable () async -> Void) {
