@@ -47,6 +47,16 @@ fi
 # glibc's linker notes about NSS functions and mktemp in static binaries are expected; show the rest.
 grep -v "statically linked applications requires at runtime\|use of .mktemp. is dangerous" "$scratch-cli/build.log" >&2 || true
 
+# How much of each start-up order the code still has: an order goes stale as functions are renamed, and costs
+# start-up memory (never correctness) until packaging/linker/order-startup.sh writes it again.
+for name in notifyd notify; do
+  binary=$bin/$name
+  [ "$name" = notify ] && binary=$cli_bin/notify
+  order=packaging/linker/$name.order
+  found=$(nm --defined-only "$binary" | awk '{ print $NF }' | sort -u | comm -12 - <(sort -u "$order") | wc -l)
+  say "$name: $found of the $(wc -l <"$order") functions in $order are in the build"
+done
+
 rm -rf "$stage" && mkdir -p "$stage"
 install -D -m 0755 "$bin/notifyd" "$stage/usr/sbin/notifyd"
 install -D -m 0755 "$cli_bin/notify" "$stage/usr/bin/notify"
