@@ -241,8 +241,6 @@ extension ByteBuffer {
 }
 
 extension Publisher {
-    /// Whether `unit` can go on a frame's line as it is: a token without blanks or control characters, and not
-    /// the `-` that stands for "no unit".
     /// What stands for the unit on a message's line: the unit when it is one printable token, else `-`; after the
     /// origin host and a `/` for a message from another host.
     var unitField: String {
@@ -251,6 +249,8 @@ extension Publisher {
         return host + "/" + unit
     }
 
+    /// Whether `unit` can go on a frame's line as it is: a token without blanks or control characters, and not
+    /// the `-` that stands for "no unit".
     static func isWritableUnit(_ unit: String?) -> Bool {
         guard let unit, !unit.isEmpty, unit != "-" else { return false }
         return unit.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }

@@ -7,8 +7,6 @@ import NIOCore
 final class OpenConnections {
     private var transports: [ObjectIdentifier: ChannelTransport] = [:]
 
-    var count: Int { transports.count }
-
     func add(_ transport: ChannelTransport) {
         transports[ObjectIdentifier(transport)] = transport
     }

@@ -132,11 +132,11 @@ public final class Session: Hashable {
     public var subscriptionCount: Int { subscriptions.count }
 
     public static func == (lhs: Session, rhs: Session) -> Bool { lhs === rhs }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     private final class OutboxBox {
         @exclusivity(unchecked) var queue = OutboundQueue()
     }
     /// What ``outbox`` reads as before the session has one.
     nonisolated(unsafe) private static let emptyOutbox = OutboundQueue()
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
