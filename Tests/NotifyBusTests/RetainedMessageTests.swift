@@ -3,17 +3,24 @@ import Testing
 
 @testable import NotifyBus
 
-/// A topic's buffered message: one block per topic, replaced in place while the messages keep their size.
+/// A topic's buffered message: one block per topic, replaced in place while the messages keep their size (a topic
+/// without history; with one, see ``SharedRetainedMessageTests``).
 @Suite("Buffered message block")
 struct RetainedMessageTests {
+    static var withoutHistory: BrokerConfiguration {
+        var configuration = BrokerConfiguration.default
+        configuration.history = .off
+        return configuration
+    }
+
     @Test("a topic republished with messages of about the same size keeps its block; LATEST and SUB … latest answer the newest")
     func keepsItsBlock() throws {
-        let harness = BrokerHarness()
+        let harness = BrokerHarness(configuration: Self.withoutHistory)
         let publisher = harness.connect()
         publisher.send("PUB t 5\nfirst\n")
-        let block = try #require(harness.broker.topicTable["t"]?.retained)
+        let block = try #require(harness.broker.topicTable["t"]?.retainedBlock)
         for index in 2...100 { publisher.send("PUB t 5\nm\(1_000 + index)\n") }
-        let after = try #require(harness.broker.topicTable["t"]?.retained)
+        let after = try #require(harness.broker.topicTable["t"]?.retainedBlock)
         #expect(after === block, "replaced in place, no allocation per publish")
         #expect(after.sequence == 100)
         #expect(after.payloadSize == 5)
@@ -31,17 +38,17 @@ struct RetainedMessageTests {
 
     @Test("a much larger or much smaller message gets a block of its size; the counts follow the message")
     func resizes() throws {
-        let harness = BrokerHarness()
+        let harness = BrokerHarness(configuration: Self.withoutHistory)
         let publisher = harness.connect()
         publisher.send("PUB t 5\nsmall\n")
-        let small = try #require(harness.broker.topicTable["t"]?.retained)
+        let small = try #require(harness.broker.topicTable["t"]?.retainedBlock)
         let large = String(repeating: "x", count: 10_000)
         publisher.send("PUB t \(large.utf8.count)\n\(large)\n")
-        let grown = try #require(harness.broker.topicTable["t"]?.retained)
+        let grown = try #require(harness.broker.topicTable["t"]?.retainedBlock)
         #expect(grown !== small)
         #expect(grown.frameLength > 10_000 && grown.capacity >= grown.frameLength)
         publisher.send("PUB t 4\ntiny\n")
-        let shrunk = try #require(harness.broker.topicTable["t"]?.retained)
+        let shrunk = try #require(harness.broker.topicTable["t"]?.retainedBlock)
         #expect(shrunk !== grown, "a small message does not keep a 10 KB block")
         #expect(shrunk.capacity < 1_000)
         #expect(harness.broker.topicTable.retainedBytes == 4)

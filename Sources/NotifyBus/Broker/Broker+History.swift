@@ -58,14 +58,14 @@ extension Broker {
             // It and everything before it are gone: the history starts again after it.
             makeHistory(of: state, before: message.firstGone, time: message.time)
             state.history!.skip(sequence: message.sequence, firstGone: message.firstGone, time: message.time) {
-                historyLedger.released($0)
+                historyLedger.released($0, from: state)
             }
             return
         }
         // Borrowed, not retained: the account outlives the batch (see ``PendingHistory``), and a reference counted
         // per message is what settling in bulk is there to save.
-        message.owner._withUnsafeGuaranteedRef { owner in
-            _ = batch.withBytes(message.frame) { frame in
+        let kept = message.owner._withUnsafeGuaranteedRef { owner in
+            batch.withBytes(message.frame) { frame in
                 keepInHistory(
                     frame,
                     of: state,
@@ -77,6 +77,22 @@ extension Broker {
                 )
             }
         }
+        if kept, state.retainedBlock?.sequence == message.sequence { shareRetained(of: state) }
+    }
+
+    /// Lets go of `state`'s buffered message's block when its history holds the same message: the history's record
+    /// is the buffered message from then on (``TopicState/retainedInHistory``), until the history lets it go.
+    func shareRetained(of state: TopicState) {
+        guard let block = state.retainedBlock, let history = state.history, let entry = history.entry(sequence: block.sequence),
+            entry.payloadSize == block.payloadSize, entry.owner === block.owner
+        else { return }
+        // The same number is the same message, but for a log restored after damage: the bytes decide.
+        let same = block.withFrame { held in
+            history.withFrame(of: entry) { kept in held.count == kept.count && ByteKey.equalBytes(held, kept) }
+        }
+        guard same else { return }
+        state.retainedBlock = nil
+        state.retainedInHistory = entry.sequence
     }
 
     /// Makes `state`'s history if it has none yet: what the topic had before `sequence`, published no later than
@@ -124,7 +140,7 @@ extension Broker {
         makeHistory(of: state, before: sequence, time: time)
         guard payloadSize <= min(configuration.maxRetainedBytesPerUser, configuration.maxRetainedBytes) else {
             // No budget takes it: it is skipped, and the history starts again after it.
-            state.history!.skip(sequence: sequence, time: time) { historyLedger.released($0) }
+            state.history!.skip(sequence: sequence, time: time) { historyLedger.released($0, from: state) }
             return false
         }
         let kept = state.history!.append(
@@ -134,7 +150,7 @@ extension Broker {
             payloadSize: payloadSize,
             owner: owner,
             limits: limits
-        ) { historyLedger.released($0) }
+        ) { historyLedger.released($0, from: state) }
         guard kept else { return false }
         historyLedger.kept(sequence, payloadSize: payloadSize, frameSize: frame.count, in: state, by: owner)
         historyLedger.trim(for: owner, maxPerUser: configuration.maxRetainedBytesPerUser, maxTotal: configuration.maxRetainedBytes)
@@ -152,7 +168,7 @@ extension Broker {
                 continue
             }
             while let history = state.history, !history.isEmpty, history.count > limits.messages || history.bytes > limits.bytes {
-                historyLedger.released(state.history!.removeOldest()!)
+                historyLedger.released(state.history!.removeOldest()!, from: state)
             }
         }
         historyLedger.trim(forAll: accounts.values, maxPerUser: configuration.maxRetainedBytesPerUser, maxTotal: configuration.maxRetainedBytes)

@@ -18,7 +18,7 @@ extension Broker {
                     let owner = account(of: delivery.publisher.uid)
                     owner.retainedBytes += delivery.payload.readableBytes
                     owner.retainedTopics += 1
-                    state.retained = RetainedMessage.make(
+                    state.retainedBlock = RetainedMessage.make(
                         frame: frame,
                         payloadSize: delivery.payload.readableBytes,
                         sequence: delivery.sequence,
@@ -28,7 +28,10 @@ extension Broker {
                 }
             }
             topicTable.restore(state)
-            if !record.history.isEmpty { restoreHistory(record.history, of: state, decoder: &decoder) }
+            if !record.history.isEmpty {
+                restoreHistory(record.history, of: state, decoder: &decoder)
+                shareRetained(of: state)
+            }
             if let time = state.lastPublished { latestPublishTime = max(latestPublishTime, time) }
         }
         stateLog = log

@@ -9,7 +9,7 @@ extension Broker {
             guard let state = topicTable[pattern.text] else { return }
             state.invalidateSubscribers()
             // Its last subscriber by name may be gone: it may be forgotten again.
-            if state.retained == nil { topicTable.listForgettable(state) }
+            if !state.hasRetained { topicTable.listForgettable(state) }
         } else {
             wildcardGeneration &+= 1
         }
@@ -103,7 +103,7 @@ extension Broker {
         return pattern.text.utf8.reduce(1) { $1 == TopicSyntax.dot ? $0 + 1 : $0 }
     }
 
-    func forEachRetained(matching pattern: TopicPattern, _ body: (TopicState, RetainedMessage) -> Void) {
+    func forEachRetained(matching pattern: TopicPattern, _ body: (TopicState, BufferedMessage) -> Void) {
         if pattern.isLiteral {
             if let state = topicTable[pattern.text], let retained = state.retained { body(state, retained) }
             return

@@ -46,7 +46,7 @@ extension Broker {
             return refuse(refusal, subject: topic.name, to: session)
         }
         if let state = topicTable[topic.name], let retained = state.retained {
-            state.retained = nil
+            state.dropRetained()
             topicTable.countRetained(topics: -1, payloadBytes: -retained.payloadSize, frameBytes: -retained.frameLength)
             topicTable.listForgettable(state)
             retained.owner.retainedBytes -= retained.payloadSize

@@ -24,7 +24,7 @@ struct ResumeTests {
         }
     }
 
-    /// The default configuration, with history (which is off by default).
+    /// The default configuration, with history (as by default: spelled out for the tests that rely on it).
     static var withHistory: BrokerConfiguration {
         var configuration = BrokerConfiguration.default
         configuration.history = .resumable

@@ -68,8 +68,16 @@ struct HistoryLedger {
         }
     }
 
-    /// Counts a message that left a history.
-    mutating func released(_ entry: TopicHistory.Entry) {
+    /// Counts a message that left `topic`'s history. Called while its record is still in the ring (before the
+    /// history stores or moves anything): if it is the topic's buffered message, the message moves into a block of
+    /// its own, as the buffered message outlives its history.
+    mutating func released(_ entry: TopicHistory.Entry, from topic: TopicState) {
+        if topic.retainedInHistory == entry.sequence, let history = topic.history {
+            topic.retainedBlock = history.withFrame(of: entry) {
+                RetainedMessage.make(frame: $0, payloadSize: entry.payloadSize, sequence: entry.sequence, owner: entry.owner)
+            }
+            topic.retainedInHistory = 0
+        }
         messages -= 1
         payloadBytes -= entry.payloadSize
         frameBytes -= entry.length
@@ -106,13 +114,13 @@ struct HistoryLedger {
     /// - Returns: false when none of its messages is left: the run is done with.
     private mutating func evictOldest(of run: Reference) -> Bool {
         guard let oldest = run.topic.history?.oldestSequence, oldest <= run.sequence else { return false }
-        run.topic.history!.remove(through: oldest) { released($0) }
+        run.topic.history!.remove(through: oldest) { released($0, from: run.topic) }
         return true
     }
 
     /// Lets go of all of `topic`'s history: the topic is forgotten.
     mutating func forget(_ topic: TopicState) {
-        topic.history?.skip(sequence: 0, time: PublishTime(microsecondsSinceEpoch: 0)) { released($0) }
+        topic.history?.skip(sequence: 0, time: PublishTime(microsecondsSinceEpoch: 0)) { released($0, from: topic) }
         topic.history = nil
     }
 }

@@ -6,8 +6,9 @@ import NIOCore
 /// One block, not a `ByteBuffer` in the topic's state: a buffer is an object of its own besides its bytes (80 bytes
 /// of the heap with its allocator's hooks), and the struct that held it took 48 bytes of every topic's state,
 /// buffered message or not; with 100,000 topics that was an eighth of the daemon's memory for them. The price is
-/// that a reply copies the frame out (a `LATEST` once; `SUB … latest` always did), which ``replyWork`` charges to
-/// the asking connection's turn.
+/// that a reply copies the frame out (a `LATEST` once; `SUB … latest` always did), which ``BufferedMessage/replyWork``
+/// charges to the asking connection's turn. A topic with history keeps no block while its history holds the same
+/// message (``TopicState/retainedInHistory``).
 ///
 /// A topic's state is its only owner; others borrow it for the length of a call, so replacing the frame in place
 /// (``replace(with:payloadSize:sequence:)``) cannot be seen by anyone holding the old one.
@@ -77,13 +78,4 @@ final class RetainedMessage: ManagedBuffer<RetainedMessage.Header, UInt8> {
         }
     }
 
-    /// A copy of the frame in a buffer of its own.
-    var frame: ByteBuffer {
-        withFrame { ByteBuffer(bytes: $0) }
-    }
-
-    /// How much of a connection's turn (``Broker/workDone``) sending a copy of this frame is worth: one request,
-    /// and one more per KiB. Without it, a client that pipelines a thousand `LATEST` of a 1 MiB message while its
-    /// replies wait for the state log could have the daemon copy a gigabyte in one turn.
-    var replyWork: Int { frameLength >> 10 }
 }

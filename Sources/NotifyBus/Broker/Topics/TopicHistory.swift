@@ -86,7 +86,8 @@ final class TopicHistory {
     }
 
     /// Keeps the message whose frame is `frame`, and lets the oldest go past `limits`; `released` is called with
-    /// each message that leaves.
+    /// each message that leaves, while its record can still be read (``withFrame(of:)``), as with every method
+    /// here that lets messages go.
     /// - Returns: whether the message was kept (not when it alone is over the byte limit).
     func append(
         _ frame: UnsafeRawBufferPointer,
@@ -203,6 +204,18 @@ final class TopicHistory {
             return true
         }
         return first
+    }
+
+    /// The message numbered `sequence`, if it is kept. Looked for from the newest back: the one asked for is the
+    /// topic's buffered message (``TopicState/retainedInHistory``), nearly always the newest.
+    func entry(sequence: UInt64) -> Entry? {
+        var found: Entry?
+        forEachNewestFirst { entry in
+            guard entry.sequence >= sequence else { return false }
+            if entry.sequence == sequence { found = entry }
+            return found == nil
+        }
+        return found
     }
 
     /// The sequence number of the oldest message kept.

@@ -8,9 +8,16 @@ final class TopicState {
     let topic: Topic
     /// The last sequence number given out; the next message gets one more.
     @exclusivity(unchecked) var sequence: UInt64 = 0
-    /// The buffered latest message, kept as the `MSG` frame that delivered it: replaying it to a new subscriber
-    /// costs no encoding, and the frame is a tight copy that does not pin a receive buffer (see ``RetainedMessage``).
-    @exclusivity(unchecked) var retained: RetainedMessage?
+    /// The buffered latest message in a block of its own, kept as the `MSG` frame that delivered it: replaying it to
+    /// a new subscriber costs no encoding, and the frame is a tight copy that does not pin a receive buffer (see
+    /// ``RetainedMessage``). Nil while the message is only in the history (``retainedInHistory``). Read ``retained``.
+    @exclusivity(unchecked) var retainedBlock: RetainedMessage?
+    /// The sequence number of the buffered message while it is kept as a record of the history instead of a block
+    /// (0 when it is not): a topic with history would otherwise hold its latest message twice, and with one message
+    /// each, as most topics of a host have, that second copy was a fifth of a topic's memory. The broker moves it
+    /// there when the history takes it in (``Broker/shareRetained(of:)``) and back into a block before the history
+    /// lets it go (``HistoryLedger/released(_:from:)``).
+    @exclusivity(unchecked) var retainedInHistory: UInt64 = 0
     @exclusivity(unchecked) var published: UInt64 = 0
     @exclusivity(unchecked) var delivered: UInt64 = 0
     /// Deliveries dropped for subscribers that fell behind.
@@ -51,6 +58,22 @@ final class TopicState {
 
     init(topic: Topic) {
         self.topic = topic
+    }
+
+    /// Whether it buffers a latest message.
+    var hasRetained: Bool { retainedBlock != nil || retainedInHistory != 0 }
+
+    /// Its buffered latest message, wherever it is kept.
+    var retained: BufferedMessage? {
+        if let retainedBlock { return BufferedMessage(retainedBlock) }
+        guard retainedInHistory != 0, let history, let entry = history.entry(sequence: retainedInHistory) else { return nil }
+        return BufferedMessage(entry, in: history)
+    }
+
+    /// Lets go of its buffered message.
+    func dropRetained() {
+        retainedBlock = nil
+        retainedInHistory = 0
     }
 
     /// When its last message was published, if one was since the daemon started or its log recorded one.

@@ -71,7 +71,7 @@ struct TopicTable {
     private mutating func add(_ state: TopicState) {
         states.insert(state)
         groups.add(state)
-        if state.retained == nil { listForgettable(state) }
+        if !state.hasRetained { listForgettable(state) }
     }
 
     /// Lists `state` among the topics that may be forgotten, unless it is listed already: when it loses its
@@ -91,7 +91,7 @@ struct TopicTable {
             work &+= 1
             guard let state = states[key.text] else { continue }
             state.isListedForgettable = false
-            guard state.retained == nil, !isKept(state) else { continue }
+            guard !state.hasRetained, !isKept(state) else { continue }
             states.remove(state)
             groups.remove(state)
             state.isForgotten = true
