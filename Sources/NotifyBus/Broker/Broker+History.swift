@@ -77,16 +77,21 @@ extension Broker {
                 )
             }
         }
-        if kept, state.retainedBlock?.sequence == message.sequence { shareRetained(of: state) }
+        // The history just took in the very message the block holds: it holds it from now on.
+        if kept, state.retainedBlock?.sequence == message.sequence {
+            state.retainedBlock = nil
+            state.retainedInHistory = message.sequence
+        }
     }
 
-    /// Lets go of `state`'s buffered message's block when its history holds the same message: the history's record
-    /// is the buffered message from then on (``TopicState/retainedInHistory``), until the history lets it go.
+    /// Lets go of `state`'s buffered message's block when its history holds the same message, as after a restart:
+    /// the history's record is the buffered message from then on (``TopicState/retainedInHistory``), until the
+    /// history lets it go.
     func shareRetained(of state: TopicState) {
         guard let block = state.retainedBlock, let history = state.history, let entry = history.entry(sequence: block.sequence),
             entry.payloadSize == block.payloadSize, entry.owner === block.owner
         else { return }
-        // The same number is the same message, but for a log restored after damage: the bytes decide.
+        // The same number is the same message, but for a log read after damage: the bytes decide.
         let same = block.withFrame { held in
             history.withFrame(of: entry) { kept in held.count == kept.count && ByteKey.equalBytes(held, kept) }
         }

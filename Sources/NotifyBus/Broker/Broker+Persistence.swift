@@ -139,12 +139,13 @@ extension Broker {
         unsavedTopics.removeAll(keepingCapacity: true)
         for state in unloggedHistories { state.historyIsUnlogged = false }
         unloggedHistories.removeAll(keepingCapacity: true)
-        let records = topicTable.all.map { state in
-            var history: [ByteBuffer] = []
-            state.history?.forEach(last: nil) { _, frame in history.append(ByteBuffer(bytes: frame)) }
-            return (state.topic.name, StateLog.TopicRecord(sequence: state.sequence, retainedFrame: state.retained?.frame, history: history))
+        try log.compact { snapshot in
+            for state in topicTable.all {
+                state.history?.forEach(last: nil) { _, frame in snapshot.appendHistory(frame) }
+                state.retained?.withFrame { snapshot.appendRetained($0) }
+                snapshot.appendSequence(state.topic.name, state.sequence)
+            }
         }
-        try log.compact(records)
         for state in topicTable.all {
             state.persistedSequence = state.sequence
             if state.history != nil { state.history!.loggedThrough = state.history!.newestSequence ?? 0 }

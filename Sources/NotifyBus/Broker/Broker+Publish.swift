@@ -105,16 +105,24 @@ extension Broker {
             let owner = session.account
             // The block first: the common case, a topic republished within a batch, reads no history.
             if let block = state.retainedBlock {
-                replaceRetained(payloadSize: block.payloadSize, frameLength: block.frameLength, owner: block.owner, by: owner)
-                block.owner = owner
-            } else if let previous = state.retained {
-                replaceRetained(payloadSize: previous.payloadSize, frameLength: previous.frameLength, owner: previous.owner, by: owner)
+                topicTable.countRetained(topics: 0, payloadBytes: -block.payloadSize, frameBytes: -block.frameLength)
+                let previousOwner = block.owner
+                previousOwner.retainedBytes -= block.payloadSize
+                if previousOwner !== owner {
+                    block.owner = owner
+                    moveRetainedTopic(from: previousOwner, to: owner)
+                }
+            } else if state.retainedInHistory != 0, let previous = state.history?.entry(sequence: state.retainedInHistory) {
+                // The record itself, not ``TopicState/retained``: no reference counted on the way.
+                topicTable.countRetained(topics: 0, payloadBytes: -previous.payloadSize, frameBytes: -previous.length)
+                previous.owner.retainedBytes -= previous.payloadSize
+                if previous.owner !== owner { moveRetainedTopic(from: previous.owner, to: owner) }
             } else {
                 topicTable.countRetained(topics: 1, payloadBytes: 0, frameBytes: 0)
                 owner.retainedTopics += 1
             }
             // In a block until the batch settles: its history may not keep it (see ``shareRetained(of:)``).
-            state.retainedInHistory = 0
+            if state.retainedInHistory != 0 { state.retainedInHistory = 0 }
             if let block = state.retainedBlock, block.fits(frame.count) {
                 batch.withBytes(frame) { block.replace(with: $0, payloadSize: payload.count, sequence: sequence) }
             } else {
@@ -140,12 +148,8 @@ extension Broker {
         }
     }
 
-    /// Takes a buffered message of `payloadSize` bytes in a frame of `frameLength` by `previousOwner` off the
-    /// counts, as one by `owner` replaces it.
-    private func replaceRetained(payloadSize: Int, frameLength: Int, owner previousOwner: UserAccount, by owner: UserAccount) {
-        topicTable.countRetained(topics: 0, payloadBytes: -payloadSize, frameBytes: -frameLength)
-        previousOwner.retainedBytes -= payloadSize
-        guard previousOwner !== owner else { return }
+    /// Counts a topic's buffered message against `owner` instead of `previousOwner`, whose message it replaces.
+    private func moveRetainedTopic(from previousOwner: UserAccount, to owner: UserAccount) {
         previousOwner.retainedTopics -= 1
         owner.retainedTopics += 1
         forgetIfEmpty(previousOwner)

@@ -233,20 +233,50 @@ public final class StateLog {
     /// so there is a complete log whenever the process dies. `beforeReplacing` runs once the new log is synced and
     /// before it replaces the old one (recovery keeps the damaged log aside then).
     public func compact(_ topics: [(String, TopicRecord)], beforeReplacing: () throws -> Void = {}) throws {
+        try compact(beforeReplacing: beforeReplacing) { snapshot in
+            for (topic, record) in topics {
+                for frame in record.history { frame.withUnsafeReadableBytes { snapshot.appendHistory($0) } }
+                if let frame = record.retainedFrame { frame.withUnsafeReadableBytes { snapshot.appendRetained($0) } }
+                snapshot.appendSequence(topic, record.sequence)
+            }
+        }
+    }
+
+    /// What a compaction writes: each topic's history, oldest first, its buffered message, then its sequence
+    /// number, exact (not a ceiling: a clean restart continues without a gap). Frames are taken from where they
+    /// are kept, so that a compaction of a million kept messages makes no object per message.
+    public struct Snapshot {
+        fileprivate var buffer: ByteBuffer
+        fileprivate let key: RecordKey
+
+        /// A message of a topic's history, from its `MSG` frame's bytes.
+        public mutating func appendHistory(_ frame: UnsafeRawBufferPointer) {
+            StateRecord.write(kind: StateRecord.historyKind, body: frame, to: &buffer, sealedWith: key)
+        }
+
+        /// A topic's buffered message, from its `MSG` frame's bytes.
+        public mutating func appendRetained(_ frame: UnsafeRawBufferPointer) {
+            StateRecord.write(kind: StateRecord.retainedKind, body: frame, to: &buffer, sealedWith: key)
+        }
+
+        /// A topic's sequence number; after its history and buffered message.
+        public mutating func appendSequence(_ topic: String, _ sequence: UInt64) {
+            StateRecord.sequence(topic: topic, sequence).write(to: &buffer, sealedWith: key)
+        }
+    }
+
+    /// Rewrites the log from what `write` puts in its ``Snapshot``, as ``compact(_:beforeReplacing:)`` does.
+    public func compact(beforeReplacing: () throws -> Void = {}, _ write: (inout Snapshot) -> Void) throws {
         // Records appended but not committed belong after the snapshot, which already holds their effect; and when
         // the rewrite fails, the next one is written from the broker's state again: either way they are done with.
         defer { pending.clear() }
-        var snapshot = StateLog.fileHeader(key)
-        for (topic, record) in topics {
-            for frame in record.history {
-                StateRecord.history(frame: frame).write(to: &snapshot, sealedWith: key)
-            }
-            if let frame = record.retainedFrame {
-                StateRecord.retained(frame: frame).write(to: &snapshot, sealedWith: key)
-            }
-            // Exact, not a ceiling: a clean restart continues without a gap.
-            StateRecord.sequence(topic: topic, record.sequence).write(to: &snapshot, sealedWith: key)
-        }
+        var header = StateLog.fileHeader(key)
+        // Sized for what the broker said it holds (``setLiveSize(_:)``, without the records' headers), so that the
+        // copy seldom grows by copying itself; at most 64 MiB ahead of need (at open, the size is the file's).
+        header.reserveCapacity(minimumWritableBytes: min(liveSize + liveSize / 4, 64 << 20))
+        var writer = Snapshot(buffer: header, key: key)
+        write(&writer)
+        let snapshot = writer.buffer
         let temporary = path + ".tmp"
         if let injectedWriteError { throw StateLogError.system("cannot write \(temporary)", injectedWriteError) }
         let file = POSIX.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
