@@ -112,17 +112,13 @@ extension Broker {
                     block.owner = owner
                     moveRetainedTopic(from: previousOwner, to: owner)
                 }
-            } else if state.retainedInHistory != 0, let previous = state.history?.entry(sequence: state.retainedInHistory) {
-                // The record itself, not ``TopicState/retained``: no reference counted on the way.
-                topicTable.countRetained(topics: 0, payloadBytes: -previous.payloadSize, frameBytes: -previous.length)
-                previous.owner.retainedBytes -= previous.payloadSize
-                if previous.owner !== owner { moveRetainedTopic(from: previous.owner, to: owner) }
+            } else if state.retainedInHistory != 0 {
+                // In a block until the batch settles: its history may not keep it (see ``shareRetained(of:)``).
+                replaceSharedRetained(of: state, by: owner)
             } else {
                 topicTable.countRetained(topics: 1, payloadBytes: 0, frameBytes: 0)
                 owner.retainedTopics += 1
             }
-            // In a block until the batch settles: its history may not keep it (see ``shareRetained(of:)``).
-            if state.retainedInHistory != 0 { state.retainedInHistory = 0 }
             if let block = state.retainedBlock, block.fits(frame.count) {
                 batch.withBytes(frame) { block.replace(with: $0, payloadSize: payload.count, sequence: sequence) }
             } else {
@@ -146,6 +142,20 @@ extension Broker {
             if options.retain { awaitCommit(session) }
             replyOK(id, value: state.sequence, to: session)
         }
+    }
+
+    /// Takes `state`'s buffered message, a record of its history, off the counts, as one by `owner` replaces it.
+    /// Once per topic and batch at most, and out of line: inlined, its search of the history made the whole of
+    /// ``publish(_:payload:options:id:from:)`` some 7% slower, history or not.
+    @inline(never)
+    private func replaceSharedRetained(of state: TopicState, by owner: UserAccount) {
+        // The record itself, not ``TopicState/retained``: no reference counted on the way.
+        if let previous = state.history?.entry(sequence: state.retainedInHistory) {
+            topicTable.countRetained(topics: 0, payloadBytes: -previous.payloadSize, frameBytes: -previous.length)
+            previous.owner.retainedBytes -= previous.payloadSize
+            if previous.owner !== owner { moveRetainedTopic(from: previous.owner, to: owner) }
+        }
+        state.retainedInHistory = 0
     }
 
     /// Counts a topic's buffered message against `owner` instead of `previousOwner`, whose message it replaces.
