@@ -17,27 +17,28 @@ extension Broker {
     /// Publishes `payload`, lent for the call.
     func publish(_ topic: Topic, payload: UnsafeRawBufferPointer, options: PublishOptions, id: UInt64?, from session: Session) {
         // A run of publishes to one topic skips the table's lookup, and while the configuration stays the same, the
-        // access rules' decision too (see ``Session/lastPublishedTopic``).
-        var cached = session.lastPublishedTopic
-        if let last = cached, last.isForgotten || last.topic != topic { cached = nil }
-        if cached == nil || session.lastPublishAllowedGeneration != configurationGeneration,
-            let denial = denial(.publish, of: topic, to: session, id: id)
-        {
+        // access rules' decision too (see ``Session/lastPublishedTopic``). Borrowed from the session, which holds it
+        // through the publish: a reference counted per message is a tenth of a small publish's time.
+        if session.lastPublishAllowedGeneration == configurationGeneration, let last = session.lastPublishedTopicPointer {
+            let published = last._withUnsafeGuaranteedRef { state in
+                guard !state.isForgotten, state.topic == topic else { return false }
+                if let refusal = refusal(toRetain: options.retain, topic, payloadSize: payload.count, id: id, by: session.account) {
+                    refuse(refusal, subject: topic.name, to: session)
+                } else {
+                    publish(to: state, topic, payload: payload, options: options, id: id, from: session)
+                }
+                return true
+            }
+            if published { return }
+        }
+        if let denial = denial(.publish, of: topic, to: session, id: id) {
             return refuse(denial, subject: topic.name, to: session)
         }
-        if options.retain, let refusal = retainRefusal(topic, payloadSize: payload.count, by: session.account) {
-            return refuse(ProtocolError(.limitReached, refusal, requestID: id), subject: topic.name, to: session)
-        }
-        if options.retain, let refusal = storageRefusal(
-            "it keeps no new buffered messages for now; publish without retaining (notify send --no-retain, noretain), or try again later",
-            id: id
-        ) {
+        if let refusal = refusal(toRetain: options.retain, topic, payloadSize: payload.count, id: id, by: session.account) {
             return refuse(refusal, subject: topic.name, to: session)
         }
-        let made: TopicState?
-        if let cached {
-            made = cached
-        } else {
+        var made = session.lastPublishedTopic
+        if made.map({ $0.isForgotten || $0.topic != topic }) ?? true {
             var work = 0
             made = topicTable.state(
                 for: topic,
@@ -58,6 +59,24 @@ extension Broker {
                 + " (notify send --no-retain, noretain)"
             return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: topic.name, to: session)
         }
+        publish(to: state, topic, payload: payload, options: options, id: id, from: session)
+    }
+
+    /// Why a publish that asks to be retained is refused whole: over a limit on buffered messages, or while the
+    /// state log cannot be written.
+    private func refusal(toRetain retain: Bool, _ topic: Topic, payloadSize: Int, id: UInt64?, by account: UserAccount) -> ProtocolError? {
+        guard retain else { return nil }
+        if let refusal = retainRefusal(topic, payloadSize: payloadSize, by: account) {
+            return ProtocolError(.limitReached, refusal, requestID: id)
+        }
+        return storageRefusal(
+            "it keeps no new buffered messages for now; publish without retaining (notify send --no-retain, noretain), or try again later",
+            id: id
+        )
+    }
+
+    /// Publishes `payload` to `state`, `topic`'s state, once the publish is allowed.
+    private func publish(to state: TopicState, _ topic: Topic, payload: UnsafeRawBufferPointer, options: PublishOptions, id: UInt64?, from session: Session) {
         state.sequence = max(state.sequence + 1, session.minimumSequence)
         let time = max(clock(), latestPublishTime)
         latestPublishTime = time
@@ -104,13 +123,19 @@ extension Broker {
         if options.retain {
             let owner = session.account
             // The block first: the common case, a topic republished within a batch, reads no history.
-            if let block = state.retainedBlock {
-                topicTable.countRetained(topics: 0, payloadBytes: -block.payloadSize, frameBytes: -block.frameLength)
-                let previousOwner = block.owner
-                previousOwner.retainedBytes -= block.payloadSize
-                if previousOwner !== owner {
-                    block.owner = owner
-                    moveRetainedTopic(from: previousOwner, to: owner)
+            // Borrowed, as the state is: nothing here lets go of the block before it is done with.
+            if let pointer = state.retainedBlockPointer {
+                pointer._withUnsafeGuaranteedRef { block in
+                    let payloadSize = block.payloadSize
+                    topicTable.countRetained(topics: 0, payloadBytes: -payloadSize, frameBytes: -block.frameLength)
+                    if block.isOwned(by: owner) {
+                        owner.retainedBytes -= payloadSize
+                    } else {
+                        let previousOwner = block.owner
+                        previousOwner.retainedBytes -= payloadSize
+                        block.owner = owner
+                        moveRetainedTopic(from: previousOwner, to: owner)
+                    }
                 }
             } else if state.retainedInHistory != 0 {
                 // In a block until the batch settles: its history may not keep it (see ``shareRetained(of:)``).
@@ -119,8 +144,10 @@ extension Broker {
                 topicTable.countRetained(topics: 1, payloadBytes: 0, frameBytes: 0)
                 owner.retainedTopics += 1
             }
-            if let block = state.retainedBlock, block.fits(frame.count) {
-                batch.withBytes(frame) { block.replace(with: $0, payloadSize: payload.count, sequence: sequence) }
+            if let pointer = state.retainedBlockPointer, pointer._withUnsafeGuaranteedRef({ $0.fits(frame.count) }) {
+                pointer._withUnsafeGuaranteedRef { block in
+                    batch.withBytes(frame) { block.replace(with: $0, payloadSize: payload.count, sequence: sequence) }
+                }
             } else {
                 state.retainedBlock = batch.withBytes(frame) {
                     RetainedMessage.make(frame: $0, payloadSize: payload.count, sequence: sequence, owner: owner)

@@ -68,6 +68,11 @@ public final class Session: Hashable {
     /// The topic this session last published to: a publisher usually sends many messages to one topic, and comparing
     /// its name is cheaper than hashing it to look it up. Dropped when the table forgets the topic.
     @exclusivity(unchecked) var lastPublishedTopic: TopicState?
+    /// ``lastPublishedTopic``, not retained: valid while the session holds it.
+    var lastPublishedTopicPointer: Unmanaged<TopicState>? {
+        guard let topic = lastPublishedTopic else { return nil }
+        return Unmanaged.passUnretained(topic)
+    }
     /// The configuration generation under which the access rules last let this session publish to
     /// ``lastPublishedTopic``: the same topic again is not asked about until the configuration changes (a reload).
     @exclusivity(unchecked) var lastPublishAllowedGeneration: UInt64 = .max

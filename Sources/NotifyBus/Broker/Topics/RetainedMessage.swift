@@ -48,6 +48,11 @@ final class RetainedMessage: ManagedBuffer<RetainedMessage.Header, UInt8> {
         set { withUnsafeMutablePointerToHeader { $0.pointee.owner = newValue } }
     }
 
+    /// Whether `account` published it: asked without taking a reference to the owner.
+    func isOwned(by account: UserAccount) -> Bool {
+        withUnsafeMutablePointerToHeader { $0.pointee.owner === account }
+    }
+
     /// Whether a frame of `length` bytes fits this block without leaving most of it unused: a topic republished with
     /// messages of about the same size keeps its block.
     func fits(_ length: Int) -> Bool {

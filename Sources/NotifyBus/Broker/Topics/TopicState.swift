@@ -60,6 +60,12 @@ final class TopicState {
         self.topic = topic
     }
 
+    /// ``retainedBlock``, not retained: valid until the block is replaced or let go of.
+    var retainedBlockPointer: Unmanaged<RetainedMessage>? {
+        guard let retainedBlock else { return nil }
+        return Unmanaged.passUnretained(retainedBlock)
+    }
+
     /// Whether it buffers a latest message.
     var hasRetained: Bool { retainedBlock != nil || retainedInHistory != 0 }
 
