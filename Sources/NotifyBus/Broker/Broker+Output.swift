@@ -70,26 +70,33 @@ extension Broker {
         of state: TopicState,
         sequence: UInt64,
         payloadSize: Int,
-        to target: SubscriberTarget
+        to session: Session,
+        overflow: OverflowPolicy
     ) {
-        let session = target.session
-        guard let transport = session.transport else { return }
-        markForFlush(session)
-        if session.outboxIsEmpty && transport.isWritable && !session.pausesDeliveries && !session.awaitsCommit
-            && !writeBufferIsOverBudget(session)
-        {
-            if session.spanGeneration == batch.generation, !session.span.isEmpty, session.span.upperBound == frame.lowerBound {
-                session.span = session.span.lowerBound..<frame.upperBound
-            } else {
+        let takesIt: Bool
+        if session.spanGeneration == batch.generation, !session.span.isEmpty, session.span.upperBound == frame.lowerBound {
+            // The next of a run to this connection in this batch: it took the run's first, and nothing was written to
+            // it since (a write ends the run), so its transport is not asked again (that counts a reference to it).
+            takesIt = session.hasTransport && session.takesDeliveries && !writeBufferIsOverBudget(session)
+            if takesIt { session.span = session.span.lowerBound..<frame.upperBound }
+        } else {
+            guard let transport = session.transport else { return }
+            takesIt = transport.isWritable && session.takesDeliveries && !writeBufferIsOverBudget(session)
+            if takesIt {
                 writeSpan(of: session)
                 session.span = frame
                 session.spanGeneration = batch.generation
             }
+        }
+        guard session.hasTransport else { return }
+        markForFlush(session)
+        if takesIt {
             state.delivered += 1
             counters.messagesOut += 1
             counters.bytesOut += UInt64(payloadSize)
             return
         }
+        let target = SubscriberTarget(session: session, overflow: overflow)
         batch.withBytes(frame) { enqueue($0, of: state, sequence: sequence, payloadSize: payloadSize, to: target) }
     }
 

@@ -109,8 +109,15 @@ extension Broker {
             )
         }
 
-        for target in subscribers(of: state) where target.session !== session || session.receivesOwnMessages {
-            deliver(frame, of: state, sequence: sequence, payloadSize: payload.count, to: target)
+        // Each subscriber borrowed from the list, which is held through the loop: a reference counted per delivery
+        // would be a tenth of a small one's cost.
+        subscribers(of: state).withUnsafeBufferPointer { targets in
+            for target in targets.indices {
+                Unmanaged.passUnretained(targets[target].session)._withUnsafeGuaranteedRef { subscriber in
+                    guard subscriber !== session || session.receivesOwnMessages else { return }
+                    deliver(frame, of: state, sequence: sequence, payloadSize: payload.count, to: subscriber, overflow: targets[target].overflow)
+                }
+            }
         }
 
         recordHistory(frame, of: state, sequence: sequence, time: time, payloadSize: payload.count, by: session.account)

@@ -26,6 +26,8 @@ public final class Session: Hashable {
     /// Released when the session closes: a stale subscriber list may still reference the session for a while,
     /// and must not keep the connection's channel alive with it.
     @exclusivity(unchecked) private(set) var transport: (any SessionTransport)?
+    /// Whether it still has its connection.
+    var hasTransport: Bool { transport != nil }
 
     /// The session's subscriptions by pattern; the subscription index holds the other direction.
     @exclusivity(unchecked) var subscriptions: [TopicPattern: Subscription] = [:]
@@ -42,6 +44,10 @@ public final class Session: Hashable {
     }
     @exclusivity(unchecked) private var outboxBox: OutboxBox?
     /// Whether nothing waits in ``outbox``; asked for every delivery, so without going through a coroutine.
+    /// Whether a live delivery may go straight to its connection as far as the session is concerned: nothing waits
+    /// before it, and its deliveries are neither paused nor held for the state log.
+    var takesDeliveries: Bool { outboxIsEmpty && !pausesDeliveries && !awaitsCommit }
+
     var outboxIsEmpty: Bool {
         guard let box = outboxBox else { return true }
         return box.queue.isEmpty
