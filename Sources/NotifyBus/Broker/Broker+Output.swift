@@ -80,8 +80,8 @@ extension Broker {
             takesIt = session.hasTransport && session.takesDeliveries && !writeBufferIsOverBudget(session)
             if takesIt { session.span = session.span.lowerBound..<frame.upperBound }
         } else {
-            guard let transport = session.transport else { return }
-            takesIt = transport.isWritable && session.takesDeliveries && !writeBufferIsOverBudget(session)
+            guard session.hasTransport else { return }
+            takesIt = session.transportIsWritable && session.takesDeliveries && !writeBufferIsOverBudget(session)
             if takesIt {
                 writeSpan(of: session)
                 session.span = frame

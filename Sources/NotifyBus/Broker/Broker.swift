@@ -214,7 +214,7 @@ public final class Broker {
     func admits(from session: Session, holding held: @autoclosure () -> DecodedRequest) -> Bool {
         workDone &+= 1
         guard !session.isClosed, !session.closesAfterFlush else { return false }
-        if session.isHoldingBack || session.transport?.isWritable == false {
+        if session.isHoldingBack || !session.transportIsWritable {
             session.heldBack.append(held())
             return false
         }

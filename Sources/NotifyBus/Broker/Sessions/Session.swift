@@ -29,6 +29,13 @@ public final class Session: Hashable {
     /// Whether it still has its connection.
     var hasTransport: Bool { transport != nil }
 
+    /// Whether its connection takes frames now (true without one). Asked per request: the transport is borrowed,
+    /// not counted, as nothing its `isWritable` does lets go of it.
+    var transportIsWritable: Bool {
+        unowned(unsafe) let borrowed = transport
+        return borrowed?.isWritable ?? true
+    }
+
     /// The session's subscriptions by pattern; the subscription index holds the other direction.
     @exclusivity(unchecked) var subscriptions: [TopicPattern: Subscription] = [:]
     /// Frames waiting while the connection's socket cannot take more. Made the first time a frame waits: most
