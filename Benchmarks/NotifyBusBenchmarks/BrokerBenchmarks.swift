@@ -3,57 +3,27 @@ import NIOCore
 import NotifyBus
 
 /// What a publish costs the broker, one subscriber, 16-byte payloads, without sockets: with and without history,
-/// with and without the state log. The figures the README's "What history costs" breaks down.
+/// with and without the state log. The figures the README's "What history costs" breaks down. Then 1 KiB payloads
+/// on the daemon's path, in batches as a read of 64 KiB brings them, each of which a history keeps whole.
 func brokerBenchmarks(_ harness: inout Harness) {
     print("\n== Broker: publish → one subscriber, 16 B, retained ==")
     let count = 20_000
-    var wire = ByteBuffer()
     let topic = try! Topic("sensors.kitchen.temperature")
-    let payload = ByteBuffer(repeating: 0x61, count: 16)
-    for _ in 0..<count { wire.writeRequest(Request(.publish(topic, payload: payload, PublishOptions()))) }
+    let wire = publishes(count, to: topic, size: 16)
     var requests: [DecodedRequest] = []
     var decoder = RequestDecoder()
     var input = wire
     while let request = decoder.decode(buffer: &input) { requests.append(request) }
-
-    // The daemon's path: each batch decoded in place from what a read brought, its publishes carried out from that
-    // buffer without a request made.
+    // Batches of 256, as the daemon reads a busy publisher.
     let batchWire = wire.getSlice(at: 0, length: 256 * (wire.readableBytes / count))!
 
     for (label, history) in [("history off", HistoryLimits.off), ("history 64", HistoryLimits.resumable)] {
         for (logged, inPlace) in [(false, false), (true, false), (true, true)] {
-            var configuration = BrokerConfiguration.default
-            configuration.history = history
-            let broker = Broker(configuration: configuration)
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString)").path
+            let (broker, publisher, directory) = subscribedBroker(history: history, logged: logged, topic: topic)
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            if logged {
-                let (log, contents) = try! StateLog.open(directory: directory, maxPayload: 1 << 20)
-                broker.attach(log, restoring: contents)
-            }
-            let subscriber = broker.open(peer: PeerCredentials(pid: 2, uid: 1000, gid: 1000, groups: []), transport: DiscardingTransport())
-            let publisher = broker.open(peer: PeerCredentials(pid: 3, uid: 1000, gid: 1000, groups: []), transport: DiscardingTransport())
-            var subscribe = ByteBuffer(string: "SUB \(topic.name)\n")
-            var subscribeDecoder = RequestDecoder()
-            while let request = subscribeDecoder.decode(buffer: &subscribe) { broker.handle(request, from: subscriber) }
-            broker.flush()
             let name = "\(label), \(logged ? "state log" : "no state log")\(inPlace ? ", decoded in place (the daemon's path)" : "")"
-            // Batches of 256, as the daemon reads a busy publisher.
             harness.measure(name, operations: count) {
-                if inPlace {
-                    var decoder = RequestDecoder()
-                    for _ in 0..<(count / 256) {
-                        var buffer = batchWire
-                        while let frame = decoder.decodeInPlace(buffer: &buffer) {
-                            switch frame {
-                            case .publish(let publish): broker.handlePublish(publish, in: buffer, from: publisher)
-                            case .other(let request): broker.handle(request, from: publisher)
-                            }
-                        }
-                        broker.flush()
-                    }
-                    return
-                }
+                if inPlace { return publishInPlace(batchWire, batches: count / 256, to: broker, from: publisher) }
                 var index = 0
                 while index < requests.count {
                     for request in requests[index..<min(index + 256, requests.count)] { broker.handle(request, from: publisher) }
@@ -62,6 +32,59 @@ func brokerBenchmarks(_ harness: inout Harness) {
                 }
             }
         }
+    }
+
+    print("\n== Broker: publish → one subscriber, 1 KiB, retained, state log, the daemon's path, 60 per batch ==")
+    let largeWire = publishes(60, to: topic, size: 1024)
+    for (label, history) in [("history off", HistoryLimits.off), ("history 64", HistoryLimits.resumable)] {
+        let (broker, publisher, directory) = subscribedBroker(history: history, logged: true, topic: topic)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        harness.measure("1 KiB, \(label)", operations: 60 * 200) {
+            publishInPlace(largeWire, batches: 200, to: broker, from: publisher)
+        }
+    }
+}
+
+/// `count` retained publishes of `size` bytes to `topic`, as a client sends them.
+private func publishes(_ count: Int, to topic: Topic, size: Int) -> ByteBuffer {
+    var wire = ByteBuffer()
+    let payload = ByteBuffer(repeating: 0x61, count: size)
+    for _ in 0..<count { wire.writeRequest(Request(.publish(topic, payload: payload, PublishOptions()))) }
+    return wire
+}
+
+/// A broker with a subscriber to `topic` and a publisher, on a state log in a new directory if `logged`.
+private func subscribedBroker(history: HistoryLimits, logged: Bool, topic: Topic) -> (Broker, Session, directory: String) {
+    var configuration = BrokerConfiguration.default
+    configuration.history = history
+    let broker = Broker(configuration: configuration)
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString)").path
+    if logged {
+        let (log, contents) = try! StateLog.open(directory: directory, maxPayload: 1 << 20)
+        broker.attach(log, restoring: contents)
+    }
+    let subscriber = broker.open(peer: PeerCredentials(pid: 2, uid: 1000, gid: 1000, groups: []), transport: DiscardingTransport())
+    let publisher = broker.open(peer: PeerCredentials(pid: 3, uid: 1000, gid: 1000, groups: []), transport: DiscardingTransport())
+    var subscribe = ByteBuffer(string: "SUB \(topic.name)\n")
+    var subscribeDecoder = RequestDecoder()
+    while let request = subscribeDecoder.decode(buffer: &subscribe) { broker.handle(request, from: subscriber) }
+    broker.flush()
+    return (broker, publisher, directory)
+}
+
+/// The daemon's path: each batch decoded in place from what a read brought (`batch`), its publishes carried out from
+/// that buffer without a request made, then the batch flushed.
+private func publishInPlace(_ batch: ByteBuffer, batches: Int, to broker: Broker, from publisher: Session) {
+    var decoder = RequestDecoder()
+    for _ in 0..<batches {
+        var buffer = batch
+        while let frame = decoder.decodeInPlace(buffer: &buffer) {
+            switch frame {
+            case .publish(let publish): broker.handlePublish(publish, in: buffer, from: publisher)
+            case .other(let request): broker.handle(request, from: publisher)
+            }
+        }
+        broker.flush()
     }
 }
 
