@@ -177,6 +177,36 @@ struct StateLogTests {
         #expect(contents.topics["hot"]?.sequence == 4_500)
     }
 
+    @Test("a compaction goes to the file a chunk at a time: a log of megabytes is rewritten holding one, and reads back whole")
+    func compactionInChunks() throws {
+        let directory = Directory()
+        let payload = String(repeating: "y", count: 1_000)
+        // 200 topics of 20 history messages of 1 KB and a buffered one: 4 MB of records.
+        let topics = (0..<200).map { index in
+            let name = "t\(index)"
+            let history = (1...20).map { Self.frame(name, UInt64($0), payload) }
+            return (name, StateLog.TopicRecord(sequence: 20, retainedFrame: history.last, history: history))
+        }
+        do {
+            let (log, _) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            try log.compact(topics)
+            #if DEBUG
+            #expect(log.lastCompactionMostWaiting >= StateLog.Snapshot.chunkSize)
+            #expect(log.lastCompactionMostWaiting < StateLog.Snapshot.chunkSize + 2_000, "a chunk and one record at most")
+            #endif
+            let size = try FileManager.default.attributesOfItem(atPath: directory.logPath)[.size] as? Int ?? 0
+            #expect(size > 4 * StateLog.Snapshot.chunkSize)
+        }
+        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        #expect(contents.problems.isEmpty, "\(contents.problems)")
+        #expect(contents.topics.count == 200)
+        for (name, record) in topics {
+            #expect(contents.topics[name]?.sequence == 20)
+            #expect(contents.topics[name]?.history == record.history, "\(name)")
+            #expect(contents.topics[name]?.retainedFrame == record.retainedFrame, "\(name)")
+        }
+    }
+
     @Test("two daemons cannot share a state directory")
     func exclusive() throws {
         let directory = Directory()

@@ -244,45 +244,88 @@ public final class StateLog {
 
     /// What a compaction writes: each topic's history, oldest first, its buffered message, then its sequence
     /// number, exact (not a ceiling: a clean restart continues without a gap). Frames are taken from where they
-    /// are kept, so that a compaction of a million kept messages makes no object per message.
+    /// are kept, so that a compaction of a million kept messages makes no object per message, and the records go to
+    /// the file a chunk at a time (``chunkSize``), so that rewriting a log of a gigabyte holds a megabyte of it.
     public struct Snapshot {
+        /// How many bytes of records wait before they are written.
+        static let chunkSize = 1 << 20
+
         fileprivate var buffer: ByteBuffer
         fileprivate let key: RecordKey
+        fileprivate let file: CInt
+        /// Bytes written to the file so far.
+        fileprivate private(set) var written = 0
+        /// The `errno` of the first write that failed; nothing is written after it.
+        fileprivate private(set) var failure: CInt?
+        #if DEBUG
+        /// The most bytes that waited at once: what a test holds to about a chunk.
+        fileprivate private(set) var mostWaiting = 0
+        #endif
+
+        fileprivate init(file: CInt, header: ByteBuffer, key: RecordKey) {
+            self.file = file
+            self.key = key
+            buffer = header
+            buffer.reserveCapacity(minimumWritableBytes: Snapshot.chunkSize + (64 << 10))
+        }
 
         /// A message of a topic's history, from its `MSG` frame's bytes.
         public mutating func appendHistory(_ frame: UnsafeRawBufferPointer) {
             StateRecord.write(kind: StateRecord.historyKind, body: frame, to: &buffer, sealedWith: key)
+            writeIfFull()
         }
 
         /// A topic's buffered message, from its `MSG` frame's bytes.
         public mutating func appendRetained(_ frame: UnsafeRawBufferPointer) {
             StateRecord.write(kind: StateRecord.retainedKind, body: frame, to: &buffer, sealedWith: key)
+            writeIfFull()
         }
 
         /// A topic's sequence number; after its history and buffered message.
         public mutating func appendSequence(_ topic: String, _ sequence: UInt64) {
             StateRecord.sequence(topic: topic, sequence).write(to: &buffer, sealedWith: key)
+            writeIfFull()
+        }
+
+        private mutating func writeIfFull() {
+            if buffer.readableBytes >= Snapshot.chunkSize { write() }
+        }
+
+        /// Writes what waits, unless a write failed before.
+        fileprivate mutating func write() {
+            #if DEBUG
+            mostWaiting = max(mostWaiting, buffer.readableBytes)
+            #endif
+            if failure == nil, buffer.readableBytes > 0 {
+                failure = POSIX.writeAll(file, buffer)
+                written += buffer.readableBytes
+            }
+            buffer.clear()
         }
     }
+
+    #if DEBUG
+    /// The most bytes of records the last compaction held in memory at once.
+    private(set) var lastCompactionMostWaiting = 0
+    #endif
 
     /// Rewrites the log from what `write` puts in its ``Snapshot``, as ``compact(_:beforeReplacing:)`` does.
     public func compact(beforeReplacing: () throws -> Void = {}, _ write: (inout Snapshot) -> Void) throws {
         // Records appended but not committed belong after the snapshot, which already holds their effect; and when
         // the rewrite fails, the next one is written from the broker's state again: either way they are done with.
         defer { pending.clear() }
-        var header = StateLog.fileHeader(key)
-        // Sized for what the broker said it holds (``setLiveSize(_:)``, without the records' headers), so that the
-        // copy seldom grows by copying itself; at most 64 MiB ahead of need (at open, the size is the file's).
-        header.reserveCapacity(minimumWritableBytes: min(liveSize + liveSize / 4, 64 << 20))
-        var writer = Snapshot(buffer: header, key: key)
-        write(&writer)
-        let snapshot = writer.buffer
         let temporary = path + ".tmp"
         if let injectedWriteError { throw StateLogError.system("cannot write \(temporary)", injectedWriteError) }
         let file = POSIX.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard file >= 0 else { throw StateLogError.system("cannot create \(temporary)", errno) }
+        var snapshot = Snapshot(file: file, header: StateLog.fileHeader(key), key: key)
+        write(&snapshot)
+        snapshot.write()
+        #if DEBUG
+        lastCompactionMostWaiting = snapshot.mostWaiting
+        #endif
         do {
-            try StateLog.writeAll(file, snapshot, path: temporary)
+            if let failure = snapshot.failure { throw StateLogError.system("cannot write \(temporary)", failure) }
             guard fsync(file) == 0 else { throw StateLogError.system("cannot sync \(temporary)", errno) }
         } catch {
             POSIX.close(file)
@@ -295,8 +338,8 @@ public final class StateLog {
         POSIX.close(descriptor)
         descriptor = POSIX.open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
         guard descriptor >= 0 else { throw StateLogError.system("cannot reopen \(path)", errno) }
-        fileSize = snapshot.readableBytes
-        liveSize = snapshot.readableBytes
+        fileSize = snapshot.written
+        liveSize = snapshot.written
     }
 
     // MARK: - Files
