@@ -145,14 +145,19 @@ extension Broker {
                     }
                 }
             } else if state.retainedInHistory != 0 {
-                // In a block until the batch settles: its history may not keep it (see ``shareRetained(of:)``).
                 replaceSharedRetained(of: state, by: owner)
             } else {
                 topicTable.countRetained(topics: 1, payloadBytes: 0, frameBytes: 0)
                 owner.retainedTopics += 1
             }
+            // The new message is in a block until the batch settles: its history may not keep it. (Forgetting the
+            // previous publisher's account above settles the batch so far, which may just have moved the previous
+            // message into the history: it is not the buffered message any more either way.)
+            if state.retainedInHistory != 0 { state.retainedInHistory = 0 }
             if let pointer = state.retainedBlockPointer, pointer._withUnsafeGuaranteedRef({ $0.fits(frame.count) }) {
                 pointer._withUnsafeGuaranteedRef { block in
+                    // Its owner is the previous message's if settling above moved that one back into a block.
+                    if !block.isOwned(by: owner) { block.owner = owner }
                     batch.withBytes(frame) { block.replace(with: $0, payloadSize: payload.count, sequence: sequence) }
                 }
             } else {
@@ -189,7 +194,6 @@ extension Broker {
             previous.owner.retainedBytes -= previous.payloadSize
             if previous.owner !== owner { moveRetainedTopic(from: previous.owner, to: owner) }
         }
-        state.retainedInHistory = 0
     }
 
     /// Counts a topic's buffered message against `owner` instead of `previousOwner`, whose message it replaces.

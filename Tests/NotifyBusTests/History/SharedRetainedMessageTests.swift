@@ -79,6 +79,28 @@ struct SharedRetainedMessageTests {
         #expect(harness.broker.accounts[1000]?.retainedBytes == 5)
     }
 
+    @Test("a publisher that leaves in the batch where another replaces its buffered message: the newer message stays buffered")
+    func previousPublisherLeaves() throws {
+        let harness = BrokerHarness(configuration: Self.configuration(historyMessages: 2))
+        let first = harness.connect(uid: 1001)
+        let second = harness.connect(uid: 1002)
+        // One batch: the first publishes and goes; the second's message replaces it, and forgetting the first's
+        // account, now empty, settles the batch's history (both messages) in the middle of that publish.
+        first.handle("PUB t 5\nfirst\n")
+        harness.broker.close(first.session)
+        second.handle("PUB t 6\nsecond\n")
+        harness.broker.flush()
+        let state = try #require(harness.broker.topicTable["t"])
+        #expect(state.history?.count == 2)
+        #expect(!(state.retainedBlock != nil && state.retainedInHistory != 0), "held twice")
+        #expect(try Self.latest("t", in: harness)! == ("second", 2))
+        // The first message leaves the history: the buffered message is still the second.
+        second.send("PUB t 1 noretain\nx\n")
+        #expect(try Self.latest("t", in: harness)! == ("second", 2))
+        #expect(harness.broker.accounts[1002]?.retainedTopics == 1 && harness.broker.accounts[1002]?.retainedBytes == 6)
+        #expect(harness.broker.accounts[1001]?.retainedTopics ?? 0 == 0)
+    }
+
     @Test("a history trimmed by its publisher's budget keeps the buffered message readable")
     func budgetTrim() throws {
         var configuration = Self.configuration(historyMessages: 64)
@@ -136,11 +158,25 @@ struct SharedRetainedMessageTests {
         let topics = ["a", "b", "c"]
         var latest: [String: (text: String, sequence: UInt64, uid: UInt32)] = [:]
         var sequences: [String: UInt64] = [:]
+        var uids: Set<UInt32> = [1000, 1001]
         for step in 0..<400 {
             if Int.random(in: 0..<40, using: &random) == 0 {
                 harness.broker.reconfigure(Self.configuration(historyMessages: Int.random(in: 0...4, using: &random)))
             }
             let publisher = publishers.randomElement(using: &random)!
+            // Now and then a publisher that comes, publishes and leaves within the batch: its account may be
+            // forgotten in the middle of the next publish to the topic, settling the batch there.
+            if Int.random(in: 0..<4, using: &random) == 0 {
+                let uid = UInt32(2_000 + step)
+                let passing = harness.connect(uid: uid)
+                let topic = topics.randomElement(using: &random)!
+                let text = "passing \(step)"
+                passing.handle("PUB \(topic) \(text.utf8.count)\n\(text)\n")
+                harness.broker.close(passing.session)
+                sequences[topic, default: 0] += 1
+                latest[topic] = (text, sequences[topic]!, uid)
+                uids.insert(uid)
+            }
             var batch = ""
             for _ in 0..<Int.random(in: 1...6, using: &random) {
                 let topic = topics.randomElement(using: &random)!
@@ -162,7 +198,7 @@ struct SharedRetainedMessageTests {
                 let answer = try Self.latest(topic, in: harness)
                 #expect(answer?.text == latest[topic]?.text && answer?.sequence == latest[topic]?.sequence, "seed \(seed), step \(step), \(topic)")
             }
-            for uid: UInt32 in [1000, 1001] {
+            for uid in uids {
                 let held = latest.values.filter { $0.uid == uid }
                 #expect((harness.broker.accounts[uid]?.retainedBytes ?? 0) == held.reduce(0) { $0 + $1.text.utf8.count }, "seed \(seed), step \(step)")
                 #expect((harness.broker.accounts[uid]?.retainedTopics ?? 0) == held.count, "seed \(seed), step \(step)")

@@ -95,6 +95,11 @@ final class BrokerHarness {
             harness.broker.flush()
         }
 
+        /// Carries out protocol text without ending the batch: what another client then sends is in the same batch.
+        func handle(_ text: String) {
+            try! decoder.process(buffer: ByteBuffer(string: text)) { harness.broker.handle($0, from: session) }
+        }
+
         /// Frames received since the last call, without the greeting.
         func received() throws -> [ServerFrame] {
             try transport.frames().filter { if case .hello = $0 { false } else { true } }
