@@ -32,6 +32,30 @@ struct DeliveryPauseTests {
         #expect(Self.summary(try subscriber.received()) == ["t#6"], "live again")
     }
 
+    @Test("a pause or a disconnect between two publishes of one batch holds or stops the second, though the first is already on its way")
+    func changeWithinABatch() throws {
+        let harness = OutboundQueueTests.harness(messages: 3)
+        let subscriber = harness.connect()
+        let leaving = harness.connect(uid: 1001)
+        subscriber.send("SUB t\n")
+        leaving.send("SUB t\n")
+        _ = try subscriber.received()
+        _ = try leaving.received()
+        let publisher = harness.connect()
+        // One batch: a delivery to each, then one pauses and the other goes, then a second delivery.
+        publisher.handle("PUB t 1\nx\n")
+        subscriber.handle("#1 OPT pause\n")
+        harness.broker.close(leaving.session)
+        publisher.handle("PUB t 1\ny\n")
+        harness.broker.flush()
+        #expect(Self.summary(try subscriber.received()) == ["t#1", "OK 1"], "the second waits while paused")
+        #expect(subscriber.session.outbox.messageCount == 1)
+        // Closed, it is written nothing more: its span of the batch went with its transport.
+        #expect(try leaving.received().isEmpty)
+        subscriber.send("#2 OPT resume\n")
+        #expect(Self.summary(try subscriber.received()) == ["t#2", "OK 2"])
+    }
+
     @Test("while paused, overflow=disconnect still disconnects and latest-only keeps each topic's newest")
     func pauseAppliesEachPolicy() throws {
         let harness = OutboundQueueTests.harness(messages: 2)
