@@ -129,8 +129,11 @@ extension Broker {
 
         if options.retain {
             let owner = session.account
-            // The block first: the common case, a topic republished within a batch, reads no history.
-            // Borrowed, as the state is: nothing here lets go of the block before it is done with.
+            // Whose buffered message this one replaces, when another uid's: its account may be forgotten, last.
+            var previousOwner: UserAccount?
+            // The block first: the common case, a topic republished within a batch, reads no history. Borrowed, as
+            // the state is: nothing here lets go of the block (forgetting an account, which settles the batch and
+            // may, waits until the end).
             if let pointer = state.retainedBlockPointer {
                 pointer._withUnsafeGuaranteedRef { block in
                     let payloadSize = block.payloadSize
@@ -138,25 +141,25 @@ extension Broker {
                     if block.isOwned(by: owner) {
                         owner.retainedBytes -= payloadSize
                     } else {
-                        let previousOwner = block.owner
-                        previousOwner.retainedBytes -= payloadSize
+                        let previous = block.owner
+                        previous.retainedBytes -= payloadSize
                         block.owner = owner
-                        moveRetainedTopic(from: previousOwner, to: owner)
+                        moveRetainedTopic(from: previous, to: owner)
+                        previousOwner = previous
                     }
                 }
             } else if state.retainedInHistory != 0 {
-                replaceSharedRetained(of: state, by: owner)
+                previousOwner = replaceSharedRetained(of: state, by: owner)
+                // The new message is in a block until the batch settles: its history may not keep it.
+                state.retainedInHistory = 0
             } else {
                 topicTable.countRetained(topics: 1, payloadBytes: 0, frameBytes: 0)
                 owner.retainedTopics += 1
             }
-            // The new message is in a block until the batch settles: its history may not keep it. (Forgetting the
-            // previous publisher's account above settles the batch so far, which may just have moved the previous
-            // message into the history: it is not the buffered message any more either way.)
-            if state.retainedInHistory != 0 { state.retainedInHistory = 0 }
             if let pointer = state.retainedBlockPointer, pointer._withUnsafeGuaranteedRef({ $0.fits(frame.count) }) {
                 pointer._withUnsafeGuaranteedRef { block in
-                    // Its owner is the previous message's if settling above moved that one back into a block.
+                    // A block the history just handed back (nothing above settles the batch: not expected) carries
+                    // the previous message's owner.
                     if !block.isOwned(by: owner) { block.owner = owner }
                     batch.withBytes(frame) { block.replace(with: $0, payloadSize: payload.count, sequence: sequence) }
                 }
@@ -171,6 +174,9 @@ extension Broker {
                 markUnsaved(state)
                 state.persistedSequence = max(state.persistedSequence, state.sequence)
             }
+            // Last, with the topic whole: it settles the batch so far if the account is left empty (its own
+            // messages may be on their way into histories), which may move this message into its history.
+            if let previousOwner { forgetIfEmpty(previousOwner) }
         } else if let stateLog, state.sequence > state.persistedSequence {
             state.persistedSequence = state.sequence + Broker.sequenceReserve
             stateLog.appendSequence(topic.name, state.persistedSequence)
@@ -186,21 +192,23 @@ extension Broker {
     /// Takes `state`'s buffered message, a record of its history, off the counts, as one by `owner` replaces it.
     /// Once per topic and batch at most, and out of line: inlined, its search of the history made the whole of
     /// ``publish(_:payload:options:id:from:)`` some 7% slower, history or not.
+    /// - Returns: the previous message's publisher, when not `owner`.
     @inline(never)
-    private func replaceSharedRetained(of state: TopicState, by owner: UserAccount) {
+    private func replaceSharedRetained(of state: TopicState, by owner: UserAccount) -> UserAccount? {
         // The record itself, not ``TopicState/retained``: no reference counted on the way.
-        if let previous = state.history?.entry(sequence: state.retainedInHistory) {
-            topicTable.countRetained(topics: 0, payloadBytes: -previous.payloadSize, frameBytes: -previous.length)
-            previous.owner.retainedBytes -= previous.payloadSize
-            if previous.owner !== owner { moveRetainedTopic(from: previous.owner, to: owner) }
-        }
+        guard let previous = state.history?.entry(sequence: state.retainedInHistory) else { return nil }
+        topicTable.countRetained(topics: 0, payloadBytes: -previous.payloadSize, frameBytes: -previous.length)
+        previous.owner.retainedBytes -= previous.payloadSize
+        guard previous.owner !== owner else { return nil }
+        moveRetainedTopic(from: previous.owner, to: owner)
+        return previous.owner
     }
 
     /// Counts a topic's buffered message against `owner` instead of `previousOwner`, whose message it replaces.
+    /// The caller then lets go of `previousOwner`'s account if that left it empty (``forgetIfEmpty(_:)``).
     private func moveRetainedTopic(from previousOwner: UserAccount, to owner: UserAccount) {
         previousOwner.retainedTopics -= 1
         owner.retainedTopics += 1
-        forgetIfEmpty(previousOwner)
     }
 
     /// Why buffering `payloadSize` bytes as `topic`'s latest message by `account` would break

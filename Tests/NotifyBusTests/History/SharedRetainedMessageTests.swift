@@ -92,7 +92,7 @@ struct SharedRetainedMessageTests {
         harness.broker.flush()
         let state = try #require(harness.broker.topicTable["t"])
         #expect(state.history?.count == 2)
-        #expect(!(state.retainedBlock != nil && state.retainedInHistory != 0), "held twice")
+        #expect(state.retainedBlock == nil && state.retainedInHistory == 2, "held once, in the history")
         #expect(try Self.latest("t", in: harness)! == ("second", 2))
         // The first message leaves the history: the buffered message is still the second.
         second.send("PUB t 1 noretain\nx\n")
