@@ -147,6 +147,37 @@ private struct RequestParser {
 
     static let operations = "PUB SUB UNSUB LATEST CLEAR HISTORY TOPICS STATS EXPLAIN PING OPT"
 
+    /// `PUB <the recent topic> <size>\n` and its payload, in exactly that form: most frames of a busy publisher,
+    /// read here without the general line parser. Any other form (an id, options, another topic, other spacing,
+    /// case or line break, a size over the limit, a frame not whole yet) returns nil and takes the general way,
+    /// which reads this form the same.
+    private func publishToRecentTopic(_ topic: Topic) -> Step? {
+        let prefix = 4  // "PUB "
+        guard bytes.count > prefix, UInt32(littleEndian: bytes.loadUnaligned(as: UInt32.self)) == 0x2042_5550 else { return nil }
+        var name = topic.name
+        let nameEnd = name.withUTF8 { utf8 -> Int? in
+            let end = prefix + utf8.count
+            guard end < bytes.count, bytes[end] == UInt8(ascii: " "),
+                ByteKey.equalBytes(UnsafeRawBufferPointer(utf8), UnsafeRawBufferPointer(rebasing: bytes[prefix..<end]))
+            else { return nil }
+            return end
+        }
+        guard let nameEnd else { return nil }
+        var index = nameEnd + 1
+        var size = 0
+        // At most 9 digits: a size that cannot overflow, and any larger one is over every limit anyway.
+        while index < bytes.count, index - nameEnd <= 9, case let digit = bytes[index] &- UInt8(ascii: "0"), digit < 10 {
+            size = size * 10 + Int(digit)
+            index += 1
+        }
+        guard index > nameEnd + 1, index < bytes.count, bytes[index] == UInt8(ascii: "\n"), index + 1 < limits.maxLine,
+            size <= limits.maxPayload
+        else { return nil }
+        let payload = index + 1
+        guard payload + size < bytes.count, bytes[payload + size] == UInt8(ascii: "\n") else { return nil }
+        return .publish(id: nil, topic: topic, options: PublishOptions(), payloadOffset: payload, size: size, consumed: payload + size + 1)
+    }
+
     /// For a `since=` token, the point it names (nil inside when it names none); nil for any other token.
     private func resumePoint(_ token: Range<Int>) -> ResumePoint?? {
         let prefix = "since=".utf8.count
@@ -169,6 +200,7 @@ private struct RequestParser {
     }
 
     func parseFrame() -> Step {
+        if let recentTopic, let publish = publishToRecentTopic(recentTopic) { return publish }
         let line: FrameLine
         switch FrameLine.parse(bytes, maxLength: limits.maxLine) {
         case .needMoreData:
