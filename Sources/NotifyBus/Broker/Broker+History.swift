@@ -78,10 +78,7 @@ extension Broker {
             }
         }
         // The history just took in the very message the block holds: it holds it from now on.
-        if kept, state.retainedBlock?.sequence == message.sequence {
-            state.retainedBlock = nil
-            state.retainedInHistory = message.sequence
-        }
+        if kept, state.retainedBlock?.sequence == message.sequence { state.shareRetained(asRecord: message.sequence) }
     }
 
     /// Lets go of `state`'s buffered message's block when its history holds the same message, as after a restart:
@@ -95,9 +92,7 @@ extension Broker {
         let same = block.withFrame { held in
             history.withFrame(of: entry) { kept in held.count == kept.count && ByteKey.equalBytes(held, kept) }
         }
-        guard same else { return }
-        state.retainedBlock = nil
-        state.retainedInHistory = entry.sequence
+        if same { state.shareRetained(asRecord: entry.sequence) }
     }
 
     /// Makes `state`'s history if it has none yet: what the topic had before `sequence`, published no later than

@@ -73,14 +73,14 @@ extension Broker {
         to session: Session,
         overflow: OverflowPolicy
     ) {
+        guard session.hasTransport else { return }
         let takesIt: Bool
         if session.spanGeneration == batch.generation, !session.span.isEmpty, session.span.upperBound == frame.lowerBound {
             // The next of a run to this connection in this batch: it took the run's first, and nothing was written to
             // it since (a write ends the run), so its transport is not asked again (that counts a reference to it).
-            takesIt = session.hasTransport && session.takesDeliveries && !writeBufferIsOverBudget(session)
+            takesIt = session.takesDeliveries && !writeBufferIsOverBudget(session)
             if takesIt { session.span = session.span.lowerBound..<frame.upperBound }
         } else {
-            guard session.hasTransport else { return }
             takesIt = session.transportIsWritable && session.takesDeliveries && !writeBufferIsOverBudget(session)
             if takesIt {
                 writeSpan(of: session)
@@ -88,7 +88,6 @@ extension Broker {
                 session.spanGeneration = batch.generation
             }
         }
-        guard session.hasTransport else { return }
         markForFlush(session)
         if takesIt {
             state.delivered += 1

@@ -158,9 +158,6 @@ extension Broker {
             }
             if let pointer = state.retainedBlockPointer, pointer._withUnsafeGuaranteedRef({ $0.fits(frame.count) }) {
                 pointer._withUnsafeGuaranteedRef { block in
-                    // A block the history just handed back (nothing above settles the batch: not expected) carries
-                    // the previous message's owner.
-                    if !block.isOwned(by: owner) { block.owner = owner }
                     batch.withBytes(frame) { block.replace(with: $0, payloadSize: payload.count, sequence: sequence) }
                 }
             } else {

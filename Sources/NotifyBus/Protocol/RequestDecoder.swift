@@ -154,15 +154,10 @@ private struct RequestParser {
     private func publishToRecentTopic(_ topic: Topic) -> Step? {
         let prefix = 4  // "PUB "
         guard bytes.count > prefix, UInt32(littleEndian: bytes.loadUnaligned(as: UInt32.self)) == 0x2042_5550 else { return nil }
-        var name = topic.name
-        let nameEnd = name.withUTF8 { utf8 -> Int? in
-            let end = prefix + utf8.count
-            guard end < bytes.count, bytes[end] == UInt8(ascii: " "),
-                ByteKey.equalBytes(UnsafeRawBufferPointer(utf8), UnsafeRawBufferPointer(rebasing: bytes[prefix..<end]))
-            else { return nil }
-            return end
-        }
-        guard let nameEnd else { return nil }
+        let nameEnd = prefix + topic.name.utf8.count
+        guard nameEnd < bytes.count, bytes[nameEnd] == UInt8(ascii: " "),
+            topic.hasName(UnsafeRawBufferPointer(rebasing: bytes[prefix..<nameEnd]))
+        else { return nil }
         var index = nameEnd + 1
         var size = 0
         // At most 9 digits: a size that cannot overflow, and any larger one is over every limit anyway.

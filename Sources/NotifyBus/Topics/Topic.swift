@@ -26,7 +26,7 @@ public struct Topic: Hashable, Comparable, Sendable, CustomStringConvertible {
     func hasName(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var name = name
         return name.withUTF8 { utf8 in
-            utf8.count == bytes.count && utf8.elementsEqual(bytes)
+            utf8.count == bytes.count && ByteKey.equalBytes(UnsafeRawBufferPointer(utf8), bytes)
         }
     }
 

@@ -50,11 +50,11 @@ public final class Session: Hashable {
         }
     }
     @exclusivity(unchecked) private var outboxBox: OutboxBox?
-    /// Whether nothing waits in ``outbox``; asked for every delivery, so without going through a coroutine.
     /// Whether a live delivery may go straight to its connection as far as the session is concerned: nothing waits
     /// before it, and its deliveries are neither paused nor held for the state log.
     var takesDeliveries: Bool { outboxIsEmpty && !pausesDeliveries && !awaitsCommit }
 
+    /// Whether nothing waits in ``outbox``; asked for every delivery, so without going through a coroutine.
     var outboxIsEmpty: Bool {
         guard let box = outboxBox else { return true }
         return box.queue.isEmpty

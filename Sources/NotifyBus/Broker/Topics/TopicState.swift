@@ -15,8 +15,8 @@ final class TopicState {
     /// The sequence number of the buffered message while it is kept as a record of the history instead of a block
     /// (0 when it is not): a topic with history would otherwise hold its latest message twice, and with one message
     /// each, as most topics of a host have, that second copy was a fifth of a topic's memory. The broker moves it
-    /// there when the history takes it in (``Broker/shareRetained(of:)``) and back into a block before the history
-    /// lets it go (``HistoryLedger/released(_:from:)``).
+    /// there when the history takes it in as its batch settles, or is restored with it (``shareRetained(asRecord:)``),
+    /// and back into a block before the history lets it go (``HistoryLedger/released(_:from:)``).
     @exclusivity(unchecked) var retainedInHistory: UInt64 = 0
     @exclusivity(unchecked) var published: UInt64 = 0
     @exclusivity(unchecked) var delivered: UInt64 = 0
@@ -74,6 +74,13 @@ final class TopicState {
         if let retainedBlock { return BufferedMessage(retainedBlock) }
         guard retainedInHistory != 0, let history, let entry = history.entry(sequence: retainedInHistory) else { return nil }
         return BufferedMessage(entry, in: history)
+    }
+
+    /// Lets go of the buffered message's block: the history's record numbered `sequence` is the same message, and
+    /// stands for it from now on.
+    func shareRetained(asRecord sequence: UInt64) {
+        retainedBlock = nil
+        retainedInHistory = sequence
     }
 
     /// Lets go of its buffered message.
