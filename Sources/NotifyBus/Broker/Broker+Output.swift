@@ -7,8 +7,9 @@ import NIOCore
 /// uid's budget and the daemon's. ``flush()`` sends it all once per batch.
 extension Broker {
     /// Sends every frame queued since the last flush, one flush per connection, and closes the connections that
-    /// asked for it.
+    /// asked for it. Ends the batch: the next publish reads the clock again (``batchTime``).
     public func flush() {
+        batchTime = nil
         settleHistory()
         closeDisconnected()
         // The log is written before any of the batch's frames leave, even with sync=never and no acknowledgement

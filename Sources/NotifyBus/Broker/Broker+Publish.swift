@@ -78,8 +78,14 @@ extension Broker {
     /// Publishes `payload` to `state`, `topic`'s state, once the publish is allowed.
     private func publish(to state: TopicState, _ topic: Topic, payload: UnsafeRawBufferPointer, options: PublishOptions, id: UInt64?, from session: Session) {
         state.sequence = max(state.sequence + 1, session.minimumSequence)
-        let time = max(clock(), latestPublishTime)
-        latestPublishTime = time
+        let time: PublishTime
+        if let stamped = batchTime {
+            time = stamped
+        } else {
+            time = max(clock(), latestPublishTime)
+            latestPublishTime = time
+            batchTime = time
+        }
         state.lastPublished = time
         state.published += 1
         counters.messagesIn += 1
