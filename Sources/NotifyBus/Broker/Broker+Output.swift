@@ -200,9 +200,12 @@ extension Broker {
         writabilityChanged(session)
     }
 
-    /// Drains a session's queue into its connection once the connection takes frames again, then carries out the
-    /// requests held back meanwhile, for as long as it keeps taking their replies.
+    /// Takes note that a session's transport changed its ``SessionTransport/isWritable``, either way: its owner calls
+    /// this whenever it does (the broker does not ask the transport per request). Once the connection takes frames
+    /// again, drains the session's queue into it, then carries out the requests held back meanwhile, for as long as
+    /// it keeps taking their replies.
     public func writabilityChanged(_ session: Session) {
+        session.noteTransportWritability()
         guard let transport = session.transport, transport.isWritable else { return }
         writeSpan(of: session)
         drainOutbox(of: session, into: transport)

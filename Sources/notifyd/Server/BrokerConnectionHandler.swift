@@ -205,9 +205,10 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         let writable = context.channel.isWritable
         transport?.writabilityChanged(writable)
-        if writable, let session {
+        if let session {
+            // Either way: the broker keeps what it was last told (NIO says it turned false from within a write).
             broker.writabilityChanged(session)
-            broker.flush()
+            if writable { broker.flush() }
         }
         updateReading(context: context)
     }

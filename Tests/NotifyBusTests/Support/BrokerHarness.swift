@@ -12,8 +12,14 @@ final class RecordingTransport: SessionTransport {
     private var unread = ByteBuffer()
     private var decoder = NIOSingleStepByteToMessageProcessor(ServerFrameDecoder())
 
-    /// Set by tests to play a subscriber that stops reading.
-    var isWritable = true
+    /// Set by tests to play a subscriber that stops reading. Its session takes note of each change, as the daemon's
+    /// handler has the broker do; what a connection that takes frames again sets off (its queue drained, its held
+    /// requests carried out) waits until the test calls ``Broker/writabilityChanged(_:)``, playing the socket.
+    var isWritable = true {
+        didSet { session?.noteTransportWritability() }
+    }
+    /// The session it is the transport of.
+    weak var session: Session?
     var aborted = false
 
     /// Set by tests to play a socket that fills up: after this many more writes it stops taking frames.

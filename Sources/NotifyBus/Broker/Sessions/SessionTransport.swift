@@ -14,10 +14,11 @@ public protocol SessionTransport: AnyObject {
     func close()
     /// Closes the connection now, dropping what was queued: for a subscriber too far behind to be owed anything.
     func abort()
-    /// Whether the connection takes more frames now. While it does not, the broker queues them itself (see
-    /// ``Broker/writabilityChanged(_:)``). It may turn false only in a ``write(_:)`` (or be reported turning true
-    /// through ``Broker/writabilityChanged(_:)``): within a batch the broker asks it once per run of deliveries to
-    /// the connection, and writes a run only when it ends. Reading it must not let go of the transport.
+    /// Whether the connection takes more frames now. While it does not, the broker queues them itself. Whenever it
+    /// changes, either way, the transport's owner calls ``Broker/writabilityChanged(_:)`` (from within a
+    /// ``write(_:)`` too): the broker keeps what it was last told and does not ask per request. It may turn false
+    /// only in a ``write(_:)`` (or be reported turning true): within a batch the broker checks it once per run of
+    /// deliveries to the connection, and writes a run only when it ends.
     var isWritable: Bool { get }
     /// Bytes written and not yet taken by the connection: the broker counts them in the queued bytes of the
     /// connection's uid, as it counts its queue. Read after each flush, so it may lag until then; when it falls
