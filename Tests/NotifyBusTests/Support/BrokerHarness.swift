@@ -120,6 +120,7 @@ final class BrokerHarness {
     func connect(uid: UInt32 = 1000, pid: Int32 = 4242, groups: [UInt32] = [], unit: String? = nil) -> Client {
         let transport = RecordingTransport()
         let session = broker.open(peer: PeerCredentials(pid: pid, uid: uid, gid: uid, groups: groups, unit: unit), transport: transport)
+        transport.session = session
         broker.flush()
         return Client(harness: self, session: session, transport: transport, limits: broker.configuration.protocolLimits)
     }
