@@ -58,9 +58,11 @@ final class TopicHistory {
     #endif
     /// Payload bytes of the messages kept: what they count against their publisher's budget.
     @exclusivity(unchecked) private(set) var payloadBytes = 0
-    /// What left the history, made when something first does: most topics never let a message go, and the three
-    /// numbers inline put every history object in the next malloc size class (16 bytes more per topic).
-    @exclusivity(unchecked) private var evictions: Evictions?
+    /// The newest message that left the history (sequence 0 until one did): everything up to it is gone.
+    @exclusivity(unchecked) private var lastEvictedSequence: UInt64 = 0
+    @exclusivity(unchecked) private var lastEvictedTime = PublishTime(microsecondsSinceEpoch: 0)
+    /// The oldest message that ever left it (1 until one did): what left is the run from it to ``lastEvicted``.
+    @exclusivity(unchecked) private(set) var firstEvicted: UInt64 = 1
 
     /// The newest message the state log holds: a commit appends those kept after it.
     @exclusivity(unchecked) var loggedThrough: UInt64 = 0
@@ -80,10 +82,8 @@ final class TopicHistory {
 
     /// The newest message that left the history, if any did: everything up to its sequence number is gone.
     var lastEvicted: (sequence: UInt64, time: PublishTime)? {
-        evictions.map { ($0.lastSequence, $0.lastTime) }
+        lastEvictedSequence == 0 ? nil : (lastEvictedSequence, lastEvictedTime)
     }
-    /// The oldest message that ever left it (1 until one did): what left is the run from it to ``lastEvicted``.
-    var firstEvicted: UInt64 { evictions?.first ?? 1 }
 
     /// Keeps the message whose frame is `frame`, and lets the oldest go past `limits`; `released` is called with
     /// each message that leaves, while its record can still be read (``withFrame(of:)``), as with every method
@@ -136,27 +136,23 @@ final class TopicHistory {
     /// newest message, so what came before it goes too.
     func skip(sequence: UInt64, firstGone: UInt64? = nil, time: PublishTime, released: (Entry) -> Void) {
         while let entry = removeOldest() { released(entry) }
-        noteEvicted(first: firstGone ?? sequence, last: sequence, time: time)
+        if lastEvicted == nil { firstEvicted = firstGone ?? sequence }
+        noteLastEvicted(sequence, time)
         shrinkIfSparse()
     }
 
     /// Records that the messages up to `sequence`, the last of them published no later than `time`, are not held:
     /// what a topic had before its history began.
     func noteEvicted(through sequence: UInt64, time: PublishTime) {
-        noteEvicted(first: 1, last: sequence, time: time)
+        if lastEvicted == nil { firstEvicted = 1 }
+        noteLastEvicted(sequence, time)
     }
 
-    /// Notes that the messages through `sequence`, published no later than `time`, left; `first` is the oldest that
-    /// did, when none did before.
-    private func noteEvicted(first: UInt64, last sequence: UInt64, time: PublishTime) {
-        // Sequence numbers start at 1, and nothing numbered 0 was ever kept: nothing left.
+    private func noteLastEvicted(_ sequence: UInt64, _ time: PublishTime) {
+        // Sequence numbers start at 1; a 0 would read as "nothing left", and nothing numbered 0 was ever kept.
         guard sequence > 0 else { return }
-        if let evictions {
-            evictions.lastSequence = sequence
-            evictions.lastTime = time
-        } else {
-            evictions = Evictions(first: first, lastSequence: sequence, lastTime: time)
-        }
+        lastEvictedSequence = sequence
+        lastEvictedTime = time
     }
 
     /// Lets go of the messages up to and including sequence number `sequence`, oldest first.
@@ -194,7 +190,8 @@ final class TopicHistory {
         used -= oldest.recordSize
         count -= 1
         payloadBytes -= oldest.payloadSize
-        noteEvicted(first: oldest.sequence, last: oldest.sequence, time: oldest.time)
+        if lastEvicted == nil { firstEvicted = oldest.sequence }
+        noteLastEvicted(oldest.sequence, oldest.time)
         return oldest
     }
 
@@ -359,19 +356,5 @@ final class TopicHistory {
             body(entry)
             at = position(at, plus: entry.recordSize)
         }
-    }
-}
-
-/// What left a ``TopicHistory``: the run of sequence numbers from `first` through `lastSequence`, the last of them
-/// published at `lastTime`.
-private final class Evictions {
-    let first: UInt64
-    @exclusivity(unchecked) var lastSequence: UInt64
-    @exclusivity(unchecked) var lastTime: PublishTime
-
-    init(first: UInt64, lastSequence: UInt64, lastTime: PublishTime) {
-        self.first = first
-        self.lastSequence = lastSequence
-        self.lastTime = lastTime
     }
 }
