@@ -37,6 +37,29 @@ struct BrokerTests {
         #expect(later[0].time > frames[1].time)
     }
 
+    @Test("publishes held back by a connection closed in a flush take that flush's time; the next batch reads the clock again")
+    func heldBackPublishesAtClose() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxQueuedMessages = 1
+        let harness = BrokerHarness(configuration: configuration)
+        let watcher = harness.connect()
+        watcher.send("SUB >\n")
+        let slow = harness.connect()
+        slow.send("SUB t overflow=disconnect\n")
+        _ = try slow.received()
+        slow.transport.isWritable = false
+        slow.send("PUB held 4\nheld\n")
+        #expect(slow.session.isHoldingBack, "its connection takes nothing: its publish waits")
+        let publisher = harness.connect()
+        publisher.send("PUB t 1\na\nPUB t 1\nb\nPUB t 1\nc\n")
+        #expect(slow.transport.aborted, "it fell behind under overflow=disconnect")
+        harness.now += 1_000
+        publisher.send("PUB later 5\nlater\n")
+        let deliveries = try watcher.received().compactMap(delivery)
+        #expect(deliveries.map(\.text) == ["a", "b", "c", "held", "later"], "what it held back was published as it closed")
+        #expect(deliveries.last?.time == PublishTime(microsecondsSinceEpoch: harness.now), "a batch of its own, a time of its own")
+    }
+
     @Test("patterns with * and >, and reserved topics out of reach of leading wildcards")
     func patterns() throws {
         let harness = BrokerHarness()

@@ -9,9 +9,11 @@ extension Broker {
     /// Sends every frame queued since the last flush, one flush per connection, and closes the connections that
     /// asked for it. Ends the batch: the next publish reads the clock again (``batchTime``).
     public func flush() {
-        batchTime = nil
-        settleHistory()
+        defer { batchTime = nil }
+        // First: closing a connection carries out the publishes it held back, which belong to this batch (its
+        // histories settled, its log written, its frames sent, before the batch's buffer is let go of).
         closeDisconnected()
+        settleHistory()
         // The log is written before any of the batch's frames leave, even with sync=never and no acknowledgement
         // waiting: what a subscriber is sent must survive a kill -9 of the daemon, or a restart would number
         // another message as one it saw, and the history it resumes from would lack one it was sent.
@@ -201,9 +203,10 @@ extension Broker {
     }
 
     /// Takes note that a session's transport changed its ``SessionTransport/isWritable``, either way: its owner calls
-    /// this whenever it does (the broker does not ask the transport per request). Once the connection takes frames
-    /// again, drains the session's queue into it, then carries out the requests held back meanwhile, for as long as
-    /// it keeps taking their replies.
+    /// this whenever it does (per request and per delivery, the broker reads what it was last told, not the
+    /// transport; an owner that reports only the turn back to writable leaves it believing a full connection takes
+    /// frames). Once the connection takes frames again, drains the session's queue into it, then carries out the
+    /// requests held back meanwhile, for as long as it keeps taking their replies.
     public func writabilityChanged(_ session: Session) {
         session.noteTransportWritability()
         guard let transport = session.transport, transport.isWritable else { return }

@@ -47,6 +47,7 @@ extension Broker {
                 forgotten: {
                     settleHistory()
                     historyLedger.forget($0)
+                    timeMovesOnAfterForgetting()
                 }
             )
             workDone &+= work
@@ -60,6 +61,15 @@ extension Broker {
             return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: topic.name, to: session)
         }
         publish(to: state, topic, payload: payload, options: options, id: id, from: session)
+    }
+
+    /// Makes the next message's time later than every time given out: a topic forgotten is numbered again from 1,
+    /// and a client tells its new messages from repeats of the old by their times (a message no newer than the last
+    /// of its topic by both number and time is one it had), so they must not share the old messages' time, as
+    /// messages of one batch otherwise do (``batchTime``).
+    private func timeMovesOnAfterForgetting() {
+        latestPublishTime = PublishTime(microsecondsSinceEpoch: latestPublishTime.microsecondsSinceEpoch + 1)
+        batchTime = nil
     }
 
     /// Why a publish that asks to be retained is refused whole: over a limit on buffered messages, or while the

@@ -81,6 +81,8 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         connections?.add(transport)
         let session = broker.open(peer: peer, transport: transport)
         self.session = session
+        // The greeting, written before the session was known here, may have filled a tiny write buffer.
+        broker.writabilityChanged(session)
         // Unowned, not weak: a weak reference gives its object a side table (32 bytes per connection, and the
         // runtime's slow path for its every retain). The handler outlives the closure: the transport holds the
         // context that holds the handler, and `channelInactive` clears the closure before the handler can go.

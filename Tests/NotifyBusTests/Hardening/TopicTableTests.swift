@@ -35,6 +35,25 @@ struct TopicTableTests {
         #expect(replies.last == .ok(requestID: 4, value: 3))
     }
 
+    @Test("a topic forgotten and numbered again from 1 within one batch is stamped later, so no client takes it for a repeat")
+    func renumberedInOneBatch() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxTopics = 1
+        let harness = BrokerHarness(configuration: configuration)
+        let monitor = harness.connect()
+        monitor.send("SUB >\n")
+        _ = try monitor.received()
+        let publisher = harness.connect()
+        publisher.send("PUB t 3 noretain\none\nPUB u 3 noretain\ntwo\nPUB t 5 noretain\nthree\n")
+        let deliveries = try monitor.received().compactMap(delivery)
+        #expect(deliveries.map { "\($0.topic.name) \($0.sequence)" } == ["t 1", "u 1", "t 1"], "t was forgotten for u, and u for t")
+        #expect(deliveries[2].time > deliveries[0].time)
+        var delivered = DeliveredMessages()
+        delivered.record(deliveries[0], isLive: true)
+        delivered.record(deliveries[1], isLive: true)
+        #expect(!delivered.isRepeat(deliveries[2]), "the new t's first message is new to a resuming subscriber")
+    }
+
     @Test("a wildcard subscriber keeps no topic from being forgotten; a topic whose subscriber by name left may be again")
     func wildcardsKeepNothing() throws {
         var configuration = BrokerConfiguration.default
