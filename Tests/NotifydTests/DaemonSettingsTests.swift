@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 import NotifyBus
 import Testing
 
@@ -7,6 +8,17 @@ import Testing
 
 @Suite("Daemon settings")
 struct DaemonSettingsTests {
+    @Test("every max-queued-bytes the settings accept gives NIO write buffer marks it takes (it traps on a low mark under 1)")
+    func writeBufferMarks() throws {
+        for queued in [1, 2, 3, 7, 8, 9, 4 << 20, Int(UInt32.max)] {
+            var configuration = BrokerConfiguration.default
+            configuration.maxQueuedBytes = queued
+            let marks = NotifyServer.writeBufferWaterMark(high: configuration.writeBufferBytes)
+            #expect(marks.low >= 1 && marks.low <= marks.high, "max-queued-bytes \(queued)")
+            #expect(marks.high == configuration.writeBufferBytes)
+        }
+    }
+
     final class File {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("notifyd-\(UUID().uuidString).conf").path
         init(_ text: String) { _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8)) }

@@ -133,8 +133,10 @@ struct NotifyServer: Service {
                     let server = state.value
                     // Limits as configured now: a reload changes them for new connections.
                     let limits = server.broker.configuration.protocolLimits
-                    let high = server.broker.configuration.writeBufferBytes
-                    try channel.syncOptions?.setOption(.writeBufferWaterMark, value: .init(low: high / 4, high: high))
+                    try channel.syncOptions?.setOption(
+                        .writeBufferWaterMark,
+                        value: NotifyServer.writeBufferWaterMark(high: server.broker.configuration.writeBufferBytes)
+                    )
                     try channel.pipeline.syncOperations.addHandler(
                         BrokerConnectionHandler(
                             broker: server.broker,
@@ -334,5 +336,14 @@ final class StatusReporter: Sendable {
 
     func text(on eventLoop: any EventLoop) async throws -> String {
         try await eventLoop.submit { self.update() }.get()
+    }
+}
+
+extension NotifyServer {
+    /// A connection's write buffer marks: past `high` bytes it stops taking frames (its queue takes them, under its
+    /// overflow policy), below a quarter of that it takes them again. NIO traps on a low mark under 1, which a
+    /// `max-queued-bytes` under 8 gave.
+    static func writeBufferWaterMark(high: Int) -> ChannelOptions.Types.WriteBufferWaterMark {
+        .init(low: max(1, high / 4), high: max(1, high))
     }
 }
