@@ -56,8 +56,6 @@ final class TopicHistory {
     /// every history object in the next malloc size class.
     @exclusivity(unchecked) private(set) var bytesRelocated = 0
     #endif
-    /// Payload bytes of the messages kept: what they count against their publisher's budget.
-    @exclusivity(unchecked) private(set) var payloadBytes = 0
     /// The newest message that left the history (sequence 0 until one did): everything up to it is gone.
     @exclusivity(unchecked) private var lastEvictedSequence: UInt64 = 0
     @exclusivity(unchecked) private var lastEvictedTime = PublishTime(microsecondsSinceEpoch: 0)
@@ -127,7 +125,6 @@ final class TopicHistory {
         withUnsafeBytes(of: &trailer) { store($0, at: position(record, plus: TopicHistory.headerSize + frame.count)) }
         used += size
         count += 1
-        payloadBytes += payloadSize
         return true
     }
 
@@ -189,7 +186,6 @@ final class TopicHistory {
         head = position(head, plus: oldest.recordSize)
         used -= oldest.recordSize
         count -= 1
-        payloadBytes -= oldest.payloadSize
         if lastEvicted == nil { firstEvicted = oldest.sequence }
         noteLastEvicted(oldest.sequence, oldest.time)
         return oldest
@@ -216,6 +212,18 @@ final class TopicHistory {
             return found == nil
         }
         return found
+    }
+
+    /// Payload bytes of the messages kept, counted by walking them: the budgets count them in the ledger
+    /// (``HistoryLedger``), and a total kept here as well put every history object in the next malloc size class
+    /// (112 bytes instead of 96, per topic).
+    var payloadBytes: Int {
+        var total = 0
+        forEachNewestFirst { entry in
+            total += entry.payloadSize
+            return true
+        }
+        return total
     }
 
     /// The sequence number of the oldest message kept.
