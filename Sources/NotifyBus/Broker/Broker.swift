@@ -109,8 +109,8 @@ public final class Broker {
     /// ``flush()``. Publishes read together are told apart by their sequence numbers, not their times, and a read
     /// of the clock per message was a tenth of a small publish's cost. A batch is one turn of one connection's reads
     /// in the daemon (a thousand small requests at most), or a read of messages from NATS with what else the event
-    /// loop handles before that read is flushed, so the stamp is about when its first message was read. A topic forgotten and numbered again gets a later time all the same
-    /// (`timeMovesOnAfterForgetting`).
+    /// loop handles before that read is flushed, so the stamp is about when its first message was read. A topic
+    /// forgotten and numbered again gets a later time all the same (`timeMovesOnAfterForgetting`).
     @exclusivity(unchecked) var batchTime: PublishTime?
     @exclusivity(unchecked) var counters: BrokerStatistics
 

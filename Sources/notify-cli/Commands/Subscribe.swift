@@ -30,7 +30,8 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
             prints what came after that sequence number of the one topic named, --since TIME (RFC 3339: \
             2026-11-25T09:30:00Z, or with an offset such as +01:00) what came after that time on every topic \
             matching, then live messages, with no gap and no repeat. What the history no longer holds is announced \
-            like a drop.
+            like a drop. Messages the daemon read together share a time: --since a message's own time starts after \
+            its whole batch, a microsecond earlier starts with that batch, the message included.
             """
     )
 
