@@ -203,3 +203,16 @@ struct TopicHistoryTests {
         }
     }
 }
+
+extension TopicHistory {
+    /// Payload bytes of the messages kept, counted by walking them. The daemon keeps no such total per history (the
+    /// budgets count in ``HistoryLedger``): 8 bytes more would put every history object in the next malloc size class.
+    var payloadBytes: Int {
+        var total = 0
+        forEach(newestFirst: nil) { entry in
+            total += entry.payloadSize
+            return true
+        }
+        return total
+    }
+}

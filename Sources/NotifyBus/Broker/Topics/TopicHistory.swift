@@ -214,18 +214,6 @@ final class TopicHistory {
         return found
     }
 
-    /// Payload bytes of the messages kept, counted by walking them: the budgets count them in the ledger
-    /// (``HistoryLedger``), and a total kept here as well put every history object in the next malloc size class
-    /// (112 bytes instead of 96, per topic).
-    var payloadBytes: Int {
-        var total = 0
-        forEachNewestFirst { entry in
-            total += entry.payloadSize
-            return true
-        }
-        return total
-    }
-
     /// The sequence number of the oldest message kept.
     var oldestSequence: UInt64? { count > 0 ? entry(at: head).sequence : nil }
 
