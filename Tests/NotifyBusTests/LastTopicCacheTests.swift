@@ -27,4 +27,51 @@ struct LastTopicCacheTests {
         }
         #expect(topics.map(\.topic.name) == ["a"], "in the table, where LATEST and TOPICS find it")
     }
+
+    @Test("a closed connection is let go when the topic it last published to and subscribed to is forgotten")
+    func closedSessionFreed() throws {
+        // A daemon runs for years: a session held by its last topic, which lists it among its subscribers (by a
+        // wildcard, whose list is only rebuilt at the topic's next publish), and holding that topic in turn, would
+        // be memory nothing ever gives back once the table forgets the topic.
+        var configuration = BrokerConfiguration.default
+        configuration.maxTopics = 1
+        // Without history, whose budget lists hold a forgotten topic until they next compact.
+        configuration.history = .off
+        let harness = BrokerHarness(configuration: configuration)
+        weak var session: Session?
+        weak var topic: TopicState?
+        do {
+            let client = harness.connect()
+            session = client.session
+            client.send("SUB t.*\nPUB t.a 1 noretain\nx\n")
+            #expect(try client.deliveries() == ["x"])
+            topic = client.session.lastPublishedTopic
+            harness.broker.close(client.session)
+        }
+        #expect(topic != nil)
+        harness.connect().send("PUB u 1 noretain\ny\n")
+        #expect(harness.broker.topicTable["t.a"] == nil, "forgotten, to make room for u")
+        #expect(session == nil, "the broker holds nothing of a closed connection")
+        #expect(topic == nil, "nor of a topic it forgot")
+    }
+
+    @Test("a topic forgotten while a connection still holds it as its last topic lets go of its subscribers")
+    func forgottenTopicLetsGoOfSubscribers() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxTopics = 1
+        let harness = BrokerHarness(configuration: configuration)
+        let publisher = harness.connect()
+        weak var subscriber: Session?
+        do {
+            let client = harness.connect()
+            subscriber = client.session
+            client.send("SUB t.*\n")
+            publisher.send("PUB t.a 1 noretain\nx\n")
+            #expect(try client.deliveries() == ["x"])
+            harness.broker.close(client.session)
+        }
+        harness.connect().send("PUB u 1 noretain\ny\n")
+        #expect(publisher.session.lastPublishedTopic?.isForgotten == true, "the publisher still holds t.a, forgotten")
+        #expect(subscriber == nil, "t.a's list of subscribers, stale since, no longer holds the closed one")
+    }
 }

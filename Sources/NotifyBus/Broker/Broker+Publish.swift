@@ -45,6 +45,8 @@ extension Broker {
                 work: &work,
                 isKept: { index.hasExactSubscribers(to: $0.topic.name) },
                 forgotten: {
+                    // Sessions that still hold it as their last topic must not keep its subscribers alive through it.
+                    $0.invalidateSubscribers()
                     settleHistory()
                     historyLedger.forget($0)
                     timeMovesOnAfterForgetting()
