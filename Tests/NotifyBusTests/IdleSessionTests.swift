@@ -28,4 +28,38 @@ struct IdleSessionTests {
         #expect(!subscriber.session.hasOutboxStorage, "let go with the session")
         #expect(account.queuedBytes == 0, "and counted off its uid")
     }
+
+    @Test("a queue its subscriber caught up on is let go when the daemon is idle, and made again when needed")
+    func drainedQueueReleased() throws {
+        let harness = BrokerHarness()
+        let subscriber = harness.connect()
+        subscriber.send("SUB t\n")
+        let publisher = harness.connect()
+        subscriber.transport.isWritable = false
+        publisher.send(String(repeating: "PUB t 1\nx\n", count: 1_000))
+        #expect(subscriber.session.outbox.messageCount == 1_000)
+        subscriber.transport.isWritable = true
+        harness.broker.writabilityChanged(subscriber.session)
+        harness.broker.flush()
+        #expect(try subscriber.deliveries().count == 1_000)
+        #expect(subscriber.session.hasOutboxStorage, "kept while the daemon works: it may fall behind again")
+
+        // A connection whose queue still holds something keeps it.
+        let behind = harness.connect()
+        behind.send("SUB t\n")
+        behind.transport.isWritable = false
+        publisher.send("PUB t 1\ny\n")
+        harness.broker.releaseIdleMemory()
+        #expect(!subscriber.session.hasOutboxStorage, "idle: its room for 1,000 messages is given back")
+        #expect(behind.session.outbox.messageCount == 1, "a queue with a message in it stays")
+        #expect(try subscriber.deliveries() == ["y"])
+
+        subscriber.transport.isWritable = false
+        publisher.send("PUB t 1\nz\n")
+        #expect(subscriber.session.outbox.messageCount == 1, "falling behind again makes a queue again")
+        subscriber.transport.isWritable = true
+        harness.broker.writabilityChanged(subscriber.session)
+        harness.broker.flush()
+        #expect(try subscriber.deliveries() == ["z"])
+    }
 }

@@ -46,7 +46,7 @@ extension Broker {
                 isKept: { index.hasExactSubscribers(to: $0.topic.name) },
                 forgotten: {
                     // Sessions that still hold it as their last topic must not keep its subscribers alive through it.
-                    $0.invalidateSubscribers()
+                    dropSubscriberList(of: $0)
                     settleHistory()
                     historyLedger.forget($0)
                     timeMovesOnAfterForgetting()
@@ -277,8 +277,29 @@ extension Broker {
                 list[session.matchPosition].overflow = .strictest(list[session.matchPosition].overflow, subscription.overflow)
             }
         }
+        cachedSubscriberEntries += list.count - state.subscribers.count
         state.subscribers = list
         state.subscribersGeneration = wildcardGeneration
+        if cachedSubscriberEntries > configuration.maxCachedSubscriberEntries {
+            // Wildcard subscribers times topics has no bound of its own. Letting every other list go costs a walk of
+            // the topics once per that many entries made, and each list one walk of the index when next needed.
+            workDone &+= topicTable.forEach(matching: nil) { if $0 !== state { dropSubscriberList(of: $0) } }
+        }
         return list
+    }
+
+    /// Forgets `state`'s cached subscriber list, and the sessions it holds, until its next publish makes it again.
+    func dropSubscriberList(of state: TopicState) {
+        cachedSubscriberEntries -= state.subscribers.count
+        state.invalidateSubscribers()
+    }
+
+    /// Lets go of the subscriber lists that changes to wildcard subscriptions made stale, and of the closed sessions
+    /// they hold: each would otherwise stay until its topic's next publish, which may never come. Walks every topic
+    /// (see ``releaseIdleMemory()``).
+    func releaseStaleSubscriberLists() {
+        topicTable.forEach(matching: nil) { state in
+            if state.subscribersGeneration != wildcardGeneration, !state.subscribers.isEmpty { dropSubscriberList(of: state) }
+        }
     }
 }

@@ -7,7 +7,7 @@ extension Broker {
     func subscriptionsChanged(for pattern: TopicPattern) {
         if pattern.isLiteral {
             guard let state = topicTable[pattern.text] else { return }
-            state.invalidateSubscribers()
+            dropSubscriberList(of: state)
             // Its last subscriber by name may be gone: it may be forgotten again.
             if !state.hasRetained { topicTable.listForgettable(state) }
         } else {

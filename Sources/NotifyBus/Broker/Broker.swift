@@ -30,7 +30,9 @@ import NIOCore
 /// - Each topic caches the sessions its messages go to, so a publish normally costs one hash lookup plus one write
 ///   per subscriber. A change to a literal subscription empties that one topic's cache at once; a change to a
 ///   wildcard subscription bumps `wildcardGeneration`, and every cache is recomputed from `index` on its topic's
-///   next publish. Closed sessions drop their transport, so a stale cache never keeps a connection alive.
+///   next publish. Closed sessions drop their transport, so a stale cache never keeps a connection alive; the caches
+///   together hold at most ``BrokerConfiguration/maxCachedSubscriberEntries`` entries, and the stale ones are let go
+///   when the daemon is idle (``releaseIdleMemory()``).
 ///
 /// ## Batching and slow subscribers
 /// Frames are written to sessions as work is done and sent by ``flush()``, which the daemon calls once per batch of
@@ -74,6 +76,9 @@ public final class Broker {
     let index = SubscriptionIndex<Subscription>()
     /// Bumped by a change to a wildcard subscription: every topic's cached subscriber list is stale then.
     @exclusivity(unchecked) var wildcardGeneration: UInt64 = 0
+    /// Entries in the topics' cached subscriber lists, stale ones included, bounded by
+    /// ``BrokerConfiguration/maxCachedSubscriberEntries``.
+    @exclusivity(unchecked) var cachedSubscriberEntries = 0
     /// Who pays for the topics' history.
     @exclusivity(unchecked) var historyLedger = HistoryLedger()
     /// Messages of this batch on their way into their topics' histories (see ``settleHistory()``).

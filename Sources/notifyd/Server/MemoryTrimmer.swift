@@ -32,8 +32,8 @@ struct MemoryTrimmer {
     }
 
     /// Called every ``interval`` with a count that grows with the work done; trims when it did not grow since the
-    /// last call and work was done before that.
-    mutating func tick(work: Int) {
+    /// last call and work was done before that, after `release` let go of what the daemon keeps only to go faster.
+    mutating func tick(work: Int, release: () -> Void) {
         defer { lastWork = work }
         guard work == lastWork else {
             trimmedSinceWork = false
@@ -42,6 +42,7 @@ struct MemoryTrimmer {
         guard !trimmedSinceWork else { return }
         trimmedSinceWork = true
         trims += 1
+        release()
         POSIX.trimHeap()
     }
 }

@@ -51,7 +51,10 @@ struct NotifyServer: Service {
         serviceManager.ready(status: try await status.text(on: eventLoop))
         var timers = try await startTimers(status: status, serviceManager: serviceManager)
         timers.append(eventLoop.scheduleRepeatedTask(initialDelay: MemoryTrimmer.interval, delay: MemoryTrimmer.interval) { _ in
-            state.value.trimmer.tick(work: state.value.broker.workDone &+ Int(truncatingIfNeeded: state.value.broker.statistics.messagesIn))
+            let broker = state.value.broker
+            state.value.trimmer.tick(work: broker.workDone &+ Int(truncatingIfNeeded: broker.statistics.messagesIn)) {
+                broker.releaseIdleMemory()
+            }
         })
 
         try await withThrowingDiscardingTaskGroup { group in

@@ -50,7 +50,8 @@ final class TopicState {
     @exclusivity(unchecked) var subscribers: [SubscriberTarget] = []
     @exclusivity(unchecked) var subscribersGeneration: UInt64 = .max
 
-    /// Forgets the subscriber list, and the sessions it holds, until the next publish recomputes it.
+    /// Forgets the subscriber list, and the sessions it holds, until the next publish recomputes it. Called through
+    /// ``Broker/dropSubscriberList(of:)``, which counts the lists' entries against their bound.
     func invalidateSubscribers() {
         subscribers = []
         subscribersGeneration = .max
