@@ -135,7 +135,9 @@ struct DeliveryPauseTests {
         let client = harness.connect()
         client.send("SUB t\nOPT pause\n")
         _ = try client.received()
-        harness.connect().send("PUB t 1\na\n")
+        // Larger than a frame that joins the connection's span of the batch: the LAST is written on its own.
+        let payload = String(repeating: "a", count: Broker.spanFrameLimit + 1)
+        harness.connect().send("PUB t \(payload.utf8.count)\n\(payload)\n")
         #expect(client.session.outbox.messageCount == 1)
         // The LAST frame fills the socket, so the PONG after it waits in the queue, behind the paused delivery.
         client.transport.writesUntilFull = 1
@@ -145,7 +147,7 @@ struct DeliveryPauseTests {
             Issue.record("expected the LAST alone, got \(answered)")
             return
         }
-        #expect(last.text == "a")
+        #expect(last.text == payload)
         client.transport.writesUntilFull = nil
         OutboundQueueTests.resume(client)
         #expect(try client.received() == [.pong(requestID: 2)], "the PING waited for the socket, then passed the delivery too")

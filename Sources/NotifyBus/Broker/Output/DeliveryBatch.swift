@@ -1,6 +1,7 @@
 import NIOCore
 
-/// The deliveries of one batch of reads, encoded back to back in one buffer.
+/// The deliveries of one batch of reads, encoded back to back in one buffer, and the small frames written for one
+/// connection in between (replies, replayed messages; see ``Broker/send(_:to:_:)``).
 ///
 /// A subscriber that receives a run of them is handed one slice of the buffer at the end of the batch (one write,
 /// one `iovec`) instead of one buffer per message, and every subscriber shares the same bytes: a publish is
