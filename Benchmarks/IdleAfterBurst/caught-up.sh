@@ -6,11 +6,12 @@
 #
 # Starts notifyd on a temporary socket (no history), one `notify subscribe t` (output to /dev/null), waits until the
 # daemon counts its subscription and stops it (SIGSTOP); waits QUIET seconds and reads VmRSS (idle); publishes COUNT
-# 16-byte messages to t without retaining them over one connection, until PONG; reads `queued_bytes` and VmRSS;
+# 16-byte messages to t without retaining them over one connection, all at once until PONG (ONE_AT_A_TIME=1: each
+# with `ack`, waiting for its OK, so that each is a batch of its own); reads `queued_bytes` and VmRSS;
 # lets the subscriber go on (SIGCONT), waits until nothing is queued for it, then QUIET seconds (the daemon gives
 # back what it keeps after 5 to 10 s without work), and reads VmRSS. Past its limits the subscriber is dropped
 # messages, and says so on its standard error (shown). Prints one line per repetition and the medians.
-# Environment: REPS (3), COUNT (1000000), QUIET (15).
+# Environment: REPS (3), COUNT (1000000), ONE_AT_A_TIME (0), QUIET (15).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -18,6 +19,7 @@ NOTIFYD=${NOTIFYD:-$REPO/.build/release/notifyd}
 NOTIFY=${NOTIFY:-$REPO/.build/release/notify}
 REPS=${REPS:-3}
 COUNT=${COUNT:-1000000}
+ONE_AT_A_TIME=${ONE_AT_A_TIME:-0}
 QUIET=${QUIET:-15}
 for bin in "$NOTIFYD" "$NOTIFY"; do [ -x "$bin" ] || { echo "caught-up.sh: $bin not found; build the release binaries" >&2; exit 1; }; done
 
@@ -41,16 +43,25 @@ for rep in $(seq 1 "$REPS"); do
 	kill -STOP $subscriber
 	sleep "$QUIET"   # idle: the trimmer's quiet spell, not a synchronisation
 	idle=$(field VmRSS $pid)
-	python3 - "$dir/s" "$COUNT" <<'PY'
+	python3 - "$dir/s" "$COUNT" "$ONE_AT_A_TIME" <<'PY'
 import socket, sys
 connection = socket.socket(socket.AF_UNIX)
 connection.connect(sys.argv[1])
-connection.sendall(b"PUB t 16 noretain\n0123456789abcdef\n" * int(sys.argv[2]) + b"PING\n")
 received = b""
-while b"PONG" not in received:
-    chunk = connection.recv(65536)
-    if not chunk: sys.exit("caught-up.sh: the daemon closed the connection")
-    received += chunk
+def await_line(word):
+    global received
+    while word not in received:
+        chunk = connection.recv(65536)
+        if not chunk: sys.exit("caught-up.sh: the daemon closed the connection")
+        received += chunk
+    received = received[received.index(word) + len(word):]
+if sys.argv[3] == "1":
+    for _ in range(int(sys.argv[2])):
+        connection.sendall(b"PUB t 16 noretain ack\n0123456789abcdef\n")
+        await_line(b"OK")
+else:
+    connection.sendall(b"PUB t 16 noretain\n0123456789abcdef\n" * int(sys.argv[2]) + b"PING\n")
+    await_line(b"PONG")
 PY
 	queued=$(counter "$dir/s" queued_bytes) behind=$(field VmRSS $pid)
 	kill -CONT $subscriber

@@ -11,7 +11,8 @@ import NotifyBus
 /// costs a few dynamic casts, so it is asked only after a flush that left bytes there, or after
 /// ``measureEvery`` bytes were written since it last said none were left: a connection that keeps up is asked once
 /// per that many bytes, and holds less than that unaccounted. While bytes wait, an empty write after them tells
-/// when the peer has taken them, and ``onBufferTaken`` lets the broker count them off.
+/// when the peer has taken them, and ``onBufferTaken`` lets the broker count them off. Meanwhile what is written
+/// waits in a ``WriteCoalescer`` rather than as a pending write of NIO's each (see there why).
 final class ChannelTransport: SessionTransport {
     /// How long a closing connection may take to accept what it is owed.
     static let closeGrace = TimeAmount.seconds(5)
@@ -20,7 +21,11 @@ final class ChannelTransport: SessionTransport {
     @exclusivity(unchecked) private var isClosing = false
     @exclusivity(unchecked) private(set) var isWritable = true
     /// The write buffer's bytes when NIO was last asked.
-    @exclusivity(unchecked) private(set) var bufferedBytes = 0
+    @exclusivity(unchecked) private var nioBufferedBytes = 0
+    /// What was written while NIO held bytes, waiting for it to write them.
+    @exclusivity(unchecked) private var coalescer = WriteCoalescer()
+    /// What waits to be written: in NIO's write buffer when it was last asked, and gathered since.
+    var bufferedBytes: Int { nioBufferedBytes + coalescer.gatheredBytes }
     /// Bytes written since NIO was last asked.
     @exclusivity(unchecked) private var unmeasuredBytes = 0
     /// Whether an empty write waits behind the buffered bytes, to tell when they are taken.
@@ -41,20 +46,28 @@ final class ChannelTransport: SessionTransport {
     func write(_ frame: ByteBuffer) {
         guard !isClosing else { return }
         unmeasuredBytes &+= frame.readableBytes
-        context.write(NIOAny(frame), promise: nil)
+        let context = self.context
+        coalescer.write(frame, peerIsBehind: nioBufferedBytes > 0, allocator: context.channel.allocator) {
+            context.write(NIOAny($0), promise: nil)
+        }
     }
 
     func flush() {
         guard !isClosing else { return }
         context.flush()
-        guard bufferedBytes > 0 || unmeasuredBytes >= ChannelTransport.measureEvery else { return }
+        guard nioBufferedBytes > 0 || unmeasuredBytes >= ChannelTransport.measureEvery else { return }
         measure()
-        if bufferedBytes > 0 && !watchesBuffer { watchBuffer() }
+        if nioBufferedBytes > 0 && !watchesBuffer { watchBuffer() }
     }
 
+    /// Asks NIO what its write buffer holds; once it holds nothing, what was gathered meanwhile goes to it.
     private func measure() {
         unmeasuredBytes = 0
-        bufferedBytes = isClosing ? 0 : (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+        nioBufferedBytes = isClosing ? 0 : (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+        if nioBufferedBytes == 0, !isClosing, let gathered = coalescer.take() {
+            nioBufferedBytes = gathered.readableBytes
+            context.writeAndFlush(NIOAny(gathered), promise: nil)
+        }
     }
 
     /// Writes an empty buffer behind what waits: its promise completes once the peer has taken all before it.
@@ -65,7 +78,7 @@ final class ChannelTransport: SessionTransport {
         taken.futureResult.assumeIsolated().whenComplete { [self] _ in
             watchesBuffer = false
             measure()
-            if bufferedBytes > 0 && !isClosing { watchBuffer() }
+            if nioBufferedBytes > 0 && !isClosing { watchBuffer() }
             onBufferTaken?()
         }
     }
@@ -83,6 +96,7 @@ final class ChannelTransport: SessionTransport {
         isClosing = true
         let context = self.context
         let loop = context.eventLoop.assumeIsolated()
+        if let gathered = coalescer.take() { context.write(NIOAny(gathered), promise: nil) }
         let written = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(NIOAny(ByteBuffer()), promise: written)
         let deadline = loop.scheduleTask(in: ChannelTransport.closeGrace) {
