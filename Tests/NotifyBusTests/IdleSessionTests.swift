@@ -62,4 +62,25 @@ struct IdleSessionTests {
         harness.broker.flush()
         #expect(try subscriber.deliveries() == ["z"])
     }
+
+    @Test("a connection closed, or a queue drained, with no request: the broker's activity moves, so the daemon trims")
+    func activityWithoutRequests() throws {
+        let harness = BrokerHarness()
+        let subscriber = harness.connect()
+        subscriber.send("SUB t\n")
+        subscriber.transport.isWritable = false
+        harness.connect().send("PUB t 1\nx\n")
+        var activity = harness.broker.activity
+        subscriber.transport.isWritable = true
+        harness.broker.writabilityChanged(subscriber.session)
+        harness.broker.flush()
+        #expect(try subscriber.deliveries() == ["x"])
+        #expect(harness.broker.activity != activity, "its queue drained")
+        activity = harness.broker.activity
+        harness.broker.close(subscriber.session)
+        #expect(harness.broker.activity != activity, "it left")
+        activity = harness.broker.activity
+        harness.broker.releaseIdleMemory()
+        #expect(harness.broker.activity == activity, "giving memory back is not activity, or the daemon would never rest")
+    }
 }

@@ -1,3 +1,4 @@
+import NIOCore
 import Testing
 
 @testable import NotifyBus
@@ -65,5 +66,38 @@ struct ReplySpanTests {
         #expect(last.text == payload)
         #expect(Array(frames[2...]) == [.pong(requestID: 3), .pong(requestID: 4)])
         #expect(client.transport.written.count - writesBefore == 3, "the PONG before, the LAST, the PONGs after")
+    }
+
+    @Test("a small reply when the batch is full is written on its own, after the span before it")
+    func batchFull() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        _ = try client.received()
+        let writesBefore = client.transport.written.count
+        client.handle("#1 PING\n")
+        // Others' deliveries took the rest of the batch.
+        _ = harness.broker.batch.append { $0.writeRepeatingByte(0, count: $0.writableBytes) }
+        client.send("#2 PING\n#3 PING\n")
+        #expect(try client.received() == [.pong(requestID: 1), .pong(requestID: 2), .pong(requestID: 3)])
+        #expect(client.transport.written.count - writesBefore == 3, "the span with PONG 1, then each on its own")
+    }
+
+    @Test("a span of replies outlives a publish that starts the batch over: written first, none lost")
+    func batchRestartedAfterReplies() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        client.send("SUB t\n")
+        _ = try client.received()
+        let payload = String(repeating: "p", count: 63 << 10)
+        client.send("#1 PING\nPUB t 1\na\nPUB t \(payload.utf8.count)\n\(payload)\n#2 PING\n")
+        let frames = try client.received()
+        guard frames.count == 4 else {
+            Issue.record("expected PONG, MSG, MSG, PONG: \(frames.count) frames")
+            return
+        }
+        #expect(frames[0] == .pong(requestID: 1))
+        #expect(delivery(frames[1])?.text == "a")
+        #expect(delivery(frames[2])?.text == payload)
+        #expect(frames[3] == .pong(requestID: 2))
     }
 }

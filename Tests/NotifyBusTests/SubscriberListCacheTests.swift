@@ -93,4 +93,27 @@ struct SubscriberListCacheTests {
         #expect(harness.broker.cachedSubscriberEntries == 1)
         #expect(try staying.deliveries() == ["x", "x", "x", "y"])
     }
+
+    @Test("past the bound, stale lists go first: lists still valid stay while that is enough")
+    func staleFirst() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxCachedSubscriberEntries = 10
+        configuration.history = .off
+        let harness = BrokerHarness(configuration: configuration)
+        let subscribers = (0..<3).map { _ in harness.connect() }
+        for subscriber in subscribers { subscriber.send("SUB t.*\n") }
+        let publisher = harness.connect()
+        publisher.send("PUB t.0 1\nx\nPUB t.1 1\nx\nPUB t.2 1\nx\n")
+        #expect(harness.broker.cachedSubscriberEntries == 9)
+        // A new wildcard subscription: every list is stale now.
+        let late = harness.connect()
+        late.send("SUB u.*\n")
+        publisher.send("PUB u.0 1\ny\n")
+        #expect(harness.broker.cachedSubscriberEntries == 10, "within the bound: nothing let go")
+        publisher.send("PUB u.1 1\ny\n")
+        #expect(harness.broker.cachedSubscriberEntries == 2, "the stale lists of t.0 … t.2 went")
+        let u0 = try #require(harness.broker.topicTable["u.0"])
+        #expect(u0.subscribersGeneration == harness.broker.wildcardGeneration && u0.subscribers.count == 1, "u.0's stayed")
+        #expect(try late.deliveries() == ["y", "y"])
+    }
 }

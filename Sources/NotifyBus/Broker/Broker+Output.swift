@@ -2,8 +2,8 @@ internal import DequeModule
 import NIOCore
 
 /// Everything sent to connections: replies, deliveries and the buffered messages `SUB … latest` replays. A frame
-/// goes straight to the connection when it takes it (a delivery as part of its span of the shared batch), else into
-/// its bounded ``OutboundQueue``; what waits, in the queue or in the connection's write buffer, counts against the
+/// goes to the connection when it takes it (as part of its span of the shared batch, unless it is a large reply or
+/// replay, or the batch is full: then on its own, after the span), else into its bounded ``OutboundQueue``; what waits, in the queue or in the connection's write buffer, counts against the
 /// uid's budget and the daemon's. ``flush()`` sends it all once per batch.
 extension Broker {
     /// Sends every frame queued since the last flush, one flush per connection, and closes the connections that
@@ -46,8 +46,8 @@ extension Broker {
         }
     }
 
-    /// Sends a reply (or greeting): straight to the connection, or behind what is queued for it. While the session
-    /// pauses its deliveries, a reply passes the live deliveries queued (see ``OutboundQueue``).
+    /// Sends a reply (or greeting): to the connection (``send(_:to:_:)``), or behind what is queued for it. While the
+    /// session pauses its deliveries, a reply passes the live deliveries queued (see ``OutboundQueue``).
     func queue(_ frame: ByteBuffer, to session: Session) {
         guard let transport = session.transport else { return }
         if takesFlowingFrame(session, transport) {
@@ -107,8 +107,9 @@ extension Broker {
         guard session.hasTransport else { return }
         let takesIt: Bool
         if session.spanGeneration == batch.generation, !session.span.isEmpty, session.span.upperBound == frame.lowerBound {
-            // The next of a run to this connection in this batch: it took the run's first, and nothing was written to
-            // it since (a write ends the run), so its transport is not asked again (that counts a reference to it).
+            // The next of a run to this connection in this batch: it took the run's first frame (a delivery, or a
+            // reply that asked it), and nothing was written to it since (a write ends the run), so its transport is
+            // not asked again (that counts a reference to it).
             takesIt = session.takesDeliveries && !writeBufferIsOverBudget(session)
             if takesIt { session.span = session.span.lowerBound..<frame.upperBound }
         } else {

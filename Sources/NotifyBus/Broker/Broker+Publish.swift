@@ -280,10 +280,18 @@ extension Broker {
         cachedSubscriberEntries += list.count - state.subscribers.count
         state.subscribers = list
         state.subscribersGeneration = wildcardGeneration
-        if cachedSubscriberEntries > configuration.maxCachedSubscriberEntries {
-            // Wildcard subscribers times topics has no bound of its own. Letting every other list go costs a walk of
-            // the topics once per that many entries made, and each list one walk of the index when next needed.
-            workDone &+= topicTable.forEach(matching: nil) { if $0 !== state { dropSubscriberList(of: $0) } }
+        workDone &+= list.count / 64
+        let bound = configuration.maxCachedSubscriberEntries
+        if cachedSubscriberEntries > bound {
+            // Wildcard subscribers times topics has no bound of its own. Stale lists go first; if that is not enough,
+            // every other list does. A walk of the topics once per that many entries made, and each list one walk of
+            // the index when next needed.
+            workDone &+= topicTable.forEach(matching: nil) {
+                if $0.subscribersGeneration != wildcardGeneration { dropSubscriberList(of: $0) }
+            }
+            if cachedSubscriberEntries > bound {
+                workDone &+= topicTable.forEach(matching: nil) { if $0 !== state { dropSubscriberList(of: $0) } }
+            }
         }
         return list
     }
@@ -299,7 +307,7 @@ extension Broker {
     /// (see ``releaseIdleMemory()``).
     func releaseStaleSubscriberLists() {
         topicTable.forEach(matching: nil) { state in
-            if state.subscribersGeneration != wildcardGeneration, !state.subscribers.isEmpty { dropSubscriberList(of: state) }
+            if state.subscribersGeneration != wildcardGeneration { dropSubscriberList(of: state) }
         }
     }
 }

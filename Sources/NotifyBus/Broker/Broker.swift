@@ -31,8 +31,8 @@ import NIOCore
 ///   per subscriber. A change to a literal subscription empties that one topic's cache at once; a change to a
 ///   wildcard subscription bumps `wildcardGeneration`, and every cache is recomputed from `index` on its topic's
 ///   next publish. Closed sessions drop their transport, so a stale cache never keeps a connection alive; the caches
-///   together hold at most ``BrokerConfiguration/maxCachedSubscriberEntries`` entries, and the stale ones are let go
-///   when the daemon is idle (``releaseIdleMemory()``).
+///   together hold about ``BrokerConfiguration/maxCachedSubscriberEntries`` entries (the last list made may go past
+///   it), and the stale ones are let go when the daemon is idle (``releaseIdleMemory()``).
 ///
 /// ## Batching and slow subscribers
 /// Frames are written to sessions as work is done and sent by ``flush()``, which the daemon calls once per batch of
@@ -144,6 +144,14 @@ public final class Broker {
     /// the topic table one more per 64 topics it walks. The daemon reads a connection in turns of a fixed amount of
     /// it, so that one client's burst of costly requests does not keep everyone else (and the watchdog) waiting.
     @exclusivity(unchecked) public internal(set) var workDone = 0
+
+    /// A figure that changes whenever the broker does anything: a request, a message in or out (a queue drained
+    /// included), a connection opened or closed. The daemon gives memory back once it stopped changing
+    /// (``releaseIdleMemory()``): what a subscriber's leaving or catching up left to let go of is let go of too.
+    public var activity: Int {
+        workDone &+ Int(truncatingIfNeeded: counters.messagesIn &+ counters.messagesOut &+ counters.connectionsTotal)
+            &+ counters.connections
+    }
 
     /// The length of the list of topics it may forget, for tests: it stays within the number of topics.
     var forgettableTopicCount: Int { topicTable.forgettableCount }

@@ -77,8 +77,9 @@ final class ChannelTransport: SessionTransport {
         context.writeAndFlush(NIOAny(ByteBuffer()), promise: taken)
         taken.futureResult.assumeIsolated().whenComplete { [self] _ in
             watchesBuffer = false
+            // What was gathered goes to NIO here, and the broker may flush (and arm a watch) before this goes on.
             measure()
-            if nioBufferedBytes > 0 && !isClosing { watchBuffer() }
+            if nioBufferedBytes > 0 && !isClosing && !watchesBuffer { watchBuffer() }
             onBufferTaken?()
         }
     }

@@ -52,7 +52,7 @@ struct NotifyServer: Service {
         var timers = try await startTimers(status: status, serviceManager: serviceManager)
         timers.append(eventLoop.scheduleRepeatedTask(initialDelay: MemoryTrimmer.interval, delay: MemoryTrimmer.interval) { _ in
             let broker = state.value.broker
-            state.value.trimmer.tick(work: broker.workDone &+ Int(truncatingIfNeeded: broker.statistics.messagesIn)) {
+            state.value.trimmer.tick(work: broker.activity) {
                 broker.releaseIdleMemory()
             }
         })

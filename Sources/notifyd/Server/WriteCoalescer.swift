@@ -5,10 +5,11 @@ import NIOCore
 /// NIO keeps each pending write in a ring of about 50 bytes an entry, which never shrinks, beside the frame's own
 /// buffer (a small frame is a copy of its own, another hundred bytes or so), and its write buffer's high-water mark
 /// counts the frames' bytes only. A subscriber that stopped reading while messages came one per batch made the
-/// daemon hold 155 MiB for 39.5 MB it counted (700,000 messages of 16 bytes). While NIO holds bytes the peer has not
+/// daemon's RSS 151 MiB for 37.7 MiB it counted as queued (700,000 messages of 16 bytes;
+/// `Benchmarks/IdleAfterBurst/caught-up.sh` with `ONE_AT_A_TIME=1`). While NIO holds bytes the peer has not
 /// taken, the peer takes nothing more anyway: frames wait here meanwhile, back to back, and reach NIO when a chunk
-/// is full or once NIO has written everything before them. What waits here is at most a chunk and a frame, outside
-/// NIO's mark.
+/// is full or once NIO has written everything before them. What waits here is less than a chunk, outside NIO's mark
+/// (its buffer, grown by doubling, may take twice that), and counted in the connection's buffered bytes.
 struct WriteCoalescer {
     /// How much is gathered before it goes to NIO.
     static let chunkSize = 64 << 10

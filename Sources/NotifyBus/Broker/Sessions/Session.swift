@@ -114,8 +114,9 @@ public final class Session: Hashable {
     @exclusivity(unchecked) var droppedSinceReport = 0
     /// Whether frames were queued since the last flush.
     @exclusivity(unchecked) var hasUnflushedFrames = false
-    /// This session's run of deliveries in the broker's ``DeliveryBatch`` not written yet, valid while
-    /// `spanGeneration` is the batch's generation: consecutive deliveries extend it and go out as one write.
+    /// This session's run of frames in the broker's ``DeliveryBatch`` not written yet (deliveries, and small replies
+    /// and replayed messages), valid while `spanGeneration` is the batch's generation: consecutive frames extend it
+    /// and go out as one write.
     @exclusivity(unchecked) var span: Range<Int> = 0..<0
     @exclusivity(unchecked) var spanGeneration: UInt64 = .max
     /// Whether the connection is to be closed once flushed (after an error that loses framing).
