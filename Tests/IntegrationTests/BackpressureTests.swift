@@ -207,4 +207,30 @@ struct BackpressureTests {
         await client.close()
         try await daemon.stop()
     }
+
+    @Test("a subscriber that reads nothing while messages come one per batch gets them all, in order, once it reads")
+    func oneAtATimeToAStalledReader() async throws {
+        // Each acknowledged publish is a batch of its own: while the reader's socket is full, the daemon gathers what
+        // it writes to it (WriteCoalescer) instead of handing NIO a write per message, and must lose none of it.
+        let daemon = try await TestDaemon.start()
+        let reader = try RawSocket(path: daemon.socketPath)
+        try reader.send("SUB one\n")
+        let client = try await daemon.client()
+        try await Self.waitForSubscriptions(1, on: client)
+        let count = 3_000
+        let payload = String(repeating: "x", count: 1_000)
+        for _ in 1...count { _ = try await client.publishAcknowledged(payload, to: try Topic("one"), retain: false) }
+        let stats = try await client.stats()
+        #expect(stats["queued_bytes"] ?? 0 > 0, "the reader was behind: \(stats)")
+        #expect(stats["dropped"] == 0)
+
+        let last = Array("MSG one \(count) ".utf8)
+        #expect(await reader.read(timeout: .seconds(60)) { $0.suffix(2_048).firstRange(of: last) != nil }, "everything came")
+        var seen: [Seen] = []
+        for line in reader.received.split(separator: UInt8(ascii: "\n")) where line.starts(with: Array("MSG one ".utf8)) {
+            seen.append(.message(UInt64(String(decoding: line.split(separator: UInt8(ascii: " "))[2], as: UTF8.self)) ?? 0))
+        }
+        #expect(Self.expectWholeSequence(seen, count: UInt64(count), "the reader") == 0)
+        try await daemon.stop()
+    }
 }
