@@ -23,14 +23,7 @@ ONE_AT_A_TIME=${ONE_AT_A_TIME:-0}
 QUIET=${QUIET:-15}
 for bin in "$NOTIFYD" "$NOTIFY"; do [ -x "$bin" ] || { echo "caught-up.sh: $bin not found; build the release binaries" >&2; exit 1; }; done
 
-field() { awk -v key="$1:" '$1 == key { print $2 }' "/proc/$2/status"; }
-counter() { "$NOTIFY" --socket "$1" stats | awk -v key="$2" '$1 == key { print $2 }'; }
-# Waits (at most 60 s) until `counter SOCKET KEY` prints VALUE.
-wait_for() {
-	for _ in $(seq 1 600); do [ "$(counter "$1" "$2")" = "$3" ] && return 0; sleep 0.1; done
-	echo "caught-up.sh: $2 never reached $3 (at $(counter "$1" "$2"))" >&2
-	return 1
-}
+. "$HERE/../Support/daemon.sh"
 lines=()
 for rep in $(seq 1 "$REPS"); do
 	dir=$(mktemp -d /tmp/notifyd-caught-up.XXXXXX)

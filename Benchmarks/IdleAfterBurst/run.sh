@@ -18,7 +18,7 @@ COUNT=${COUNT:-200000}
 QUIET=${QUIET:-15}
 for bin in "$NOTIFYD" "$NOTIFY"; do [ -x "$bin" ] || { echo "run.sh: $bin not found; build the release binaries" >&2; exit 1; }; done
 
-field() { awk -v key="$1:" '$1 == key { print $2 }' "/proc/$2/status"; }
+. "$HERE/../Support/daemon.sh"
 lines=()
 for rep in $(seq 1 "$REPS"); do
 	dir=$(mktemp -d /tmp/notifyd-burst.XXXXXX)

@@ -27,16 +27,9 @@ ROUNDS=${ROUNDS:-1}
 QUIET=${QUIET:-15}
 for bin in "$NOTIFYD" "$NOTIFY"; do [ -x "$bin" ] || { echo "run.sh: $bin not found; build the release binaries" >&2; exit 1; }; done
 
-field() { awk -v key="$1:" '$1 == key { print $2 }' "/proc/$2/status"; }
+. "$HERE/../Support/daemon.sh"
 # The process's CPU time so far, user and system, in clock ticks.
 cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-counter() { "$NOTIFY" --socket "$1" stats | awk -v key="$2" '$1 == key { print $2 }'; }
-# Waits (at most 60 s) until `counter SOCKET KEY` prints VALUE.
-wait_for() {
-	for _ in $(seq 1 600); do [ "$(counter "$1" "$2")" = "$3" ] && return 0; sleep 0.1; done
-	echo "run.sh: $2 never reached $3 (at $(counter "$1" "$2"))" >&2
-	return 1
-}
 lines=()
 for rep in $(seq 1 "$REPS"); do
 	dir=$(mktemp -d /tmp/notifyd-wildcard.XXXXXX)

@@ -9,15 +9,13 @@ import NIOCore
 /// `Benchmarks/IdleAfterBurst/caught-up.sh` with `ONE_AT_A_TIME=1`). While NIO holds bytes the peer has not
 /// taken, the peer takes nothing more anyway: frames wait here meanwhile, back to back, and reach NIO when a chunk
 /// is full or once NIO has written everything before them. What waits here is less than a chunk, outside NIO's mark
-/// (its buffer, grown by doubling, may take twice that), and counted in the connection's buffered bytes.
+/// (its buffer may grow to two), and counted in the connection's buffered bytes.
 struct WriteCoalescer {
-    /// How much is gathered before it goes to NIO.
-    static let chunkSize = 64 << 10
-    /// The smallest write that goes to NIO as it is, whatever waits: a run of deliveries this long is a slice of the
-    /// broker's batch, not a copy (`DeliveryBatch.frame`), and NIO's cost per write is nothing beside it. Copying
-    /// such runs too (a limit of 64 KiB) took `notify bench --size 1024` from 1.14–1.31M to 0.93–1.05M msg/s, 1 → 1
-    /// (5 alternated pairs); 2 and 16 KiB did as well as this.
-    static let directWriteSize = 32 << 10
+    /// How much is gathered before it goes to NIO, and the smallest write that goes as it is, after what waits: NIO's
+    /// cost per write is 2–3% of it. Small, because every connection that is behind holds one: 1,000 subscribers
+    /// behind at once held 64 KiB each (and up to twice that in the buffers' room) with chunks of 64 KiB, a daemon
+    /// peak of 183 MiB where it had been 65 (`Benchmarks/IdleAfterBurst/run.sh`, `COUNT=20000`).
+    static let chunkSize = 8 << 10
 
     private var gathered: ByteBuffer?
 
@@ -25,8 +23,8 @@ struct WriteCoalescer {
     var gatheredBytes: Int { gathered?.readableBytes ?? 0 }
 
     /// Writes `frame`: passed to `emit` as it is while nothing waits and NIO holds nothing (`peerIsBehind` false),
-    /// else gathered, and what was gathered is emitted once it makes a chunk. A frame of ``directWriteSize`` or more
-    /// is emitted as it is, after what was gathered before it.
+    /// else gathered, and what was gathered is emitted once it makes a chunk. A frame of a chunk or more is emitted
+    /// as it is, after what was gathered before it.
     mutating func write(
         _ frame: ByteBuffer,
         peerIsBehind: Bool,
@@ -37,12 +35,12 @@ struct WriteCoalescer {
             emit(frame)
             return
         }
-        if frame.readableBytes >= WriteCoalescer.directWriteSize {
+        if frame.readableBytes >= WriteCoalescer.chunkSize {
             if let earlier = take() { emit(earlier) }
             emit(frame)
             return
         }
-        if gathered == nil { gathered = allocator.buffer(capacity: 4 << 10) }
+        if gathered == nil { gathered = allocator.buffer(capacity: WriteCoalescer.chunkSize) }
         gathered!.writeImmutableBuffer(frame)
         if gathered!.readableBytes >= WriteCoalescer.chunkSize, let chunk = take() { emit(chunk) }
     }
