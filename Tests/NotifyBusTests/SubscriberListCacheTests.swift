@@ -11,12 +11,17 @@ struct SubscriberListCacheTests {
         broker.topicTable.all.reduce(0) { $0 + $1.subscribers.count }
     }
 
+    /// A broker whose lists hold `bound` entries in all, without history (which does not change what lists hold).
+    static func harness(bound: Int) -> BrokerHarness {
+        var configuration = BrokerConfiguration.default
+        configuration.maxCachedSubscriberEntries = bound
+        configuration.history = .off
+        return BrokerHarness(configuration: configuration)
+    }
+
     @Test("wildcard subscribers times topics stays within the bound, and every message still reaches every subscriber")
     func bounded() throws {
-        var configuration = BrokerConfiguration.default
-        configuration.maxCachedSubscriberEntries = 10
-        configuration.history = .off
-        let harness = BrokerHarness(configuration: configuration)
+        let harness = Self.harness(bound: 10)
         let subscribers = (0..<4).map { _ in harness.connect() }
         for subscriber in subscribers { subscriber.send("SUB t.*\n") }
         let publisher = harness.connect()
@@ -96,10 +101,7 @@ struct SubscriberListCacheTests {
 
     @Test("past the bound, stale lists go first: lists still valid stay while that is enough")
     func staleFirst() throws {
-        var configuration = BrokerConfiguration.default
-        configuration.maxCachedSubscriberEntries = 10
-        configuration.history = .off
-        let harness = BrokerHarness(configuration: configuration)
+        let harness = Self.harness(bound: 10)
         let subscribers = (0..<3).map { _ in harness.connect() }
         for subscriber in subscribers { subscriber.send("SUB t.*\n") }
         let publisher = harness.connect()

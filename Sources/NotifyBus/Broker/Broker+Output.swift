@@ -3,8 +3,9 @@ import NIOCore
 
 /// Everything sent to connections: replies, deliveries and the buffered messages `SUB … latest` replays. A frame
 /// goes to the connection when it takes it (as part of its span of the shared batch, unless it is a large reply or
-/// replay, or the batch is full: then on its own, after the span), else into its bounded ``OutboundQueue``; what waits, in the queue or in the connection's write buffer, counts against the
-/// uid's budget and the daemon's. ``flush()`` sends it all once per batch.
+/// replay, or the batch is full: then on its own, after the span), else into its bounded ``OutboundQueue``; what
+/// waits, in the queue or in the connection's write buffer, counts against the uid's budget and the daemon's.
+/// ``flush()`` sends it all once per batch.
 extension Broker {
     /// Sends every frame queued since the last flush, one flush per connection, and closes the connections that
     /// asked for it. Ends the batch: the next publish reads the clock again (``batchTime``).
@@ -78,13 +79,25 @@ extension Broker {
             return
         }
         let range = batch.append { $0.writeImmutableBuffer(frame) }
-        if session.spanGeneration == batch.generation, !session.span.isEmpty, session.span.upperBound == range.lowerBound {
+        if continuesSpan(range, of: session) {
             session.span = session.span.lowerBound..<range.upperBound
         } else {
-            writeSpan(of: session)
-            session.span = range
-            session.spanGeneration = batch.generation
+            startSpan(range, of: session)
         }
+    }
+
+    /// Whether `range` of the batch follows straight on `session`'s span of it.
+    @inline(__always)
+    func continuesSpan(_ range: Range<Int>, of session: Session) -> Bool {
+        session.spanGeneration == batch.generation && !session.span.isEmpty && session.span.upperBound == range.lowerBound
+    }
+
+    /// Writes `session`'s span, if it has one, and starts another at `range` of the batch.
+    @inline(__always)
+    func startSpan(_ range: Range<Int>, of session: Session) {
+        writeSpan(of: session)
+        session.span = range
+        session.spanGeneration = batch.generation
     }
 
     /// Whether a frame that flows while deliveries are paused (a reply, a buffered message `SUB … latest` brings)
@@ -106,7 +119,7 @@ extension Broker {
     ) {
         guard session.hasTransport else { return }
         let takesIt: Bool
-        if session.spanGeneration == batch.generation, !session.span.isEmpty, session.span.upperBound == frame.lowerBound {
+        if continuesSpan(frame, of: session) {
             // The next of a run to this connection in this batch: it took the run's first frame (a delivery, or a
             // reply that asked it), and nothing was written to it since (a write ends the run), so its transport is
             // not asked again (that counts a reference to it).
@@ -114,11 +127,7 @@ extension Broker {
             if takesIt { session.span = session.span.lowerBound..<frame.upperBound }
         } else {
             takesIt = session.transportIsWritable && session.takesDeliveries && !writeBufferIsOverBudget(session)
-            if takesIt {
-                writeSpan(of: session)
-                session.span = frame
-                session.spanGeneration = batch.generation
-            }
+            if takesIt { startSpan(frame, of: session) }
         }
         markForFlush(session)
         if takesIt {

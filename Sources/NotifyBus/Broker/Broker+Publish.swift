@@ -286,9 +286,7 @@ extension Broker {
             // Wildcard subscribers times topics has no bound of its own. Stale lists go first; if that is not enough,
             // every other list does. A walk of the topics once per that many entries made, and each list one walk of
             // the index when next needed.
-            workDone &+= topicTable.forEach(matching: nil) {
-                if $0.subscribersGeneration != wildcardGeneration { dropSubscriberList(of: $0) }
-            }
+            workDone &+= releaseStaleSubscriberLists()
             if cachedSubscriberEntries > bound {
                 workDone &+= topicTable.forEach(matching: nil) { if $0 !== state { dropSubscriberList(of: $0) } }
             }
@@ -305,7 +303,9 @@ extension Broker {
     /// Lets go of the subscriber lists that changes to wildcard subscriptions made stale, and of the closed sessions
     /// they hold: each would otherwise stay until its topic's next publish, which may never come. Walks every topic
     /// (see ``releaseIdleMemory()``).
-    func releaseStaleSubscriberLists() {
+    /// - Returns: the walk's cost as work.
+    @discardableResult
+    func releaseStaleSubscriberLists() -> Int {
         topicTable.forEach(matching: nil) { state in
             if state.subscribersGeneration != wildcardGeneration { dropSubscriberList(of: state) }
         }

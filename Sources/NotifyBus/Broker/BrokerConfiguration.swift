@@ -48,8 +48,8 @@ public struct BrokerConfiguration: Sendable, Hashable {
     public var maxWildcardTokensPerUser = 262_144
     /// The most entries in the topics' cached subscriber lists together (one per topic and session it goes to,
     /// 16 bytes each), give or take the list just made: past it, the stale lists are let go, then if need be every
-    /// list but that one, each made again at its topic's next publish. Without it, wildcard subscribers times topics published to is memory the daemon keeps: 400
-    /// connections subscribed to `>` and 10,000 topics took 98 MiB.
+    /// list but that one, each made again at its topic's next publish. Without it, wildcard subscribers times topics
+    /// published to is memory the daemon keeps: 400 connections subscribed to `>` and 10,000 topics took 98 MiB.
     public var maxCachedSubscriberEntries = 262_144
     /// Who may publish to and read which topics.
     public var accessPolicy: AccessPolicy = .default
