@@ -182,6 +182,67 @@ struct OutboundQueueTests {
         #expect(transport.written.count < Int(sequence) / 4, "adjacent frames go out together")
     }
 
+    /// A topic only a queue holds, to tell when the queue lets go of it.
+    private final class QueuedTopic {
+        weak var state: TopicState?
+    }
+
+    private static func enqueue(
+        _ count: Int,
+        of name: String,
+        into queue: inout OutboundQueue,
+        limits: OutboundQueue.Limits = .init(messages: .max, bytes: .max),
+        isReplay: Bool = false
+    ) -> QueuedTopic {
+        let topic = TopicState(topic: Topic(unchecked: name))
+        let queued = QueuedTopic()
+        queued.state = topic
+        let frame = ByteBuffer(string: "MSG \(name) 1 0 0 0 - 1\nx\n")
+        for sequence in 1...count {
+            _ = frame.withUnsafeReadableBytes {
+                queue.appendDelivery(
+                    $0,
+                    topic: topic,
+                    sequence: UInt64(sequence),
+                    payloadSize: 1,
+                    policy: .dropOldest,
+                    limits: limits,
+                    isReplay: isReplay
+                )
+            }
+        }
+        return queued
+    }
+
+    @Test("a queued delivery keeps its topic, and the queue lets go of it once it is written, dropped, taken out, flowed, or the queue goes")
+    func holdsTopicsWhileQueued() {
+        let transport = RecordingTransport()
+        var queue = OutboundQueue()
+
+        let written = Self.enqueue(3, of: "written", into: &queue)
+        #expect(written.state != nil, "the queue holds the topic of what waits")
+        _ = queue.drain(into: transport)
+        #expect(written.state == nil && queue.isEmpty)
+
+        let one = OutboundQueue.Limits(messages: 1, bytes: .max)
+        let dropped = Self.enqueue(1, of: "dropped", into: &queue, limits: one)
+        let kept = Self.enqueue(2, of: "kept", into: &queue, limits: one)
+        #expect(dropped.state == nil, "a dropped delivery no longer holds its topic")
+        #expect(kept.state?.dropped == 1 && queue.messageCount == 1)
+
+        queue.removeDeliveries { $0.name == "kept" }
+        #expect(kept.state == nil && queue.messageCount == 0)
+
+        let flowed = Self.enqueue(2, of: "flowed", into: &queue, isReplay: true)
+        let waiting = Self.enqueue(2, of: "waiting", into: &queue)
+        _ = queue.drainFlowing(into: transport)
+        #expect(flowed.state == nil, "a delivery that flowed out no longer holds its topic")
+        #expect(waiting.state != nil && queue.messageCount == 2)
+
+        queue = OutboundQueue()
+        #expect(waiting.state == nil, "a queue let go of releases the topics of what still waited")
+    }
+
     @Test("a subscriber that stays stalled keeps exactly the newest messages its bound allows, however long it lasts")
     func longStall() throws {
         let harness = Self.harness(messages: 1_000)

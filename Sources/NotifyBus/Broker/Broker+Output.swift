@@ -178,7 +178,9 @@ extension Broker {
         isReplay: Bool = false
     ) {
         let session = target.session
-        guard let transport = session.transport else { return }
+        // Not the transport itself: copying an existential out of the session costs a retain and a release, for
+        // every message queued for a subscriber behind.
+        guard session.hasTransport else { return }
         writeSpan(of: session)
         // The uid's share and the daemon's as well as the connection's own: past either, this connection's queue
         // counts as full.
@@ -202,8 +204,10 @@ extension Broker {
         guard let dropped else {
             onEvent?(.disconnectedSlowSubscriber(session.peer, queuedMessages: session.outbox.messageCount))
             // Nothing more goes to it from now on; it is closed once this batch's work is done.
-            session.detachTransport()
-            disconnecting.append((session, transport))
+            if let transport = session.transport {
+                session.detachTransport()
+                disconnecting.append((session, transport))
+            }
             return
         }
         if dropped > 0 {

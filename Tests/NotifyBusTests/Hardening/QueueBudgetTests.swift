@@ -25,7 +25,7 @@ struct QueueBudgetTests {
         let payload = String(repeating: "x", count: 100)
         harness.connect(uid: 3000).send(String(repeating: "PUB t 100 noretain\n\(payload)\n", count: 1_000))
 
-        let queued = mine.map(\.session.outbox.byteCount).reduce(0, +)
+        let queued = mine.map { $0.session.outbox.byteCount }.reduce(0, +)
         #expect(queued <= 20_000, "uid 1000's four queues hold \(queued) bytes together")
         #expect(theirs.session.outbox.byteCount <= 20_000)
         #expect(theirs.session.outbox.byteCount * 3 > queued, "uid 2000's one queue is not squeezed by uid 1000's four")
@@ -55,7 +55,7 @@ struct QueueBudgetTests {
         let payload = String(repeating: "x", count: 100)
         harness.connect(uid: 3000).send(String(repeating: "PUB t 100 noretain\n\(payload)\n", count: 1_000))
         #expect(harness.broker.statistics.queuedBytes <= 30_000)
-        #expect(stalled.map(\.session.outbox.byteCount).reduce(0, +) == harness.broker.statistics.queuedBytes)
+        #expect(stalled.map { $0.session.outbox.byteCount }.reduce(0, +) == harness.broker.statistics.queuedBytes)
     }
 
     @Test("what waits in connections' write buffers counts against the budget too, and is counted off once taken")
@@ -76,7 +76,7 @@ struct QueueBudgetTests {
         for _ in 0..<100 { publisher.send(String(repeating: "PUB t 1000 noretain\n\(payload)\n", count: 10)) }
 
         let buffered = mine.map(\.transport.bufferedBytes).reduce(0, +)
-        let queued = mine.map(\.session.outbox.byteCount).reduce(0, +)
+        let queued = mine.map { $0.session.outbox.byteCount }.reduce(0, +)
         // Each connection may take one batch (10 messages here) past the budget before the flush that counts it.
         #expect(buffered + queued <= 100_000 + 4 * 10 * 1_100, "uid 1000's four connections hold \(buffered) + \(queued) bytes")
         #expect(harness.broker.statistics.queuedBytes == buffered + queued)
