@@ -106,6 +106,18 @@ struct TopicHistoryTests {
         #expect(sequences == Array((5_001 - UInt64(sequences.count))...5_000))
     }
 
+    @Test("a history that fills up with records a little longer than its first ones keeps a ring about their size, not twice it")
+    func ringFitsWhatItHolds() {
+        var history = TopicHistory()
+        let limits = HistoryLimits(messages: 64, bytes: 64 << 10)
+        // Sequence numbers and times gain a digit along the way, so the later records are longer than the first.
+        for sequence in 1...64 as ClosedRange<UInt64> { _ = Self.append(sequence, "0123456789abcdef", to: &history, limits) }
+        #expect(history.count == 64)
+        let held = history.bytes + 64 * TopicHistory.recordOverhead
+        #expect(history.capacity >= held)
+        #expect(history.capacity <= held + held / 5, "a ring of \(history.capacity) bytes for \(held)")
+    }
+
     @Test("a message over the limit alone empties the history: it stays one unbroken run")
     func oversized() {
         var history = TopicHistory()
