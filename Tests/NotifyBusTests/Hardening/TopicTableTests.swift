@@ -6,6 +6,20 @@ import Testing
 /// Issue 14: what the topic table costs, and what forgetting a topic may take from its subscribers.
 @Suite("The topic table under abuse (broker, no socket)")
 struct TopicTableTests {
+    @Test("topics that each buffer a message leave the list of topics the broker may forget short, and one cleared is forgotten first")
+    func forgettableListStaysShort() throws {
+        var configuration = BrokerConfiguration.default
+        configuration.maxTopics = 20_000
+        let harness = BrokerHarness(configuration: configuration)
+        let client = harness.connect()
+        client.send((0..<10_000).map { "PUB t.\($0) 1\nx\n" }.joined())
+        #expect(harness.broker.statistics.topics == 10_000)
+        #expect(harness.broker.forgettableTopicCount <= 1_025, "\(harness.broker.forgettableTopicCount) listed")
+        client.send("CLEAR t.5\n" + (10_000..<20_001).map { "PUB t.\($0) 1\nx\n" }.joined())
+        #expect(harness.broker.topicTable["t.5"] == nil, "the one topic without a message made room")
+        #expect(harness.broker.topicTable["t.4"] != nil)
+    }
+
     @Test("PUB and CLEAR of one topic in a loop do not grow the list of topics the broker may forget")
     func clearInALoop() throws {
         let harness = BrokerHarness()

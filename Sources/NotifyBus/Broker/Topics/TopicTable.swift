@@ -80,6 +80,23 @@ struct TopicTable {
         guard !state.isListedForgettable else { return }
         state.isListedForgettable = true
         forgettable.append(ByteKey(state.topic.name))
+        if forgettable.count > 2 * (states.count - retainedTopics) + 1_024 { dropStaleForgettable() }
+    }
+
+    /// Rewrites the list with only the topics still in it that may be forgotten, each once. A topic is listed when
+    /// it is made, before its first message is buffered; a table of topics that each buffer one kept a list as long
+    /// as itself, 22 bytes per topic with the deque's room to grow. Called when the list is over twice what may be
+    /// forgotten, so its cost is spread over as many listings as it walks.
+    private mutating func dropStaleForgettable() {
+        var kept = Deque<ByteKey>()
+        for key in forgettable {
+            // A listed topic read as not listed here is one already kept: its flag is set again below.
+            guard let state = states[key.text], state.isListedForgettable else { continue }
+            state.isListedForgettable = false
+            if !state.hasRetained { kept.append(key) }
+        }
+        for key in kept { states[key.text]?.isListedForgettable = true }
+        forgettable = kept
     }
 
     /// Forgets the oldest topic that buffers no message and is not kept: its sequence number would start again at
