@@ -90,7 +90,7 @@ extension Broker {
         else { return }
         // The same number is the same message, but for a log read after damage: the bytes decide.
         let same = block.withFrame { held in
-            history.withFrame(of: entry) { kept in held.count == kept.count && ByteKey.equalBytes(held, kept) }
+            history.withFrame(of: entry, topic: state.topic.name) { kept in held.count == kept.count && ByteKey.equalBytes(held, kept) }
         }
         if same { state.shareRetained(asRecord: entry.sequence) }
     }
@@ -113,7 +113,7 @@ extension Broker {
             state.historyIsUnlogged = false
             if state.history != nil {
                 newest = state.history!.loggedThrough
-                state.history!.forEach(after: newest) { entry, frame in
+                state.history!.forEach(after: newest, topic: state.topic.name) { entry, frame in
                     log.appendHistory(frame)
                     newest = entry.sequence
                 }
@@ -145,6 +145,7 @@ extension Broker {
         }
         let kept = state.history!.append(
             frame,
+            topic: state.topic.name,
             sequence: sequence,
             time: time,
             payloadSize: payloadSize,
@@ -227,7 +228,7 @@ extension Broker {
             replayHistory(of: state, id: id, to: target) { history, body in
                 let lastMissed = (history?.firstSequence(after: after) ?? state.sequence + 1) - 1
                 if lastMissed > after { noticeMissed((after + 1)...lastMissed, of: state.topic, id: id, to: target.session) }
-                history?.forEach(after: after, body)
+                history?.forEach(after: after, topic: state.topic.name, body)
             }
         case .time(let time):
             // Notices are replies, which are never dropped: past a bound, one about many topics counts the rest.
@@ -253,7 +254,7 @@ extension Broker {
                         // No history: it cannot replay a thing, and without a time (after a restart) may have missed all.
                         notice(1...state.sequence, state.topic)
                     }
-                    history?.forEach(after: time, body)
+                    history?.forEach(after: time, topic: state.topic.name, body)
                 }
             }
             if othersMissed > 0 { noticeMissed(count: othersMissed, id: id, to: target.session) }

@@ -141,7 +141,7 @@ extension Broker {
         unloggedHistories.removeAll(keepingCapacity: true)
         try log.compact { snapshot in
             for state in topicTable.all {
-                state.history?.forEach(last: nil) { _, frame in snapshot.appendHistory(frame) }
+                state.history?.forEach(last: nil, topic: state.topic.name) { _, frame in snapshot.appendHistory(frame) }
                 state.retained?.withFrame { snapshot.appendRetained($0) }
                 snapshot.appendSequence(state.topic.name, state.sequence)
             }

@@ -30,7 +30,7 @@ extension Broker {
                 fitting += 1
                 return true
             }
-            history.forEach(last: fitting) { _, frame in
+            history.forEach(last: fitting, topic: topic.name) { _, frame in
                 queue(lastFrame(id: id, messageFrame: frame), to: session)
                 sent += 1
             }

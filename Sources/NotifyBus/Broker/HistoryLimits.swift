@@ -3,7 +3,9 @@
 public struct HistoryLimits: Sendable, Hashable {
     /// The most messages kept; 0 keeps none.
     public var messages: Int
-    /// The most bytes of frames kept (a frame is the payload and a header of some 60 bytes); 0 keeps none.
+    /// The most bytes of messages kept, each counted as its history holds it: the payload and a line of some 25
+    /// bytes (publisher's uid, pid and unit, payload size; the topic, sequence number and time are the record's
+    /// own, see ``TopicHistory``); 0 keeps none.
     public var bytes: Int
 
     /// Creates limits.

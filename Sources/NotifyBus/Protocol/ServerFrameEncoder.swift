@@ -131,12 +131,7 @@ extension ByteBuffer {
                         }
                         out.put("LAST ", at: &at)
                     }
-                    out.put(UnsafeRawBufferPointer(topicBytes), at: &at)
-                    out.put(" ", at: &at)
-                    out.putDecimal(sequence, at: &at)
-                    out.put(" ", at: &at)
-                    out.putDecimal(time.microsecondsSinceEpoch, at: &at)
-                    out.put(" ", at: &at)
+                    out.putTopicSequenceAndTime(UnsafeRawBufferPointer(topicBytes), sequence, time.microsecondsSinceEpoch, at: &at)
                     out.putDecimal(UInt64(uid), at: &at)
                     out.put(" ", at: &at)
                     // A pid the kernel could not map is 0; the wire has no signed numbers, so nothing below 0.
@@ -257,7 +252,83 @@ extension Publisher {
     }
 }
 
+/// The start of a `MSG` frame's line, `MSG <topic> <seq> <time> `: what a topic's history leaves out of each frame
+/// it keeps, as its record holds the number and time and the topic is the history's own (``TopicHistory``). Written
+/// by the same code as a delivery's, so a frame put back together is the frame that was delivered.
+enum MessageLineStart {
+    /// Its length in bytes.
+    static func length(topicLength: Int, sequence: UInt64, time: UInt64) -> Int {
+        7 + topicLength + decimalDigits(sequence) + decimalDigits(time)
+    }
+
+    /// Writes it at the start of `out`, which has room for ``length(topicLength:sequence:time:)`` bytes.
+    /// - Returns: the bytes written.
+    static func write(topic: UnsafeRawBufferPointer, sequence: UInt64, time: UInt64, into out: UnsafeMutableRawBufferPointer) -> Int {
+        var at = 0
+        out.put("MSG ", at: &at)
+        out.putTopicSequenceAndTime(topic, sequence, time, at: &at)
+        return at
+    }
+
+    /// How many bytes at the start of `frame` are the line start of `topic`, `sequence` and `time` exactly as
+    /// ``write(topic:sequence:time:into:)`` writes it; 0 when they are not. Read, not written and compared: it runs
+    /// for every message a history keeps, and writing a number costs a division per digit.
+    static func length(in frame: UnsafeRawBufferPointer, topic: UnsafeRawBufferPointer, sequence: UInt64, time: UInt64) -> Int {
+        let keyword: StaticString = "MSG "
+        let keywordBytes = UnsafeRawBufferPointer(start: keyword.utf8Start, count: keyword.utf8CodeUnitCount)
+        guard let start = frame.baseAddress, frame.count > keywordBytes.count + topic.count,
+            ByteKey.equalBytes(UnsafeRawBufferPointer(start: start, count: keywordBytes.count), keywordBytes),
+            ByteKey.equalBytes(UnsafeRawBufferPointer(start: start + keywordBytes.count, count: topic.count), topic)
+        else { return 0 }
+        let space = UInt8(ascii: " ")
+        let afterTopic = keywordBytes.count + topic.count
+        guard frame[afterTopic] == space, let afterSequence = endOfDecimal(sequence, in: frame, from: afterTopic + 1),
+            afterSequence < frame.count, frame[afterSequence] == space,
+            let afterTime = endOfDecimal(time, in: frame, from: afterSequence + 1),
+            afterTime < frame.count, frame[afterTime] == space, afterTime + 1 <= Int(UInt16.max)
+        else { return 0 }
+        return afterTime + 1
+    }
+
+    /// Where the digits at `start` end, if they are `value` in decimal as the encoder writes it (no leading zero).
+    private static func endOfDecimal(_ value: UInt64, in frame: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        let end = start + decimalDigits(value)
+        guard end <= frame.count, frame[start] != UInt8(ascii: "0") || end == start + 1 else { return nil }
+        var parsed: UInt64 = 0
+        for index in start..<end {
+            let digit = frame[index] &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            parsed = parsed &* 10 &+ UInt64(digit)
+        }
+        // As many digits as `value` has cannot overflow; a digit after them would make another number.
+        guard parsed == value, end == frame.count || !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(frame[end]) else { return nil }
+        return end
+    }
+
+    private static func decimalDigits(_ value: UInt64) -> Int {
+        var digits = 1
+        var rest = value / 10
+        while rest > 0 {
+            digits += 1
+            rest /= 10
+        }
+        return digits
+    }
+}
+
 extension UnsafeMutableRawBufferPointer {
+    /// Writes `<topic> <sequence> <time> ` at `at`, and moves `at` past it: the part of a message frame's line that
+    /// follows its keyword.
+    @inline(__always)
+    fileprivate func putTopicSequenceAndTime(_ topic: UnsafeRawBufferPointer, _ sequence: UInt64, _ time: UInt64, at: inout Int) {
+        put(topic, at: &at)
+        put(" ", at: &at)
+        putDecimal(sequence, at: &at)
+        put(" ", at: &at)
+        putDecimal(time, at: &at)
+        put(" ", at: &at)
+    }
+
     /// Copies `bytes` to `at`, and moves `at` past them.
     @inline(__always)
     fileprivate func put(_ bytes: UnsafeRawBufferPointer, at: inout Int) {

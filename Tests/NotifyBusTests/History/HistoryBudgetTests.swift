@@ -8,7 +8,7 @@ import Testing
 struct HistoryBudgetTests {
     static func kept(_ harness: BrokerHarness, _ topic: String) -> [UInt64] {
         var sequences: [UInt64] = []
-        harness.broker.topicTable[topic]?.history?.forEach(last: nil) { entry, _ in sequences.append(entry.sequence) }
+        harness.broker.topicTable[topic]?.history?.forEach(last: nil, topic: topic) { entry, _ in sequences.append(entry.sequence) }
         return sequences
     }
 

@@ -19,6 +19,12 @@ struct TopicHistoryTests {
         return frame
     }
 
+    /// The bytes of a message's frame its history's record holds: all but `MSG t <seq> <time> `, which the record
+    /// and the topic say already.
+    static func keptSize(_ sequence: UInt64, _ payload: String) -> Int {
+        frame(sequence, payload).readableBytes - "MSG t \(sequence) \(1_000 * sequence) ".utf8.count
+    }
+
     /// The publisher of every message: a history does not keep its publishers alive, the broker does.
     nonisolated(unsafe) static let owner = UserAccount(uid: 1)
 
@@ -29,6 +35,7 @@ struct TopicHistoryTests {
         _ = frame.withUnsafeReadableBytes {
             history.append(
                 $0,
+                topic: "t",
                 sequence: sequence,
                 time: PublishTime(microsecondsSinceEpoch: 1_000 * sequence),
                 payloadSize: payload.utf8.count,
@@ -42,7 +49,7 @@ struct TopicHistoryTests {
     static func kept(_ history: TopicHistory, after sequence: UInt64 = 0) -> [UInt64] {
         var sequences: [UInt64] = []
         var decoder = ServerFrameDecoder()
-        history.forEach(after: sequence) { entry, frame in
+        history.forEach(after: sequence, topic: "t") { entry, frame in
             var input = ByteBuffer(bytes: frame)
             guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input) else { return }
             #expect(delivery.sequence == entry.sequence, "the frame is the entry's own")
@@ -92,7 +99,7 @@ struct TopicHistoryTests {
         #expect(history.capacity <= limits.bytes + TopicHistory.recordOverhead * limits.messages)
         var decoder = ServerFrameDecoder()
         var sequences: [UInt64] = []
-        history.forEach(after: 0) { entry, frame in
+        history.forEach(after: 0, topic: "t") { entry, frame in
             var input = ByteBuffer(bytes: frame)
             guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input) else {
                 Issue.record("message \(entry.sequence) is not a whole frame")
@@ -118,6 +125,45 @@ struct TopicHistoryTests {
         #expect(history.capacity <= held + held / 5, "a ring of \(history.capacity) bytes for \(held)")
     }
 
+    @Test("a record leaves out the start of its frame's line and writes it back; a frame whose line starts otherwise is kept whole")
+    func recordsLeaveOutTheLineStart() {
+        let limits = HistoryLimits.resumable
+        var history = TopicHistory()
+        _ = Self.append(7, "sixteen bytes...", to: &history, limits)
+        let frame = Self.frame(7, "sixteen bytes...")
+        #expect(history.capacity == Self.keptSize(7, "sixteen bytes...") + TopicHistory.recordOverhead)
+        #expect(history.capacity < frame.readableBytes + TopicHistory.recordOverhead)
+        history.forEach(last: nil, topic: "t") { entry, kept in
+            #expect(ByteBuffer(bytes: kept) == frame && entry.length == frame.readableBytes)
+        }
+
+        // Stamped with another time than its record's: the line is not what the daemon would write, so it is kept whole.
+        var odd = ByteBuffer()
+        odd.writeMessageFrame(
+            .delivery,
+            requestID: nil,
+            topic: "t",
+            sequence: 8,
+            time: PublishTime(microsecondsSinceEpoch: 123),
+            publisher: Publisher(uid: 1, pid: 2),
+            payload: ByteBuffer(string: "x")
+        )
+        _ = odd.withUnsafeReadableBytes {
+            history.append(
+                $0,
+                topic: "t",
+                sequence: 8,
+                time: PublishTime(microsecondsSinceEpoch: 8_000),
+                payloadSize: 1,
+                owner: Self.owner,
+                limits: limits
+            ) { _ in }
+        }
+        var frames: [ByteBuffer] = []
+        history.forEach(last: nil, topic: "t") { _, kept in frames.append(ByteBuffer(bytes: kept)) }
+        #expect(frames == [frame, odd])
+    }
+
     @Test("a message over the limit alone empties the history: it stays one unbroken run")
     func oversized() {
         var history = TopicHistory()
@@ -137,10 +183,10 @@ struct TopicHistoryTests {
         let limits = HistoryLimits(messages: 10, bytes: 1 << 20)
         for sequence in 1...5 as ClosedRange<UInt64> { _ = Self.append(sequence, "m", to: &history, limits) }
         var sequences: [UInt64] = []
-        history.forEach(after: PublishTime(microsecondsSinceEpoch: 3_000)) { entry, _ in sequences.append(entry.sequence) }
+        history.forEach(after: PublishTime(microsecondsSinceEpoch: 3_000), topic: "t") { entry, _ in sequences.append(entry.sequence) }
         #expect(sequences == [4, 5])
         var last: [UInt64] = []
-        history.forEach(last: 2) { entry, _ in last.append(entry.sequence) }
+        history.forEach(last: 2, topic: "t") { entry, _ in last.append(entry.sequence) }
         #expect(last == [4, 5])
     }
 
@@ -157,14 +203,13 @@ struct TopicHistoryTests {
             if roll < 85 {
                 sequence += UInt64.random(in: 1...2, using: &random)  // numbers may jump, as after a restart
                 let payload = String(repeating: "p", count: Int.random(in: 0..<(roll < 3 ? 7_000 : 400), using: &random))
-                let frameSize = Self.frame(sequence, payload).readableBytes
                 _ = Self.append(sequence, payload, to: &history, limits)
-                if frameSize > limits.bytes {
+                if Self.keptSize(sequence, payload) > limits.bytes {
                     model.removeAll()
                 } else {
                     model.append((sequence, payload))
                     while model.count > limits.messages
-                        || model.map({ Self.frame($0.sequence, $0.payload).readableBytes }).reduce(0, +) > limits.bytes
+                        || model.map({ Self.keptSize($0.sequence, $0.payload) }).reduce(0, +) > limits.bytes
                     {
                         model.removeFirst()
                     }
@@ -186,7 +231,7 @@ struct TopicHistoryTests {
             #expect(history.count == model.count)
             #expect(history.oldestSequence == sequences.first && history.newestSequence == sequences.last)
             #expect(history.payloadBytes == model.map(\.payload.utf8.count).reduce(0, +))
-            #expect(history.bytes == model.map { Self.frame($0.sequence, $0.payload).readableBytes }.reduce(0, +))
+            #expect(history.bytes == model.map { Self.keptSize($0.sequence, $0.payload) }.reduce(0, +))
             let point = sequences.isEmpty ? sequence : sequences[Int.random(in: 0..<sequences.count, using: &random)] - 1
             #expect(Self.kept(history, after: point) == sequences.filter { $0 > point })
             #expect(history.firstSequence(after: point) == sequences.first { $0 > point })
@@ -195,9 +240,12 @@ struct TopicHistoryTests {
             let wanted = Int.random(in: 0...(model.count + 1), using: &random)
             var last: [UInt64] = []
             var decoder = ServerFrameDecoder()
-            history.forEach(last: wanted) { entry, frame in
+            let payloads = Dictionary(uniqueKeysWithValues: model.map { ($0.sequence, $0.payload) })
+            history.forEach(last: wanted, topic: "t") { entry, frame in
                 var input = ByteBuffer(bytes: frame)
-                if case .delivery(let delivery)? = try? decoder.decode(buffer: &input), delivery.sequence == entry.sequence {
+                if case .delivery(let delivery)? = try? decoder.decode(buffer: &input), delivery.sequence == entry.sequence,
+                    ByteBuffer(bytes: frame) == Self.frame(entry.sequence, payloads[entry.sequence] ?? ""), entry.length == frame.count
+                {
                     last.append(entry.sequence)
                 }
             }
@@ -210,7 +258,7 @@ struct TopicHistoryTests {
             #expect(newest == Array(sequences.suffix(wanted).reversed()))
             let time = PublishTime(microsecondsSinceEpoch: 1_000 * point)
             var afterTime: [UInt64] = []
-            history.forEach(after: time) { entry, _ in afterTime.append(entry.sequence) }
+            history.forEach(after: time, topic: "t") { entry, _ in afterTime.append(entry.sequence) }
             #expect(afterTime == sequences.filter { $0 > point })
         }
     }

@@ -14,7 +14,7 @@ struct BufferedMessage {
 
     private enum Source {
         case block(RetainedMessage)
-        case history(TopicHistory, TopicHistory.Entry)
+        case history(TopicHistory, TopicHistory.Entry, topic: String)
     }
 
     init(_ block: RetainedMessage) {
@@ -25,19 +25,19 @@ struct BufferedMessage {
         source = .block(block)
     }
 
-    init(_ entry: TopicHistory.Entry, in history: TopicHistory) {
+    init(_ entry: TopicHistory.Entry, in history: TopicHistory, of topic: String) {
         sequence = entry.sequence
         payloadSize = entry.payloadSize
         frameLength = entry.length
         owner = entry.owner
-        source = .history(history, entry)
+        source = .history(history, entry, topic: topic)
     }
 
     /// Calls `body` with the frame's bytes, valid during the call only.
     func withFrame<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
         switch source {
         case .block(let block): block.withFrame(body)
-        case .history(let history, let entry): history.withFrame(of: entry, body)
+        case .history(let history, let entry, let topic): history.withFrame(of: entry, topic: topic, body)
         }
     }
 

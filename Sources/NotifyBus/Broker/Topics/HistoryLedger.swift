@@ -73,7 +73,7 @@ struct HistoryLedger {
     /// its own, as the buffered message outlives its history.
     mutating func released(_ entry: TopicHistory.Entry, from topic: TopicState) {
         if topic.retainedInHistory == entry.sequence, let history = topic.history {
-            topic.retainedBlock = history.withFrame(of: entry) {
+            topic.retainedBlock = history.withFrame(of: entry, topic: topic.topic.name) {
                 RetainedMessage.make(frame: $0, payloadSize: entry.payloadSize, sequence: entry.sequence, owner: entry.owner)
             }
             topic.retainedInHistory = 0

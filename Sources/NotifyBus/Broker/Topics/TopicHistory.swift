@@ -3,10 +3,12 @@ import NIOCore
 /// A topic's last messages, oldest first: what a subscriber that resumes after a sequence number or a time
 /// (`SUB … since=`) is sent before live messages, and what `HISTORY` answers.
 ///
-/// Bounded by a count and by bytes of frames (``HistoryLimits``), and trimmed from its oldest end by the broker when the
+/// Bounded by a count and by bytes (``HistoryLimits``), and trimmed from its oldest end by the broker when the
 /// publisher's budget or the daemon's needs the room (history yields; it never makes a publish fail). The messages are
 /// kept back to back in one ring of memory, each as a record: what it is (sequence number, time, publisher, sizes),
-/// its `MSG` frame as delivered, and its record's length again, so that the ring can be walked from either end.
+/// its `MSG` frame as delivered less the start of its line (`MSG <topic> <seq> <time> `, some 35 of a 16-byte
+/// message's 100 bytes, which the record and the topic say already and ``withFrame(of:topic:_:)`` writes back), and
+/// its record's length again, so that the ring can be walked from either end.
 /// Keeping a message costs one copy and no allocation once the ring has grown. A ring, because a full history takes
 /// a message for every one it lets go: a buffer that moved what it keeps to its start to make room would copy the
 /// whole history for each message (64 KiB per 1 KiB message with the default limits). A record may wrap around the
@@ -23,8 +25,13 @@ final class TopicHistory {
     struct Entry {
         let sequence: UInt64
         let time: PublishTime
-        /// Bytes of its frame.
-        let length: Int
+        /// Bytes of its frame, as delivered.
+        var length: Int { lineStart + stored }
+        /// Bytes of its frame the record holds: all but the start of the line.
+        let stored: Int
+        /// Bytes of the start of its frame's line the record leaves out; 0 when it holds the whole frame (one whose
+        /// line did not start as this daemon writes it).
+        let lineStart: Int
         let payloadSize: Int
         /// Its publisher, whose budget it counts against. Not retained, to keep ARC off the publish path: an account
         /// is forgotten only once it holds nothing (``UserAccount/isEmpty``), and while this message is kept it holds
@@ -33,12 +40,12 @@ final class TopicHistory {
         /// Its record's start in the ring.
         fileprivate let record: Int
 
-        fileprivate var recordSize: Int { length + TopicHistory.recordOverhead }
+        fileprivate var recordSize: Int { stored + TopicHistory.recordOverhead }
     }
 
-    /// A record: sequence (u64), time (u64 µs), owner (pointer), frame length (u32), payload size (u32), the frame,
-    /// then the record's whole size (u32).
-    private static let headerSize = 32
+    /// A record: sequence (u64), time (u64 µs), owner (pointer), bytes of the frame held (u32), payload size (u32),
+    /// bytes of the frame's line start left out (u16), the frame less that start, then the record's whole size (u32).
+    private static let headerSize = 34
     private static let trailerSize = 4
     /// Bytes a record takes besides its frame.
     static let recordOverhead = headerSize + trailerSize
@@ -75,7 +82,7 @@ final class TopicHistory {
     var capacity: Int { ring.count }
 
     var isEmpty: Bool { count == 0 }
-    /// Bytes of the frames kept: what the limits count.
+    /// Bytes of the messages kept, as kept (the frames less the starts of their lines): what the limits count.
     var bytes: Int { used - count * TopicHistory.recordOverhead }
 
     /// The newest message that left the history, if any did: everything up to its sequence number is gone.
@@ -89,6 +96,7 @@ final class TopicHistory {
     /// - Returns: whether the message was kept (not when it alone is over the byte limit).
     func append(
         _ frame: UnsafeRawBufferPointer,
+        topic: String,
         sequence: UInt64,
         time: PublishTime,
         payloadSize: Int,
@@ -96,34 +104,49 @@ final class TopicHistory {
         limits: HistoryLimits,
         released: (Entry) -> Void
     ) -> Bool {
-        guard !limits.isOff, frame.count <= limits.bytes, frame.count <= TopicHistory.maxFrame else {
+        let lineStart = TopicHistory.lineStart(of: frame, topic: topic, sequence: sequence, time: time)
+        let stored = frame.count - lineStart
+        guard !limits.isOff, stored <= limits.bytes, frame.count <= TopicHistory.maxFrame else {
             skip(sequence: sequence, time: time, released: released)
             return false
         }
-        while count > 0 && (count >= limits.messages || bytes + frame.count > limits.bytes) {
+        while count > 0 && (count >= limits.messages || bytes + stored > limits.bytes) {
             released(removeOldest()!)
         }
         shrinkIfSparse()
-        let size = frame.count + TopicHistory.recordOverhead
+        let size = stored + TopicHistory.recordOverhead
         if used + size > ring.count {
             relocate(capacity: TopicHistory.grownCapacity(needed: used + size, records: count + 1, current: ring.count, limits: limits))
         }
         let record = position(head, plus: used)
-        var header = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        var header = TopicHistory.emptyHeader
         withUnsafeMutableBytes(of: &header) { bytes in
             bytes.storeBytes(of: sequence, toByteOffset: 0, as: UInt64.self)
             bytes.storeBytes(of: time.microsecondsSinceEpoch, toByteOffset: 8, as: UInt64.self)
             bytes.storeBytes(of: UInt(bitPattern: Unmanaged.passUnretained(owner).toOpaque()), toByteOffset: 16, as: UInt.self)
-            bytes.storeBytes(of: UInt32(frame.count), toByteOffset: 24, as: UInt32.self)
+            bytes.storeBytes(of: UInt32(stored), toByteOffset: 24, as: UInt32.self)
             bytes.storeBytes(of: UInt32(payloadSize), toByteOffset: 28, as: UInt32.self)
+            bytes.storeBytes(of: UInt16(lineStart), toByteOffset: 32, as: UInt16.self)
         }
-        withUnsafeBytes(of: &header) { store($0, at: record) }
-        store(frame, at: position(record, plus: TopicHistory.headerSize))
+        withUnsafeBytes(of: &header) { store(UnsafeRawBufferPointer(rebasing: $0[..<TopicHistory.headerSize]), at: record) }
+        store(UnsafeRawBufferPointer(start: frame.baseAddress.map { $0 + lineStart }, count: stored), at: position(record, plus: TopicHistory.headerSize))
         var trailer = UInt32(size)
-        withUnsafeBytes(of: &trailer) { store($0, at: position(record, plus: TopicHistory.headerSize + frame.count)) }
+        withUnsafeBytes(of: &trailer) { store($0, at: position(record, plus: TopicHistory.headerSize + stored)) }
         used += size
         count += 1
         return true
+    }
+
+    /// Room for a record's header, read and written whole.
+    private static let emptyHeader = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+
+    /// How many bytes at the start of `frame` are `MSG <topic> <sequence> <time> ` exactly as the daemon writes
+    /// them, which a record need not hold; 0 when they are not (a frame is then kept whole).
+    private static func lineStart(of frame: UnsafeRawBufferPointer, topic: String, sequence: UInt64, time: PublishTime) -> Int {
+        var topic = topic
+        return topic.withUTF8 { name in
+            MessageLineStart.length(in: frame, topic: UnsafeRawBufferPointer(name), sequence: sequence, time: time.microsecondsSinceEpoch)
+        }
     }
 
     /// The size a ring of `current` bytes grows to when `records` records take `needed` bytes.
@@ -242,7 +265,7 @@ final class TopicHistory {
 
     /// Calls `body` with each message kept whose sequence number is above `sequence`, oldest first, with its frame
     /// in place (valid during the call only; a frame that wraps around the ring's end is a copy of its two parts).
-    func forEach(after sequence: UInt64, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
+    func forEach(after sequence: UInt64, topic: String, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
         // Found from the newest back: a commit asks for the few kept since the last one.
         var start = position(head, plus: used)
         var newer = 0
@@ -252,13 +275,14 @@ final class TopicHistory {
             newer += 1
             return true
         }
-        forEachOldestFirst(from: start, count: newer) { entry in withFrame(of: entry) { body(entry, $0) } }
+        forEachOldestFirst(from: start, count: newer) { entry in withFrame(of: entry, topic: topic) { body(entry, $0) } }
     }
 
-    /// Calls `body` with each message kept published after `time`, oldest first, with its frame in place.
-    func forEach(after time: PublishTime, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
+    /// Calls `body` with each message kept published after `time`, oldest first, with its frame (see
+    /// ``withFrame(of:topic:_:)``).
+    func forEach(after time: PublishTime, topic: String, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
         forEachOldestFirst(from: head, count: count) { entry in
-            if entry.time > time { withFrame(of: entry) { body(entry, $0) } }
+            if entry.time > time { withFrame(of: entry, topic: topic) { body(entry, $0) } }
         }
     }
 
@@ -272,25 +296,44 @@ final class TopicHistory {
         }
     }
 
-    /// The last `count` messages kept (all of them for nil), oldest first, with their frames in place.
-    func forEach(last count: Int?, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
+    /// The last `count` messages kept (all of them for nil), oldest first, with their frames.
+    func forEach(last count: Int?, topic: String, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
         let wanted = Swift.min(count ?? self.count, self.count)
         var start = position(head, plus: used)
         forEach(newestFirst: wanted) { entry in
             start = entry.record
             return true
         }
-        forEachOldestFirst(from: start, count: wanted) { entry in withFrame(of: entry) { body(entry, $0) } }
+        forEachOldestFirst(from: start, count: wanted) { entry in withFrame(of: entry, topic: topic) { body(entry, $0) } }
     }
 
-    /// Calls `body` with the frame of `entry`: in the ring where it is in one piece, else a copy of its two parts.
-    func withFrame<Result>(of entry: Entry, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+    /// Calls `body` with the frame of `entry`, a message of this history's `topic`, put back together: the start
+    /// of its line written again before what the record holds, in a copy (in place where the record holds a whole
+    /// frame in one piece).
+    func withFrame<Result>(of entry: Entry, topic: String, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
         let start = position(entry.record, plus: TopicHistory.headerSize)
-        if entry.length <= ring.count - start {
-            return body(UnsafeRawBufferPointer(rebasing: ring[start..<(start + entry.length)]))
+        if entry.lineStart == 0, entry.stored <= ring.count - start {
+            return body(UnsafeRawBufferPointer(rebasing: ring[start..<(start + entry.stored)]))
         }
+        var topic = topic
         return withUnsafeTemporaryAllocation(byteCount: entry.length, alignment: 1) { copy in
-            load(into: copy, from: start)
+            if entry.lineStart > 0 {
+                let length = MessageLineStart.length(
+                    topicLength: topic.utf8.count,
+                    sequence: entry.sequence,
+                    time: entry.time.microsecondsSinceEpoch
+                )
+                precondition(length == entry.lineStart, "a history's frames put back together with another topic's name")
+                _ = topic.withUTF8 { name in
+                    MessageLineStart.write(
+                        topic: UnsafeRawBufferPointer(name),
+                        sequence: entry.sequence,
+                        time: entry.time.microsecondsSinceEpoch,
+                        into: copy
+                    )
+                }
+            }
+            load(into: UnsafeMutableRawBufferPointer(start: copy.baseAddress! + entry.lineStart, count: entry.stored), from: start)
             return body(UnsafeRawBufferPointer(copy))
         }
     }
@@ -323,8 +366,8 @@ final class TopicHistory {
 
     /// The message whose record starts at `record`.
     private func entry(at record: Int) -> Entry {
-        var header = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-        withUnsafeMutableBytes(of: &header) { load(into: $0, from: record) }
+        var header = TopicHistory.emptyHeader
+        withUnsafeMutableBytes(of: &header) { load(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<TopicHistory.headerSize]), from: record) }
         return withUnsafeBytes(of: &header) { bytes in
             let owner = Unmanaged<UserAccount>.fromOpaque(UnsafeRawPointer(bitPattern: bytes.load(fromByteOffset: 16, as: UInt.self))!)
             // Borrowed: reading an entry retains nobody (see ``Entry/owner``).
@@ -332,7 +375,8 @@ final class TopicHistory {
                 Entry(
                     sequence: bytes.load(fromByteOffset: 0, as: UInt64.self),
                     time: PublishTime(microsecondsSinceEpoch: bytes.load(fromByteOffset: 8, as: UInt64.self)),
-                    length: Int(bytes.load(fromByteOffset: 24, as: UInt32.self)),
+                    stored: Int(bytes.load(fromByteOffset: 24, as: UInt32.self)),
+                    lineStart: Int(bytes.load(fromByteOffset: 32, as: UInt16.self)),
                     payloadSize: Int(bytes.load(fromByteOffset: 28, as: UInt32.self)),
                     owner: owner,
                     record: record

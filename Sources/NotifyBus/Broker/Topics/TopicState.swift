@@ -74,7 +74,7 @@ final class TopicState {
     var retained: BufferedMessage? {
         if let retainedBlock { return BufferedMessage(retainedBlock) }
         guard retainedInHistory != 0, let history, let entry = history.entry(sequence: retainedInHistory) else { return nil }
-        return BufferedMessage(entry, in: history)
+        return BufferedMessage(entry, in: history, of: topic.name)
     }
 
     /// Lets go of the buffered message's block: the history's record numbered `sequence` is the same message, and
