@@ -298,19 +298,25 @@ enum MessageLineStart {
         for index in start..<end {
             let digit = frame[index] &- UInt8(ascii: "0")
             guard digit < 10 else { return nil }
-            parsed = parsed &* 10 &+ UInt64(digit)
+            // Twenty digits can go past 64 bits, and a number that wrapped could read as `value`.
+            let (tens, overflow) = parsed.multipliedReportingOverflow(by: 10)
+            let (sum, carry) = tens.addingReportingOverflow(UInt64(digit))
+            guard !overflow, !carry else { return nil }
+            parsed = sum
         }
-        // As many digits as `value` has cannot overflow; a digit after them would make another number.
+        // A digit after them would make another number.
         guard parsed == value, end == frame.count || !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(frame[end]) else { return nil }
         return end
     }
 
+    /// Counted by multiplying, not dividing: it runs for the messages each batch's histories keep.
     private static func decimalDigits(_ value: UInt64) -> Int {
         var digits = 1
-        var rest = value / 10
-        while rest > 0 {
+        var bound: UInt64 = 10
+        while value >= bound {
             digits += 1
-            rest /= 10
+            guard digits < 20 else { return 20 }  // 10^19 is the last power of ten below 2^64
+            bound &*= 10
         }
         return digits
     }

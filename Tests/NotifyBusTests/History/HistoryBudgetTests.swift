@@ -35,6 +35,23 @@ struct HistoryBudgetTests {
         #expect(harness.broker.statistics.historyBytes == 2_640)
     }
 
+    @Test("a burst keeps as many messages as --history-bytes holds counted as kept, as messages one at a time do")
+    func burstCountsBytesAsKept() throws {
+        // What one message takes of the limit: its frame less the line start its record leaves out.
+        let probe = BrokerHarness(configuration: ResumeTests.withHistory)
+        Self.publish(1, to: "t", from: probe.connect())
+        let one = try #require(probe.broker.topicTable["t"]?.history?.bytes)
+        var configuration = ResumeTests.withHistory
+        configuration.history = HistoryLimits(messages: 64, bytes: 3 * one)
+        let burst = BrokerHarness(configuration: configuration)
+        Self.publish(3, to: "t", from: burst.connect())
+        #expect(Self.kept(burst, "t") == [1, 2, 3], "three in one batch")
+        let apart = BrokerHarness(configuration: configuration)
+        let client = apart.connect()
+        for _ in 0..<3 { Self.publish(1, to: "t", from: client) }
+        #expect(Self.kept(apart, "t") == [1, 2, 3], "three batches")
+    }
+
     @Test("a uid's history stays within its budget: its own oldest leaves first, in whatever topic; others keep theirs")
     func perUser() throws {
         var configuration = ResumeTests.withHistory

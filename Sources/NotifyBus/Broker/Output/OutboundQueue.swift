@@ -38,7 +38,8 @@ struct OutboundQueue: ~Copyable {
     /// A plain value, 40 bytes: a subscriber that never reads queues and drops one for every message published, and
     /// an entry that held its topic as a reference was copied by the deque through its value witnesses, a retain
     /// and a release each time (a third of the daemon's time with 100 subscribers behind). The queue holds the
-    /// topic itself instead: one retain when a delivery is queued, one release when it leaves (``releaseTopic()``).
+    /// topic itself instead: one retain when a delivery is queued, one release when it leaves (written, dropped,
+    /// taken out, flowed, or with the queue).
     private struct Entry {
         /// The number of its chunk (see `firstChunkNumber`).
         var chunk: Int

@@ -77,7 +77,11 @@ struct PendingHistory {
                 messages[passed].firstGone = message.sequence
                 continue
             }
-            let size = message.frame.count
+            // As the history counts it: without the start of the line, which its record leaves out (a frame the
+            // daemon just encoded always starts as ``MessageLineStart`` writes it).
+            let size = message.frame.count - message.topic._withUnsafeGuaranteedRef {
+                MessageLineStart.length(topicLength: $0.topic.name.utf8.count, sequence: message.sequence, time: message.time.microsecondsSinceEpoch)
+            }
             if tally.count < tally.limits.messages, tally.bytes + size <= tally.limits.bytes, message.payloadSize <= largestPayload {
                 tally.count += 1
                 tally.bytes += size

@@ -91,7 +91,7 @@ final class TopicHistory {
     }
 
     /// Keeps the message whose frame is `frame`, and lets the oldest go past `limits`; `released` is called with
-    /// each message that leaves, while its record can still be read (``withFrame(of:)``), as with every method
+    /// each message that leaves, while its record can still be read (``withFrame(of:topic:_:)``), as with every method
     /// here that lets messages go.
     /// - Returns: whether the message was kept (not when it alone is over the byte limit).
     func append(
@@ -161,7 +161,8 @@ final class TopicHistory {
         var target = Swift.min(2 * current, most)
         let average = (needed + records - 1) / Swift.max(records, 1)
         let (full, overflow) = average.multipliedReportingOverflow(by: limits.messages)
-        if !overflow { target = Swift.min(target, full + full / 8) }
+        let (spared, overflowToo) = full.addingReportingOverflow(full / 8)
+        if !overflow, !overflowToo { target = Swift.min(target, spared) }
         return Swift.max(needed, target)
     }
 
