@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import Testing
 
@@ -15,6 +16,28 @@ struct ProtocolRoundTripTests {
             let chunks = ProtocolSamples.chunks(of: wire, &random)
             let (decoded, _) = try decodeAll(RequestDecoder(), chunks: chunks)
             #expect(decoded == requests.map { .request($0) }, "round \(round)")
+        }
+    }
+
+    @Test("a message frame's numbers are written in decimal as String(_:) writes them, at every length")
+    func decimalNumbers() {
+        var random = SeededRandom(seed: SeededRandom.seed(default: 13))
+        var values: [UInt64] = [0, 1, 9, 10, 11, 99, 100, 101, 999, 1_000, 1_795_305_604_567_890, UInt64.max, UInt64.max / 10]
+        for digits in 1...19 { values += [UInt64(pow(10, Double(digits))) - 1, UInt64(pow(10, Double(digits - 1)))] }
+        values += (0..<200).map { _ in UInt64.random(in: 0...UInt64.max, using: &random) >> UInt64.random(in: 0...63, using: &random) }
+        for value in values {
+            var frame = ByteBuffer()
+            frame.writeMessageFrame(
+                .delivery,
+                requestID: nil,
+                topic: "t",
+                sequence: value,
+                time: PublishTime(microsecondsSinceEpoch: value),
+                publisher: Publisher(uid: UInt32(truncatingIfNeeded: value), pid: 2),
+                payload: ByteBuffer(string: "x")
+            )
+            let line = "MSG t \(value) \(value) \(UInt32(truncatingIfNeeded: value)) 2 - 1\nx\n"
+            #expect(String(buffer: frame) == line)
         }
     }
 

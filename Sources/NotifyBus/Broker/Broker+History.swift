@@ -68,6 +68,7 @@ extension Broker {
             batch.withBytes(message.frame) { frame in
                 keepInHistory(
                     frame,
+                    lineStart: message.lineStart,
                     of: state,
                     sequence: message.sequence,
                     time: message.time,
@@ -111,13 +112,15 @@ extension Broker {
         for state in unloggedHistories {
             var newest: UInt64 = 0
             state.historyIsUnlogged = false
-            if state.history != nil {
-                newest = state.history!.loggedThrough
-                state.history!.forEach(after: newest, topic: state.topic.name) { entry, frame in
-                    log.appendHistory(frame)
+            if let history = state.history {
+                newest = history.loggedThrough
+                let name = state.topic.name
+                history.forEachEntry(after: newest) { entry in
+                    // Written into the log's buffer from the ring, not put together in a copy first.
+                    log.appendHistory { history.writeFrame(of: entry, topic: name, into: &$0) }
                     newest = entry.sequence
                 }
-                state.history!.loggedThrough = newest
+                history.loggedThrough = newest
             }
             // A history let go of since (turned off, say) logs its topic's number all the same.
             if newest < state.sequence { log.appendSequence(state.topic.name, state.sequence) }
@@ -130,6 +133,7 @@ extension Broker {
     @discardableResult
     private func keepInHistory(
         _ frame: UnsafeRawBufferPointer,
+        lineStart: Int,
         of state: TopicState,
         sequence: UInt64,
         time: PublishTime,
@@ -143,9 +147,13 @@ extension Broker {
             state.history!.skip(sequence: sequence, time: time) { historyLedger.released($0, from: state) }
             return false
         }
+        assert(
+            lineStart == 0 || lineStart == TopicHistory.lineStart(of: frame, topic: state.topic.name, sequence: sequence, time: time),
+            "a frame's line start is not what the daemon writes for its topic, number and time"
+        )
         let kept = state.history!.append(
             frame,
-            topic: state.topic.name,
+            lineStart: lineStart,
             sequence: sequence,
             time: time,
             payloadSize: payloadSize,
@@ -196,6 +204,7 @@ extension Broker {
             _ = frame.withUnsafeReadableBytes {
                 keepInHistory(
                     $0,
+                    lineStart: TopicHistory.lineStart(of: $0, topic: state.topic.name, sequence: delivery.sequence, time: delivery.time),
                     of: state,
                     sequence: delivery.sequence,
                     time: delivery.time,

@@ -193,6 +193,11 @@ public final class StateLog {
         StateRecord.write(kind: StateRecord.historyKind, body: frame, to: &pending, sealedWith: key)
     }
 
+    /// Records a message its topic's history keeps, its `MSG` frame written by `writeFrame` into the log's buffer.
+    func appendHistory(writing writeFrame: (inout ByteBuffer) -> Void) {
+        StateRecord.write(kind: StateRecord.historyKind, to: &pending, sealedWith: key, writeFrame)
+    }
+
     /// Records that `topic`'s sequence may reach `sequence`.
     public func appendSequence(_ topic: String, _ sequence: UInt64) {
         StateRecord.sequence(topic: topic, sequence).write(to: &pending, sealedWith: key)

@@ -35,7 +35,7 @@ struct TopicHistoryTests {
         _ = frame.withUnsafeReadableBytes {
             history.append(
                 $0,
-                topic: "t",
+                lineStart: TopicHistory.lineStart(of: $0, topic: "t", sequence: sequence, time: PublishTime(microsecondsSinceEpoch: 1_000 * sequence)),
                 sequence: sequence,
                 time: PublishTime(microsecondsSinceEpoch: 1_000 * sequence),
                 payloadSize: payload.utf8.count,
@@ -151,7 +151,7 @@ struct TopicHistoryTests {
         _ = odd.withUnsafeReadableBytes {
             history.append(
                 $0,
-                topic: "t",
+                lineStart: TopicHistory.lineStart(of: $0, topic: "t", sequence: 8, time: PublishTime(microsecondsSinceEpoch: 8_000)),
                 sequence: 8,
                 time: PublishTime(microsecondsSinceEpoch: 8_000),
                 payloadSize: 1,
@@ -243,8 +243,12 @@ struct TopicHistoryTests {
             let payloads = Dictionary(uniqueKeysWithValues: model.map { ($0.sequence, $0.payload) })
             history.forEach(last: wanted, topic: "t") { entry, frame in
                 var input = ByteBuffer(bytes: frame)
+                // Written straight into a buffer, as the state log takes it, the frame is the same.
+                var written = ByteBuffer()
+                history.writeFrame(of: entry, topic: "t", into: &written)
                 if case .delivery(let delivery)? = try? decoder.decode(buffer: &input), delivery.sequence == entry.sequence,
-                    ByteBuffer(bytes: frame) == Self.frame(entry.sequence, payloads[entry.sequence] ?? ""), entry.length == frame.count
+                    ByteBuffer(bytes: frame) == Self.frame(entry.sequence, payloads[entry.sequence] ?? ""), entry.length == frame.count,
+                    written == ByteBuffer(bytes: frame)
                 {
                     last.append(entry.sequence)
                 }

@@ -23,6 +23,8 @@ struct PendingHistory {
         var fate = Fate.kept
         /// For the message ``Fate/passed``: the oldest message of its topic in the batch, gone with it.
         var firstGone: UInt64 = 0
+        /// For a message ``Fate/kept``: the bytes of its frame's line start, which its record leaves out.
+        var lineStart = 0
     }
 
     /// What becomes of a message once the batch's messages to its topic are all in.
@@ -79,12 +81,14 @@ struct PendingHistory {
             }
             // As the history counts it: without the start of the line, which its record leaves out (a frame the
             // daemon just encoded always starts as ``MessageLineStart`` writes it).
-            let size = message.frame.count - message.topic._withUnsafeGuaranteedRef {
+            let lineStart = message.topic._withUnsafeGuaranteedRef {
                 MessageLineStart.length(topicLength: $0.topic.name.utf8.count, sequence: message.sequence, time: message.time.microsecondsSinceEpoch)
             }
+            let size = message.frame.count - lineStart
             if tally.count < tally.limits.messages, tally.bytes + size <= tally.limits.bytes, message.payloadSize <= largestPayload {
                 tally.count += 1
                 tally.bytes += size
+                messages[index].lineStart = lineStart
             } else {
                 tally.passed = index
                 messages[index].fate = .passed

@@ -93,10 +93,13 @@ final class TopicHistory {
     /// Keeps the message whose frame is `frame`, and lets the oldest go past `limits`; `released` is called with
     /// each message that leaves, while its record can still be read (``withFrame(of:topic:_:)``), as with every method
     /// here that lets messages go.
+    /// - Parameter lineStart: how many bytes at the frame's start are its line start as ``MessageLineStart`` writes
+    ///   it for this history's topic, which the record leaves out: known for a frame the daemon just encoded, found
+    ///   by ``lineStart(of:topic:sequence:time:)`` in one read from elsewhere; 0 keeps the frame whole.
     /// - Returns: whether the message was kept (not when it alone is over the byte limit).
     func append(
         _ frame: UnsafeRawBufferPointer,
-        topic: String,
+        lineStart: Int,
         sequence: UInt64,
         time: PublishTime,
         payloadSize: Int,
@@ -104,7 +107,6 @@ final class TopicHistory {
         limits: HistoryLimits,
         released: (Entry) -> Void
     ) -> Bool {
-        let lineStart = TopicHistory.lineStart(of: frame, topic: topic, sequence: sequence, time: time)
         let stored = frame.count - lineStart
         guard !limits.isOff, stored <= limits.bytes, frame.count <= TopicHistory.maxFrame else {
             skip(sequence: sequence, time: time, released: released)
@@ -142,7 +144,7 @@ final class TopicHistory {
 
     /// How many bytes at the start of `frame` are `MSG <topic> <sequence> <time> ` exactly as the daemon writes
     /// them, which a record need not hold; 0 when they are not (a frame is then kept whole).
-    private static func lineStart(of frame: UnsafeRawBufferPointer, topic: String, sequence: UInt64, time: PublishTime) -> Int {
+    static func lineStart(of frame: UnsafeRawBufferPointer, topic: String, sequence: UInt64, time: PublishTime) -> Int {
         var topic = topic
         return topic.withUTF8 { name in
             MessageLineStart.length(in: frame, topic: UnsafeRawBufferPointer(name), sequence: sequence, time: time.microsecondsSinceEpoch)
@@ -265,8 +267,13 @@ final class TopicHistory {
     }
 
     /// Calls `body` with each message kept whose sequence number is above `sequence`, oldest first, with its frame
-    /// in place (valid during the call only; a frame that wraps around the ring's end is a copy of its two parts).
+    /// (see ``withFrame(of:topic:_:)``; valid during the call only).
     func forEach(after sequence: UInt64, topic: String, _ body: (Entry, UnsafeRawBufferPointer) -> Void) {
+        forEachEntry(after: sequence) { entry in withFrame(of: entry, topic: topic) { body(entry, $0) } }
+    }
+
+    /// Calls `body` with each message kept whose sequence number is above `sequence`, oldest first.
+    func forEachEntry(after sequence: UInt64, _ body: (Entry) -> Void) {
         // Found from the newest back: a commit asks for the few kept since the last one.
         var start = position(head, plus: used)
         var newer = 0
@@ -276,7 +283,28 @@ final class TopicHistory {
             newer += 1
             return true
         }
-        forEachOldestFirst(from: start, count: newer) { entry in withFrame(of: entry, topic: topic) { body(entry, $0) } }
+        forEachOldestFirst(from: start, count: newer, body)
+    }
+
+    /// Appends the frame of `entry`, a message of this history's `topic`, to `buffer`: what ``withFrame(of:topic:_:)``
+    /// gives, written where it goes instead of put together in a copy first (the state log's records).
+    func writeFrame(of entry: Entry, topic: String, into buffer: inout ByteBuffer) {
+        buffer.reserveCapacity(minimumWritableBytes: entry.length)
+        if entry.lineStart > 0 {
+            var topic = topic
+            let written = topic.withUTF8 { name in
+                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: entry.lineStart) { out in
+                    MessageLineStart.write(topic: UnsafeRawBufferPointer(name), sequence: entry.sequence, time: entry.time.microsecondsSinceEpoch, into: out)
+                }
+            }
+            precondition(written == entry.lineStart, "a history's frames put back together with another topic's name")
+        }
+        let start = position(entry.record, plus: TopicHistory.headerSize)
+        let first = Swift.min(entry.stored, ring.count - start)
+        buffer.writeBytes(UnsafeRawBufferPointer(start: ring.baseAddress! + start, count: first))
+        if first < entry.stored {
+            buffer.writeBytes(UnsafeRawBufferPointer(start: ring.baseAddress!, count: entry.stored - first))
+        }
     }
 
     /// Calls `body` with each message kept published after `time`, oldest first, with its frame (see
