@@ -229,7 +229,10 @@ struct Notifyd: AsyncParsableCommand {
 
     @Option(
         name: .customLong("history-bytes"),
-        help: ArgumentHelp("The most bytes of messages each topic keeps as its history (default: 65536; 0: none).", valueName: "bytes")
+        help: ArgumentHelp(
+            "The most bytes of messages each topic keeps as its history, each counted as kept: its payload and its publisher's uid, pid and unit (default: 65536; 0: none).",
+            valueName: "bytes"
+        )
     )
     var historyBytes: Int?
 
