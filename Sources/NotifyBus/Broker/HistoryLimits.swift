@@ -5,7 +5,7 @@ public struct HistoryLimits: Sendable, Hashable {
     public var messages: Int
     /// The most bytes of messages kept, each counted as its history holds it: the payload and a line of some 25
     /// bytes (publisher's uid, pid and unit, payload size; the topic, sequence number and time are the record's
-    /// own, see ``TopicHistory``); 0 keeps none.
+    /// own, see ``TopicHistory``); 0 keeps none. A history never keeps more than 256 MiB, whatever this says.
     public var bytes: Int
 
     /// Creates limits.

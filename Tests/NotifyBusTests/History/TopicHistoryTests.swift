@@ -125,6 +125,31 @@ struct TopicHistoryTests {
         #expect(history.capacity <= held + held / 5, "a ring of \(history.capacity) bytes for \(held)")
     }
 
+    @Test("a ring's size fits 32 bits whatever the limits say, and a history keeps at most 256 MiB")
+    func ringFits32Bits() {
+        let huge = HistoryLimits(messages: 1 << 40, bytes: 1 << 40)
+        for current in [0, 1 << 20, 3 << 30, Int(UInt32.max)] {
+            let grown = TopicHistory.grownCapacity(needed: Swift.min(current, 1 << 30) + 100, records: 10, current: current, limits: huge)
+            #expect(grown <= Int(UInt32.max) && grown >= Swift.min(current, 1 << 30) + 100)
+        }
+        #expect(TopicHistory.mostBytes == 256 << 20)
+        // A message over the bound alone is not kept, however large the limits.
+        let history = TopicHistory()
+        // Never read: its size alone rules it out (and its pages are never touched).
+        let frame = UnsafeMutableRawBufferPointer.allocate(byteCount: TopicHistory.mostBytes + 1, alignment: 1)
+        defer { frame.deallocate() }
+        let kept = history.append(
+            UnsafeRawBufferPointer(frame),
+            lineStart: 0,
+            sequence: 1,
+            time: PublishTime(microsecondsSinceEpoch: 1_000),
+            payloadSize: 1,
+            owner: Self.owner,
+            limits: huge
+        ) { _ in }
+        #expect(!kept && history.count == 0 && history.capacity == 0)
+    }
+
     @Test("a record leaves out the start of its frame's line and writes it back; a frame whose line starts otherwise is kept whole")
     func recordsLeaveOutTheLineStart() {
         let limits = HistoryLimits.resumable
