@@ -16,6 +16,11 @@
 #   tables that the loader searches whenever libc or libsystemd resolves a name, and nothing needs them;
 # - with libstdc++ linked in (its archive, through a linker script that stands in for libstdc++.so): only the parts
 #   the Swift runtime uses, without the shared library's 1 MiB of pages touched by its own start-up.
+# Both are also built without the runtime's dynamic exclusivity checks (-enforce-exclusivity=unchecked), for every
+# module: the daemon's own state on the publish path is marked @exclusivity(unchecked) already, and what was left
+# were the checks inside NIO's ByteBuffer, inlined into the broker's code, some 5% of a small publish (README.md,
+# "Performance"). Debug builds, which every test runs, keep them, so an overlapping access a test reaches still
+# traps there. Not in Package.swift: unsafe flags there would stop other packages from depending on NotifyBus.
 # notify is linked fully static (glibc too): without a dynamic loader resolving libstdc++ against its thousands of
 # exported symbols, each `notify send` is faster (README.md, "Run as a service", has the measured figures). It needs
 # nothing from NSS. notifyd links libsystemd, so it stays dynamic for the C libraries.
@@ -36,7 +41,8 @@ packaged_build_flags() {
   echo "INPUT($cxx_archive)" >"$cxx/libstdc++.so"
   local common=(-c release --static-swift-stdlib
     -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections
-    -Xswiftc -use-ld=lld -Xlinker --no-warn-symbol-ordering)
+    -Xswiftc -use-ld=lld -Xlinker --no-warn-symbol-ordering
+    -Xswiftc -enforce-exclusivity=unchecked)
   daemon_build=("${common[@]}" --scratch-path "$scratch"
     -Xlinker --symbol-ordering-file="$orders/notifyd.order"
     -Xlinker -z -Xlinker pack-relative-relocs
