@@ -27,9 +27,7 @@ for bin in "$NOTIFYD" "$NOTIFY"; do [ -x "$bin" ] || { echo "caught-up.sh: $bin 
 lines=()
 for rep in $(seq 1 "$REPS"); do
 	dir=$(mktemp -d /tmp/notifyd-caught-up.XXXXXX)
-	"$NOTIFYD" --socket "$dir/s" --state-dir "$dir/state" --config /dev/null --history-messages 0 >"$dir/log" 2>&1 &
-	pid=$!
-	for _ in $(seq 1 100); do [ -S "$dir/s" ] && break; sleep 0.05; done
+	start_daemon "$dir" --history-messages 0
 	"$NOTIFY" --socket "$dir/s" subscribe t >/dev/null &
 	subscriber=$!
 	wait_for "$dir/s" subscriptions 1

@@ -22,9 +22,7 @@ for bin in "$NOTIFYD" "$NOTIFY"; do [ -x "$bin" ] || { echo "run.sh: $bin not fo
 lines=()
 for rep in $(seq 1 "$REPS"); do
 	dir=$(mktemp -d /tmp/notifyd-burst.XXXXXX)
-	"$NOTIFYD" --socket "$dir/s" --state-dir "$dir/state" --config /dev/null >"$dir/log" 2>&1 &
-	pid=$!
-	for _ in $(seq 1 100); do [ -S "$dir/s" ] && break; sleep 0.05; done
+	start_daemon "$dir"
 	sleep "$QUIET"   # idle: the trimmer's quiet spell, not a synchronisation
 	idle=$(field VmRSS $pid) idle_anon=$(field RssAnon $pid)
 	"$NOTIFY" --socket "$dir/s" bench --subscribers 1000 --count "$COUNT" --skip-latency >"$dir/bench" 2>&1 || true

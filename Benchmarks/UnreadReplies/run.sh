@@ -18,12 +18,12 @@ COUNT=${COUNT:-4000000}
 QUIET=${QUIET:-15}
 [ -x "$NOTIFYD" ] || { echo "run.sh: $NOTIFYD not found; build the release binaries" >&2; exit 1; }
 
+. "$HERE/../Support/daemon.sh"
+
 lines=()
 for rep in $(seq 1 "$REPS"); do
 	dir=$(mktemp -d /tmp/notifyd-unread.XXXXXX)
-	"$NOTIFYD" --socket "$dir/s" --state-dir "$dir/state" --config /dev/null >"$dir/log" 2>&1 &
-	pid=$!
-	for _ in $(seq 1 100); do [ -S "$dir/s" ] && break; sleep 0.05; done
+	start_daemon "$dir"
 	line=$(python3 - "$dir/s" "$pid" "$COUNT" "$QUIET" <<'PY'
 import select, socket, sys, time
 path, pid, count, quiet = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])

@@ -33,9 +33,7 @@ cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 lines=()
 for rep in $(seq 1 "$REPS"); do
 	dir=$(mktemp -d /tmp/notifyd-wildcard.XXXXXX)
-	"$NOTIFYD" --socket "$dir/s" --state-dir "$dir/state" --config /dev/null --history-messages 0 >"$dir/log" 2>&1 &
-	pid=$!
-	for _ in $(seq 1 100); do [ -S "$dir/s" ] && break; sleep 0.05; done
+	start_daemon "$dir" --history-messages 0
 	subscribers=()
 	for _ in $(seq 1 "$SUBS"); do "$NOTIFY" --socket "$dir/s" subscribe '>' >/dev/null 2>&1 & subscribers+=($!); done
 	wait_for "$dir/s" subscriptions "$SUBS"

@@ -7,12 +7,17 @@ import Testing
 /// bytes per pending write in a ring that never shrinks, so a run of small frames must be one write, not one each.
 @Suite("Replies in the connection's span")
 struct ReplySpanTests {
+    /// A connection past its greeting, and the writes its transport had taken by then.
+    static func connect(to harness: BrokerHarness) throws -> (BrokerHarness.Client, writesBefore: Int) {
+        let client = harness.connect()
+        _ = try client.received()
+        return (client, client.transport.written.count)
+    }
+
     @Test("a thousand pipelined PINGs are answered in order, in one write")
     func pipelinedPings() throws {
         let harness = BrokerHarness()
-        let client = harness.connect()
-        _ = try client.received()
-        let writesBefore = client.transport.written.count
+        let (client, writesBefore) = try Self.connect(to: harness)
         client.send((1...1_000).map { "#\($0) PING\n" }.joined())
         #expect(try client.received() == (1...1_000).map { .pong(requestID: UInt64($0)) })
         #expect(client.transport.written.count - writesBefore == 1)
@@ -22,9 +27,7 @@ struct ReplySpanTests {
     func mixedOrder() throws {
         let harness = BrokerHarness()
         harness.connect().send("PUB old 3\nold\n")
-        let client = harness.connect()
-        _ = try client.received()
-        let writesBefore = client.transport.written.count
+        let (client, writesBefore) = try Self.connect(to: harness)
         client.send("#1 PING\n#2 SUB t\nPUB t 1\na\n#3 SUB old latest\n#4 LATEST t\nPUB t 1\nb\n#5 PING\n")
         let frames = try client.received()
         #expect(frames.count == 8, "\(frames)")
@@ -53,9 +56,7 @@ struct ReplySpanTests {
         let harness = BrokerHarness()
         let payload = String(repeating: "x", count: Broker.spanFrameLimit + 1)
         harness.connect().send("PUB big \(payload.utf8.count)\n\(payload)\n")
-        let client = harness.connect()
-        _ = try client.received()
-        let writesBefore = client.transport.written.count
+        let (client, writesBefore) = try Self.connect(to: harness)
         client.send("#1 PING\n#2 LATEST big\n#3 PING\n#4 PING\n")
         let frames = try client.received()
         guard frames.count == 4, case .latest(2, let last) = frames[1] else {
@@ -71,9 +72,7 @@ struct ReplySpanTests {
     @Test("a small reply when the batch is full is written on its own, after the span before it")
     func batchFull() throws {
         let harness = BrokerHarness()
-        let client = harness.connect()
-        _ = try client.received()
-        let writesBefore = client.transport.written.count
+        let (client, writesBefore) = try Self.connect(to: harness)
         client.handle("#1 PING\n")
         // Others' deliveries took the rest of the batch.
         _ = harness.broker.batch.append { $0.writeRepeatingByte(0, count: $0.writableBytes) }

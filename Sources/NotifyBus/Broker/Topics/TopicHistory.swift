@@ -316,21 +316,9 @@ final class TopicHistory {
     /// Appends the frame of `entry`, a message of this history's `topic`, to `buffer`: what ``withFrame(of:topic:_:)``
     /// gives, written where it goes instead of put together in a copy first (the state log's records).
     func writeFrame(of entry: Entry, topic: String, into buffer: inout ByteBuffer) {
-        buffer.reserveCapacity(minimumWritableBytes: entry.length)
-        if entry.lineStart > 0 {
-            var topic = topic
-            let written = topic.withUTF8 { name in
-                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: entry.lineStart) { out in
-                    MessageLineStart.write(topic: UnsafeRawBufferPointer(name), sequence: entry.sequence, time: entry.time.microsecondsSinceEpoch, into: out)
-                }
-            }
-            precondition(written == entry.lineStart, "a history's frames put back together with another topic's name")
-        }
-        let start = position(entry.record, plus: TopicHistory.headerSize)
-        let first = Swift.min(entry.stored, ring.count - start)
-        buffer.writeBytes(UnsafeRawBufferPointer(start: ring.baseAddress! + start, count: first))
-        if first < entry.stored {
-            buffer.writeBytes(UnsafeRawBufferPointer(start: ring.baseAddress!, count: entry.stored - first))
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: entry.length) { out in
+            copyFrame(of: entry, topic: topic, into: out)
+            return entry.length
         }
     }
 
@@ -371,27 +359,31 @@ final class TopicHistory {
         if entry.lineStart == 0, entry.stored <= ring.count - start {
             return body(UnsafeRawBufferPointer(rebasing: ring[start..<(start + entry.stored)]))
         }
-        var topic = topic
         return withUnsafeTemporaryAllocation(byteCount: entry.length, alignment: 1) { copy in
-            if entry.lineStart > 0 {
-                let length = MessageLineStart.length(
-                    topicLength: topic.utf8.count,
-                    sequence: entry.sequence,
-                    time: entry.time.microsecondsSinceEpoch
-                )
-                precondition(length == entry.lineStart, "a history's frames put back together with another topic's name")
-                _ = topic.withUTF8 { name in
-                    MessageLineStart.write(
-                        topic: UnsafeRawBufferPointer(name),
-                        sequence: entry.sequence,
-                        time: entry.time.microsecondsSinceEpoch,
-                        into: copy
-                    )
-                }
-            }
-            load(into: UnsafeMutableRawBufferPointer(start: copy.baseAddress! + entry.lineStart, count: entry.stored), from: start)
+            copyFrame(of: entry, topic: topic, into: copy)
             return body(UnsafeRawBufferPointer(copy))
         }
+    }
+
+    /// Writes the frame of `entry`, a message of this history's `topic`, at the start of `out` (room for at least
+    /// `entry.length` bytes): the start of its line, if the record left it out, then what the record holds.
+    private func copyFrame(of entry: Entry, topic: String, into out: UnsafeMutableRawBufferPointer) {
+        if entry.lineStart > 0 {
+            var topic = topic
+            let time = entry.time.microsecondsSinceEpoch
+            // Checked before writing: another topic's name would write past the room the record's sizes make.
+            precondition(
+                MessageLineStart.length(topicLength: topic.utf8.count, sequence: entry.sequence, time: time) == entry.lineStart,
+                "a history's frames put back together with another topic's name"
+            )
+            _ = topic.withUTF8 { name in
+                MessageLineStart.write(topic: UnsafeRawBufferPointer(name), sequence: entry.sequence, time: time, into: out)
+            }
+        }
+        load(
+            into: UnsafeMutableRawBufferPointer(start: out.baseAddress! + entry.lineStart, count: entry.stored),
+            from: position(entry.record, plus: TopicHistory.headerSize)
+        )
     }
 
     // MARK: - Records in the ring
