@@ -34,6 +34,20 @@ struct IdleConnectionStateTests {
         #expect(handler.unread == nil)
     }
 
+    @Test("a connection reads first into 64 bytes, and a publisher that fills its buffers reaches 64 KiB")
+    func receiveBufferStartsSmall() {
+        var allocator = NotifyServer.receiveAllocator
+        #expect(allocator.buffer(allocator: ByteBufferAllocator()).capacity == 64)
+        var sizes: [Int] = []
+        for _ in 0..<12 {
+            let size = allocator.nextBufferSize() ?? 0
+            sizes.append(size)
+            _ = allocator.record(actualReadBytes: size)
+        }
+        #expect(sizes.prefix(3) == [64, 128, 256])
+        #expect(sizes.last == 64 << 10, "\(sizes)")
+    }
+
     /// A connection through the daemon's handler, past its greeting.
     private static func greetedConnection() throws -> (EmbeddedChannel, BrokerConnectionHandler) {
         let connection = try embeddedConnection(to: Broker())

@@ -128,9 +128,7 @@ struct NotifyServer: Service {
         let bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 256)
             // A subscriber that keeps up never fills this; one that does not gets the broker's bounded queue.
-            // NIO keeps a connection's receive buffer for its next read. Most connections are idle subscribers that
-            // sent a line or two, so start small (NIO's default is 2 KiB); a busy publisher's grows to 64 KiB.
-            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 64 << 10))
+            .childChannelOption(.recvAllocator, value: NotifyServer.receiveAllocator)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let server = state.value
@@ -348,5 +346,14 @@ extension NotifyServer {
     /// `max-queued-bytes` under 8 gave.
     static func writeBufferWaterMark(high: Int) -> ChannelOptions.Types.WriteBufferWaterMark {
         .init(low: max(1, high / 4), high: max(1, high))
+    }
+
+    /// How big a buffer a connection reads into. NIO keeps a connection's receive buffer, at the largest size it was
+    /// asked for, from its first read until the connection closes, and most connections are idle subscribers that
+    /// sent a line or two: so the first is 64 bytes (NIO's default is 2 KiB; 256 cost each idle subscriber 193 bytes
+    /// more, see README "Per connection"), and one that fills its buffer gets twice that next, up to 64 KiB for a
+    /// busy publisher.
+    static var receiveAllocator: AdaptiveRecvByteBufferAllocator {
+        AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 64, maximum: 64 << 10)
     }
 }
