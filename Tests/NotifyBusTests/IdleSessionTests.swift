@@ -29,6 +29,32 @@ struct IdleSessionTests {
         #expect(account.queuedBytes == 0, "and counted off its uid")
     }
 
+    @Test("a connection with one subscription holds no table for it; with more it does, and every way out counts them off")
+    func oneSubscriptionInline() throws {
+        let harness = BrokerHarness()
+        let subscriber = harness.connect()
+        subscriber.send("SUB a\n#1 PING\n")
+        #expect(subscriber.session.subscriptionCount == 1)
+        #expect(!subscriber.session.subscriptions.holdsDictionary, "one subscription is held inline")
+        subscriber.send("SUB a\nSUB b.*\nSUB c\n#2 PING\n")
+        #expect(subscriber.session.subscriptionCount == 3, "a second SUB to a is the same subscription")
+        #expect(subscriber.session.subscriptions.holdsDictionary)
+        subscriber.send("UNSUB a\nUNSUB b.*\nUNSUB a\n#3 PING\n")
+        #expect(subscriber.session.subscriptionCount == 1)
+        let errors = try subscriber.received().compactMap(errorCode)
+        #expect(errors == [.notFound], "the second UNSUB a has nothing to remove")
+        let publisher = harness.connect()
+        publisher.send("PUB a 1\nx\nPUB c 1\ny\n")
+        #expect(try subscriber.deliveries() == ["y"])
+        #expect(harness.broker.statistics.subscriptions == 1)
+        subscriber.send("UNSUB c\nSUB d\n#4 PING\n")
+        #expect(!subscriber.session.subscriptions.holdsDictionary, "empty, then one again: inline")
+        let account = subscriber.session.account
+        harness.broker.close(subscriber.session)
+        #expect(harness.broker.statistics.subscriptions == 0)
+        #expect(account.subscriptions == 0)
+    }
+
     @Test("a queue its subscriber caught up on is let go when the daemon is idle, and made again when needed")
     func drainedQueueReleased() throws {
         let harness = BrokerHarness()

@@ -107,6 +107,30 @@ struct SubscriptionIndexTests {
         #expect(index.matches(of: try Topic("a.b")).isEmpty)
     }
 
+    @Test("a name subscribed to once holds its subscriber inline; a second makes a set, and one left goes back inline")
+    func oneSubscriberInline() throws {
+        let index = SubscriptionIndex<String>()
+        let pattern = try TopicPattern("a.b")
+        func entry() -> SubscriberSet<String>? { index.exact[ByteKey("a.b")] }
+        #expect(index.insert("s", for: pattern))
+        guard case .one("s")? = entry() else { Issue.record("\(String(describing: entry()))"); return }
+        #expect(!index.insert("s", for: pattern))
+        #expect(index.insert("t", for: pattern))
+        #expect(index.insert("u", for: pattern))
+        guard case .many(let all)? = entry() else { Issue.record("\(String(describing: entry()))"); return }
+        #expect(all == ["s", "t", "u"])
+        #expect(!index.insert("t", for: pattern))
+        #expect(index.remove("s", for: pattern))
+        #expect(!index.remove("s", for: pattern))
+        #expect(index.remove("u", for: pattern))
+        guard case .one("t")? = entry() else { Issue.record("\(String(describing: entry()))"); return }
+        #expect(index.matches(of: try Topic("a.b")) == ["t"])
+        #expect(!index.remove("s", for: pattern))
+        #expect(index.remove("t", for: pattern))
+        #expect(entry() == nil)
+        #expect(index.isEmpty && index.storageCount == 0)
+    }
+
     @Test("a subscriber under two matching patterns is reported once per pattern")
     func perRegistration() throws {
         let index = SubscriptionIndex<String>()

@@ -63,13 +63,12 @@ extension Broker {
         session.markClosed()
         counters.connections -= 1
         openSessions.remove(session)
-        for subscription in session.subscriptions.values {
+        for subscription in session.subscriptions.removeAll() {
             index.remove(subscription, for: subscription.pattern)
             subscriptionsChanged(for: subscription.pattern)
+            session.account.subscriptions -= 1
+            session.account.wildcardTokens -= Self.wildcardTokens(of: subscription.pattern)
         }
-        session.account.subscriptions -= session.subscriptions.count
-        for pattern in session.subscriptions.keys { session.account.wildcardTokens -= Self.wildcardTokens(of: pattern) }
-        session.subscriptions.removeAll()
         // What waited for it, and what it had sent unfinished, are let go with it.
         discardOutbox(of: session)
         chargeWriteBuffer(of: session, 0)

@@ -50,7 +50,7 @@ extension Broker {
             let subscription = Subscription(session: session, pattern: pattern, overflow: options.overflow)
             session.account.subscriptions += 1
             session.account.wildcardTokens += tokens
-            session.subscriptions[pattern] = subscription
+            session.subscriptions.insert(subscription)
             index.insert(subscription, for: pattern)
             subscriptionsChanged(for: pattern)
         }
@@ -86,7 +86,7 @@ extension Broker {
     }
 
     func unsubscribe(_ session: Session, from pattern: TopicPattern, id: UInt64?) {
-        guard let subscription = session.subscriptions.removeValue(forKey: pattern) else {
+        guard let subscription = session.subscriptions.remove(pattern) else {
             let sentence = "this connection has no subscription to \"\(pattern.text)\"; UNSUB takes the pattern exactly as it was subscribed"
             return reply(ProtocolError(.notFound, sentence, requestID: id), to: session)
         }

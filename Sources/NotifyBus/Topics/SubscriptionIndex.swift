@@ -35,7 +35,7 @@ public final class SubscriptionIndex<Subscriber: Hashable> {
         }
     }
 
-    @usableFromInline var exact: [ByteKey: Set<Subscriber>] = [:]
+    @usableFromInline var exact: [ByteKey: SubscriberSet<Subscriber>] = [:]
     @usableFromInline let root = Node()
 
     /// The number of (pattern, subscriber) registrations.
@@ -61,7 +61,15 @@ public final class SubscriptionIndex<Subscriber: Hashable> {
     public func insert(_ subscriber: Subscriber, for pattern: TopicPattern) -> Bool {
         let inserted: Bool
         if pattern.isLiteral {
-            inserted = exact[ByteKey(pattern.text), default: []].insert(subscriber).inserted
+            let key = ByteKey(pattern.text)
+            if exact[key]?.insert(subscriber) ?? false {
+                inserted = true
+            } else if exact[key] == nil {
+                exact[key] = .one(subscriber)
+                inserted = true
+            } else {
+                inserted = false
+            }
         } else {
             var node = root
             var endsWithRest = false
@@ -89,9 +97,13 @@ public final class SubscriptionIndex<Subscriber: Hashable> {
         let removed: Bool
         if pattern.isLiteral {
             let key = ByteKey(pattern.text)
-            guard var subscribers = exact[key], subscribers.remove(subscriber) != nil else { return false }
-            exact[key] = subscribers.isEmpty ? nil : subscribers
-            removed = true
+            switch exact[key]?.remove(subscriber) {
+            case nil, .notThere?: return false
+            case .removed?: removed = true
+            case .removedLast?:
+                exact[key] = nil
+                removed = true
+            }
         } else {
             let tokens = TopicSyntax.tokens(of: pattern.text)
             removed = removeFromTrie(subscriber, tokens: tokens[...], at: root)
@@ -103,9 +115,7 @@ public final class SubscriptionIndex<Subscriber: Hashable> {
     /// Calls `body` once for every (pattern, subscriber) registration whose pattern matches `topic`.
     @inlinable
     public func forEachMatch(of topic: Topic, _ body: (Subscriber) throws -> Void) rethrows {
-        if let subscribers = exact[ByteKey(topic.name)] {
-            for subscriber in subscribers { try body(subscriber) }
-        }
+        try exact[ByteKey(topic.name)]?.forEach(body)
         if root.isUnused { return }
         let name = topic.name
         // Wildcards in the first position do not reach the daemon's reserved `$` topics.

@@ -83,17 +83,18 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         self.session = session
         // The greeting, written before the session was known here, may have filled a tiny write buffer.
         broker.writabilityChanged(session)
-        // Unowned, not weak: a weak reference gives its object a side table (32 bytes per connection, and the
-        // runtime's slow path for its every retain). The handler outlives the closure: the transport holds the
-        // context that holds the handler, and `channelInactive` clears the closure before the handler can go.
-        transport.onBufferTaken = { [broker, unowned self] in
-            guard let session = self.session else { return }
-            broker.writeBufferChanged(session)
-            broker.flush()
-        }
+        transport.handler = self
         logger.log(.connectionOpened, .debug, "connection opened", peer.logMetadata.merging(["session": "\(session.id)"]) { $1 })
         broker.flush()
         context.fireChannelActive()
+    }
+
+    /// The peer took bytes that waited in the write buffer: they no longer count against its uid, and what the broker
+    /// queued for it may go.
+    func bufferTaken() {
+        guard let session else { return }
+        broker.writeBufferChanged(session)
+        broker.flush()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -244,7 +245,7 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         session = nil
         // The transport holds the context, which holds this handler: let go, or the three (and the channel with
         // them) are never freed. Nothing is written to a connection that is gone.
-        transport?.onBufferTaken = nil
+        transport?.handler = nil
         if let transport { connections?.remove(transport) }
         transport = nil
         context.fireChannelInactive()

@@ -11,7 +11,7 @@ import NotifyBus
 /// costs a few dynamic casts, so it is asked only after a flush that left bytes there, or after
 /// ``measureEvery`` bytes were written since it last said none were left: a connection that keeps up is asked once
 /// per that many bytes, and holds less than that unaccounted. While bytes wait, an empty write after them tells
-/// when the peer has taken them, and ``onBufferTaken`` lets the broker count them off. Meanwhile what is written
+/// when the peer has taken them, and the handler (``BrokerConnectionHandler/bufferTaken()``) lets the broker count them off. Meanwhile what is written
 /// waits in a ``WriteCoalescer`` rather than as a pending write of NIO's each (see there why).
 final class ChannelTransport: SessionTransport {
     /// How long a closing connection may take to accept what it is owed.
@@ -30,8 +30,10 @@ final class ChannelTransport: SessionTransport {
     @exclusivity(unchecked) private var unmeasuredBytes = 0
     /// Whether an empty write waits behind the buffered bytes, to tell when they are taken.
     @exclusivity(unchecked) private var watchesBuffer = false
-    /// Called when bytes left the write buffer without a flush of the broker's; set by the connection's handler.
-    @exclusivity(unchecked) var onBufferTaken: (() -> Void)?
+    /// Told when bytes left the write buffer without a flush of the broker's. Not retained, and not a closure: the
+    /// handler holds the context that holds this transport, and `channelInactive` clears this before the handler can
+    /// go; a closure would cost every connection an allocation of its own.
+    @exclusivity(unchecked) unowned(unsafe) var handler: BrokerConnectionHandler?
 
     /// How many bytes may be written, while NIO last said it held none, before it is asked again.
     static let measureEvery = 16 << 10
@@ -80,7 +82,7 @@ final class ChannelTransport: SessionTransport {
             // What was gathered goes to NIO here, and the broker may flush (and arm a watch) before this goes on.
             measure()
             if nioBufferedBytes > 0 && !isClosing && !watchesBuffer { watchBuffer() }
-            onBufferTaken?()
+            handler?.bufferTaken()
         }
     }
 

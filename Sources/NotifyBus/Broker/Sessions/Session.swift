@@ -50,7 +50,7 @@ public final class Session: Hashable {
     }
 
     /// The session's subscriptions by pattern; the subscription index holds the other direction.
-    @exclusivity(unchecked) var subscriptions: [TopicPattern: Subscription] = [:]
+    @exclusivity(unchecked) var subscriptions = SubscriptionTable()
     /// Frames waiting while the connection's socket cannot take more. Made the first time a frame waits: most
     /// connections never fall behind, and a queue held inline cost every session some 130 bytes.
     var outbox: OutboundQueue {
