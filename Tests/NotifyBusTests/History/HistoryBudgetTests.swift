@@ -136,4 +136,46 @@ struct HistoryBudgetTests {
         #expect(Self.kept(harness, "kept") == Array(26...30), "the uid's new budget")
         #expect(harness.broker.statistics.historyBytes == 500)
     }
+
+    @Test("randomized: while one uid's messages are all that is kept, its order stands for the daemon's, and evicts the same")
+    func oneKeepersOrder() throws {
+        let seed = SeededRandom.seed(default: 0x1ED6_E5)
+        var random = SeededRandom(seed: seed)
+        var configuration = ResumeTests.withHistory
+        configuration.history = HistoryLimits(messages: 8, bytes: 1 << 20)
+        // The daemon's budget below a uid's, so that it is the daemon's order that trims, now and then above.
+        configuration.maxRetainedBytesPerUser = 3_000
+        configuration.maxRetainedBytes = 2_500
+        // The same script against a broker whose ledger keeps the daemon's order apart always, as it did before.
+        let shared = BrokerHarness(configuration: configuration)
+        let apart = BrokerHarness(configuration: configuration)
+        apart.broker.historyLedger = HistoryLedger(sharesOneKeepersOrder: false)
+        let uids: [UInt32] = [1000, 1001, 1002]
+        let clients = [shared, apart].map { harness in uids.map { harness.connect(uid: $0) } }
+        let topics = ["a", "b", "c", "d", "e"]
+        var sole = true
+        for step in 0..<600 {
+            // Long spells of one uid alone, then of several.
+            if Int.random(in: 0..<50, using: &random) == 0 { sole.toggle() }
+            let who = sole ? 0 : Int.random(in: 0..<uids.count, using: &random)
+            var batch = ""
+            for _ in 0..<Int.random(in: 1...5, using: &random) {
+                let size = Int.random(in: 1...400, using: &random)
+                batch += "PUB \(topics.randomElement(using: &random)!) \(size) noretain\n\(String(repeating: "x", count: size))\n"
+            }
+            if Int.random(in: 0..<60, using: &random) == 0 {
+                configuration.maxRetainedBytes = Int.random(in: 1_500...8_000, using: &random)
+                configuration.maxRetainedBytesPerUser = Int.random(in: 1_000...6_000, using: &random)
+                shared.broker.reconfigure(configuration)
+                apart.broker.reconfigure(configuration)
+            }
+            clients[0][who].send(batch)
+            clients[1][who].send(batch)
+            for topic in topics {
+                #expect(Self.kept(shared, topic) == Self.kept(apart, topic), "seed \(seed), step \(step), topic \(topic)")
+            }
+            #expect(shared.broker.statistics.historyBytes == apart.broker.statistics.historyBytes, "seed \(seed), step \(step)")
+            #expect(shared.broker.statistics.historyBytes <= UInt64(configuration.maxRetainedBytes))
+        }
+    }
 }

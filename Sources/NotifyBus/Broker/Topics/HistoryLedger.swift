@@ -10,7 +10,9 @@ internal import DequeModule
 /// only ever loses its oldest messages, so evicting a run takes the ones before it in its topic too. A run whose
 /// messages left their history by other means (its topic's own limits, the topic forgotten) stays in these lists as
 /// a stale entry until it reaches their front, or until a list holds twice what is live and is compacted. A topic
-/// published to alone, as in a burst, costs one entry however many messages it keeps.
+/// published to alone, as in a burst, costs one entry however many messages it keeps. While the messages kept are
+/// all one account's, as on a host where one service publishes, the daemon's order is that account's and is not
+/// kept a second time (16 bytes a run, a fifth of a one-message topic's memory beside the topic's own).
 /// Owned by the broker's thread.
 struct HistoryLedger {
     /// A run of messages kept in `topic`'s history, through `sequence`.
@@ -21,9 +23,29 @@ struct HistoryLedger {
         var isLive: Bool { topic.history?.contains(sequence) ?? false }
     }
 
+    /// Whose messages the histories keep, as far as the daemon's order is concerned.
+    private enum Keepers {
+        /// No one's: `order` is empty.
+        case none
+        /// This account's alone: the daemon's order is its own (``UserAccount/historyOrder``), and `order` is empty.
+        case one(UserAccount)
+        /// Maybe several accounts': `order` is the daemon's.
+        case several
+    }
+
+    private var keepers = Keepers.none
+    /// The daemon's order while several accounts' messages are kept.
     private var order = Deque<Reference>()
     /// The topic of the run at the end of `order`.
     private var lastTopic: ObjectIdentifier?
+    /// Whether the daemon's order is left to the account whose messages are all that is kept; tests turn it off to
+    /// compare.
+    private let sharesOneKeepersOrder: Bool
+
+    init(sharesOneKeepersOrder: Bool = true) {
+        self.sharesOneKeepersOrder = sharesOneKeepersOrder
+        if !sharesOneKeepersOrder { keepers = .several }
+    }
     /// Messages kept in all histories.
     private(set) var messages = 0
     /// Their payload bytes.
@@ -34,7 +56,28 @@ struct HistoryLedger {
     /// Counts a message `topic`'s history just kept.
     mutating func kept(_ sequence: UInt64, payloadSize: Int, frameSize: Int, in topic: TopicState, by owner: UserAccount) {
         let identifier = ObjectIdentifier(topic)
-        HistoryLedger.append(sequence, of: topic, identifier, to: &order, lastTopic: &lastTopic)
+        switch keepers {
+        case .none:
+            keepers = .one(owner)
+        case .one(let only) where only !== owner:
+            // A second account's message: the daemon's order is kept apart from now on, and starts as the first
+            // account's, all of it older than this message.
+            order = only.historyOrder
+            lastTopic = only.historyOrderLastTopic
+            keepers = .several
+        case .one:
+            break
+        case .several:
+            if sharesOneKeepersOrder, messages == owner.historyMessages {
+                // All that is kept is this account's again.
+                order.removeAll()
+                lastTopic = nil
+                keepers = .one(owner)
+            }
+        }
+        if case .several = keepers {
+            HistoryLedger.append(sequence, of: topic, identifier, to: &order, lastTopic: &lastTopic)
+        }
         HistoryLedger.append(sequence, of: topic, identifier, to: &owner.historyOrder, lastTopic: &owner.historyOrderLastTopic)
         messages += 1
         payloadBytes += payloadSize
@@ -83,6 +126,9 @@ struct HistoryLedger {
         frameBytes -= entry.length
         entry.owner.historyMessages -= 1
         entry.owner.historyBytes -= entry.payloadSize
+        if case .one(let only) = keepers, only.historyMessages == 0 {
+            keepers = .none
+        }
     }
 
     /// Lets the oldest history go, `owner`'s while it holds more than `maxPerUser` bytes, then everyone's while all
@@ -96,8 +142,17 @@ struct HistoryLedger {
 
     /// Lets the oldest history of all go while all hold more than `maxTotal` bytes.
     mutating func trim(maxTotal: Int) {
-        while payloadBytes > maxTotal, let run = order.first {
-            if !evictOldest(of: run) { order.removeFirst() }
+        switch keepers {
+        case .none:
+            break
+        case .one(let only):
+            while payloadBytes > maxTotal, let run = only.historyOrder.first {
+                if !evictOldest(of: run) { only.historyOrder.removeFirst() }
+            }
+        case .several:
+            while payloadBytes > maxTotal, let run = order.first {
+                if !evictOldest(of: run) { order.removeFirst() }
+            }
         }
     }
 
