@@ -180,7 +180,13 @@ extension Broker {
                 historyLedger.released(state.history!.removeOldest()!, from: state)
             }
         }
-        historyLedger.trim(forAll: accounts.values, maxPerUser: configuration.maxRetainedBytesPerUser, maxTotal: configuration.maxRetainedBytes)
+        // By uid, so that what a reload lets go does not depend on a dictionary's order: one uid's oldest run in a
+        // topic may take another's older messages of that topic with it.
+        historyLedger.trim(
+            forAll: accounts.values.sorted { $0.uid < $1.uid },
+            maxPerUser: configuration.maxRetainedBytesPerUser,
+            maxTotal: configuration.maxRetainedBytes
+        )
     }
 
     /// Restores `state`'s history from the log's frames, oldest first, within the limits and budgets in force.
