@@ -34,6 +34,24 @@ struct IdleConnectionStateTests {
         #expect(handler.unread == nil)
     }
 
+    @Test("the start of a request at the end of a small receive buffer is copied out, so that NIO can read into it again")
+    func smallBufferIsNotKept() throws {
+        let (subscriber, handler) = try Self.greetedConnection()
+        // NIO's first buffer, 64 bytes, filled: a whole SUB and 40 bytes of the next, over a quarter of it.
+        var received = subscriber.allocator.buffer(capacity: 64)
+        let start = "SUB idle.long.name.of.a.topic.that.goes.on.and.on.past.the.end"
+        received.writeString("SUB idle.a\n" + start.prefix(64 - 11))
+        #expect(received.readableBytes == 64 && received.capacity == 64)
+        let receivedStorage = received.withVeryUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+        try subscriber.writeInbound(received)
+        let kept = try #require(handler.unread)
+        #expect(String(buffer: kept) == String(start.prefix(64 - 11)))
+        #expect(kept.withVeryUnsafeBytes { UInt(bitPattern: $0.baseAddress) } != receivedStorage, "a copy, not NIO's buffer")
+        try subscriber.writeInbound(ByteBuffer(string: start.dropFirst(64 - 11) + "\n#1 PING\n"))
+        #expect(try writtenText(subscriber).hasSuffix("#1 PONG\n"))
+        #expect(handler.unread == nil)
+    }
+
     @Test("a connection reads first into 64 bytes, and a publisher that fills its buffers reaches 64 KiB")
     func receiveBufferStartsSmall() {
         var allocator = NotifyServer.receiveAllocator

@@ -63,7 +63,7 @@ extension Broker {
         session.markClosed()
         counters.connections -= 1
         openSessions.remove(session)
-        for subscription in session.subscriptions.removeAll() {
+        session.subscriptions.removeAll { subscription in
             index.remove(subscription, for: subscription.pattern)
             subscriptionsChanged(for: subscription.pattern)
             session.account.subscriptions -= 1
@@ -84,6 +84,7 @@ extension Broker {
     /// idle for a while, before it gives freed memory back to the system.
     public func releaseIdleMemory() {
         releaseStaleSubscriberLists()
+        historyLedger.shareOrder(ifAllKeptByOneOf: accounts.values)
         for session in openSessions {
             if session.hasOutboxStorage, session.outboxIsEmpty { session.releaseOutbox() }
         }

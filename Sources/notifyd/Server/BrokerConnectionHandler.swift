@@ -149,8 +149,11 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     /// Keeps what is left of `buffer` for the next read, counted against the uid's budget of unfinished requests.
     private func keepUnread(_ buffer: inout ByteBuffer, context: ChannelHandlerContext) {
         if buffer.readableBytes > 0 {
-            // A few bytes of a frame would keep a whole receive buffer alive: copy them out.
-            if buffer.readableBytes * 4 < buffer.capacity {
+            // A few bytes of a frame would keep a whole receive buffer alive: copy them out. A small buffer is
+            // copied whatever it holds: NIO reads into the same buffer again only if no one else holds it, and would
+            // otherwise keep another one besides it for as long as the connection lasts (a connection's first
+            // buffers are small: NotifyServer.receiveAllocator).
+            if buffer.readableBytes * 4 < buffer.capacity || buffer.capacity <= 4 << 10 {
                 var copy = context.channel.allocator.buffer(capacity: max(buffer.readableBytes, 256))
                 copy.writeBuffer(&buffer)
                 unread = copy
@@ -243,9 +246,10 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
         }
         broker.flush()
         session = nil
-        // The transport holds the context, which holds this handler: let go, or the three (and the channel with
-        // them) are never freed. Nothing is written to a connection that is gone.
+        // Nothing is told about a connection that is gone.
         transport?.handler = nil
+        // The transport holds the context, which holds this handler: let go, or the three (and the channel with
+        // them) are never freed.
         if let transport { connections?.remove(transport) }
         transport = nil
         context.fireChannelInactive()

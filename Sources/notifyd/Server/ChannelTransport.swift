@@ -30,9 +30,9 @@ final class ChannelTransport: SessionTransport {
     @exclusivity(unchecked) private var unmeasuredBytes = 0
     /// Whether an empty write waits behind the buffered bytes, to tell when they are taken.
     @exclusivity(unchecked) private var watchesBuffer = false
-    /// Told when bytes left the write buffer without a flush of the broker's. Not retained, and not a closure: the
-    /// handler holds the context that holds this transport, and `channelInactive` clears this before the handler can
-    /// go; a closure would cost every connection an allocation of its own.
+    /// Told when bytes left the write buffer without a flush of the broker's. Not retained, and not a closure (which
+    /// would cost every connection an allocation of its own): this transport holds the context, which holds the
+    /// handler, so the handler is there for as long as the transport is; `channelInactive` clears it all the same.
     @exclusivity(unchecked) unowned(unsafe) var handler: BrokerConnectionHandler?
 
     /// How many bytes may be written, while NIO last said it held none, before it is asked again.

@@ -151,7 +151,8 @@ struct HistoryBudgetTests {
         let apart = BrokerHarness(configuration: configuration)
         apart.broker.historyLedger = HistoryLedger(sharesOneKeepersOrder: false)
         let uids: [UInt32] = [1000, 1001, 1002]
-        let clients = [shared, apart].map { harness in uids.map { harness.connect(uid: $0) } }
+        var clients = [shared, apart].map { harness in uids.map { harness.connect(uid: $0) } }
+        var sharedWhileAlone = 0
         let topics = ["a", "b", "c", "d", "e"]
         var sole = true
         for step in 0..<600 {
@@ -171,11 +172,30 @@ struct HistoryBudgetTests {
             }
             clients[0][who].send(batch)
             clients[1][who].send(batch)
+            if Int.random(in: 0..<30, using: &random) == 0 {
+                // A client that leaves and comes back: a new connection of the same uid.
+                let uid = Int.random(in: 0..<uids.count, using: &random)
+                for (side, harness) in [shared, apart].enumerated() {
+                    harness.broker.close(clients[side][uid].session)
+                    clients[side][uid] = harness.connect(uid: uids[uid])
+                }
+            }
+            if Int.random(in: 0..<10, using: &random) == 0 {
+                // Idle: the daemon's own order is let go if one uid's messages are all that is kept.
+                shared.broker.releaseIdleMemory()
+                apart.broker.releaseIdleMemory()
+                let keptByOne = uids.contains { shared.broker.accounts[$0]?.historyMessages == shared.broker.statistics.historyMessages }
+                if keptByOne {
+                    #expect(shared.broker.historyLedger.ownOrderCount == 0, "seed \(seed), step \(step): one uid's order stands for the daemon's")
+                    sharedWhileAlone += 1
+                }
+            }
             for topic in topics {
                 #expect(Self.kept(shared, topic) == Self.kept(apart, topic), "seed \(seed), step \(step), topic \(topic)")
             }
             #expect(shared.broker.statistics.historyBytes == apart.broker.statistics.historyBytes, "seed \(seed), step \(step)")
             #expect(shared.broker.statistics.historyBytes <= UInt64(configuration.maxRetainedBytes))
         }
+        #expect(sharedWhileAlone > 5, "the script has spells where one uid's messages are all that is kept")
     }
 }

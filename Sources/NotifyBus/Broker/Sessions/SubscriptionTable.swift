@@ -48,7 +48,8 @@ struct SubscriptionTable {
             storage = .many([first.pattern: first, subscription.pattern: subscription])
         case .many(var all):
             storage = .empty  // so that `all` is the dictionary's only reference, and grows in place
-            precondition(all.updateValue(subscription, forKey: subscription.pattern) == nil, "a second subscription to \(subscription.pattern.text)")
+            let previous = all.updateValue(subscription, forKey: subscription.pattern)
+            precondition(previous == nil, "a second subscription to \(subscription.pattern.text)")
             storage = .many(all)
         }
     }
@@ -71,13 +72,14 @@ struct SubscriptionTable {
         }
     }
 
-    /// Removes every subscription, and returns them.
-    mutating func removeAll() -> [Subscription] {
-        defer { storage = .empty }
-        switch storage {
-        case .empty: return []
-        case .one(let subscription): return [subscription]
-        case .many(let all): return Array(all.values)
+    /// Removes every subscription, handing each to `body`.
+    mutating func removeAll(_ body: (Subscription) -> Void) {
+        let removed = storage
+        storage = .empty
+        switch removed {
+        case .empty: break
+        case .one(let subscription): body(subscription)
+        case .many(let all): all.values.forEach(body)
         }
     }
 }

@@ -12,7 +12,9 @@ internal import DequeModule
 /// a stale entry until it reaches their front, or until a list holds twice what is live and is compacted. A topic
 /// published to alone, as in a burst, costs one entry however many messages it keeps. While the messages kept are
 /// all one account's, as on a host where one service publishes, the daemon's order is that account's and is not
-/// kept a second time (16 bytes a run, a fifth of a one-message topic's memory beside the topic's own).
+/// kept a second time (16 bytes a run, a fifth of a one-message topic's memory beside the topic's own): it is made
+/// from that account's when another account's message is kept, and let go again only when the daemon is idle
+/// (``shareOrder(ifAllKeptByOneOf:)``), so that two uids taking turns do not copy or free it with each publish.
 /// Owned by the broker's thread.
 struct HistoryLedger {
     /// A run of messages kept in `topic`'s history, through `sequence`.
@@ -68,12 +70,7 @@ struct HistoryLedger {
         case .one:
             break
         case .several:
-            if sharesOneKeepersOrder, messages == owner.historyMessages {
-                // All that is kept is this account's again.
-                order.removeAll()
-                lastTopic = nil
-                keepers = .one(owner)
-            }
+            break
         }
         if case .several = keepers {
             HistoryLedger.append(sequence, of: topic, identifier, to: &order, lastTopic: &lastTopic)
@@ -172,6 +169,24 @@ struct HistoryLedger {
         run.topic.history!.remove(through: oldest) { released($0, from: run.topic) }
         return true
     }
+
+    /// Lets go of the daemon's own order when one account's messages are all the histories keep, or none are: that
+    /// account's order is the daemon's then. Called when the daemon is idle.
+    mutating func shareOrder(ifAllKeptByOneOf accounts: some Sequence<UserAccount>) {
+        guard sharesOneKeepersOrder, case .several = keepers else { return }
+        if messages == 0 {
+            keepers = .none
+        } else if let only = accounts.first(where: { $0.historyMessages == messages }) {
+            keepers = .one(only)
+        } else {
+            return
+        }
+        order = Deque()
+        lastTopic = nil
+    }
+
+    /// Runs in the daemon's own order, while it keeps one (tests).
+    var ownOrderCount: Int { order.count }
 
     /// Lets go of all of `topic`'s history: the topic is forgotten.
     mutating func forget(_ topic: TopicState) {
