@@ -85,6 +85,15 @@ extension Broker {
     public func releaseIdleMemory() {
         releaseStaleSubscriberLists()
         historyLedger.shareOrder(ifAllKeptByOneOf: accounts.values)
+        // What grew with a burst of connections or messages keeps its room while the daemon works; once idle, that
+        // room is let go, or the few blocks it holds pin pages of the heap that the burst spread them over.
+        if pendingHistory.isEmpty { pendingHistory.releaseCapacity() }
+        if sessionsToFlush.isEmpty { sessionsToFlush = [] }
+        if openSessions.capacity > 2 * openSessions.count + 64 {
+            var compact = Set<Session>(minimumCapacity: openSessions.count)
+            for session in openSessions { compact.insert(session) }
+            openSessions = compact
+        }
         for session in openSessions {
             if session.hasOutboxStorage, session.outboxIsEmpty { session.releaseOutbox() }
         }

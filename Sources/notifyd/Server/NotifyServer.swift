@@ -52,8 +52,10 @@ struct NotifyServer: Service {
         var timers = try await startTimers(status: status, serviceManager: serviceManager)
         timers.append(eventLoop.scheduleRepeatedTask(initialDelay: MemoryTrimmer.interval, delay: MemoryTrimmer.interval) { _ in
             let broker = state.value.broker
+            let connections = state.value.connections
             state.value.trimmer.tick(work: broker.activity) {
                 broker.releaseIdleMemory()
+                connections.releaseIdleMemory()
             }
         })
 

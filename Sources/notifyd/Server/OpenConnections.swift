@@ -15,6 +15,15 @@ final class OpenConnections {
         transports[ObjectIdentifier(transport)] = nil
     }
 
+    /// Lets go of the room of connections that closed, once there is much more of it than connections (called when
+    /// the daemon is idle).
+    func releaseIdleMemory() {
+        guard transports.capacity > 2 * transports.count + 64 else { return }
+        var compact = [ObjectIdentifier: ChannelTransport](minimumCapacity: transports.count)
+        for (key, transport) in transports { compact[key] = transport }
+        transports = compact
+    }
+
     /// When each open connection will be closed.
     var closeFutures: [EventLoopFuture<Void>] { transports.values.map(\.closeFuture) }
 }

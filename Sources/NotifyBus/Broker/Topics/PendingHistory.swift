@@ -101,4 +101,11 @@ struct PendingHistory {
         messages.removeAll(keepingCapacity: true)
         tallies.removeAll(keepingCapacity: true)
     }
+
+    /// Lets go of the room a burst made (a batch's worth of messages, 80 KiB for a thousand): kept from batch to
+    /// batch while the daemon works, given back when it is idle.
+    mutating func releaseCapacity() {
+        messages = []
+        tallies = [:]
+    }
 }
