@@ -62,13 +62,12 @@ public final class SubscriptionIndex<Subscriber: Hashable> {
         let inserted: Bool
         if pattern.isLiteral {
             let key = ByteKey(pattern.text)
-            if exact[key]?.insert(subscriber) ?? false {
-                inserted = true
-            } else if exact[key] == nil {
+            switch exact[key]?.insert(subscriber) {
+            case nil:
                 exact[key] = .one(subscriber)
                 inserted = true
-            } else {
-                inserted = false
+            case let isNew?:
+                inserted = isNew
             }
         } else {
             var node = root

@@ -21,8 +21,6 @@ struct SubscriptionTable {
         }
     }
 
-    var isEmpty: Bool { count == 0 }
-
     /// Whether it holds a dictionary (more than one subscription, or did since it was last empty).
     var holdsDictionary: Bool {
         if case .many = storage { return true }
