@@ -60,7 +60,7 @@ private func subscribedBroker(history: HistoryLimits, logged: Bool, topic: Topic
     let broker = Broker(configuration: configuration)
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString)").path
     if logged {
-        let (log, contents) = try! StateLog.open(directory: directory, maxPayload: 1 << 20)
+        let (log, contents) = try! StateLog.open(directory: directory)
         broker.attach(log, restoring: contents)
     }
     let subscriber = broker.open(peer: PeerCredentials(pid: 2, uid: 1000, gid: 1000, groups: []), transport: DiscardingTransport())
@@ -103,7 +103,7 @@ func stateLogBenchmarks(_ harness: inout Harness) {
     print("\n== State log ==")
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString)").path
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let (log, _) = try! StateLog.open(directory: directory, maxPayload: 1 << 20)
+    let (log, _) = try! StateLog.open(directory: directory)
     let frame = [UInt8](repeating: 0x61, count: 80)
     let count = 20_000
     harness.measure("history record, 80 B frame, committed every 256", operations: count) {

@@ -42,6 +42,7 @@ public final class NotifyCenter: Sendable {
 
     private let onUndecodable: @Sendable (UndecodableNotification) -> Void
     private let onDropped: @Sendable (DropNotice) -> Void
+    private let onEnded: @Sendable (ObservationEnded) -> Void
     /// The observations running, and the one queue their events come in by, in the connection's order.
     private let observations = ObservationTable()
     /// What this center posted, to be left out of what its subscriptions resume with; nil when it hears its own.
@@ -55,11 +56,14 @@ public final class NotifyCenter: Sendable {
     ///     unless the observer says otherwise; by default a line on standard error.
     ///   - onDropped: what is done with the daemon's notice that messages for an observer were dropped (it fell
     ///     behind, or resumed after more than the history holds); by default a line on standard error.
+    ///   - onEnded: what is done when an observer's subscription ends by itself (the connection is lost for good,
+    ///     or the daemon ended it), so that it receives nothing more; by default a line on standard error.
     public init(
         client: NotifyClient,
         receivesOwnPosts: Bool = true,
         onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
-        onDropped: (@Sendable (DropNotice) -> Void)? = nil
+        onDropped: (@Sendable (DropNotice) -> Void)? = nil,
+        onEnded: (@Sendable (ObservationEnded) -> Void)? = nil
     ) {
         self.client = client
         ownPosts = receivesOwnPosts ? nil : OwnPosts()
@@ -70,6 +74,7 @@ public final class NotifyCenter: Sendable {
                 StandardError.write(
                     "notifycenter: \(notice.count) messages of \(notice.topic) were dropped for an observer")
             }
+        self.onEnded = onEnded ?? { StandardError.write("notifycenter: \($0)") }
     }
 
     /// Connects to the daemon (see ``NotifyClient/connect(to:group:reconnectWithin:)`` for the socket and the
@@ -84,11 +89,18 @@ public final class NotifyCenter: Sendable {
         receivesOwnPosts: Bool = false,
         reconnectWithin: Duration? = .seconds(30),
         onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
-        onDropped: (@Sendable (DropNotice) -> Void)? = nil
+        onDropped: (@Sendable (DropNotice) -> Void)? = nil,
+        onEnded: (@Sendable (ObservationEnded) -> Void)? = nil
     ) async throws -> NotifyCenter {
         let client = try await NotifyClient.connect(to: socketPath, reconnectWithin: reconnectWithin)
         if !receivesOwnPosts { try await client.setEcho(false) }
-        return NotifyCenter(client: client, receivesOwnPosts: receivesOwnPosts, onUndecodable: onUndecodable, onDropped: onDropped)
+        return NotifyCenter(
+            client: client,
+            receivesOwnPosts: receivesOwnPosts,
+            onUndecodable: onUndecodable,
+            onDropped: onDropped,
+            onEnded: onEnded
+        )
     }
 
     // MARK: - Posting
@@ -328,13 +340,20 @@ public final class NotifyCenter: Sendable {
         let isAlive = observer.map(Self.isAlive)
         let gauge = SubscriptionGauge(limits: .default)
         let (id, sink) = observations.prepare(gauge: gauge, observer: observer.map(ObjectIdentifier.init), isAlive: isAlive, handle: handle)
+        let pattern = topics ?? Message.topics
+        let onEnded = self.onEnded
         do {
             let subscription = try await client.subscribe(
-                to: [topics ?? Message.topics],
+                to: [pattern],
                 latestFirst: latestFirst,
                 gauge: gauge,
                 sink: sink,
-                finished: { [observations] _ in observations.stop(id) }
+                finished: { [observations] error in
+                    // Only an observation still running is reported: one removed, or of a center closed, was ended
+                    // on purpose.
+                    guard observations.stop(id) else { return }
+                    onEnded(ObservationEnded(topics: pattern, messageType: "\(Message.self)", reason: error))
+                }
             )
             observations.started(id, subscription)
         } catch {

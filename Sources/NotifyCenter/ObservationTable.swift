@@ -81,9 +81,12 @@ final class ObservationTable: Sendable {
         subscription.caughtUp()
     }
 
-    /// Ends observation `id`.
-    func stop(_ id: UInt64) {
-        state.withLock { $0.running.removeValue(forKey: id) }?.subscription?.end()
+    /// Ends observation `id`; returns whether it was running.
+    @discardableResult
+    func stop(_ id: UInt64) -> Bool {
+        guard let observation = state.withLock({ $0.running.removeValue(forKey: id) }) else { return false }
+        observation.subscription?.end()
+        return true
     }
 
     /// Ends the observations of `observer`; returns whether it had any.

@@ -62,7 +62,7 @@ public enum NotificationEvent<Message: Sendable>: Sendable {
 }
 
 /// Whose notifications an observer wants: NotificationCenter's `object:` across processes. Each field left nil
-/// matches anyone.
+/// matches anyone, but a uid, pid or unit with no host means this host's publisher (see ``matches(_:)``).
 public struct Sender: Sendable, Hashable {
     public var uid: UInt32?
     public var pid: Int32?
@@ -85,12 +85,19 @@ public struct Sender: Sendable, Hashable {
     public static func unit(_ name: String) -> Sender { Sender(unit: name) }
 
     /// Whether `publisher` is this sender.
+    ///
+    /// A sender that names a uid, a pid or a unit and no host means a publisher on this host, whose identity the
+    /// daemon read from the kernel and systemd: another host's message only claims its uid, pid and unit (its
+    /// headers in NATS say so, and any client of the NATS server can write them), so it matches only a sender that
+    /// names its host (or says `isLocal: false`), and then as a claim of that host's.
     public func matches(_ publisher: Publisher) -> Bool {
         if let uid, publisher.uid != uid { return false }
         if let pid, publisher.pid != pid { return false }
         if let unit, publisher.unit != unit { return false }
         if let host, publisher.host != host { return false }
-        if let isLocal, (publisher.host == nil) != isLocal { return false }
+        let namesPublisher = uid != nil || pid != nil || unit != nil
+        let local = isLocal ?? (host == nil && namesPublisher ? true : nil)
+        if let local, (publisher.host == nil) != local { return false }
         return true
     }
 }

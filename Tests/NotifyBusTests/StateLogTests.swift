@@ -53,7 +53,7 @@ struct StateLogTests {
     func roundTrip() throws {
         let directory = Directory()
         do {
-            let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let (log, contents) = try StateLog.open(directory: directory.path)
             #expect(contents.topics.isEmpty && contents.problems.isEmpty)
             log.appendRetained(Self.frame("a", 1, "first"))
             log.appendRetained(Self.frame("a", 2, "second"))
@@ -63,7 +63,7 @@ struct StateLogTests {
             log.appendCleared("c")
             try log.commit()
         }
-        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, contents) = try StateLog.open(directory: directory.path)
         #expect(contents.problems.isEmpty)
         #expect(Self.payload(contents.topics["a"]) == "second" && contents.topics["a"]?.sequence == 2)
         #expect(Self.payload(contents.topics["b"]) == "kept" && contents.topics["b"]?.sequence == 1_001)
@@ -74,7 +74,7 @@ struct StateLogTests {
     func tornTail() throws {
         let directory = Directory()
         do {
-            let (log, _) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let (log, _) = try StateLog.open(directory: directory.path)
             log.appendRetained(Self.frame("t", 1, "whole"))
             try log.commit()
         }
@@ -87,14 +87,14 @@ struct StateLogTests {
         try handle.close()
 
         do {
-            let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let (log, contents) = try StateLog.open(directory: directory.path)
             #expect(Self.payload(contents.topics["t"]) == "whole")
             #expect(contents.problems.count == 1 && contents.problems[0].contains("incomplete record"))
             #expect(contents.keptAside == nil, "a torn tail is expected after a crash: nothing to keep aside")
             log.appendRetained(Self.frame("t", 3, "after"))
             try log.commit()
         }
-        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, contents) = try StateLog.open(directory: directory.path)
         #expect(contents.problems.isEmpty, "appends continued on a record boundary")
         #expect(Self.payload(contents.topics["t"]) == "after")
     }
@@ -103,7 +103,7 @@ struct StateLogTests {
     func damage() throws {
         let directory = Directory()
         do {
-            let (log, _) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let (log, _) = try StateLog.open(directory: directory.path)
             log.appendRetained(Self.frame("one", 1, "before the damage"))
             log.appendRetained(Self.frame("two", 1, "damaged"))
             log.appendRetained(Self.frame("three", 1, "after the damage"))
@@ -115,7 +115,7 @@ struct StateLogTests {
         bytes[damaged.lowerBound] ^= 0xFF
         try bytes.write(to: URL(fileURLWithPath: directory.logPath))
 
-        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, contents) = try StateLog.open(directory: directory.path)
         #expect(Self.payload(contents.topics["one"]) == "before the damage")
         #expect(contents.topics["two"] == nil, "a damaged record is never loaded")
         #expect(Self.payload(contents.topics["three"]) == "after the damage", "what follows the damage is loaded")
@@ -123,7 +123,7 @@ struct StateLogTests {
         let aside = try #require(contents.keptAside)
         #expect(try Data(contentsOf: URL(fileURLWithPath: aside)) == bytes, "the damaged file is kept, byte for byte")
         #expect(bytes != original)
-        let (_, reopened) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, reopened) = try StateLog.open(directory: directory.path)
         #expect(reopened.problems.isEmpty, "a clean log was written from what could be read")
         #expect(Set(reopened.topics.keys) == ["one", "three"])
     }
@@ -133,7 +133,7 @@ struct StateLogTests {
         let directory = Directory()
         try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
         try Data("precious".utf8).write(to: URL(fileURLWithPath: directory.logPath))
-        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, contents) = try StateLog.open(directory: directory.path)
         #expect(contents.topics.isEmpty)
         let aside = try #require(contents.keptAside)
         #expect(try Data(contentsOf: URL(fileURLWithPath: aside)) == Data("precious".utf8))
@@ -143,23 +143,23 @@ struct StateLogTests {
     func lockedDirectory() throws {
         let directory = Directory()
         do {
-            let (held, _) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
-            #expect(throws: StateLogError.self) { _ = try StateLog.open(directory: directory.path, maxPayload: 1 << 20) }
+            let (held, _) = try StateLog.open(directory: directory.path)
+            #expect(throws: StateLogError.self) { _ = try StateLog.open(directory: directory.path) }
             do {
-                _ = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+                _ = try StateLog.open(directory: directory.path)
             } catch {
                 #expect("\(error)".contains("another notifyd uses the state directory"))
             }
             withExtendedLifetime(held) {}
         }
-        _ = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        _ = try StateLog.open(directory: directory.path)
     }
 
     @Test("compaction rewrites the log to what is live")
     func compaction() throws {
         let directory = Directory()
         do {
-            let (log, _) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let (log, _) = try StateLog.open(directory: directory.path)
             let big = String(repeating: "x", count: 4_000)
             for sequence in 1...4_500 {  // 18 MB: past the size below which the log is never compacted
                 log.appendRetained(Self.frame("hot", UInt64(sequence), big))
@@ -173,7 +173,7 @@ struct StateLogTests {
             #expect(size < 5_000)
             #expect(!directory.files.contains("state.log.tmp"))
         }
-        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, contents) = try StateLog.open(directory: directory.path)
         #expect(contents.topics["hot"]?.sequence == 4_500)
     }
 
@@ -188,7 +188,7 @@ struct StateLogTests {
             return (name, StateLog.TopicRecord(sequence: 20, retainedFrame: history.last, history: history))
         }
         do {
-            let (log, _) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let (log, _) = try StateLog.open(directory: directory.path)
             try log.compact(topics)
             #if DEBUG
             #expect(log.lastCompactionMostWaiting >= StateLog.Snapshot.chunkSize)
@@ -197,7 +197,7 @@ struct StateLogTests {
             let size = try FileManager.default.attributesOfItem(atPath: directory.logPath)[.size] as? Int ?? 0
             #expect(size > 4 * StateLog.Snapshot.chunkSize)
         }
-        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, contents) = try StateLog.open(directory: directory.path)
         #expect(contents.problems.isEmpty, "\(contents.problems)")
         #expect(contents.topics.count == 200)
         for (name, record) in topics {
@@ -210,8 +210,8 @@ struct StateLogTests {
     @Test("two daemons cannot share a state directory")
     func exclusive() throws {
         let directory = Directory()
-        let (first, _) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
-        #expect(throws: StateLogError.self) { try StateLog.open(directory: directory.path, maxPayload: 1 << 20) }
+        let (first, _) = try StateLog.open(directory: directory.path)
+        #expect(throws: StateLogError.self) { try StateLog.open(directory: directory.path) }
         _ = first
     }
 
@@ -221,7 +221,7 @@ struct StateLogTests {
         var lastSequence: UInt64 = 0
         do {
             let harness = BrokerHarness()
-            let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let (log, contents) = try StateLog.open(directory: directory.path)
             harness.broker.attach(log, restoring: contents)
             let client = harness.connect()
             client.send("PUB kept 3\nold\nPUB kept 3\nnew\nPUB once 1 noretain\nx\nPUB gone 1\nx\nCLEAR gone\n")
@@ -229,7 +229,7 @@ struct StateLogTests {
         }
         do {
             let harness = BrokerHarness()
-            let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let (log, contents) = try StateLog.open(directory: directory.path)
             #expect(contents.problems.isEmpty)
             harness.broker.attach(log, restoring: contents)
             let client = harness.connect()
@@ -246,7 +246,7 @@ struct StateLogTests {
             #expect(lastSequence == 4)
         }
         let harness = BrokerHarness()
-        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (log, contents) = try StateLog.open(directory: directory.path)
         harness.broker.attach(log, restoring: contents)
         let client = harness.connect()
         client.send("#5 PUB once 1 ack\nx\nLATEST kept\n")
@@ -263,7 +263,7 @@ struct StateLogTests {
         for policy in [StateLog.SyncPolicy.always, .never] {
             let directory = Directory()
             let harness = BrokerHarness()
-            let (log, contents) = try StateLog.open(directory: directory.path, syncPolicy: policy, maxPayload: 1 << 20)
+            let (log, contents) = try StateLog.open(directory: directory.path, syncPolicy: policy)
             harness.broker.attach(log, restoring: contents)
             let client = harness.connect()
             var syncsSeenAtFlush: [Int] = []
@@ -285,7 +285,7 @@ struct StateLogTests {
     func loggedBeforeDelivery() throws {
         let directory = Directory()
         let harness = BrokerHarness()
-        let (log, contents) = try StateLog.open(directory: directory.path, syncPolicy: .never, maxPayload: 1 << 20)
+        let (log, contents) = try StateLog.open(directory: directory.path, syncPolicy: .never)
         harness.broker.attach(log, restoring: contents)
         let subscriber = harness.connect()
         subscriber.send("#1 SUB t.*\n")
@@ -312,7 +312,7 @@ struct StateLogTests {
             var configuration = BrokerConfiguration.default
             configuration.history = .off
             let harness = BrokerHarness(configuration: configuration)
-            let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let (log, contents) = try StateLog.open(directory: directory.path)
             harness.broker.attach(log, restoring: contents)
             let client = harness.connect()
             client.send("PUB once 5\nfirst\n")
@@ -323,7 +323,7 @@ struct StateLogTests {
             #expect(after - oneRecord < 4 * (oneRecord + 16), "hot, gone and back: one record each, not 100 for hot")
         }
         let harness = BrokerHarness()
-        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (log, contents) = try StateLog.open(directory: directory.path)
         harness.broker.attach(log, restoring: contents)
         #expect(Self.payload(contents.topics["hot"]) == "100")
         #expect(contents.topics["hot"]?.sequence == 100)
@@ -424,7 +424,7 @@ struct StateLogRecoveryTests {
         StateRecord.retained(frame: StateLogTests.frame("three", 1, "after")).write(to: &bytes, sealedWith: Self.key)
         try Self.write(bytes, to: directory)
 
-        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, contents) = try StateLog.open(directory: directory.path)
         #expect(StateLogTests.payload(contents.topics["one"]) == "before")
         #expect(StateLogTests.payload(contents.topics["three"]) == "after", "the whole record after the damage is read")
         let aside = try #require(contents.keptAside, "damage, not a torn end: the file is kept aside")
@@ -444,7 +444,7 @@ struct StateLogRecoveryTests {
         bytes[StateLog.fileHeader(Self.key).readableBytes] ^= 0xFF
         try bytes.write(to: URL(fileURLWithPath: directory.logPath))
 
-        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, contents) = try StateLog.open(directory: directory.path)
         #expect(contents.topics["system.shutdown"] == nil, "the forged record was not loaded")
         #expect(StateLogTests.payload(contents.topics["t"]) == "x", "the daemon's own record after it was")
         #expect(contents.keptAside != nil)
@@ -464,7 +464,7 @@ struct StateLogRecoveryTests {
         try StateLogRecoveryTests.write(bytes, to: directory)
 
         do {
-            let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let (log, contents) = try StateLog.open(directory: directory.path)
             #expect(StateLogTests.payload(contents.topics["kept"]) == "old" && contents.topics["kept"]?.sequence == 9)
             #expect(contents.topics["system.shutdown"] == nil, "nothing past damage in a format 1 log")
             #expect(contents.problems.contains { $0.contains("format 1") })
@@ -473,7 +473,7 @@ struct StateLogRecoveryTests {
         }
         let file = try Data(contentsOf: URL(fileURLWithPath: directory.logPath))
         #expect(file.prefix(StateLog.header.count) == Data(StateLog.header), "rewritten in format 2")
-        let (_, reopened) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, reopened) = try StateLog.open(directory: directory.path)
         #expect(reopened.problems.isEmpty)
         #expect(StateLogTests.payload(reopened.topics["kept"]) == "new")
     }
@@ -486,10 +486,10 @@ struct StateLogRecoveryTests {
         Self.writeFormat1(.sequence(topic: "b", 1_000), to: &bytes)
         try Self.write(bytes, to: directory)
         do {
-            let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let (_, contents) = try StateLog.open(directory: directory.path)
             #expect(contents.problems.isEmpty && contents.keptAside == nil)
         }
-        let (_, reopened) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, reopened) = try StateLog.open(directory: directory.path)
         #expect(StateLogTests.payload(reopened.topics["a"]) == "three" && reopened.topics["a"]?.sequence == 3)
         #expect(reopened.topics["b"]?.sequence == 1_000)
         #expect(directory.files == ["state.lock", "state.log"])
@@ -510,7 +510,7 @@ struct StateLogRecoveryTests {
         for offset in lostFrom..<lostTo { bytes.setInteger(UInt8(0x5A), at: offset) }
         try Self.write(bytes, to: directory)
 
-        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, contents) = try StateLog.open(directory: directory.path)
         #expect(try #require(contents.topics["t"]?.sequence) >= 4_000)
         #expect(try #require(contents.topics["other"]?.sequence) > 1, "every topic: any one may have had records in the gap")
         #expect(StateLogTests.payload(contents.topics["other"]) == "after")
@@ -532,7 +532,7 @@ struct StateLogRecoveryTests {
         StateRecord.retained(frame: StateLogTests.frame("next", 2, "intact")).write(to: &bytes, sealedWith: Self.key)
         try Self.write(bytes, to: directory)
 
-        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, contents) = try StateLog.open(directory: directory.path)
         #expect(contents.topics["damaged"] == nil && contents.topics["t"] == nil)
         #expect(StateLogTests.payload(contents.topics["next"]) == "intact")
         #expect(contents.problems.count == 1, "one stretch: the damaged record, then the marker bytes: \(contents.problems)")
@@ -558,7 +558,7 @@ struct StateLogRecoveryTests {
             bytes.append(contentsOf: [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
             bytes.append(contentsOf: Data(repeating: 0x41, count: 64))
             try bytes.write(to: URL(fileURLWithPath: directory.logPath))
-            let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let (_, contents) = try StateLog.open(directory: directory.path)
             kept.append(try #require(contents.keptAside))
         }
         #expect(kept[0] != kept[1])
@@ -574,7 +574,7 @@ struct StateLogRecoveryTests {
         let directory = Directory()
         try Self.write([.retained(frame: StateLogTests.frame("t", 1, "kept"))], to: directory)
         try Data("half a rewrite".utf8).write(to: URL(fileURLWithPath: directory.logPath + ".tmp"))
-        let (_, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (_, contents) = try StateLog.open(directory: directory.path)
         #expect(StateLogTests.payload(contents.topics["t"]) == "kept")
         #expect(!directory.files.contains("state.log.tmp"))
     }
@@ -584,7 +584,7 @@ struct StateLogRecoveryTests {
         let directory = Directory()
         try Self.write([.sequence(topic: "t", UInt64.max - 1)], to: directory)
         let harness = BrokerHarness()
-        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (log, contents) = try StateLog.open(directory: directory.path)
         #expect(contents.problems.contains { $0.contains("out of range") })
         harness.broker.attach(log, restoring: contents)
         let client = harness.connect()

@@ -73,13 +73,13 @@ struct UserLimitsTests {
         configuration.maxRetainedBytesPerUser = 10
         do {
             let harness = BrokerHarness(configuration: configuration)
-            let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+            let (log, contents) = try StateLog.open(directory: directory.path)
             harness.broker.attach(log, restoring: contents)
             harness.connect(uid: 1000).send("PUB a 8\n12345678\n")
             try harness.broker.saveState()
         }
         let harness = BrokerHarness(configuration: configuration)
-        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (log, contents) = try StateLog.open(directory: directory.path)
         harness.broker.attach(log, restoring: contents)
         let alice = harness.connect(uid: 1000)
         alice.send("#1 PUB b 3 ack\nxyz\n")

@@ -144,4 +144,16 @@ struct NotifyMessageTests {
         #expect(Sender(isLocal: true).matches(local) && !Sender(isLocal: true).matches(remote))
         #expect(Sender(host: "b").matches(remote) && !Sender(host: "c").matches(remote))
     }
+
+    @Test("a sender that names a uid, pid or unit and no host is this host's: another host's claim of it does not match")
+    func senderIsLocalUnlessItNamesAHost() {
+        let local = Publisher(uid: 0, pid: 1, unit: "backup.service")
+        let claim = Publisher(uid: 0, pid: 1, unit: "backup.service", host: "alpha")
+        for sender in [Sender(uid: 0), Sender(pid: 1), Sender.unit("backup.service"), Sender(uid: 0, pid: 1, unit: "backup.service")] {
+            #expect(sender.matches(local) && !sender.matches(claim), "\(sender)")
+        }
+        #expect(Sender(uid: 0, host: "alpha").matches(claim) && !Sender(uid: 0, host: "alpha").matches(local))
+        #expect(Sender(uid: 0, isLocal: false).matches(claim) && !Sender(uid: 0, isLocal: false).matches(local))
+        #expect(Sender(uid: 0, isLocal: nil).matches(local), "isLocal nil with a uid: this host, as the default says")
+    }
 }

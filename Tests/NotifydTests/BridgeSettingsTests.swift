@@ -201,6 +201,66 @@ struct ProvenanceTests {
         let read = Provenance(headers: received.headers)
         #expect(read.host == "x" && !read.retain)
     }
+
+    /// The provenance of `fields`, as headers of a message read off the wire.
+    static func provenance(_ fields: [(String, String)]) throws -> Provenance {
+        let headers = "NATS/1.0\r\n" + fields.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n"
+        let size = headers.utf8.count
+        var wire = ByteBuffer(string: "HMSG a 1 \(size) \(size)\r\n\(headers)\r\n")
+        guard case .message(let received)? = try NATSServerDecoder().decode(buffer: &wire) else {
+            throw NATSError("no message decoded")
+        }
+        return Provenance(headers: received.headers)
+    }
+
+    @Test("each field is bounded where it enters: a unit that is not a unit name is none, a host past 64 bytes is not one")
+    func boundedFields() throws {
+        let huge = try Self.provenance([("Notifyd-Host", String(repeating: "h", count: 70_000)), ("Notifyd-Unit", String(repeating: "u", count: 70_000))])
+        #expect(huge.unit == nil && huge.host.map { !ImportedMessage.isValidHostName($0) } == true)
+        #expect(try Self.provenance([("Notifyd-Unit", "a b")]).unit == nil)
+        #expect(try Self.provenance([("Notifyd-Unit", "getty@tty1.service")]).unit == "getty@tty1.service")
+        let numbers = try Self.provenance([("Notifyd-Seq", "9999999999999999999"), ("Notifyd-Uid", "4294967296"), ("Notifyd-Pid", "-1")])
+        #expect(numbers.sequence == 9_999_999_999_999_999_999 && numbers.uid == 0 && numbers.pid == 0, "read as written; the broker refuses the number")
+        #expect(try Self.provenance([("Notifyd-Seq", "99999999999999999999")]).sequence == 0, "past 19 digits: no number")
+    }
+}
+
+/// What the bridge takes in, skips as a repeat, or refuses for its time, before the broker sees it.
+@Suite("Import filter")
+struct ImportFilterTests {
+    let topic = try! Topic("demo.x")
+    let now: UInt64 = 1_795_305_600_000_000
+
+    @Test("a time far ahead of this host's clock is refused, so one forged message cannot silence a host; a minute ahead is not")
+    func futureTime() {
+        var filter = ImportFilter()
+        let decision = filter.decide(topic: topic, host: "alpha", sequence: 999, time: now + 3_600_000_000, now: now)
+        guard case .refused(let why) = decision else {
+            Issue.record("an hour ahead was taken: \(decision)")
+            return
+        }
+        #expect(why.contains("3600 s ahead"), "\(why)")
+        #expect(filter.decide(topic: topic, host: "alpha", sequence: 999, time: .max, now: now) != .take)
+        #expect(filter.decide(topic: topic, host: "alpha", sequence: 1, time: now + ImportFilter.allowedClockLead, now: now) == .take)
+        // The real host's next message is taken, not skipped as a repeat of the forged one.
+        #expect(filter.decide(topic: topic, host: "alpha", sequence: 5, time: now, now: now) == .take)
+        #expect(filter.repeats == 0)
+    }
+
+    @Test("a message no newer by number and time than the last taken from its host is a repeat, and counted")
+    func repeats() {
+        var filter = ImportFilter()
+        filter.taken(topic: topic, host: "alpha", sequence: 5, time: now)
+        #expect(filter.decide(topic: topic, host: "alpha", sequence: 5, time: now, now: now) == .repeated)
+        #expect(filter.decide(topic: topic, host: "alpha", sequence: 4, time: now - 1, now: now) == .repeated)
+        #expect(filter.decide(topic: topic, host: "alpha", sequence: 1, time: now + 1, now: now) == .take, "renumbered after a wipe, but later")
+        #expect(filter.decide(topic: topic, host: "beta", sequence: 5, time: now, now: now) == .take)
+        #expect(filter.repeats == 2)
+        filter.noteRepeat()
+        #expect(filter.repeats == 3)
+        filter.forgetTaken()
+        #expect(filter.decide(topic: topic, host: "alpha", sequence: 5, time: now, now: now) == .take)
+    }
 }
 
 /// How the bridge reads JetStream's replies.

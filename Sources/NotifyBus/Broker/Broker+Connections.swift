@@ -107,6 +107,12 @@ extension Broker {
         return account
     }
 
+    /// The account a restored message is charged to: its publisher's uid for one published here; for another
+    /// host's, ``ImportedMessage/importerUID``, as while running (the uid it claims is that host's, and only a claim).
+    func account(charging publisher: Publisher) -> UserAccount {
+        account(of: publisher.host == nil ? publisher.uid : ImportedMessage.importerUID)
+    }
+
     func forgetIfEmpty(_ account: UserAccount) {
         guard account.isEmpty, accounts[account.uid] === account else { return }
         // Messages of this batch on their way into histories may be its own: once in, they are what it holds.

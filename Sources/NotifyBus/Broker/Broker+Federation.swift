@@ -68,10 +68,61 @@ public struct ImportedMessage: Sendable {
         }
     }
 
+    /// Whether `name` can be a publisher's unit in another host's message: a systemd unit name, 1 to 255 bytes of
+    /// ASCII letters, digits and `:`, `-`, `_`, `.`, `\`, `@` (systemd's own rule). Anything else is taken in as no
+    /// unit: a peer's claim must not make a delivery's line longer than a client reads, or a state-log record
+    /// larger than the daemon wrote.
+    public static func isValidUnitName(_ name: String) -> Bool {
+        let bytes = name.utf8
+        guard (1...255).contains(bytes.count), name != "-" else { return false }
+        return bytes.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: ":"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "\\"), UInt8(ascii: "@"):
+                true
+            default:
+                false
+            }
+        }
+    }
+
+    /// The largest sequence number an imported message may give its topic here: half the state log's largest
+    /// (``StateLog/largestSequence``), so that local publishes can number on from any imported number for longer
+    /// than any topic lives, and every number stays one the log reads back.
+    public static let largestSequence = StateLog.largestSequence / 2
+
+    /// The uid that other hosts' messages are charged to here (their buffered messages, their history): nobody's,
+    /// whatever uid their provenance claims, running or restored from the state log.
+    public static let importerUID: UInt32 = 65534
+
+    /// The publisher's unit as this host keeps it: nil unless it is a unit name (``isValidUnitName(_:)``).
+    var validUnit: String? {
+        publisher.unit.flatMap { Self.isValidUnitName($0) ? $0 : nil }
+    }
+
     /// The unit field of its deliveries here: the origin host, a `/`, then the publisher's unit or `-`
     /// (PROTOCOL.md, "Deliveries").
     var unitField: String {
-        host + "/" + (Publisher.isWritableUnit(publisher.unit) ? publisher.unit! : "-")
+        host + "/" + (validUnit ?? "-")
+    }
+
+    /// Why this host does not take the message in, whatever its access rules say: the checks a local publish
+    /// meets in the request decoder (payload and topic size), and those on what only a peer can claim (its host,
+    /// its sequence number). Nil when none applies.
+    func refusal(under limits: ProtocolLimits) -> ProtocolError? {
+        if !Self.isValidHostName(host) {
+            return ProtocolError(.malformed, "its origin host is not a host name (1 to 64 letters, digits, '.', '-', '_')")
+        }
+        if sequence > Self.largestSequence {
+            return ProtocolError(.malformed, "its sequence number \(sequence) is past the largest this host takes in (\(Self.largestSequence))")
+        }
+        if payload.readableBytes > limits.maxPayload {
+            return ProtocolError(.payloadTooLarge, "its \(payload.readableBytes)-byte payload is over this daemon's max-payload (\(limits.maxPayload))")
+        }
+        if topic.name.utf8.count > limits.maxTopic {
+            return ProtocolError(.invalidTopic, "its topic is \(topic.name.utf8.count) bytes, over this daemon's max-topic-length (\(limits.maxTopic))")
+        }
+        return nil
     }
 }
 
@@ -100,6 +151,7 @@ extension Broker {
     /// history and the state log treat it as any message; its deliveries name its origin host.
     public func publishImported(_ message: ImportedMessage, through importer: Session) -> ImportOutcome {
         precondition(importer.isImporter, "publishImported needs the session of openImporter(peer:)")
+        if let refusal = message.refusal(under: configuration.protocolLimits) { return .refused(refusal) }
         let before = counters.messagesIn
         // The unit field of consecutive imports is usually the same text: made once, not per message.
         if lastImportUnit?.host != message.host || lastImportUnit?.unit != message.publisher.unit {
@@ -127,8 +179,7 @@ extension Broker {
         var frame = retained.frame
         var decoder = ServerFrameDecoder(maxPayload: max(frame.readableBytes, 1))
         guard case .delivery(let held)? = try? decoder.decode(buffer: &frame) else { return false }
-        let unit = Publisher.isWritableUnit(message.publisher.unit) ? message.publisher.unit : nil
-        return held.publisher == Publisher(uid: message.publisher.uid, pid: message.publisher.pid, unit: unit, host: message.host)
+        return held.publisher == Publisher(uid: message.publisher.uid, pid: message.publisher.pid, unit: message.validUnit, host: message.host)
             && held.payload == message.payload
     }
 }

@@ -206,7 +206,7 @@ extension Broker {
         }
         // Only the newest can stay: the rest would be let go again at once.
         for (frame, delivery) in run.suffix(limits.messages) {
-            let owner = account(of: delivery.publisher.uid)
+            let owner = account(charging: delivery.publisher)
             _ = frame.withUnsafeReadableBytes {
                 keepInHistory(
                     $0,
@@ -254,7 +254,7 @@ extension Broker {
                 if notices <= DropTally.topicLimit {
                     self.noticeMissed(missed, of: topic, id: id, to: target.session)
                 } else {
-                    othersMissed += UInt64(missed.count)
+                    othersMissed = othersMissed.saturatingAdd(missed.size)
                 }
             }
             workDone &+= topicTable.forEach(matching: pattern) { state in
@@ -293,7 +293,7 @@ extension Broker {
     /// Tells a resuming subscriber that the messages `missed` of `topic` are not in its history: a `DROP` with the
     /// `SUB`'s id, so that a client hands it to the subscription that asked.
     private func noticeMissed(_ missed: ClosedRange<UInt64>, of topic: Topic, id: UInt64?, to session: Session) {
-        let dropped = DropNotice(topic: topic, count: UInt64(missed.count), firstSequence: missed.lowerBound, lastSequence: missed.upperBound)
+        let dropped = DropNotice(topic: topic, count: missed.size, firstSequence: missed.lowerBound, lastSequence: missed.upperBound)
         noticeMissed(dropped, id: id, to: session)
     }
 

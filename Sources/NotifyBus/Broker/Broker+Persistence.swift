@@ -15,7 +15,7 @@ extension Broker {
             if let frame = record.retainedFrame {
                 var input = frame
                 if case .delivery(let delivery)? = try? decoder.decode(buffer: &input) {
-                    let owner = account(of: delivery.publisher.uid)
+                    let owner = account(charging: delivery.publisher)
                     owner.retainedBytes += delivery.payload.readableBytes
                     owner.retainedTopics += 1
                     state.retainedBlock = RetainedMessage.make(

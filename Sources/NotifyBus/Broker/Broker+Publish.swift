@@ -70,7 +70,7 @@ extension Broker {
     /// of its topic by both number and time is one it had), so they must not share the old messages' time, as
     /// messages of one batch otherwise do (``batchTime``).
     private func timeMovesOnAfterForgetting() {
-        latestPublishTime = PublishTime(microsecondsSinceEpoch: latestPublishTime.microsecondsSinceEpoch + 1)
+        latestPublishTime = PublishTime(microsecondsSinceEpoch: latestPublishTime.microsecondsSinceEpoch.saturatingAdd(1))
         batchTime = nil
     }
 

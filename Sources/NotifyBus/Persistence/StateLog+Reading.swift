@@ -102,9 +102,10 @@ extension StateLog {
     private static func raiseSequences(in contents: inout Contents, pastRecordsLostIn lostBytes: Int) {
         // The smallest record: a sequence record of a one-byte topic.
         let smallestRecord = StateRecord.Format.sealed(RecordKey(k0: 0, k1: 0)).headerSize + 9
-        let raise = UInt64(lostBytes / smallestRecord + 1) * sequenceReserve
+        let (product, overflow) = UInt64(lostBytes / smallestRecord + 1).multipliedReportingOverflow(by: sequenceReserve)
+        let raise = overflow ? largestSequence : product
         for name in contents.topics.keys {
-            contents.topics[name]!.sequence = min(contents.topics[name]!.sequence + raise, largestSequence)
+            contents.topics[name]!.sequence = min(contents.topics[name]!.sequence.saturatingAdd(raise), largestSequence)
         }
     }
 

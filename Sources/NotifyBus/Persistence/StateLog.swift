@@ -95,15 +95,20 @@ public final class StateLog {
     /// Below this the log is never compacted; above it, once it is more than twice what is live. A compaction
     /// rewrites every topic and syncs the copy, so with many busy topics it must not come every megabyte.
     private static let minimumCompactionSize = 16 << 20
-    private let maxRecordBody: Int
+    /// The largest record body the reader takes: a `MSG` frame of the largest payload any `max-payload` allows
+    /// (``ProtocolLimits/largestPayload``) and the longest line the daemon writes (its topic, numbers and provenance
+    /// fields, each bounded, come to well under a kilobyte).
+    static let largestRecordBody = ProtocolLimits.largestPayload + 1024
 
     var path: String { directory + "/state.log" }
 
     /// Opens (or creates) the log in `directory` and reads what it holds.
-    /// - Parameters:
-    ///   - maxPayload: the largest payload a record may carry, to tell damage from a big record.
+    ///
+    /// Every record a daemon can have written is read, whatever `max-payload` it ran with: a record's body may be as
+    /// large as ``largestRecordBody``, so that lowering `max-payload` between two runs never makes a log look
+    /// damaged.
     /// - Throws: ``StateLogError`` when the directory or file cannot be used at all (permissions, another daemon).
-    public static func open(directory: String, syncPolicy: SyncPolicy = .never, maxPayload: Int) throws -> (StateLog, Contents) {
+    public static func open(directory: String, syncPolicy: SyncPolicy = .never) throws -> (StateLog, Contents) {
         try makeDirectory(directory)
         let lock = POSIX.open(directory + "/state.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard lock >= 0 else { throw StateLogError.system("cannot open \(directory)/state.lock", errno) }
@@ -129,7 +134,7 @@ public final class StateLog {
         if unlink(path + ".tmp") != 0 && errno != ENOENT {
             throw StateLogError.system("cannot remove the unfinished \(path).tmp", errno)
         }
-        let maxBody = maxPayload + 1024
+        let maxBody = largestRecordBody
         var contents = Contents()
         let bytes = try readFile(path)
         var loaded = Loaded()
@@ -139,8 +144,7 @@ public final class StateLog {
             syncPolicy: syncPolicy,
             lock: lock,
             key: loaded.key ?? .random(),
-            fileSize: loaded.intactSize,
-            maxBody: maxBody
+            fileSize: loaded.intactSize
         )
         if bytes != nil && !contents.problems.isEmpty {
             // Damage: the recovered log is written and synced first, the damaged one kept under a name of its own,
@@ -159,14 +163,13 @@ public final class StateLog {
         return (log, contents)
     }
 
-    private init(directory: String, syncPolicy: SyncPolicy, lock: CInt, key: RecordKey, fileSize: Int, maxBody: Int) throws {
+    private init(directory: String, syncPolicy: SyncPolicy, lock: CInt, key: RecordKey, fileSize: Int) throws {
         self.directory = directory
         self.syncPolicy = syncPolicy
         self.lockDescriptor = lock
         self.key = key
         self.fileSize = fileSize
         self.liveSize = fileSize
-        self.maxRecordBody = maxBody
         descriptor = POSIX.open(directory + "/state.log", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw StateLogError.system("cannot open \(directory)/state.log", errno) }
     }

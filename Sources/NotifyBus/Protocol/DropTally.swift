@@ -26,7 +26,7 @@ struct DropTally {
         } else if let index = indexByTopic[topic] {
             merge(count, first, last, into: index)
         } else if topic == DropNotice.manyTopics || notices.count >= DropTally.topicLimit {
-            otherTopics += count
+            otherTopics = otherTopics.saturatingAdd(count)
         } else {
             indexByTopic[topic] = notices.count
             notices.append(DropNotice(topic: topic, count: count, firstSequence: first, lastSequence: last))
@@ -59,7 +59,8 @@ struct DropTally {
     }
 
     private mutating func merge(_ count: UInt64, _ first: UInt64, _ last: UInt64, into index: Int) {
-        notices[index].count += count
+        // Counts come from the daemon (a client's tally) or from far-apart sequence numbers: saturating, not trapping.
+        notices[index].count = notices[index].count.saturatingAdd(count)
         notices[index].firstSequence = min(notices[index].firstSequence, first)
         notices[index].lastSequence = max(notices[index].lastSequence, last)
     }

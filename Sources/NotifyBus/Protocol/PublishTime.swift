@@ -23,7 +23,7 @@ public struct PublishTime: Sendable, Hashable, Comparable, CustomStringConvertib
     public static func now() -> PublishTime {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
-        return PublishTime(microsecondsSinceEpoch: UInt64(spec.tv_sec) * 1_000_000 + UInt64(spec.tv_nsec / 1_000))
+        return PublishTime(microsecondsSinceEpoch: UInt64(max(0, spec.tv_sec)) * 1_000_000 + UInt64(spec.tv_nsec / 1_000))
     }
 
     public static func < (lhs: PublishTime, rhs: PublishTime) -> Bool {

@@ -34,7 +34,8 @@ public struct ServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
     /// Decodes the next frame, or returns nil when more bytes are needed.
     public mutating func decode(buffer: inout ByteBuffer) throws(Malformed) -> ServerFrame? {
         while true {
-            let parser = ServerFrameParser(maxLine: maxLine, maxPayload: maxPayload)
+            // Clamped here, not trusted: the parser compares sizes read off the wire with it and adds them to offsets.
+            let parser = ServerFrameParser(maxLine: max(1, maxLine), maxPayload: min(max(0, maxPayload), ProtocolLimits.largestPayload))
             let step = buffer.withUnsafeReadableBytes { parser.parse($0) }
             switch step {
             case .needMoreData:

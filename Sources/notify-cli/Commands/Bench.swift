@@ -144,7 +144,7 @@ struct Bench: ParsableCommand, ConnectingCommand {
             (latencyCount >= 1, "--latency-count must be at least 1"),
             (warmup >= 0, "--warmup must be 0 or more"),
             (!(skipThroughput && skipLatency), "--skip-throughput and --skip-latency together leave nothing to measure"),
-            (timeLimit > 0, "--time-limit must be more than 0 seconds"),
+            (timeLimit > 0 && timeLimit <= Listening.longestWait, "--time-limit must be more than 0 seconds and at most \(Int(Listening.longestWait))"),
         ]
         if let failed = checks.first(where: { !$0.0 }) { throw ValidationError(failed.1) }
         do {

@@ -65,7 +65,9 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
     func validate() throws {
         if patterns.isEmpty { throw ValidationError("give at least one topic or pattern to subscribe to") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
-        if let timeout, timeout <= 0 { throw ValidationError("--timeout must be more than 0 seconds") }
+        if let timeout, !(timeout > 0 && timeout <= Listening.longestWait) {
+            throw ValidationError("--timeout must be more than 0 seconds and at most \(Int(Listening.longestWait)) (about 31 years)")
+        }
         if since != nil && latest { throw ValidationError("--latest and --since exclude each other: give one") }
         if case .sequence? = try resumePoint(),
             patterns.count != 1 || patterns[0].contains(where: { $0 == "*" || $0 == ">" })

@@ -33,7 +33,9 @@ struct Wait: AsyncParsableCommand, ConnectingCommand {
     var noReconnect = false
 
     func validate() throws {
-        if let timeout, timeout <= 0 { throw ValidationError("--timeout must be more than 0 seconds") }
+        if let timeout, !(timeout > 0 && timeout <= Listening.longestWait) {
+            throw ValidationError("--timeout must be more than 0 seconds and at most \(Int(Listening.longestWait)) (about 31 years)")
+        }
     }
 
     func run() async throws {

@@ -43,9 +43,9 @@ final class NATSBridge {
     /// Failed connection attempts since the last success, to log the first of a run and not every one.
     private var failedAttempts = 0
     private var overflowReported: UInt64 = 0
-    /// The last message taken in per topic (its origin and number there): a message sent again after a reconnect,
-    /// or read again from the stream, is not published twice.
-    private var lastImported: [Topic: (host: String, sequence: UInt64, time: UInt64)] = [:]
+    /// What is taken in: a message sent again after a reconnect, or read again from the stream, is not published
+    /// twice, and a time far ahead of this host's clock is refused.
+    private var importFilter = ImportFilter()
 
     /// The provenance of the last message taken in, whose host and unit the next one likely shares.
     private var lastProvenance: Provenance?
@@ -59,16 +59,12 @@ final class NATSBridge {
     private(set) var importRefused: UInt64 = 0
     private(set) var connects: UInt64 = 0
 
-    /// The uid other hosts' messages are published as here: nobody's.
-    static let importerUID: UInt32 = 65534
     static let firstRetryDelay = TimeAmount.milliseconds(100)
     static let keepAliveInterval = TimeAmount.seconds(10)
     /// A connection that lasted less than this did not end the run of failures: the backoff goes on growing (a
     /// server that takes connections and drops them must not be hammered).
     static let stableConnection = TimeAmount.seconds(10)
     static let longestRetryDelay = TimeAmount.seconds(5)
-    /// The most topics remembered in `lastImported`; past it the table starts over (a repeat may then get through).
-    static let rememberedTopics = 100_000
 
     /// Made on the event loop; call ``start()`` there.
     init(settings: BridgeSettings, broker: Broker, peer: PeerCredentials, eventLoop: any EventLoop, logger: Logger) {
@@ -103,7 +99,7 @@ final class NATSBridge {
         if reconnects {
             serverIndex = 0
             streamIsKnown = false
-            lastImported.removeAll()
+            importFilter.forgetTaken()
             drop(connection, reason: "its settings changed")
         }
     }
@@ -161,7 +157,7 @@ final class NATSBridge {
             return
         }
         self.connection = connection
-        serverMaxPayload = JSONScan.integer("max_payload", in: connection.serverInfo) ?? serverMaxPayload
+        serverMaxPayload = JSONScan.integer("max_payload", in: connection.serverInfo).map { max(1, $0) } ?? serverMaxPayload
         connects += 1
         failedAttempts = 0
         connectedAt = .now()
@@ -365,10 +361,10 @@ final class NATSBridge {
             return noteRefused(topic, "its origin host \"\(host)\" is not a host name")
         }
         let sequence = provenance.sequence
-        // A repeat has the number and the time of a message taken in already; a host whose state was wiped numbers
-        // from 1 again, but later.
-        if sequence > 0, let last = lastImported[topic], last.host == host, last.sequence >= sequence, last.time >= provenance.time {
-            return
+        switch importFilter.decide(topic: topic, host: host, sequence: sequence, time: provenance.time, now: PublishTime.now().microsecondsSinceEpoch) {
+        case .take: break
+        case .repeated: return
+        case .refused(let why): return noteRefused(topic, why)
         }
         let imported = ImportedMessage(
             topic: topic,
@@ -378,14 +374,11 @@ final class NATSBridge {
             publisher: Publisher(uid: provenance.uid, pid: provenance.pid, unit: provenance.unit),
             sequence: sequence
         )
-        if replayed && broker.holdsAlready(imported) { return }
+        if replayed && broker.holdsAlready(imported) { return importFilter.noteRepeat() }
         switch broker.publishImported(imported, through: importer) {
         case .published:
             self.imported += 1
-            if sequence > 0 {
-                if lastImported.count >= Self.rememberedTopics { lastImported.removeAll() }
-                lastImported[topic] = (host, sequence, provenance.time)
-            }
+            importFilter.taken(topic: topic, host: host, sequence: sequence, time: provenance.time)
         case .refused(let error):
             noteRefused(topic, error.message)
         }
@@ -500,6 +493,7 @@ final class NATSBridge {
             .init(name: "nats_exported", value: outbox.confirmed),
             .init(name: "nats_imported", value: imported),
             .init(name: "nats_import_refused", value: importRefused),
+            .init(name: "nats_import_repeats", value: importFilter.repeats),
             .init(name: "nats_outbox_messages", value: UInt64(outbox.count)),
             .init(name: "nats_outbox_bytes", value: UInt64(outbox.bytes)),
             .init(name: "nats_outbox_dropped", value: outbox.dropped),

@@ -33,13 +33,16 @@ struct Provenance: Equatable {
             let first = name[8] | 0x20
             switch (name.count - 8, first) {
             case (4, UInt8(ascii: "h")):
-                host = Self.text(value, reusing: known?.host)
+                // Past a host name's length it is refused as not one (the bridge checks): no long string made.
+                host = value.count <= Self.longestHostName ? Self.text(value, reusing: known?.host) : ""
             case (3, UInt8(ascii: "u")):
                 uid = Self.number(value).flatMap { UInt32(exactly: $0) } ?? 0
             case (3, UInt8(ascii: "p")):
                 pid = Self.number(value).flatMap { Int32(exactly: $0) } ?? 0
             case (4, UInt8(ascii: "u")):
-                unit = Self.text(value, reusing: known?.unit)
+                // Bounded where it enters: anything but a unit name is no unit (see ImportedMessage.isValidUnitName).
+                unit = value.count <= Self.longestUnitName ? Self.text(value, reusing: known?.unit) : nil
+                if let claimed = unit, !ImportedMessage.isValidUnitName(claimed) { unit = nil }
             case (3, UInt8(ascii: "s")):
                 sequence = Self.number(value) ?? 0
             case (4, UInt8(ascii: "t")):
@@ -53,6 +56,8 @@ struct Provenance: Equatable {
     }
 
     private static let prefix = Array("notifyd-".utf8)
+    private static let longestHostName = 64
+    private static let longestUnitName = 255
 
     private static func hasPrefix(_ name: UnsafeRawBufferPointer) -> Bool {
         for index in 0..<prefix.count where name[index] | 0x20 != prefix[index] {

@@ -103,8 +103,7 @@ struct NotifyServer: Service {
         let (state, report) = try await eventLoop.submit {
             let (log, contents) = try StateLog.open(
                 directory: settings.stateDirectory,
-                syncPolicy: settings.syncPolicy,
-                maxPayload: settings.broker.protocolLimits.maxPayload
+                syncPolicy: settings.syncPolicy
             )
             let broker = Broker(configuration: settings.broker)
             broker.groupsOfUser = { systemGroups(ofUser: $0) }
@@ -184,7 +183,7 @@ struct NotifyServer: Service {
                 // Other hosts' messages are published here as user nobody's: access rules and per-user limits see them
                 // apart from every local user (a remote host cannot write this one's root-only system.… topics unless a
                 // rule lets nobody), and whatever they buffer counts against nobody's quota, not root's.
-                let peer = PeerCredentials(pid: getpid(), uid: NATSBridge.importerUID, gid: NATSBridge.importerUID)
+                let peer = PeerCredentials(pid: getpid(), uid: ImportedMessage.importerUID, gid: ImportedMessage.importerUID)
                 let started = NATSBridge(settings: settings, broker: server.broker, peer: peer, eventLoop: eventLoop, logger: logger)
                 server.bridge = started
                 started.start()

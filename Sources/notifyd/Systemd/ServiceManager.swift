@@ -20,7 +20,8 @@ struct ServiceManager: Sendable {
         isPresent = SocketPath.processEnvironment("NOTIFY_SOCKET") != nil
         var microseconds: UInt64 = 0
         if sd_watchdog_enabled(0, &microseconds) > 0 && microseconds > 0 {
-            watchdogInterval = .microseconds(Int64(microseconds))
+            // WATCHDOG_USEC is the environment's, so any number: a day is already far longer than a unit waits.
+            watchdogInterval = .microseconds(Int64(min(microseconds, 86_400_000_000)))
         } else {
             watchdogInterval = nil
         }

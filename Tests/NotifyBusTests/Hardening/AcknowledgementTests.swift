@@ -12,7 +12,7 @@ struct AcknowledgementTests {
     func failingLog() throws {
         let directory = StateLogTests.Directory()
         let harness = BrokerHarness()
-        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (log, contents) = try StateLog.open(directory: directory.path)
         harness.broker.attach(log, restoring: contents)
         let subscriber = harness.connect()
         subscriber.send("SUB t\n")
@@ -49,7 +49,7 @@ struct AcknowledgementTests {
     func backOff() throws {
         let directory = StateLogTests.Directory()
         let harness = BrokerHarness()
-        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (log, contents) = try StateLog.open(directory: directory.path)
         harness.broker.attach(log, restoring: contents)
         var failures = 0
         harness.broker.onEvent = { event in if case .stateNotSaved = event { failures += 1 } }

@@ -12,7 +12,7 @@ struct HistoryPersistenceTests {
     /// A broker on the state log in `directory`, as a daemon starting there would have.
     static func start(in directory: Directory, _ configuration: BrokerConfiguration = ResumeTests.withHistory) throws -> BrokerHarness {
         let harness = BrokerHarness(configuration: configuration)
-        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (log, contents) = try StateLog.open(directory: directory.path)
         #expect(contents.problems.isEmpty, "\(contents.problems)")
         harness.broker.attach(log, restoring: contents)
         return harness
@@ -58,7 +58,7 @@ struct HistoryPersistenceTests {
             ResumeTests.publish(1_000, to: "t", from: client)
             // No saveState: the process dies here.
         }
-        let (log, contents) = try StateLog.open(directory: directory.path, maxPayload: 1 << 20)
+        let (log, contents) = try StateLog.open(directory: directory.path)
         var decoder = ServerFrameDecoder()
         let logged = try contents.topics["t"]!.history.map { frame -> UInt64 in
             var input = frame

@@ -1,0 +1,63 @@
+import NotifyBus
+
+/// What the bridge decides about a message from NATS before the broker sees it: taken in, skipped as a repeat of
+/// one taken in already (a resend after a reconnect, the stream read again), or refused for a time this host does
+/// not believe.
+///
+/// Repeats are recognised by origin: the last message taken in per topic, its host, number and time there. A host
+/// whose state was wiped numbers from 1 again, but later, so a message is a repeat only when it is no newer by
+/// both number and time. A time is a claim, and one far in the future would make every later real message of the
+/// topic look like a repeat: such times are refused, and every repeat is counted, never skipped silently.
+struct ImportFilter {
+    enum Decision: Equatable {
+        case take
+        /// No newer than the last message taken in from its host for its topic.
+        case repeated
+        /// Refused, for the reason given.
+        case refused(String)
+    }
+
+    /// How far ahead of this host's clock a message's time may be, in microseconds: a minute, far more than
+    /// synchronised clocks differ by, far less than a forged time would need to silence a host for long.
+    static let allowedClockLead: UInt64 = 60_000_000
+    /// The most topics remembered; past it the table starts over (a repeat may then get through, at least once).
+    static let rememberedTopics = 100_000
+
+    private var lastTaken: [Topic: (host: String, sequence: UInt64, time: UInt64)] = [:]
+    /// Messages skipped as repeats.
+    private(set) var repeats: UInt64 = 0
+
+    /// Decides about a message of `topic` from `host`, numbered `sequence` there at `time` (microseconds since the
+    /// epoch; 0 when it says none), when this host's clock reads `now`.
+    mutating func decide(topic: Topic, host: String, sequence: UInt64, time: UInt64, now: UInt64) -> Decision {
+        let (latestBelieved, overflow) = now.addingReportingOverflow(Self.allowedClockLead)
+        if !overflow, time > latestBelieved {
+            let seconds = (time - now) / 1_000_000
+            return .refused(
+                "its time is \(seconds) s ahead of this host's clock (more than \(Self.allowedClockLead / 1_000_000) s is refused); check the clocks of \(host) and this host"
+            )
+        }
+        if sequence > 0, let last = lastTaken[topic], last.host == host, last.sequence >= sequence, last.time >= time {
+            repeats += 1
+            return .repeated
+        }
+        return .take
+    }
+
+    /// Counts a message skipped as a repeat for a reason of the caller's (the broker holds it already).
+    mutating func noteRepeat() {
+        repeats += 1
+    }
+
+    /// Notes that the message was taken in: later ones no newer are repeats.
+    mutating func taken(topic: Topic, host: String, sequence: UInt64, time: UInt64) {
+        guard sequence > 0 else { return }
+        if lastTaken.count >= Self.rememberedTopics { lastTaken.removeAll() }
+        lastTaken[topic] = (host, sequence, time)
+    }
+
+    /// Forgets every topic's last message (new settings, another cluster).
+    mutating func forgetTaken() {
+        lastTaken.removeAll()
+    }
+}
