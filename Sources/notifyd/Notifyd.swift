@@ -140,7 +140,7 @@ struct Notifyd: AsyncParsableCommand {
     @Option(
         name: .customLong("max-retained-bytes-per-user"),
         help: ArgumentHelp(
-            "The most payload bytes of buffered messages one uid may have published (default: 67108864).",
+            "The most payload bytes of buffered messages one uid may have published (default: 67108864, or a quarter of --max-retained-bytes if less).",
             valueName: "bytes"
         )
     )
@@ -157,7 +157,7 @@ struct Notifyd: AsyncParsableCommand {
 
     @Option(
         name: .customLong("max-connections-per-user"),
-        help: ArgumentHelp("The most connections one uid may have open at once (default: 4096).", valueName: "count")
+        help: ArgumentHelp("The most connections one uid may have open at once (default: 4096, or a quarter of --max-connections if less).", valueName: "count")
     )
     var maxConnectionsPerUser: Int?
 
@@ -182,7 +182,7 @@ struct Notifyd: AsyncParsableCommand {
     @Option(
         name: .customLong("max-queued-bytes-per-user"),
         help: ArgumentHelp(
-            "The most bytes queued for one uid's connections together; past it, their overflow policies apply (default: 268435456).",
+            "The most bytes queued for one uid's connections together; past it, their overflow policies apply (default: 268435456, or a quarter of --max-queued-bytes-total if less).",
             valueName: "bytes"
         )
     )
@@ -199,14 +199,14 @@ struct Notifyd: AsyncParsableCommand {
 
     @Option(
         name: .customLong("max-retained-topics-per-user"),
-        help: ArgumentHelp("The most topics whose buffered message one uid published (default: 100000).", valueName: "count")
+        help: ArgumentHelp("The most topics whose buffered message one uid published (default: 100000, or a tenth of --max-topics if less).", valueName: "count")
     )
     var maxRetainedTopicsPerUser: Int?
 
     @Option(
         name: .customLong("max-unread-bytes-per-user"),
         help: ArgumentHelp(
-            "The most bytes of unfinished requests one uid's connections may hold; past it, the connection is closed (default: 67108864).",
+            "The most bytes of unfinished requests one uid's connections may hold; past it, the connection is closed (default: 67108864, or a quarter of --max-unread-bytes-total if less).",
             valueName: "bytes"
         )
     )

@@ -80,7 +80,7 @@ struct BenchTests {
     func losses() async throws {
         // 100 bytes of buffered payload fit six topics' 16-byte messages: retained publishes to the other four
         // are refused, so they are never delivered.
-        let daemon = try await TestDaemon.start(arguments: ["--max-retained-bytes", "100"])
+        let daemon = try await TestDaemon.start(arguments: ["--max-retained-bytes", "100", "--max-retained-bytes-per-user", "100"])
         let result = try await daemon.notify(
             ["bench", "--count", "1000", "--topics", "10", "--skip-latency", "--format", "json"],
             timeout: .seconds(120)

@@ -254,7 +254,7 @@ struct CLITests {
 
     @Test("send --lines with a line refused: exit 75, which refusal, and that the other lines were accepted")
     func linesWithARefusal() async throws {
-        let daemon = try await TestDaemon.start(arguments: ["--max-retained-bytes", "10"])
+        let daemon = try await TestDaemon.start(arguments: ["--max-retained-bytes", "10", "--max-retained-bytes-per-user", "10"])
         let result = try await daemon.notify(["send", "few", "--lines"], input: Array("aaaa\nbbbbbbbbbbbbbbbb\ncc\n".utf8))
         #expect(result.status == 75)
         #expect(result.stderr.contains("buffering this 16-byte message would take the daemon past 10 bytes"))

@@ -41,7 +41,7 @@ struct LimitsTests {
 
     @Test("past max-connections everyone is refused with the sentence saying so; held connections keep working")
     func connectionsInTotal() async throws {
-        let daemon = try await TestDaemon.start(arguments: ["--max-connections", "2"])
+        let daemon = try await TestDaemon.start(arguments: ["--max-connections", "2", "--max-connections-per-user", "2"])
         let subscriber = try await daemon.client()
         let subscription = try await subscriber.subscribe(to: [TopicPattern("limits.>")])
         let publisher = try await daemon.client()
@@ -66,7 +66,7 @@ struct LimitsTests {
 
     @Test("past max-retained-bytes a retained publish is refused (exit 75) and not delivered; --no-retain still goes")
     func retainedBytes() async throws {
-        let daemon = try await TestDaemon.start(arguments: ["--max-retained-bytes", "10"])
+        let daemon = try await TestDaemon.start(arguments: ["--max-retained-bytes", "10", "--max-retained-bytes-per-user", "10"])
         let listener = try await daemon.client()
         let subscription = try await listener.subscribe(to: [TopicPattern("kept.>")])
         #expect(try await daemon.notify(["send", "kept.a", "123456"]).status == 0)

@@ -49,11 +49,11 @@ struct DaemonSettingsTests {
             max-payload = 1
             max-topic-length = 2
             max-subscriptions = 3
-            max-topics = 4
-            max-retained-bytes = 5
+            max-topics = 40
+            max-retained-bytes = 50
             max-queued-messages = 6
             max-queued-bytes = 7
-            max-connections = 8
+            max-connections = 80
             max-connections-per-user = 9
             max-retained-bytes-per-user = 10
             max-subscriptions-per-user = 11
@@ -74,10 +74,27 @@ struct DaemonSettingsTests {
             broker.maxConnections, broker.maxConnectionsPerUser, broker.maxRetainedBytesPerUser, broker.maxSubscriptionsPerUser,
             broker.maxQueuedBytesPerUser, broker.maxQueuedBytesTotal, broker.maxRetainedTopicsPerUser,
         ]
-        #expect(read == Array(1...14))
+        #expect(read == [1, 2, 3, 40, 50, 6, 7, 80, 9, 10, 11, 12, 13, 14])
         #expect(broker.maxUnreadBytesPerUser == 1_027 && broker.maxUnreadBytesTotal == 1_028, "a request line and the payload fit")
         #expect(broker.history == HistoryLimits(messages: 15, bytes: 16))
         #expect(DaemonSettings.keys.count == 22, "a new setting gets a line in this test")
+    }
+
+    @Test("a limit per user left unset is the built-in defaults' share of its total: lowering a total alone never lets one user take all of it")
+    func perUserDefaultsFollowTotals() async throws {
+        let lowered = File("max-topics = 2000\nmax-connections = 100\nmax-retained-bytes = 1000000\nmax-queued-bytes-total = 4000000\n")
+        let broker = try await DaemonSettings.load(overrides: Self.none, configurationFile: lowered.path).broker
+        #expect(broker.maxRetainedTopicsPerUser == 200, "a tenth of max-topics, as 100,000 of 1,000,000")
+        #expect(broker.maxConnectionsPerUser == 25 && broker.maxRetainedBytesPerUser == 250_000 && broker.maxQueuedBytesPerUser == 1_000_000)
+        let tiny = File("max-topics = 2\nmax-connections = 1\n")
+        let least = try await DaemonSettings.load(overrides: Self.none, configurationFile: tiny.path).broker
+        #expect(least.maxRetainedTopicsPerUser == 1 && least.maxConnectionsPerUser == 1, "never below one")
+        let empty = File("")
+        let defaults = try await DaemonSettings.load(overrides: Self.none, configurationFile: empty.path).broker
+        #expect(defaults.maxRetainedTopicsPerUser == 100_000 && defaults.maxConnectionsPerUser == 4_096, "the built-in defaults stand")
+        let raised = File("max-topics = 50000000\n")
+        #expect(try await DaemonSettings.load(overrides: Self.none, configurationFile: raised.path).broker.maxRetainedTopicsPerUser == 100_000,
+                "a raised total keeps the built-in per-user default")
     }
 
     @Test("a file of comments only is an empty configuration")
@@ -97,7 +114,10 @@ struct DaemonSettingsTests {
         // Issue 14: every size has an upper bound, well before arithmetic or NIO's 4 GiB buffers would trap.
         ("max-payload = 4294967296\n", "line 1: max-payload must be at most 268435456, not 4294967296"),
         ("max-queued-bytes = 9223372036854775807\n", "line 1: max-queued-bytes must be at most 1099511627776"),
-        ("max-retained-bytes-per-user = 2199023255552\n", "line 1: max-retained-bytes-per-user must be at most 1099511627776"),
+        ("max-retained-bytes-per-user = 2199023255552\n", "line 1: max-retained-bytes-per-user (2199023255552) is more than max-retained-bytes (268435456)"),
+        // Issue 34: a limit per user above the total it sits under is a mistake, said at start.
+        ("max-topics = 2000\nmax-retained-topics-per-user = 5000\n", "line 2: max-retained-topics-per-user (5000) is more than max-topics (2000), the total it is a part of"),
+        ("max-connections-per-user = 20000\n", "line 1: max-connections-per-user (20000) is more than max-connections (16384)"),
         ("max-connections = 1000000000\n", "line 1: max-connections must be at most 100000000"),
         ("max-unread-bytes-per-user = 1000\n", "line 1: max-unread-bytes-per-user must be at least 1049602"),
         ("max-paylod = 10\n", "line 1: unknown setting \"max-paylod\"; the settings are history-bytes, history-messages, log-level, max-connections,"),

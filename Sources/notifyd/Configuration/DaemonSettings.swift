@@ -162,6 +162,17 @@ struct DaemonSettings: Sendable, Equatable {
             guard number <= maximum else { throw problem(key, "\(key) must be at most \(maximum), not \(number)") }
             return number
         }
+        // A limit per user sits under a total: by default it is the same share of the total as the built-in defaults
+        // give it (a quarter of the connections, a tenth of the topics, …), so that lowering a total alone never
+        // lets one user take all of it; set above its total, it is an error.
+        func perUser(_ key: String, of total: Int, named totalKey: String, builtIn: Int, builtInTotal: Int, minimum: Int) throws -> Int {
+            let share = Int((Double(total) * Double(builtIn) / Double(builtInTotal)).rounded(.down))
+            let number = try integer(key, default: max(minimum, min(builtIn, share)), minimum: minimum)
+            guard number <= total else {
+                throw problem(key, "\(key) (\(number)) is more than \(totalKey) (\(total)), the total it is a part of: lower it, or raise \(totalKey)")
+            }
+            return number
+        }
         socketPath = SocketPath.resolve(explicit: reader.string(forKey: "socket"))
         stateDirectory = reader.string(forKey: "state-dir") ?? DaemonSettings.defaultStateDirectory()
         let levelName = reader.string(forKey: "log-level") ?? Logger.Level.info.rawValue
@@ -214,12 +225,6 @@ struct DaemonSettings: Sendable, Equatable {
                 minimum: 1,
                 maximum: largeCount
             ),
-            maxConnectionsPerUser: try integer(
-                "max-connections-per-user",
-                default: BrokerConfiguration.default.maxConnectionsPerUser,
-                minimum: 1,
-                maximum: largeCount
-            ),
             maxRetainedBytes: try integer(
                 "max-retained-bytes",
                 default: BrokerConfiguration.default.maxRetainedBytes,
@@ -227,43 +232,60 @@ struct DaemonSettings: Sendable, Equatable {
                 maximum: largeBytes
             )
         )
-        broker.maxRetainedBytesPerUser = try integer(
-            "max-retained-bytes-per-user",
-            default: BrokerConfiguration.default.maxRetainedBytesPerUser,
-            minimum: 0,
-            maximum: largeBytes
+        let builtIn = BrokerConfiguration.default
+        broker.maxConnectionsPerUser = try perUser(
+            "max-connections-per-user",
+            of: broker.maxConnections,
+            named: "max-connections",
+            builtIn: builtIn.maxConnectionsPerUser,
+            builtInTotal: builtIn.maxConnections,
+            minimum: 1
         )
-        broker.maxRetainedTopicsPerUser = try integer(
+        broker.maxRetainedBytesPerUser = try perUser(
+            "max-retained-bytes-per-user",
+            of: broker.maxRetainedBytes,
+            named: "max-retained-bytes",
+            builtIn: builtIn.maxRetainedBytesPerUser,
+            builtInTotal: builtIn.maxRetainedBytes,
+            minimum: 0
+        )
+        broker.maxRetainedTopicsPerUser = try perUser(
             "max-retained-topics-per-user",
-            default: BrokerConfiguration.default.maxRetainedTopicsPerUser,
-            minimum: 1,
-            maximum: largeCount
+            of: broker.maxTopics,
+            named: "max-topics",
+            builtIn: builtIn.maxRetainedTopicsPerUser,
+            builtInTotal: builtIn.maxTopics,
+            minimum: 1
         )
         // One whole request must fit, or a publish of max-payload could never arrive.
         let largestRequest = limits.maxPayload + limits.maxLine + 2
-        broker.maxUnreadBytesPerUser = try integer(
-            "max-unread-bytes-per-user",
-            default: max(BrokerConfiguration.default.maxUnreadBytesPerUser, largestRequest),
+        broker.maxUnreadBytesTotal = try integer(
+            "max-unread-bytes-total",
+            default: max(builtIn.maxUnreadBytesTotal, largestRequest),
             minimum: largestRequest,
             maximum: largeBytes
         )
-        broker.maxUnreadBytesTotal = try integer(
-            "max-unread-bytes-total",
-            default: max(BrokerConfiguration.default.maxUnreadBytesTotal, broker.maxUnreadBytesPerUser),
-            minimum: broker.maxUnreadBytesPerUser,
-            maximum: largeBytes
-        )
-        broker.maxQueuedBytesPerUser = try integer(
-            "max-queued-bytes-per-user",
-            default: BrokerConfiguration.default.maxQueuedBytesPerUser,
-            minimum: 1,
-            maximum: largeBytes
+        broker.maxUnreadBytesPerUser = try perUser(
+            "max-unread-bytes-per-user",
+            of: broker.maxUnreadBytesTotal,
+            named: "max-unread-bytes-total",
+            builtIn: builtIn.maxUnreadBytesPerUser,
+            builtInTotal: builtIn.maxUnreadBytesTotal,
+            minimum: largestRequest
         )
         broker.maxQueuedBytesTotal = try integer(
             "max-queued-bytes-total",
-            default: BrokerConfiguration.default.maxQueuedBytesTotal,
+            default: builtIn.maxQueuedBytesTotal,
             minimum: 1,
             maximum: largeBytes
+        )
+        broker.maxQueuedBytesPerUser = try perUser(
+            "max-queued-bytes-per-user",
+            of: broker.maxQueuedBytesTotal,
+            named: "max-queued-bytes-total",
+            builtIn: builtIn.maxQueuedBytesPerUser,
+            builtInTotal: builtIn.maxQueuedBytesTotal,
+            minimum: 1
         )
         broker.maxSubscriptionsPerUser = try integer(
             "max-subscriptions-per-user",
