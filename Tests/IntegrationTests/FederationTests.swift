@@ -121,6 +121,31 @@ struct FederationTests {
         try await beta.stop()
     }
 
+    @Test("a topic nobody may read here is not exported: every client of the NATS server would read it")
+    func exportsFollowReadRules() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let directory = try TemporaryDirectory()
+        try "[rules]\nhidden = deny read fed.hidden.> user:nobody\n".write(toFile: directory.path + "/notifyd.conf", atomically: true, encoding: .utf8)
+        let alpha = try await Self.startHost("alpha", servers: [nats], in: directory)
+        let beta = try await Self.startHost("beta", servers: [nats])
+        let onBeta = try await beta.client()
+        let subscription = try await onBeta.subscribe(to: [TopicPattern("fed.>")])
+        #expect(try await alpha.notify(["send", "fed.hidden.x", "secret"]).status == 0)
+        #expect(try await alpha.notify(["send", "fed.open.end", "public"]).status == 0)
+        let received = try await Self.collect(subscription, until: "fed.open.end")
+        #expect(received.map(\.topic.name) == ["fed.open.end"])
+        let onAlpha = try await alpha.client()
+        try await Self.waitForCounter("nats_exported", toReach: 1, on: onAlpha)
+        let stats = try await onAlpha.stats()
+        #expect(stats["nats_not_exported"] == 1 && stats["nats_exported"] == 1, "\(stats)")
+        #expect(try await alpha.notify(["latest", "fed.hidden.x"]).output == "secret\n", "the rule is about nobody; the publisher reads it")
+        await onAlpha.close()
+        await onBeta.close()
+        #expect(try await alpha.stop() == 0)
+        #expect(try await beta.stop() == 0)
+    }
+
     @Test("a host started later answers latest with the fleet's latest; restarted, it takes nothing in twice")
     func lateHost() async throws {
         let nats = try await NATSServerProcess.start()

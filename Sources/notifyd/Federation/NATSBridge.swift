@@ -20,6 +20,11 @@ final class NATSBridge {
     private let logger: Logger
     private(set) var settings: BridgeSettings
     private let importer: Session
+    /// Whom exports are read as: `nobody`, as imports are published. A topic goes to other hosts only if nobody may
+    /// read it here, since any client of the NATS server can read what is exported.
+    private let exportReader: PeerCredentials
+    /// Exports refused by the access rules (not readable by nobody).
+    private(set) var notReadable: UInt64 = 0
     private var outbox: ExportOutbox
     private var encoder: ExportEncoder
     /// Whether the patterns are `>`, the default: then no pattern is matched per message.
@@ -73,6 +78,7 @@ final class NATSBridge {
         self.eventLoop = eventLoop
         self.logger = logger
         self.importer = broker.openImporter(peer: peer)
+        self.exportReader = peer
         self.outbox = ExportOutbox(limit: settings.outboxBytes)
         self.encoder = ExportEncoder(prefix: settings.prefix, hostName: settings.hostName)
         self.exportsAll = settings.exports.map(\.text) == [">"]
@@ -276,6 +282,12 @@ final class NATSBridge {
     private func export(_ message: ExportedMessage) {
         let topic = message.topic
         guard !BridgeSettings.staysLocal(topic), exportsAll || settings.exports.contains(where: { $0.matches(topic) }) else { return }
+        // Every client of the NATS server reads what is exported: only what nobody may read here goes (a rule that
+        // lets user:nobody read a topic exports it).
+        guard broker.configuration.accessPolicy.allows(.read, topic: topic, peer: exportReader) else {
+            notReadable += 1
+            return
+        }
         // A message over the server's max_payload would make it close the connection, again at every resend.
         let size = encoder.prepare(message)
         guard size <= serverMaxPayload else {
@@ -498,6 +510,7 @@ final class NATSBridge {
             .init(name: "nats_outbox_bytes", value: UInt64(outbox.bytes)),
             .init(name: "nats_outbox_dropped", value: outbox.dropped),
             .init(name: "nats_too_large", value: tooLarge),
+            .init(name: "nats_not_exported", value: notReadable),
         ]
     }
 
