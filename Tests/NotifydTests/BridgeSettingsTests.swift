@@ -101,8 +101,8 @@ struct BridgeSettingsTests {
 /// The bridge's outbox: bounded, in order, kept until confirmed.
 @Suite("NATS export outbox")
 struct ExportOutboxTests {
-    static func append(_ text: String, to outbox: inout ExportOutbox) -> Bool {
-        outbox.append { $0.writeString(text) }
+    static func append(_ text: String, uid: UInt32 = 0, to outbox: inout ExportOutbox) -> Bool {
+        outbox.append(uid: uid) { $0.writeString(text) }
     }
 
     static func drain(_ outbox: inout ExportOutbox) -> String {
@@ -131,10 +131,24 @@ struct ExportOutboxTests {
     @Test("a message past the bound is refused and counted; nothing held is dropped for it")
     func bound() {
         var outbox = ExportOutbox(limit: 10)
-        let accepted = ["12345", "6789", "ab", "c"].map { Self.append($0, to: &outbox) }
+        let accepted = ["12345", "6789", "ab", "c"].enumerated().map { Self.append($0.element, uid: UInt32($0.offset), to: &outbox) }
         #expect(accepted == [true, true, false, true])
         #expect(outbox.dropped == 1 && outbox.bytes == 10 && outbox.count == 3)
         #expect(Self.drain(&outbox) == "123456789c")
+    }
+
+    @Test("one uid's messages hold at most half the outbox: its flood leaves room for the others, and confirmed ones free its share")
+    func sharePerUID() {
+        var outbox = ExportOutbox(limit: 100)
+        let flood = (0..<10).map { _ in Self.append(String(repeating: "f", count: 10), uid: 1000, to: &outbox) }
+        #expect(flood == Array(repeating: true, count: 5) + Array(repeating: false, count: 5))
+        #expect(outbox.dropped == 5 && outbox.droppedOverShare == 5 && outbox.bytes == 50)
+        #expect(Self.append(String(repeating: "o", count: 40), uid: 0, to: &outbox), "another uid's message finds room")
+        #expect(Self.append(String(repeating: "p", count: 10), uid: 1001, to: &outbox))
+        #expect(!Self.append("q", uid: 1002, to: &outbox) && outbox.droppedOverShare == 5, "the outbox itself is full now")
+        _ = Self.drain(&outbox)
+        outbox.confirm(through: outbox.sentThrough)
+        #expect(Self.append(String(repeating: "f", count: 50), uid: 1000, to: &outbox), "confirmed messages give their uid its share back")
     }
 
     @Test("many messages go out in chunks of about 64 KiB, each confirmed whole")

@@ -7,7 +7,8 @@ import NIOCore
 ///
 /// Messages are encoded into chunks of about 64 KiB, each written whole and confirmed whole: no buffer and no queue
 /// entry per message. Bounded in bytes: a message that does not fit is refused and counted, never queued past the
-/// bound, and nothing queued is dropped to make room (what was accepted is sent in order).
+/// bound, and nothing queued is dropped to make room (what was accepted is sent in order). One uid's messages may
+/// hold at most half of it (``shareLimit``): a flood from one user during an outage leaves room for everyone else's.
 struct ExportOutbox {
     /// The most bytes of encoded messages held.
     var limit: Int
@@ -15,7 +16,11 @@ struct ExportOutbox {
     private struct Chunk {
         var bytes: ByteBuffer
         var messages: Int
+        /// The bytes of each publisher's (uid's) messages in it: let go of when it is confirmed.
+        var bytesByUID: [UInt32: Int] = [:]
     }
+    /// The bytes held of each publisher's (uid's) messages.
+    private var bytesByUID: [UInt32: Int] = [:]
     /// Sealed chunks, oldest first; the first `sentChunks` of them are written on the current connection.
     private var chunks = Deque<Chunk>()
     private var sentChunks = 0
@@ -27,8 +32,12 @@ struct ExportOutbox {
     private(set) var bytes = 0
     /// Messages held.
     private(set) var count = 0
-    /// Messages refused because they did not fit.
+    /// Messages refused because they did not fit, in the outbox or in their uid's share.
     private(set) var dropped: UInt64 = 0
+    /// Of those, the ones refused for their uid's share while the outbox had room.
+    private(set) var droppedOverShare: UInt64 = 0
+    /// Whether the last message refused was refused for its uid's share (the outbox had room).
+    private(set) var lastRefusalWasShare = false
     /// Messages the server confirmed.
     private(set) var confirmed: UInt64 = 0
 
@@ -45,17 +54,25 @@ struct ExportOutbox {
     /// Whether messages wait to be sent.
     var hasUnsent: Bool { sentChunks < chunks.count || open.messages > 0 }
 
-    /// Appends one message, which `encode` writes, after the others; or refuses it when the bound would be passed:
-    /// false, and it is counted in ``dropped``.
-    mutating func append(encode: (inout ByteBuffer) -> Void) -> Bool {
+    /// The most bytes one uid's messages may hold: half the outbox.
+    var shareLimit: Int { max(1, limit / 2) }
+
+    /// Appends one message of `uid`'s, which `encode` writes, after the others; or refuses it when the bound or the
+    /// uid's share would be passed: false, and it is counted in ``dropped``.
+    mutating func append(uid: UInt32, encode: (inout ByteBuffer) -> Void) -> Bool {
         let before = open.bytes.writerIndex
         encode(&open.bytes)
         let size = open.bytes.writerIndex - before
-        guard bytes + size <= limit else {
+        let held = bytesByUID[uid] ?? 0
+        guard bytes + size <= limit, held + size <= shareLimit else {
             open.bytes.moveWriterIndex(to: before)
             dropped += 1
+            lastRefusalWasShare = bytes + size <= limit
+            if lastRefusalWasShare { droppedOverShare += 1 }
             return false
         }
+        bytesByUID[uid] = held + size
+        open.bytesByUID[uid, default: 0] += size
         bytes += size
         count += 1
         open.messages += 1
@@ -74,6 +91,10 @@ struct ExportOutbox {
     /// Lets go of every chunk numbered before `number`: the server confirmed them.
     mutating func confirm(through number: UInt64) {
         while headNumber < number, let first = chunks.popFirst() {
+            for (uid, size) in first.bytesByUID {
+                let left = bytesByUID[uid, default: 0] - size
+                bytesByUID[uid] = left > 0 ? left : nil
+            }
             bytes -= first.bytes.readableBytes
             count -= first.messages
             confirmed += UInt64(first.messages)

@@ -302,8 +302,8 @@ final class NATSBridge {
             }
             return
         }
-        guard outbox.append(encode: { encoder.writePrepared(message, into: &$0) }) else {
-            reportOverflow()
+        guard outbox.append(uid: message.publisher.uid, encode: { encoder.writePrepared(message, into: &$0) }) else {
+            reportOverflow(uid: message.publisher.uid)
             return
         }
         if connection != nil { scheduleSend() }
@@ -340,16 +340,19 @@ final class NATSBridge {
         return wrote
     }
 
-    private func reportOverflow() {
+    private func reportOverflow(uid: UInt32) {
         // Once per 1,000 at most after the first: an outage under load must not flood the journal.
         let dropped = outbox.dropped
         guard dropped == 1 || dropped - overflowReported >= 1_000 else { return }
         overflowReported = dropped
+        let full = outbox.lastRefusalWasShare
+            ? "the NATS outbox is full for uid \(uid) (its messages hold their share, half of the outbox's \(outbox.limit) bytes)"
+            : "the NATS outbox is full (\(outbox.bytes) of \(outbox.limit) bytes)"
         logger.log(
             .natsOutboxOverflow,
             .error,
-            "the NATS outbox is full (\(outbox.bytes) of \(outbox.limit) bytes): \(dropped) messages not sent to other hosts so far",
-            ["dropped": "\(dropped)"]
+            "\(full): \(dropped) messages not sent to other hosts so far, \(outbox.droppedOverShare) of them over their uid's share",
+            ["dropped": "\(dropped)", "uid": "\(uid)"]
         )
     }
 
