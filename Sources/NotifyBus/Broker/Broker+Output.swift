@@ -146,8 +146,12 @@ extension Broker {
         let session = target.session
         guard let transport = session.transport else { return }
         markForFlush(session)
-        if takesFlowingFrame(session, transport) {
+        if takesFlowingFrame(session, transport), !wouldPassBudget(session, adding: frame.readableBytes) {
             send(frame, to: session, transport)
+            // Counted now, not at the flush: a resume of many topics writes far more in one batch than deliveries
+            // do, and the uid's next connection resuming in the same batch must find its budget spent. The flush
+            // puts the real figure in its place.
+            chargeWriteBuffer(of: session, session.writeBufferCharge + frame.readableBytes)
             state.delivered += 1
             counters.messagesOut += 1
             counters.bytesOut += UInt64(payloadSize)
@@ -235,6 +239,14 @@ extension Broker {
             && (session.account.queuedBytes >= configuration.maxQueuedBytesPerUser || counters.queuedBytes >= configuration.maxQueuedBytesTotal)
     }
 
+    /// Whether `bytes` more waiting for `session`'s connection would take its uid, or the daemon, past its budget of
+    /// queued bytes: a replay that would is queued instead, where the subscription's overflow policy makes room and
+    /// announces what it drops.
+    func wouldPassBudget(_ session: Session, adding bytes: Int) -> Bool {
+        session.account.queuedBytes + bytes > configuration.maxQueuedBytesPerUser
+            || counters.queuedBytes + bytes > configuration.maxQueuedBytesTotal
+    }
+
     /// Takes note that the session's connection took bytes from its write buffer without a flush (see
     /// ``SessionTransport/bufferedBytes``): they no longer count against its uid, and what waited in its queue for
     /// that room goes out.
@@ -254,7 +266,7 @@ extension Broker {
         guard let transport = session.transport, transport.isWritable else { return }
         writeSpan(of: session)
         drainOutbox(of: session, into: transport)
-        while transport.isWritable, session.transport != nil, let request = session.heldBack.popFirst() {
+        while transport.isWritable, session.transport != nil, !writeBufferIsOverBudget(session), let request = session.heldBack.popFirst() {
             carryOut(request, from: session)
         }
     }

@@ -229,12 +229,14 @@ public final class Broker {
     }
 
     /// Counts a request as work and says whether to carry it out now: not for a session that is closing, and not
-    /// while its connection does not take replies, when the request (`held`, made only then) waits its turn.
+    /// while its connection does not take replies, or holds unread replies past its uid's (or the daemon's) budget
+    /// of queued bytes, when the request (`held`, made only then) waits its turn: replies are never dropped, so
+    /// what bounds them is that a connection that does not read them gets no more requests carried out.
     @inline(__always)
     func admits(from session: Session, holding held: @autoclosure () -> DecodedRequest) -> Bool {
         workDone &+= 1
         guard !session.isClosed, !session.closesAfterFlush else { return false }
-        if session.isHoldingBack || !session.transportIsWritable {
+        if session.isHoldingBack || !session.transportIsWritable || writeBufferIsOverBudget(session) {
             session.heldBack.append(held())
             return false
         }

@@ -99,3 +99,72 @@ struct QueueBudgetTests {
         #expect(harness.broker.statistics.queuedBytes == 0, "closed connections give their share back")
     }
 }
+
+/// Issue 34, 9: what a resume replays and the replies a connection does not read count against the uid's budget of
+/// queued bytes as deliveries do, so many connections of one uid cannot hold past it.
+@Suite("Replays and replies within the uid's budget (broker, no socket)")
+struct ReplayBudgetTests {
+    /// A daemon with `topics` topics of `messages` 100-byte messages each in their histories, published by uid 2000.
+    static func withHistories(topics: Int, messages: Int, budget: Int) -> BrokerHarness {
+        var configuration = ResumeTests.withHistory
+        configuration.maxQueuedBytesPerUser = budget
+        let harness = BrokerHarness(configuration: configuration)
+        let payload = String(repeating: "x", count: 100)
+        let publisher = harness.connect(uid: 2000)
+        for topic in 0..<topics {
+            publisher.send(String(repeating: "PUB t.\(topic) 100 noretain\n\(payload)\n", count: messages))
+        }
+        return harness
+    }
+
+    @Test("four connections of one uid resuming everything from history hold no more than its budget; what did not fit is announced")
+    func replays() throws {
+        let harness = Self.withHistories(topics: 50, messages: 10, budget: 20_000)
+        let readers = (0..<4).map { _ in
+            let reader = harness.connect(uid: 1000)
+            // A peer that reads nothing: what is written stays in its write buffer, up to NIO's high-water mark.
+            reader.transport.writeBufferLimit = harness.broker.configuration.writeBufferBytes
+            return reader
+        }
+        for reader in readers { reader.handle("#1 SUB t.> since=1970-01-01T00:00:00Z\n") }
+        harness.broker.flush()
+        let held = harness.broker.accounts[1000]!.queuedBytes
+        #expect(held <= 20_000 + 200, "uid 1000 holds \(held) bytes for its four resumes (the budget is 20,000)")
+        #expect(harness.broker.statistics.queuedBytes == held)
+
+        // Each reader is told of every message: sent, or dropped with a notice.
+        for reader in readers {
+            reader.transport.takeBuffered()
+            harness.broker.writeBufferChanged(reader.session)
+            harness.broker.flush()
+            var replayed = 0
+            var dropped: UInt64 = 0
+            for frame in try reader.received() {
+                switch frame {
+                case .latest: replayed += 1
+                case .dropped(let notice), .missed(_, let notice): dropped += notice.count
+                default: break
+                }
+            }
+            #expect(UInt64(replayed) + dropped == 500, "\(replayed) replayed, \(dropped) announced dropped")
+        }
+    }
+
+    @Test("a connection that reads no replies gets no more requests carried out once its uid is over budget")
+    func replies() throws {
+        let harness = Self.withHistories(topics: 1, messages: 1, budget: 10_000)
+        let reader = harness.connect(uid: 1000)
+        reader.transport.writeBufferLimit = harness.broker.configuration.writeBufferBytes
+        for _ in 0..<50 { reader.send(String(repeating: "PING\n", count: 100)) }
+        let held = harness.broker.accounts[1000]!.queuedBytes
+        #expect(held <= 10_000 + 500, "uid 1000 holds \(held) bytes of PONGs it does not read (the budget is 10,000)")
+        #expect(reader.session.isHoldingBack, "the rest wait, bounded by the unread-bytes budget")
+        let answered = try reader.received().count
+        // The peer reads what waits: the uid's budget is free again, and the requests held back are carried out.
+        reader.transport.takeBuffered()
+        harness.broker.writeBufferChanged(reader.session)
+        harness.broker.flush()
+        let more = try reader.received().count
+        #expect(more > 0 && answered + more <= 5_000, "\(answered) PONGs, then \(more) more")
+    }
+}
