@@ -198,4 +198,37 @@ struct ReconnectTests {
         await publisher.close()
         try await daemon.stop()
     }
+
+    /// The least time six connections can take with the pauses of ``ReconnectBackoff`` between them: 50, 100, 200,
+    /// 400 and 800 ms, each at least half of itself with the jitter.
+    static let fivePauses: Duration = .milliseconds(25 + 50 + 100 + 200 + 400)
+
+    @Test("against a daemon that greets and closes, notify subscribe backs off: a connection that did not last does not start the pauses over")
+    func subscribeBacksOff() async throws {
+        let directory = try TemporaryDirectory()
+        let server = try GreetAndCloseServer(path: directory.path + "/flaky.sock")
+        let subscriber = try startNotify(["subscribe", "demo.>"], socket: server.path)
+        try await server.waitForConnections(6)
+        let times = server.connections
+        #expect(times[5] - times[0] >= Self.fivePauses, "six connections in \(times[5] - times[0])")
+        subscriber.signal(SIGTERM)
+        _ = try await subscriber.exitStatus()
+        let lost = subscriber.standardError.lines.filter { $0.contains("reconnecting") }.count
+        #expect(lost <= times.count + 1, "one line per lost connection: \(lost) for \(times.count)")
+    }
+
+    @Test("against a daemon that greets and closes, a NotifyClient that reconnects backs off the same way")
+    func clientBacksOff() async throws {
+        let directory = try TemporaryDirectory()
+        let server = try GreetAndCloseServer(path: directory.path + "/flaky.sock")
+        let client = try await NotifyClient.connect(to: server.path, reconnectWithin: .seconds(30))
+        let calls = Task {
+            while !Task.isCancelled { _ = try? await client.publish("x", to: Topic("demo.x")); _ = try? await client.flush() }
+        }
+        try await server.waitForConnections(6)
+        calls.cancel()
+        let times = server.connections
+        #expect(times[5] - times[0] >= Self.fivePauses, "six connections in \(times[5] - times[0])")
+        await client.close()
+    }
 }

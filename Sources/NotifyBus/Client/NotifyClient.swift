@@ -27,6 +27,8 @@ public final class NotifyClient: Sendable {
         let channel: any Channel
         let handler: NIOLoopBound<ClientChannelHandler>
         let greeting: ServerGreeting
+        /// When it was made: one lost soon after does not start the reconnect pauses over.
+        let madeAt = ContinuousClock.now
     }
 
     private let link: NIOLockedValueBox<Link>
@@ -35,6 +37,8 @@ public final class NotifyClient: Sendable {
     private let reconnectWithin: Duration?
     /// The connection being made to replace a lost one, which every call that needs it waits for.
     private let reconnecting = NIOLockedValueBox<Task<Link, any Error>?>(nil)
+    /// The pauses between attempts to reconnect, kept across connections (see ``ReconnectBackoff``).
+    private let backoff = NIOLockedValueBox(ReconnectBackoff())
     /// What ``setEcho(_:)`` asked for last, for a new connection to be told too.
     private let echo = NIOLockedValueBox(true)
     private let isClosed = NIOLockedValueBox(false)
@@ -465,15 +469,18 @@ public final class NotifyClient: Sendable {
     }
 
     /// A new connection in place of `lost`: made once for all the calls that need it, backing off from 50 ms to 2 s
-    /// between attempts, for up to ``reconnectWithin``.
+    /// between attempts (``ReconnectBackoff``), for up to ``reconnectWithin``.
     private func reconnect(replacing lost: Link) async throws -> Link {
         let current = link.withLockedValue { $0 }
         if current.channel !== lost.channel { return current }
         let task = reconnecting.withLockedValue { task -> Task<Link, any Error> in
             if let task { return task }
-            let made = Task { [weak self, socketPath, group, echo, reconnectWithin] in
+            let made = Task { [weak self, socketPath, group, echo, reconnectWithin, backoff] in
                 let deadline = ContinuousClock.now + (reconnectWithin ?? .zero)
-                var backoff: Duration = .milliseconds(50)
+                // A connection lost soon after it was made is not tried again at once.
+                if let pause = backoff.withLockedValue({ $0.lost(after: ContinuousClock.now - lost.madeAt) }) {
+                    try await Task.sleep(for: pause)
+                }
                 while true {
                     do {
                         let link = try await NotifyClient.open(socketPath, group: group)
@@ -486,14 +493,14 @@ public final class NotifyClient: Sendable {
                         try await self?.carrySubscriptions(from: link)
                         return link
                     } catch let error as NotifyClientError where NotifyClient.isLostConnection(error) {
-                        guard ContinuousClock.now + backoff < deadline else {
+                        let pause = backoff.withLockedValue { $0.pause() }
+                        guard ContinuousClock.now + pause < deadline else {
                             throw NotifyClientError(
                                 .unreachable,
                                 "the connection to the daemon was lost and it did not come back within \(reconnectWithin ?? .zero): \(error.message)"
                             )
                         }
-                        try await Task.sleep(for: backoff)
-                        backoff = min(backoff * 2, ResumingSubscription.maximumBackoff)
+                        try await Task.sleep(for: pause)
                     }
                 }
             }

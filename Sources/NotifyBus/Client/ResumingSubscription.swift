@@ -1,7 +1,8 @@
 import NIOConcurrencyHelpers
 
 /// A subscription that outlives its connections: when the daemon goes away (stopped, restarted, upgraded, crashed)
-/// it connects again, backing off from 50 ms to at most 2 s between attempts, subscribes again, and resumes after
+/// it connects again, backing off from 50 ms to at most 2 s between attempts (with jitter, and starting over only
+/// after a connection lasted 10 s: see ``ReconnectBackoff``), subscribes again, and resumes after
 /// the last message it delivered, from the topics' history (`SUB … since=`). Its consumer sees one sequence: each
 /// message once, in order per topic, and a ``SubscriptionEvent/dropped(_:)`` for what the history no longer held.
 ///
@@ -64,9 +65,6 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
         Iterator(subscription: self)
     }
 
-    /// The longest wait between two attempts to connect.
-    static let maximumBackoff: Duration = .seconds(2)
-
     public struct Iterator: AsyncIteratorProtocol {
         let subscription: ResumingSubscription
         private let connection = Connection()
@@ -76,6 +74,10 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
         /// if the connection does, so it does not move the resume point.
         private var connectedAt = PublishTime(microsecondsSinceEpoch: 0)
         private var isFirstConnection = true
+        /// The pauses between attempts, kept across connections: one lost at once does not start them over.
+        private var backoff = ReconnectBackoff()
+        /// When the current connection was made.
+        private var connectedSince = ContinuousClock.now
 
         init(subscription: ResumingSubscription) {
             self.subscription = subscription
@@ -94,6 +96,7 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
                     events = nil
                     await connection.close()
                     subscription.onConnectionChange(.lost(error))
+                    if let pause = backoff.lost(after: ContinuousClock.now - connectedSince) { try await Task.sleep(for: pause) }
                     continue
                 }
                 guard let event else { return nil }
@@ -112,7 +115,6 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
 
         /// Connects and subscribes, again and again with a growing pause until it works or cannot.
         private mutating func connect() async throws {
-            var backoff: Duration = .milliseconds(50)
             while true {
                 try Task.checkCancellation()
                 do {
@@ -136,14 +138,14 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
                         buffer: subscription.buffer
                     )
                     self.events = events.makeAsyncIterator()
+                    connectedSince = .now
                     if !isFirstConnection { subscription.onConnectionChange(.resumed) }
                     isFirstConnection = false
                     return
                 } catch let error as NotifyClientError where error.kind == .connectionClosed || error.kind == .unreachable {
                     await connection.close()
                     if isFirstConnection { throw error }
-                    try await Task.sleep(for: backoff)
-                    backoff = Swift.min(backoff * 2, ResumingSubscription.maximumBackoff)
+                    try await Task.sleep(for: backoff.pause())
                 }
             }
         }
