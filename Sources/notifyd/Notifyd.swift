@@ -122,7 +122,7 @@ struct Notifyd: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The most topics tracked; past it, topics without a buffered message are forgotten, oldest first (default: 1000000).",
+            "The most topics tracked; past it, topics without a buffered message are forgotten, oldest first, and remembered by name and number so a resume is told what it missed (default: 1000000).",
             valueName: "count"
         )
     )

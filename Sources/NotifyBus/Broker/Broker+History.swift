@@ -235,9 +235,12 @@ extension Broker {
         switch since {
         case .sequence(let point):
             // A name: the decoder refuses a sequence number for a pattern with wildcards.
-            guard let state = topicTable[pattern.text] else { return }
-            // A point past the topic's number: it was numbered again from 1 since (its state was lost), and all it
-            // has now is new to the subscriber.
+            guard let state = topicTable[pattern.text] else {
+                return noticeForgotten(pattern.text, after: point, id: id, to: target.session)
+            }
+            // A point past the topic's number: it was numbered again from 1 since (its state was lost, or it was
+            // forgotten longer ago than the daemon remembers), and all it has now is new to the subscriber.
+            if point > state.sequence { noticeUnremembered(id: id, to: target.session) }
             let after = point > state.sequence ? 0 : point
             guard after < state.sequence else { return }
             replayHistory(of: state, id: id, to: target) { history, body in
@@ -272,8 +275,39 @@ extension Broker {
                     history?.forEach(after: time, topic: state.topic.name, body)
                 }
             }
+            if !topicTable.forgottenTopics.isEmpty {
+                // Topics forgotten to make room (max-topics): all they had may be what the subscriber missed.
+                let forgotten = topicTable.forgottenTopics
+                workDone &+= forgotten.forEach(matching: pattern) { topic, entry in
+                    guard entry.newest > time, configuration.accessPolicy.allows(.read, topic: topic, peer: peer) else { return }
+                    notice(1...entry.sequence, topic)
+                }
+                if forgotten.unremembered.newest > time {
+                    othersMissed = othersMissed.saturatingAdd(forgotten.unremembered.messages)
+                }
+            }
             if othersMissed > 0 { noticeMissed(count: othersMissed, id: id, to: target.session) }
         }
+    }
+
+    /// Tells a subscriber resuming `name` after `point`, a topic the daemon does not have, what it missed if the
+    /// topic was forgotten to make room: its messages after the point (or, forgotten longer ago than the daemon
+    /// remembers names, every message of forgotten topics it no longer remembers).
+    private func noticeForgotten(_ name: String, after point: UInt64, id: UInt64?, to session: Session) {
+        guard !topicTable.forgottenTopics.isEmpty else { return }
+        if let entry = topicTable.forgottenTopics[name] {
+            guard point < entry.sequence, let topic = try? Topic(name) else { return }
+            noticeMissed((point + 1)...entry.sequence, of: topic, id: id, to: session)
+        } else if point > 0 {
+            noticeUnremembered(id: id, to: session)
+        }
+    }
+
+    /// Tells a resuming subscriber that topics the daemon forgot, and no longer remembers by name, had messages it
+    /// may have missed: a `DROP` about many topics, when there were any.
+    private func noticeUnremembered(id: UInt64?, to session: Session) {
+        let messages = topicTable.forgottenTopics.unremembered.messages
+        if messages > 0 { noticeMissed(count: messages, id: id, to: session) }
     }
 
     /// Runs `replay` with the topic's history and a function that sends one of its messages.

@@ -145,6 +145,9 @@ extension Broker {
                 state.retained?.withFrame { snapshot.appendRetained($0) }
                 snapshot.appendSequence(state.topic.name, state.sequence)
             }
+            // A topic forgotten to make room keeps its number across a restart: it comes back as a topic with no
+            // history, whose resumes are told that all it had may be missed, and which numbers on from there.
+            topicTable.forgottenTopics.forEachEntry { name, entry in snapshot.appendSequence(name, entry.sequence) }
         }
         for state in topicTable.all {
             state.persistedSequence = state.sequence

@@ -5,8 +5,9 @@ public struct BrokerConfiguration: Sendable, Hashable {
     /// The most subscriptions one connection may hold.
     public var maxSubscriptionsPerConnection: Int
     /// The most topics the broker keeps track of. Past it, topics with no buffered message and no subscriber by name
-    /// are forgotten, oldest first (their sequence numbers restart at 1); if every topic holds a buffered message or
-    /// has a subscriber by name, publishing to a new topic is refused.
+    /// are forgotten, oldest first, with their history; as many forgotten topics are remembered by name and number
+    /// (``ForgottenTopics``), so a resume of one is told what it missed and the topic, made again, numbers on. If
+    /// every topic holds a buffered message or has a subscriber by name, publishing to a new topic is refused.
     public var maxTopics: Int
     /// The most deliveries in the queue of a connection that does not keep up; past it, its subscriptions'
     /// overflow policy applies.

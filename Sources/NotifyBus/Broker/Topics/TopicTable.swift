@@ -5,21 +5,21 @@ import NIOCore
 /// list; see ``TopicState``), the totals of their buffered messages, and the bound on how many there are.
 ///
 /// A topic is made by its first publish and kept while it buffers a message or someone subscribes to it by name.
-/// Past ``maxTopics``, the oldest of the others is forgotten to make room (its sequence number starts again at 1),
-/// and when none may be, a new topic is refused. Topics are also grouped by first token (``TopicGroups``), so that a
+/// Past ``maxTopics``, the oldest of the others is forgotten to make room, and when none may be, a new topic is
+/// refused. A topic forgotten is remembered by name (``ForgottenTopics``): a resume is told what it missed, and the
+/// topic, made again, numbers on from its last number. Topics are also grouped by first token (``TopicGroups``), so that a
 /// pattern lookup walks only the topics it can match.
 ///
 /// Owned by the broker's thread, like the broker.
 struct TopicTable {
-    /// The most topics kept.
-    var maxTopics: Int
-
     private var states = TopicMap()
     /// Topics with no buffered message, oldest first: the ones forgotten at ``maxTopics``, unless someone subscribes
     /// to them by name. A topic is listed at most once (``TopicState/isListedForgettable``); one that gained a
     /// buffered message since is skipped, and listed again when cleared.
     private var forgettable = Deque<ByteKey>()
     private var groups = TopicGroups()
+    /// The topics forgotten, as many as the table holds at most.
+    private(set) var forgottenTopics: ForgottenTopics
 
     /// Topics that buffer a message.
     private(set) var retainedTopics = 0
@@ -28,8 +28,14 @@ struct TopicTable {
     /// Bytes of the buffered messages' frames, to tell the state log how big a compacted copy would be.
     private(set) var retainedFrameBytes = 0
 
+    /// The most topics kept; the most forgotten ones remembered too.
+    var maxTopics: Int {
+        didSet { forgottenTopics.capacity = maxTopics }
+    }
+
     init(maxTopics: Int) {
         self.maxTopics = maxTopics
+        forgottenTopics = ForgottenTopics(capacity: maxTopics)
     }
 
     var count: Int { states.count }
@@ -51,11 +57,18 @@ struct TopicTable {
         forgotten: (TopicState) -> Void
     ) -> TopicState? {
         if let state = states[topic.name] { return state }
+        // Back after it was forgotten: it numbers on, and its history starts after the number it had. Taken first,
+        // so that the topics forgotten for it now do not push it out of what is remembered.
+        let remembered = forgottenTopics.count > 0 ? forgottenTopics.take(topic.name) : nil
         while states.count >= maxTopics {
-            guard let state = forgetOne(work: &work, isKept: isKept) else { return nil }
+            guard let state = forgetOne(work: &work, isKept: isKept) else {
+                if let remembered { forgottenTopics.remember(topic, remembered) }
+                return nil
+            }
             forgotten(state)
         }
         let state = TopicState(topic: topic)
+        if let remembered { state.sequence = remembered.sequence }
         add(state)
         return state
     }
@@ -112,6 +125,10 @@ struct TopicTable {
             states.remove(state)
             groups.remove(state)
             state.isForgotten = true
+            if state.sequence > 0 {
+                let newest = state.lastPublished ?? .distantFuture
+                forgottenTopics.remember(state.topic, .init(sequence: state.sequence, newest: newest))
+            }
             return state
         }
         return nil
