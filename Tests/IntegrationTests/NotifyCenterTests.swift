@@ -191,6 +191,22 @@ struct NotifyCenterTests {
         try await daemon.stop()
     }
 
+    @Test("an observation whose subscription ends by itself is reported, not dropped; one removed on purpose is not")
+    func endedObservation() async throws {
+        let daemon = try await TestDaemon.start()
+        let ended = Recorder<String>()
+        let center = try await NotifyCenter.connect(to: daemon.socketPath, reconnectWithin: nil, onEnded: { ended.record("\($0)") })
+        let kept = try await center.observe(Alarm.self) { _ in }
+        let removed = try await center.observe(BackupFinished.self) { _ in }
+        removed.cancel()
+        #expect(try await daemon.stop() == 0)
+        try await ended.wait("the observation of Alarm to be reported ended") { !$0.isEmpty }
+        #expect(ended.all.count == 1 && ended.all[0].contains("Alarm") && ended.all[0].contains("center.alarm"), "\(ended.all)")
+        #expect(center.observerCount == 0)
+        kept.cancel()
+        await center.close()
+    }
+
     @Test("a family of topics keeps the latest of each; observers select by predicate, value and sender; one on the main actor runs there; an observer object that dies is dropped")
     func selection() async throws {
         let daemon = try await TestDaemon.start()
