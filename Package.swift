@@ -73,6 +73,18 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // What crosses to other hosts and back, without I/O: the provenance headers, the export outbox, what is
+        // taken in. Apart from the daemon so that the fuzzer and the tests reach it as the daemon does.
+        .target(
+            name: "NotifyFederation",
+            dependencies: [
+                "NotifyBus",
+                "NATSClient",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .systemLibrary(
             name: "CSystemd",
             path: "Sources/CSystemd",
@@ -84,6 +96,7 @@ let package = Package(
             dependencies: [
                 "NotifyBus",
                 "NATSClient",
+                "NotifyFederation",
                 "CSystemd",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -177,6 +190,7 @@ let package = Package(
                 "notifyd",
                 "NotifyBus",
                 "NATSClient",
+                "NotifyFederation",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -5,6 +5,7 @@ import NotifyBus
 import Testing
 
 @testable import notifyd
+import NotifyFederation
 
 /// The NATS bridge's settings from the command line and `[nats]`, without a server.
 @Suite("NATS bridge settings")

@@ -1,5 +1,6 @@
 import Logging
 import NATSClient
+import NotifyFederation
 import NIOCore
 import NotifyBus
 
@@ -48,12 +49,9 @@ final class NATSBridge {
     /// Failed connection attempts since the last success, to log the first of a run and not every one.
     private var failedAttempts = 0
     private var overflowReported: UInt64 = 0
-    /// What is taken in: a message sent again after a reconnect, or read again from the stream, is not published
-    /// twice, and a time far ahead of this host's clock is refused.
-    private var importFilter = ImportFilter()
-
-    /// The provenance of the last message taken in, whose host and unit the next one likely shares.
-    private var lastProvenance: Provenance?
+    /// What is taken in, and how: a message sent again after a reconnect, or read again from the stream, is not
+    /// published twice, and a claim this host does not accept is refused.
+    private var importPath: ImportPath
 
     /// The largest message (headers and payload) the server takes, from its `INFO`; NATS's default until one is read.
     private var serverMaxPayload = 1 << 20
@@ -79,6 +77,7 @@ final class NATSBridge {
         self.logger = logger
         self.importer = broker.openImporter(peer: peer)
         self.exportReader = peer
+        self.importPath = ImportPath(hostName: settings.hostName)
         self.outbox = ExportOutbox(limit: settings.outboxBytes)
         self.encoder = ExportEncoder(prefix: settings.prefix, hostName: settings.hostName)
         self.exportsAll = settings.exports.map(\.text) == [">"]
@@ -105,7 +104,8 @@ final class NATSBridge {
         if reconnects {
             serverIndex = 0
             streamIsKnown = false
-            importFilter.forgetTaken()
+            importPath.hostName = newer.hostName
+            importPath.forgetTaken()
             drop(connection, reason: "its settings changed")
         }
     }
@@ -363,39 +363,16 @@ final class NATSBridge {
             let topic = try? Topic(String(message.subject.utf8.dropFirst(subjectPrefix.utf8.count))!)
         else { return }
         guard !BridgeSettings.staysLocal(topic), importsAll || settings.imports.contains(where: { $0.matches(topic) }) else { return }
-        let provenance = Provenance(headers: message.headers, reusing: lastProvenance)
-        lastProvenance = provenance
-        let host = provenance.host ?? Provenance.unknownHost
-        guard host != settings.hostName else {
-            // Read back from the stream, our own; live (NATS sends this connection nothing of its own), another
-            // host's that goes by the same name, whose messages this host can never take in.
+        let now = PublishTime.now().microsecondsSinceEpoch
+        switch importPath.take(message, topic: topic, replayed: replayed, into: broker, through: importer, now: now) {
+        case .published: imported += 1
+        case .repeated: return
+        case .ownName:
+            // Read back from the stream, it is this host's own; live (NATS sends this connection nothing of its
+            // own), it is another host's that goes by this one's name.
             if !replayed { noteSameName() }
             return
-        }
-        guard ImportedMessage.isValidHostName(host) else {
-            return noteRefused(topic, "its origin host \"\(host)\" is not a host name")
-        }
-        let sequence = provenance.sequence
-        switch importFilter.decide(topic: topic, host: host, sequence: sequence, time: provenance.time, now: PublishTime.now().microsecondsSinceEpoch) {
-        case .take: break
-        case .repeated: return
         case .refused(let why): return noteRefused(topic, why)
-        }
-        let imported = ImportedMessage(
-            topic: topic,
-            payload: message.payload,
-            retain: provenance.retain,
-            host: host,
-            publisher: Publisher(uid: provenance.uid, pid: provenance.pid, unit: provenance.unit),
-            sequence: sequence
-        )
-        if replayed && broker.holdsAlready(imported) { return importFilter.noteRepeat() }
-        switch broker.publishImported(imported, through: importer) {
-        case .published:
-            self.imported += 1
-            importFilter.taken(topic: topic, host: host, sequence: sequence, time: provenance.time)
-        case .refused(let error):
-            noteRefused(topic, error.message)
         }
         guard !brokerFlushIsScheduled else { return }
         brokerFlushIsScheduled = true
@@ -508,7 +485,7 @@ final class NATSBridge {
             .init(name: "nats_exported", value: outbox.confirmed),
             .init(name: "nats_imported", value: imported),
             .init(name: "nats_import_refused", value: importRefused),
-            .init(name: "nats_import_repeats", value: importFilter.repeats),
+            .init(name: "nats_import_repeats", value: importPath.filter.repeats),
             .init(name: "nats_outbox_messages", value: UInt64(outbox.count)),
             .init(name: "nats_outbox_bytes", value: UInt64(outbox.bytes)),
             .init(name: "nats_outbox_dropped", value: outbox.dropped),

@@ -1,5 +1,5 @@
 import DequeModule
-import NIOCore
+package import NIOCore
 
 /// The messages the bridge owes NATS, oldest first, each kept until the server confirmed it (a `PONG` after it):
 /// sent while connected, kept while not, sent again after a reconnect if a connection was lost before the
@@ -9,9 +9,9 @@ import NIOCore
 /// entry per message. Bounded in bytes: a message that does not fit is refused and counted, never queued past the
 /// bound, and nothing queued is dropped to make room (what was accepted is sent in order). One uid's messages may
 /// hold at most half of it (``shareLimit``): a flood from one user during an outage leaves room for everyone else's.
-struct ExportOutbox {
+package struct ExportOutbox {
     /// The most bytes of encoded messages held.
-    var limit: Int
+    package var limit: Int
     /// A chunk of encoded messages.
     private struct Chunk {
         var bytes: ByteBuffer
@@ -29,37 +29,37 @@ struct ExportOutbox {
     /// The number of the oldest sealed chunk, counting every chunk ever sealed from 0.
     private var headNumber: UInt64 = 0
     /// Bytes held, in sealed chunks and the open one.
-    private(set) var bytes = 0
+    package private(set) var bytes = 0
     /// Messages held.
-    private(set) var count = 0
+    package private(set) var count = 0
     /// Messages refused because they did not fit, in the outbox or in their uid's share.
-    private(set) var dropped: UInt64 = 0
+    package private(set) var dropped: UInt64 = 0
     /// Of those, the ones refused for their uid's share while the outbox had room.
-    private(set) var droppedOverShare: UInt64 = 0
+    package private(set) var droppedOverShare: UInt64 = 0
     /// Whether the last message refused was refused for its uid's share (the outbox had room).
-    private(set) var lastRefusalWasShare = false
+    package private(set) var lastRefusalWasShare = false
     /// Messages the server confirmed.
-    private(set) var confirmed: UInt64 = 0
+    package private(set) var confirmed: UInt64 = 0
 
     /// A chunk is sealed once it holds this many bytes, so a write is about this large.
-    static let chunkBytes = 64 << 10
+    package static let chunkBytes = 64 << 10
 
-    init(limit: Int) {
+    package init(limit: Int) {
         self.limit = limit
     }
 
     /// The number after the last chunk written: what a confirmation asked for now covers.
-    var sentThrough: UInt64 { headNumber + UInt64(sentChunks) }
+    package var sentThrough: UInt64 { headNumber + UInt64(sentChunks) }
 
     /// Whether messages wait to be sent.
-    var hasUnsent: Bool { sentChunks < chunks.count || open.messages > 0 }
+    package var hasUnsent: Bool { sentChunks < chunks.count || open.messages > 0 }
 
     /// The most bytes one uid's messages may hold: half the outbox.
-    var shareLimit: Int { max(1, limit / 2) }
+    package var shareLimit: Int { max(1, limit / 2) }
 
     /// Appends one message of `uid`'s, which `encode` writes, after the others; or refuses it when the bound or the
     /// uid's share would be passed: false, and it is counted in ``dropped``.
-    mutating func append(uid: UInt32, encode: (inout ByteBuffer) -> Void) -> Bool {
+    package mutating func append(uid: UInt32, encode: (inout ByteBuffer) -> Void) -> Bool {
         let before = open.bytes.writerIndex
         encode(&open.bytes)
         let size = open.bytes.writerIndex - before
@@ -81,7 +81,7 @@ struct ExportOutbox {
     }
 
     /// The oldest bytes not sent yet, now counted as sent: a chunk of whole messages.
-    mutating func nextUnsent() -> ByteBuffer? {
+    package mutating func nextUnsent() -> ByteBuffer? {
         if sentChunks == chunks.count { seal() }
         guard sentChunks < chunks.count else { return nil }
         sentChunks += 1
@@ -89,7 +89,7 @@ struct ExportOutbox {
     }
 
     /// Lets go of every chunk numbered before `number`: the server confirmed them.
-    mutating func confirm(through number: UInt64) {
+    package mutating func confirm(through number: UInt64) {
         while headNumber < number, let first = chunks.popFirst() {
             for (uid, size) in first.bytesByUID {
                 let left = bytesByUID[uid, default: 0] - size
@@ -104,7 +104,7 @@ struct ExportOutbox {
     }
 
     /// The connection was lost: what was sent and not confirmed is sent again on the next one.
-    mutating func resendUnconfirmed() {
+    package mutating func resendUnconfirmed() {
         sentChunks = 0
     }
 

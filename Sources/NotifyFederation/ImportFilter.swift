@@ -1,4 +1,4 @@
-import NotifyBus
+package import NotifyBus
 
 /// What the bridge decides about a message from NATS before the broker sees it: taken in, skipped as a repeat of
 /// one taken in already (a resend after a reconnect, the stream read again), or refused for a time this host does
@@ -8,8 +8,10 @@ import NotifyBus
 /// whose state was wiped numbers from 1 again, but later, so a message is a repeat only when it is no newer by
 /// both number and time. A time is a claim, and one far in the future would make every later real message of the
 /// topic look like a repeat: such times are refused, and every repeat is counted, never skipped silently.
-struct ImportFilter {
-    enum Decision: Equatable {
+package struct ImportFilter {
+    package init() {}
+
+    package enum Decision: Equatable {
         case take
         /// No newer than the last message taken in from its host for its topic.
         case repeated
@@ -19,17 +21,17 @@ struct ImportFilter {
 
     /// How far ahead of this host's clock a message's time may be, in microseconds: a minute, far more than
     /// synchronised clocks differ by, far less than a forged time would need to silence a host for long.
-    static let allowedClockLead: UInt64 = 60_000_000
+    package static let allowedClockLead: UInt64 = 60_000_000
     /// The most topics remembered; past it the table starts over (a repeat may then get through, at least once).
-    static let rememberedTopics = 100_000
+    package static let rememberedTopics = 100_000
 
     private var lastTaken: [Topic: (host: String, sequence: UInt64, time: UInt64)] = [:]
     /// Messages skipped as repeats.
-    private(set) var repeats: UInt64 = 0
+    package private(set) var repeats: UInt64 = 0
 
     /// Decides about a message of `topic` from `host`, numbered `sequence` there at `time` (microseconds since the
     /// epoch; 0 when it says none), when this host's clock reads `now`.
-    mutating func decide(topic: Topic, host: String, sequence: UInt64, time: UInt64, now: UInt64) -> Decision {
+    package mutating func decide(topic: Topic, host: String, sequence: UInt64, time: UInt64, now: UInt64) -> Decision {
         let (latestBelieved, overflow) = now.addingReportingOverflow(Self.allowedClockLead)
         if !overflow, time > latestBelieved {
             let seconds = (time - now) / 1_000_000
@@ -45,19 +47,19 @@ struct ImportFilter {
     }
 
     /// Counts a message skipped as a repeat for a reason of the caller's (the broker holds it already).
-    mutating func noteRepeat() {
+    package mutating func noteRepeat() {
         repeats += 1
     }
 
     /// Notes that the message was taken in: later ones no newer are repeats.
-    mutating func taken(topic: Topic, host: String, sequence: UInt64, time: UInt64) {
+    package mutating func taken(topic: Topic, host: String, sequence: UInt64, time: UInt64) {
         guard sequence > 0 else { return }
         if lastTaken.count >= Self.rememberedTopics { lastTaken.removeAll() }
         lastTaken[topic] = (host, sequence, time)
     }
 
     /// Forgets every topic's last message (new settings, another cluster).
-    mutating func forgetTaken() {
+    package mutating func forgetTaken() {
         lastTaken.removeAll()
     }
 }

@@ -1,0 +1,66 @@
+package import NIOCore
+package import NotifyBus
+
+/// Writes a local publish as the NATS operations that export it: `HPUB <prefix>.<topic>` with the provenance
+/// headers, and for a retained one the same to `<prefix>-latest.<topic>` (the stream of latest messages). Straight
+/// into the outbox's buffer: no `String`, no headers value, no buffer of its own per message.
+package struct ExportEncoder {
+    private let livePrefix: [UInt8]
+    private let latestPrefix: [UInt8]
+    /// `NATS/1.0` and the host's line, the same for every message.
+    private let headerStart: [UInt8]
+    /// The header block of the message being written, reused.
+    private var headers = ByteBuffer()
+
+    package init(prefix: String, hostName: String) {
+        livePrefix = Array("HPUB \(prefix).".utf8)
+        latestPrefix = Array("HPUB \(prefix)-latest.".utf8)
+        headerStart = Array("NATS/1.0\r\nNotifyd-Host: \(hostName)\r\n".utf8)
+    }
+
+    /// Writes `message`'s operations: ``prepare(_:)`` then ``writePrepared(_:into:)``.
+    package mutating func write(_ message: ExportedMessage, into buffer: inout ByteBuffer) {
+        _ = prepare(message)
+        writePrepared(message, into: &buffer)
+    }
+
+    /// Builds `message`'s headers and returns the size NATS counts against its `max_payload`: headers and payload.
+    package mutating func prepare(_ message: ExportedMessage) -> Int {
+        headers.clear()
+        headers.writeBytes(headerStart)
+        headers.writeStaticString("Notifyd-Uid: ")
+        headers.writeDecimal(UInt64(message.publisher.uid))
+        headers.writeStaticString("\r\nNotifyd-Pid: ")
+        headers.writeDecimal(Int64(message.publisher.pid))
+        if let unit = message.publisher.unit {
+            headers.writeStaticString("\r\nNotifyd-Unit: ")
+            headers.writeString(unit)
+        }
+        headers.writeStaticString("\r\nNotifyd-Seq: ")
+        headers.writeDecimal(message.sequence)
+        headers.writeStaticString("\r\nNotifyd-Time: ")
+        headers.writeDecimal(message.time.microsecondsSinceEpoch)
+        headers.writeStaticString(message.retain ? "\r\nNotifyd-Retain: 1\r\n\r\n" : "\r\nNotifyd-Retain: 0\r\n\r\n")
+        return headers.readableBytes + message.payload.readableBytes
+    }
+
+    /// Writes the operations of the message last given to ``prepare(_:)``.
+    package func writePrepared(_ message: ExportedMessage, into buffer: inout ByteBuffer) {
+        writeOperation(livePrefix, message, into: &buffer)
+        if message.retain { writeOperation(latestPrefix, message, into: &buffer) }
+    }
+
+    private func writeOperation(_ prefix: [UInt8], _ message: ExportedMessage, into buffer: inout ByteBuffer) {
+        let headerSize = headers.readableBytes
+        buffer.writeBytes(prefix)
+        buffer.writeString(message.topic.name)
+        buffer.writeStaticString(" ")
+        buffer.writeDecimal(UInt64(headerSize))
+        buffer.writeStaticString(" ")
+        buffer.writeDecimal(UInt64(headerSize + message.payload.readableBytes))
+        buffer.writeStaticString("\r\n")
+        buffer.writeImmutableBuffer(headers)
+        buffer.writeImmutableBuffer(message.payload)
+        buffer.writeStaticString("\r\n")
+    }
+}
