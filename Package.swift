@@ -140,13 +140,28 @@ let package = Package(
             path: "Benchmarks/NotifydLoad",
             swiftSettings: strictSettings
         ),
+        // The fuzz targets (script/fuzz): what a client can send, and what another host can send through NATS.
+        .target(name: "FuzzSupport", path: "Fuzz/Support", swiftSettings: strictSettings),
         .executableTarget(
             name: "notifybus-fuzz",
             dependencies: [
                 "NotifyBus",
+                "FuzzSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Fuzz/RequestDecoderFuzzer",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "notifyd-import-fuzz",
+            dependencies: [
+                "NotifyBus",
+                "NotifyFederation",
+                "NATSClient",
+                "FuzzSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Fuzz/ImportFuzzer",
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -1,3 +1,4 @@
+import FuzzSupport
 import NIOCore
 import NotifyBus
 
@@ -113,42 +114,11 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     return 0
 }
 
-#if FUZZING
-/// libFuzzer's driver, from the runtime `-sanitize=fuzzer` links (declared here, as no module exports it).
-@_silgen_name("LLVMFuzzerRunDriver")
-private func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-) -> CInt
-#endif
-
-/// Fuzzing (built with `-D FUZZING`): hands the command line to libFuzzer. Otherwise replays saved inputs:
+/// Fuzzing (built with `-D FUZZING`): libFuzzer calls `fuzzOneInput`. Otherwise replays saved inputs:
 /// `notifybus-fuzz FILE...`.
 @main
 enum FuzzerMain {
     static func main() {
-        #if FUZZING
-        var argc = CommandLine.argc
-        var argv = CommandLine.unsafeArgv
-        exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in fuzzOneInput(data, size) })
-        #else
-        for path in CommandLine.arguments.dropFirst() {
-            guard let file = fopen(path, "rb") else {
-                print("cannot open \(path)")
-                continue
-            }
-            var input: [UInt8] = []
-            var chunk = [UInt8](repeating: 0, count: 65_536)
-            while true {
-                let count = fread(&chunk, 1, chunk.count, file)
-                if count <= 0 { break }
-                input += chunk[..<count]
-            }
-            fclose(file)
-            input.withUnsafeBytes { RequestDecoderFuzzer.run($0) }
-            print("\(path): \(input.count) bytes, no crash")
-        }
-        #endif
+        FuzzDriver.main(callback: { fuzzOneInput($0, $1) }, replay: RequestDecoderFuzzer.run)
     }
 }
