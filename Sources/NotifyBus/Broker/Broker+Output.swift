@@ -41,6 +41,12 @@ extension Broker {
         guard let transport = session.transport else { return }
         transport.flush()
         chargeWriteBuffer(of: session, transport.bufferedBytes)
+        // Frames queued, or requests held back, for its uid's budget rather than for its own connection (a replay
+        // past the budget, replies it had not read): once its own write buffer is no longer what holds them up, they
+        // go now, as no event of its connection would come to say so.
+        if session.isHoldingBack || !session.outboxIsEmpty, transport.isWritable, !writeBufferIsOverBudget(session) {
+            writabilityChanged(session)
+        }
         if session.closesAfterFlush {
             transport.close()
             close(session)

@@ -91,10 +91,12 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
 
     /// The peer took bytes that waited in the write buffer: they no longer count against its uid, and what the broker
     /// queued for it may go.
-    func bufferTaken() {
+    func bufferTaken(context: ChannelHandlerContext) {
         guard let session else { return }
         broker.writeBufferChanged(session)
         broker.flush()
+        // Requests held back while its replies counted against its uid's budget may have gone: read again.
+        updateReading(context: context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

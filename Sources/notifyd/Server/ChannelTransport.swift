@@ -11,7 +11,7 @@ import NotifyBus
 /// costs a few dynamic casts, so it is asked only after a flush that left bytes there, or after
 /// ``measureEvery`` bytes were written since it last said none were left: a connection that keeps up is asked once
 /// per that many bytes, and holds less than that unaccounted. While bytes wait, an empty write after them tells
-/// when the peer has taken them, and the handler (``BrokerConnectionHandler/bufferTaken()``) lets the broker count them off. Meanwhile what is written
+/// when the peer has taken them, and the handler (``BrokerConnectionHandler/bufferTaken(context:)``) lets the broker count them off. Meanwhile what is written
 /// waits in a ``WriteCoalescer`` rather than as a pending write of NIO's each (see there why).
 final class ChannelTransport: SessionTransport {
     /// How long a closing connection may take to accept what it is owed.
@@ -82,7 +82,7 @@ final class ChannelTransport: SessionTransport {
             // What was gathered goes to NIO here, and the broker may flush (and arm a watch) before this goes on.
             measure()
             if nioBufferedBytes > 0 && !isClosing && !watchesBuffer { watchBuffer() }
-            handler?.bufferTaken()
+            handler?.bufferTaken(context: context)
         }
     }
 

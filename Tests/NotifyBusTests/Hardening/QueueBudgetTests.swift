@@ -129,7 +129,8 @@ struct ReplayBudgetTests {
         for reader in readers { reader.handle("#1 SUB t.> since=1970-01-01T00:00:00Z\n") }
         harness.broker.flush()
         let held = harness.broker.accounts[1000]!.queuedBytes
-        #expect(held <= 20_000 + 200, "uid 1000 holds \(held) bytes for its four resumes (the budget is 20,000)")
+        // The budget, and the notices of what was dropped (replies, never dropped: one per topic and reader).
+        #expect(held <= 20_000 + 4 * 50 * 60, "uid 1000 holds \(held) bytes for its four resumes (the budget is 20,000)")
         #expect(harness.broker.statistics.queuedBytes == held)
 
         // Each reader is told of every message: sent, or dropped with a notice.
@@ -148,6 +149,30 @@ struct ReplayBudgetTests {
             }
             #expect(UInt64(replayed) + dropped == 500, "\(replayed) replayed, \(dropped) announced dropped")
         }
+    }
+
+    @Test("a resume queued for its uid's budget, spent by the uid's other stalled connection, still reaches a connection that reads")
+    func replayQueuedForTheBudget() throws {
+        let harness = Self.withHistories(topics: 20, messages: 4, budget: 8_000)
+        let stalled = try QueueBudgetTests.stalledSubscriber(harness, uid: 1000)
+        // uid 2000 publishes to t: the stalled connection's queue takes the uid's budget.
+        harness.connect(uid: 2000).send(String(repeating: "PUB t 100 noretain\n\(String(repeating: "y", count: 100))\n", count: 200))
+        #expect(harness.broker.accounts[1000]!.queuedBytes >= 7_000)
+        let reader = harness.connect(uid: 1000)
+        reader.send("#1 SUB t.> since=1970-01-01T00:00:00Z\n#2 PING\n")
+        var replayed = 0
+        var dropped: UInt64 = 0
+        var answered = false
+        for frame in try reader.received() {
+            switch frame {
+            case .latest: replayed += 1
+            case .dropped(let notice), .missed(_, let notice): dropped += notice.count
+            case .pong: answered = true
+            default: break
+            }
+        }
+        #expect(UInt64(replayed) + dropped == 80 && answered, "\(replayed) replayed, \(dropped) announced dropped, PONG: \(answered)")
+        _ = stalled
     }
 
     @Test("a connection that reads no replies gets no more requests carried out once its uid is over budget")
