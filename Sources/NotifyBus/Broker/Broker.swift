@@ -181,6 +181,14 @@ public final class Broker {
         self.batch = DeliveryBatch(allocator: allocator)
     }
 
+    /// A daemon never lets go of its broker, but a program or a test that embeds one does: its objects hold one
+    /// another (an account, the order of the histories it pays for, whose topics hold their publishers' accounts;
+    /// a topic, the sessions it delivers to, which hold their accounts), and those rings would outlive it.
+    deinit {
+        for account in accounts.values { account.historyOrder.removeAll() }
+        for state in topicTable.all { state.invalidateSubscribers() }
+    }
+
     /// Applies new limits: to new connections (the greeting and frame sizes they are told), and to what every
     /// connection asks from now on (subscriptions beyond a lowered limit are kept, new ones refused). A new access
     /// policy decides every operation from now on, deliveries to subscriptions already made included.
