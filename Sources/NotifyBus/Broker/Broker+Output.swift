@@ -31,6 +31,20 @@ extension Broker {
             for session in sessions { session.hasUnflushedFrames = false }
             for session in sessions { flushTransport(of: session) }
         }
+        if !accountsReplayedTo.isEmpty { releaseReplayedBytes() }
+    }
+
+    /// Counts the history the batch replayed off its uids' queued bytes: the flush just counted what their
+    /// connections' write buffers hold in its place.
+    private func releaseReplayedBytes() {
+        let accounts = accountsReplayedTo
+        accountsReplayedTo.removeAll(keepingCapacity: true)
+        for account in accounts {
+            account.queuedBytes -= account.replayedBytes
+            counters.queuedBytes -= account.replayedBytes
+            account.replayedBytes = 0
+            forgetIfEmpty(account)
+        }
     }
 
     private func flushTransport(of session: Session) {
@@ -41,11 +55,11 @@ extension Broker {
         guard let transport = session.transport else { return }
         transport.flush()
         chargeWriteBuffer(of: session, transport.bufferedBytes)
-        // Frames queued, or requests held back, for its uid's budget rather than for its own connection (a replay
-        // past the budget, replies it had not read): once its own write buffer is no longer what holds them up, they
-        // go now, as no event of its connection would come to say so.
-        if session.isHoldingBack || !session.outboxIsEmpty, transport.isWritable, !writeBufferIsOverBudget(session) {
-            writabilityChanged(session)
+        // A replay queued for its uid's budget rather than for its own connection, which takes frames: it goes now,
+        // as no event of its connection would come to say so. (Queued frames are the queue's own copies, not the
+        // batch's, and draining carries out no request: nothing here touches the batch this flush is ending.)
+        if !session.outboxIsEmpty, transport.isWritable, !writeBufferIsOverBudget(session) {
+            drainOutbox(of: session, into: transport)
         }
         if session.closesAfterFlush {
             transport.close()
@@ -156,8 +170,12 @@ extension Broker {
             send(frame, to: session, transport)
             // Counted now, not at the flush: a resume of many topics writes far more in one batch than deliveries
             // do, and the uid's next connection resuming in the same batch must find its budget spent. The flush
-            // puts the real figure in its place.
-            chargeWriteBuffer(of: session, session.writeBufferCharge + frame.readableBytes)
+            // counts what the write buffer holds in its place.
+            let account = session.account
+            if account.replayedBytes == 0 { accountsReplayedTo.append(account) }
+            account.replayedBytes += frame.readableBytes
+            account.queuedBytes += frame.readableBytes
+            counters.queuedBytes += frame.readableBytes
             state.delivered += 1
             counters.messagesOut += 1
             counters.bytesOut += UInt64(payloadSize)

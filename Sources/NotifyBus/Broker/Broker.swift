@@ -101,6 +101,8 @@ public final class Broker {
     let allocator = ByteBufferAllocator()
     @exclusivity(unchecked) var batch: DeliveryBatch
     @exclusivity(unchecked) var sessionsToFlush: [Session] = []
+    /// The accounts whose connections were replayed history in this batch (``UserAccount/replayedBytes``).
+    @exclusivity(unchecked) var accountsReplayedTo: [UserAccount] = []
     /// Subscribers disconnected in this batch for falling behind under `disconnect`, with their connections: closed
     /// by ``flush()``, never in the middle of the fan-out that overflowed them. Closing a connection runs work of its
     /// own (its held-back publishes; the daemon's handler flushes), which must not run inside another publish.

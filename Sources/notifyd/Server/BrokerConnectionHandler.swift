@@ -107,6 +107,9 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
             buffer = pending
         }
         handleRequests(in: &buffer, context: context)
+        // Requests it sent are held back while its unread replies count against its uid's budget: no more are read
+        // until they go (``bufferTaken(context:)``), or they would pile up.
+        if session?.isHoldingBack == true { updateReading(context: context) }
     }
 
     /// Carries out the complete requests in `buffer` for one turn's worth of work, and keeps the rest. When the turn

@@ -175,6 +175,29 @@ struct ReplayBudgetTests {
         _ = stalled
     }
 
+    @Test("publishes held back while the uid is over budget are carried out once the connection reads, into history whole")
+    func heldBackPublishes() throws {
+        let harness = Self.withHistories(topics: 1, messages: 1, budget: 10_000)
+        let reader = harness.connect(uid: 1000)
+        reader.transport.writeBufferLimit = harness.broker.configuration.writeBufferBytes
+        reader.send(String(repeating: "PING\n", count: 5_000))
+        #expect(harness.broker.accounts[1000]!.queuedBytes >= 10_000)
+        reader.send((1...20).map { "#\($0) PUB t.0 2 ack\nm\($0 % 10)\n" }.joined())
+        #expect(reader.session.isHoldingBack)
+        reader.transport.takeBuffered()
+        harness.broker.writeBufferChanged(reader.session)
+        harness.broker.flush()
+        let oks = try reader.received().filter { if case .ok = $0 { true } else { false } }
+        #expect(oks.count == 20, "\(oks.count) of 20 publishes acknowledged")
+        let client = harness.connect(uid: 2000)
+        client.send("HISTORY t.0\n")
+        let kept = try client.received().compactMap { frame -> String? in
+            if case .latest(_, let delivery) = frame { return "\(delivery.sequence) \(delivery.text ?? "")" }
+            return nil
+        }
+        #expect(Array(kept.dropFirst()) == (2...21).map { "\($0) m\(($0 - 1) % 10)" }, "the history keeps them, whole and in order: \(kept)")
+    }
+
     @Test("a connection that reads no replies gets no more requests carried out once its uid is over budget")
     func replies() throws {
         let harness = Self.withHistories(topics: 1, messages: 1, budget: 10_000)

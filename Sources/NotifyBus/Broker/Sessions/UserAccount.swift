@@ -17,6 +17,9 @@ final class UserAccount {
     @exclusivity(unchecked) var retainedTopics = 0
     /// Bytes of the frames waiting for this uid's connections: in their queues, and in their write buffers.
     @exclusivity(unchecked) var queuedBytes = 0
+    /// Of those, the history replayed to its connections in this batch, counted as it is written: what their write
+    /// buffers hold is known only at the flush, which then counts them in its place.
+    @exclusivity(unchecked) var replayedBytes = 0
     /// Bytes read from this uid's connections and not carried out yet: unfinished frames, mostly.
     @exclusivity(unchecked) var unreadBytes = 0
     /// Messages this uid published that histories keep, their payload bytes, and the order they came in (see
