@@ -7,8 +7,8 @@ package import NIOCore
 ///
 /// Messages are encoded into chunks of about 64 KiB, each written whole and confirmed whole: no buffer and no queue
 /// entry per message. Bounded in bytes: a message that does not fit is refused and counted, never queued past the
-/// bound, and nothing queued is dropped to make room (what was accepted is sent in order). One uid's messages may
-/// hold at most half of it (``shareLimit``): a flood from one user during an outage leaves room for everyone else's.
+/// bound, and nothing queued is dropped to make room (what was accepted is sent in order). Each uid has a share of
+/// it (``shareLimit(holding:)``): a flood from one user, or a few, during an outage leaves room for everyone else's.
 package struct ExportOutbox {
     /// The most bytes of encoded messages held.
     package var limit: Int
@@ -54,8 +54,9 @@ package struct ExportOutbox {
     /// Whether messages wait to be sent.
     package var hasUnsent: Bool { sentChunks < chunks.count || open.messages > 0 }
 
-    /// The most bytes one uid's messages may hold: half the outbox.
-    package var shareLimit: Int { max(1, limit / 2) }
+    /// The most bytes one uid's messages may hold while `uids` uids hold some, itself included: an equal part of the
+    /// outbox with one part kept for a uid not in it yet (half of it for the only one, a third each for two, …).
+    package func shareLimit(holding uids: Int) -> Int { max(1, limit / (uids + 1)) }
 
     /// Appends one message of `uid`'s, which `encode` writes, after the others; or refuses it when the bound or the
     /// uid's share would be passed: false, and it is counted in ``dropped``.
@@ -64,7 +65,9 @@ package struct ExportOutbox {
         encode(&open.bytes)
         let size = open.bytes.writerIndex - before
         let held = bytesByUID[uid] ?? 0
-        guard bytes + size <= limit, held + size <= shareLimit else {
+        // A uid that holds nothing may always send one message, however large, if the outbox has room for it.
+        let withinShare = held == 0 || held + size <= shareLimit(holding: bytesByUID.count)
+        guard bytes + size <= limit, withinShare else {
             open.bytes.moveWriterIndex(to: before)
             dropped += 1
             lastRefusalWasShare = bytes + size <= limit

@@ -51,11 +51,13 @@ package struct ImportFilter {
         repeats += 1
     }
 
-    /// Notes that the message was taken in: later ones no newer are repeats.
-    package mutating func taken(topic: Topic, host: String, sequence: UInt64, time: UInt64) {
+    /// Notes that the message was taken in, when this host's clock read `now`: later ones no newer are repeats. A
+    /// time ahead of the clock is noted as the clock's, so a message that claims a lead (within the one allowed)
+    /// makes no later real message of its host a repeat.
+    package mutating func taken(topic: Topic, host: String, sequence: UInt64, time: UInt64, now: UInt64) {
         guard sequence > 0 else { return }
         if lastTaken.count >= Self.rememberedTopics { lastTaken.removeAll() }
-        lastTaken[topic] = (host, sequence, time)
+        lastTaken[topic] = (host, sequence, min(time, now))
     }
 
     /// Forgets every topic's last message (new settings, another cluster).

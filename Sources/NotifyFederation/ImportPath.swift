@@ -69,7 +69,7 @@ package struct ImportPath {
         }
         switch broker.publishImported(imported, through: importer) {
         case .published:
-            filter.taken(topic: topic, host: host, sequence: sequence, time: provenance.time)
+            filter.taken(topic: topic, host: host, sequence: sequence, time: provenance.time, now: now)
             return .published
         case .refused(let error):
             return .refused(error.message)

@@ -50,7 +50,8 @@ struct Notifyd: AsyncParsableCommand {
 
             SEVERAL HOSTS: with --nats URL (repeatable: the servers of one NATS cluster), or servers = under \
             [nats] in the file, the daemon shares topics with the daemons of other hosts through NATS: local \
-            publishes matching --nats-export go to the subject <prefix>.<topic> with their provenance, and messages \
+            publishes matching --nats-export, of topics user nobody may read here, go to the subject <prefix>.<topic> \
+            with their provenance (every client of the NATS server reads them), and messages \
             of other hosts matching --nats-import are published here (as user nobody, for access rules and \
             limits), their deliveries naming the origin host (--host-name). $… and user.… topics never cross; \
             nothing is sent back or taken in twice. Retained messages are also kept in a JetStream stream, so a \
@@ -247,7 +248,10 @@ struct Notifyd: AsyncParsableCommand {
 
     @Option(
         name: .customLong("nats-export"),
-        help: ArgumentHelp("With --nats: local topics sent to other hosts (repeatable; default: every topic but $… and user.…).", valueName: "pattern")
+        help: ArgumentHelp(
+            "With --nats: local topics sent to other hosts, of those user nobody may read here (repeatable; default: every topic but $… and user.…).",
+            valueName: "pattern"
+        )
     )
     var natsExports: [String] = []
 
@@ -266,7 +270,7 @@ struct Notifyd: AsyncParsableCommand {
     @Option(
         name: .customLong("nats-outbox-bytes"),
         help: ArgumentHelp(
-            "With --nats: the most bytes of messages waiting for NATS while it is unreachable; past it they are not sent, and counted (default: 16777216).",
+            "With --nats: the most bytes of messages waiting for NATS while it is unreachable, each uid an equal part; past it they are not sent, and counted (default: 16777216).",
             valueName: "bytes"
         )
     )

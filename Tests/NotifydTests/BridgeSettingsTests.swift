@@ -152,6 +152,20 @@ struct ExportOutboxTests {
         #expect(Self.append(String(repeating: "f", count: 50), uid: 1000, to: &outbox), "confirmed messages give their uid its share back")
     }
 
+    @Test("two uids flooding leave a third for the others; a uid holding nothing may send a message over its share")
+    func sharesShrinkAsUIDsCome() {
+        var outbox = ExportOutbox(limit: 90)
+        while Self.append("aaaaa", uid: 1, to: &outbox) {}
+        #expect(outbox.bytes == 45, "alone, half")
+        while Self.append("bbbbb", uid: 2, to: &outbox) {}
+        #expect(outbox.bytes == 75, "the second uid: its first message, then a third (30)")
+        #expect(!Self.append("aaaaa", uid: 1, to: &outbox), "the first is past a third now")
+        #expect(Self.append(String(repeating: "c", count: 15), uid: 3, to: &outbox), "the rest is the others'")
+        var large = ExportOutbox(limit: 100)
+        #expect(Self.append(String(repeating: "l", count: 80), uid: 4, to: &large), "over half, but the uid holds nothing")
+        #expect(!Self.append("l", uid: 4, to: &large))
+    }
+
     @Test("many messages go out in chunks of about 64 KiB, each confirmed whole")
     func chunks() {
         var outbox = ExportOutbox(limit: 1 << 20)
@@ -262,10 +276,20 @@ struct ImportFilterTests {
         #expect(filter.repeats == 0)
     }
 
+    @Test("a message taken in with a time ahead of the clock, within the lead allowed, makes no later real message a repeat")
+    func leadWithinTheAllowance() {
+        var filter = ImportFilter()
+        let forged = now + ImportFilter.allowedClockLead - 1
+        #expect(filter.decide(topic: topic, host: "alpha", sequence: 1 << 61, time: forged, now: now) == .take)
+        filter.taken(topic: topic, host: "alpha", sequence: 1 << 61, time: forged, now: now)
+        #expect(filter.decide(topic: topic, host: "alpha", sequence: 8, time: now + 1, now: now + 1) == .take, "not silenced for the minute")
+        #expect(filter.decide(topic: topic, host: "alpha", sequence: 8, time: now, now: now + 1) == .repeated, "a true repeat still is")
+    }
+
     @Test("a message no newer by number and time than the last taken from its host is a repeat, and counted")
     func repeats() {
         var filter = ImportFilter()
-        filter.taken(topic: topic, host: "alpha", sequence: 5, time: now)
+        filter.taken(topic: topic, host: "alpha", sequence: 5, time: now, now: now)
         #expect(filter.decide(topic: topic, host: "alpha", sequence: 5, time: now, now: now) == .repeated)
         #expect(filter.decide(topic: topic, host: "alpha", sequence: 4, time: now - 1, now: now) == .repeated)
         #expect(filter.decide(topic: topic, host: "alpha", sequence: 1, time: now + 1, now: now) == .take, "renumbered after a wipe, but later")

@@ -1,6 +1,5 @@
 import NotifyBus
 
-/// How a command that waits for messages (`subscribe`, `wait`) came to an end.
 /// Bounds on how long a command listens.
 enum Listening {
     /// The longest `--timeout` or `--time-limit` taken, in seconds (about 31 years): past it, or for one that is not a
@@ -8,6 +7,7 @@ enum Listening {
     static let longestWait: Double = 1e9
 }
 
+/// How a command that waits for messages (`subscribe`, `wait`) came to an end.
 enum ListeningOutcome {
     /// The body returned: it had what it waited for.
     case finished

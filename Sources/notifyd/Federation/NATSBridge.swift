@@ -346,7 +346,7 @@ final class NATSBridge {
         guard dropped == 1 || dropped - overflowReported >= 1_000 else { return }
         overflowReported = dropped
         let full = outbox.lastRefusalWasShare
-            ? "the NATS outbox is full for uid \(uid) (its messages hold their share, half of the outbox's \(outbox.limit) bytes)"
+            ? "the NATS outbox is full for uid \(uid) (its messages hold their share of the outbox's \(outbox.limit) bytes)"
             : "the NATS outbox is full (\(outbox.bytes) of \(outbox.limit) bytes)"
         logger.log(
             .natsOutboxOverflow,
