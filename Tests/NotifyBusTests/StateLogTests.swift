@@ -386,6 +386,7 @@ struct StateLogRecoveryTests {
             body.writeInteger(sequence, endianness: .little)
             body.writeString(topic)
         case .cleared(let topic): body.writeString(topic)
+        case .forgotten: preconditionFailure("format 1 had no record of forgotten topics")
         }
         let kind = record.kind
         let checksum = body.withUnsafeReadableBytes { body in

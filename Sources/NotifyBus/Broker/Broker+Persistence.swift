@@ -34,6 +34,9 @@ extension Broker {
             }
             if let time = state.lastPublished { latestPublishTime = max(latestPublishTime, time) }
         }
+        for (name, forgotten) in contents.forgotten {
+            topicTable.restoreForgotten(name, sequence: forgotten.sequence, time: forgotten.time)
+        }
         stateLog = log
     }
 
@@ -145,9 +148,12 @@ extension Broker {
                 state.retained?.withFrame { snapshot.appendRetained($0) }
                 snapshot.appendSequence(state.topic.name, state.sequence)
             }
-            // A topic forgotten to make room keeps its number across a restart: it comes back as a topic with no
-            // history, whose resumes are told that all it had may be missed, and which numbers on from there.
-            topicTable.forgottenTopics.forEachEntry { name, entry in snapshot.appendSequence(name, entry.sequence) }
+            // A topic forgotten to make room is remembered across a restart, with its number and last time.
+            let forgotten = topicTable.forgottenTopics
+            forgotten.forEachEntry { name, entry in snapshot.appendForgotten(name, entry.sequence, entry.newest) }
+            if forgotten.unremembered.messages > 0 {
+                snapshot.appendForgotten(ForgottenTopics.unrememberedName, forgotten.unremembered.messages, forgotten.unremembered.newest)
+            }
         }
         for state in topicTable.all {
             state.persistedSequence = state.sequence

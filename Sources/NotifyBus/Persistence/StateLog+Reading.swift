@@ -107,6 +107,9 @@ extension StateLog {
         for name in contents.topics.keys {
             contents.topics[name]!.sequence = min(contents.topics[name]!.sequence.saturatingAdd(raise), largestSequence)
         }
+        for name in contents.forgotten.keys where name != ForgottenTopics.unrememberedName {
+            contents.forgotten[name]!.sequence = min(contents.forgotten[name]!.sequence.saturatingAdd(raise), largestSequence)
+        }
     }
 
     /// The highest sequence number a log may give a topic: far beyond what a topic reaches, and far enough from
@@ -152,6 +155,15 @@ extension StateLog {
             contents.topics[name, default: TopicRecord()].sequence = max(contents.topics[name]?.sequence ?? 0, sequence)
         case .cleared(let name):
             contents.topics[name]?.retainedFrame = nil
+        case .forgotten(let name, let sequence, let time):
+            guard sequence <= largestSequence || name == ForgottenTopics.unrememberedName else {
+                contents.problems.append("the forgotten topic \(name) at offset \(offset) has sequence number \(sequence), out of range; skipped")
+                return
+            }
+            let known = contents.forgotten[name]
+            if known.map({ $0.sequence <= sequence }) ?? true {
+                contents.forgotten[name] = (sequence, PublishTime(microsecondsSinceEpoch: time))
+            }
         case .history(let frame):
             guard let delivery = message(frame, "a history message", at: offset, decoder: &decoder, problems: &contents.problems) else {
                 return

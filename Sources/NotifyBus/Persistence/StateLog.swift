@@ -45,6 +45,9 @@ public final class StateLog {
     public struct Contents {
         /// Each topic's last known state, in no particular order.
         public var topics: [String: TopicRecord] = [:]
+        /// The topics the broker had forgotten to make room, by name: each one's last sequence number and the time
+        /// of its last message (see ``ForgottenTopics``).
+        public var forgotten: [String: (sequence: UInt64, time: PublishTime)] = [:]
         /// What was wrong with the file, for the log; empty when it was intact.
         public var problems: [String] = []
         /// Where the damaged file was kept, if it was.
@@ -149,10 +152,10 @@ public final class StateLog {
         if bytes != nil && !contents.problems.isEmpty {
             // Damage: the recovered log is written and synced first, the damaged one kept under a name of its own,
             // and only then replaced, so that whenever the process dies one of them is whole and in place.
-            try log.compact(contents.topics.map { ($0.key, $0.value) }) { contents.keptAside = try keepAside(path) }
+            try log.compact(contents.topics.map { ($0.key, $0.value) }, forgotten: contents.forgotten) { contents.keptAside = try keepAside(path) }
         } else if loaded.key == nil {
             // No log yet, or one of format 1: a new one, sealed, with the directory entry synced.
-            try log.compact(contents.topics.map { ($0.key, $0.value) })
+            try log.compact(contents.topics.map { ($0.key, $0.value) }, forgotten: contents.forgotten)
         } else if loaded.intactSize < (try fileLength(path)) {
             // A record cut short at the end: cut it off so appends start on a record boundary.
             guard truncate(path, off_t(loaded.intactSize)) == 0, fsync(log.descriptor) == 0 else {
@@ -240,13 +243,18 @@ public final class StateLog {
     /// Rewrites the log from `topics` (name, state): into `state.log.tmp`, synced, then renamed over `state.log`,
     /// so there is a complete log whenever the process dies. `beforeReplacing` runs once the new log is synced and
     /// before it replaces the old one (recovery keeps the damaged log aside then).
-    public func compact(_ topics: [(String, TopicRecord)], beforeReplacing: () throws -> Void = {}) throws {
+    public func compact(
+        _ topics: [(String, TopicRecord)],
+        forgotten: [String: (sequence: UInt64, time: PublishTime)] = [:],
+        beforeReplacing: () throws -> Void = {}
+    ) throws {
         try compact(beforeReplacing: beforeReplacing) { snapshot in
             for (topic, record) in topics {
                 for frame in record.history { frame.withUnsafeReadableBytes { snapshot.appendHistory($0) } }
                 if let frame = record.retainedFrame { frame.withUnsafeReadableBytes { snapshot.appendRetained($0) } }
                 snapshot.appendSequence(topic, record.sequence)
             }
+            for (topic, entry) in forgotten { snapshot.appendForgotten(topic, entry.sequence, entry.time) }
         }
     }
 
@@ -292,6 +300,12 @@ public final class StateLog {
         /// A topic's sequence number; after its history and buffered message.
         public mutating func appendSequence(_ topic: String, _ sequence: UInt64) {
             StateRecord.sequence(topic: topic, sequence).write(to: &buffer, sealedWith: key)
+            writeIfFull()
+        }
+
+        /// A topic the broker forgot to make room: its last sequence number and the time of its last message.
+        public mutating func appendForgotten(_ topic: String, _ sequence: UInt64, _ time: PublishTime) {
+            StateRecord.forgotten(topic: topic, sequence: sequence, time: time.microsecondsSinceEpoch).write(to: &buffer, sealedWith: key)
             writeIfFull()
         }
 

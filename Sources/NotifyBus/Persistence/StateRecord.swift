@@ -4,7 +4,7 @@ import NIOCore
 ///
 /// ```
 /// offset 0  u8     0xA5, the record marker (lets a reader find the next record after damage)
-///        1  u8     kind: 1 retained message, 2 sequence, 3 cleared, 4 history message
+///        1  u8     kind: 1 retained message, 2 sequence, 3 cleared, 4 history message, 5 forgotten topic
 ///        2  u32 LE length of the body
 ///        6  u32 LE header seal: SipHash of bytes 0..<6 (domain 1), low 32 bits
 ///       10  u64 LE record seal: SipHash of bytes 0..<6 (domain 2) and the body
@@ -12,7 +12,10 @@ import NIOCore
 ///                  sequence: u64 LE sequence number, then the topic
 ///                  cleared:  the topic
 ///                  history:  the MSG frame as delivered
+///                  forgotten: u64 LE sequence number, u64 LE time of its last message (µs), then the topic
 /// ```
+///
+/// A log with kind 5 (notifyd after issue 34) reads as damaged to an older notifyd, which keeps it aside.
 ///
 /// Both seals are keyed with the log's secret ``RecordKey``, so only the daemon can write a record that reads as
 /// intact; the header seal lets a reader searching past damage reject a candidate without hashing its body.
@@ -30,6 +33,10 @@ enum StateRecord: Equatable {
     /// A message its topic's history keeps, as the `MSG` frame that delivered it; a topic's history records come in
     /// the order published.
     case history(frame: ByteBuffer)
+    /// A topic the broker forgot to make room (``ForgottenTopics``): its last sequence number and the time of its
+    /// last message (µs); the topic ``ForgottenTopics/unrememberedName`` carries the count of messages of topics no
+    /// longer remembered and the newest time among them.
+    case forgotten(topic: String, sequence: UInt64, time: UInt64)
 
     static let marker: UInt8 = 0xA5
 
@@ -54,6 +61,7 @@ enum StateRecord: Equatable {
         case .sequence: return 2
         case .cleared: return 3
         case .history: return StateRecord.historyKind
+        case .forgotten: return 5
         }
     }
 
@@ -72,6 +80,10 @@ enum StateRecord: Equatable {
                 buffer.writeInteger(sequence, endianness: .little)
                 buffer.writeString(topic)
             case .cleared(let topic):
+                buffer.writeString(topic)
+            case .forgotten(let topic, let sequence, let time):
+                buffer.writeInteger(sequence, endianness: .little)
+                buffer.writeInteger(time, endianness: .little)
                 buffer.writeString(topic)
             }
         }
@@ -147,7 +159,7 @@ enum StateRecord: Equatable {
         {
             return .damaged("a record header that does not match its seal", extent: nil)
         }
-        guard (1...4).contains(kind) else { return .damaged("unknown record kind \(kind)", extent: nil) }
+        guard (1...5).contains(kind) else { return .damaged("unknown record kind \(kind)", extent: nil) }
         guard length <= maxBodySize else { return .damaged("a record claims \(length) bytes", extent: nil) }
         guard available >= headerSize + length else { return .truncated }
         let size = headerSize + length
@@ -174,6 +186,12 @@ enum StateRecord: Equatable {
                 let topic = body.getString(at: body.readerIndex + 8, length: length - 8)
             else { return .damaged("a short sequence record", extent: size) }
             return .record(.sequence(topic: topic, sequence), size: size)
+        case 5:
+            guard length > 16, let sequence = body.getInteger(at: body.readerIndex, endianness: .little, as: UInt64.self),
+                let time = body.getInteger(at: body.readerIndex + 8, endianness: .little, as: UInt64.self),
+                let topic = body.getString(at: body.readerIndex + 16, length: length - 16)
+            else { return .damaged("a short forgotten-topic record", extent: size) }
+            return .record(.forgotten(topic: topic, sequence: sequence, time: time), size: size)
         default:
             guard length > 0, let topic = body.getString(at: body.readerIndex, length: length) else {
                 return .damaged("an empty cleared record", extent: size)

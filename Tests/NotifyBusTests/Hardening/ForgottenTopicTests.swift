@@ -63,8 +63,40 @@ struct ForgottenTopicTests {
             try harness.broker.saveState()
         }
         let harness = try HistoryPersistenceTests.start(in: directory, Self.withRoomFor(2))
+        #expect(harness.broker.topicTable.count == 2 && harness.broker.topicTable["t.a"] == nil, "remembered, not a topic again")
         let client = harness.connect()
-        client.send("#1 SUB t.a since=1\n#2 PUB t.a 1 noretain ack\nx\n")
-        #expect(ResumeTests.summary(try client.received()) == ["DROP#1 t.a 2 2-3", "OK#1", "MSG t.a 4", "OK#2"])
+        client.send("#1 SUB t.a since=1\n#2 SUB t.> since=1970-01-01T00:00:00Z\n")
+        // Restored topics are walked in no particular order.
+        #expect(ResumeTests.summary(try client.received()).sorted() == [
+            "DROP#1 t.a 2 2-3", "DROP#2 t.a 3 1-3", "LAST#2 t.b 1", "LAST#2 t.c 1", "OK#1", "OK#2",
+        ])
+        // A resume by time after its last message is told nothing of it: its time was kept too.
+        let last = harness.broker.topicTable.forgottenTopics["t.a"]!.newest
+        client.send("#3 SUB t.> since=\(PublishTime(microsecondsSinceEpoch: last.microsecondsSinceEpoch + 1).rfc3339)\n")
+        #expect(ResumeTests.summary(try client.received()).filter { $0.hasPrefix("DROP") }.isEmpty)
+        client.send("#4 PUB t.a 1 noretain ack\nx\n")
+        #expect(ResumeTests.summary(try client.received()).suffix(2) == ["MSG t.a 4", "OK#4"])
+    }
+
+    @Test("past what it remembers, the count of what it no longer remembers survives a restart too; a lowered bound applies at once")
+    func unrememberedAcrossRestart() throws {
+        let directory = StateLogTests.Directory()
+        do {
+            let harness = try HistoryPersistenceTests.start(in: directory, Self.withRoomFor(1))
+            let publisher = harness.connect()
+            for name in ["a", "b", "c"] { ResumeTests.publish(2, to: "t.\(name)", from: publisher) }
+            try harness.broker.saveState()
+        }
+        let harness = try HistoryPersistenceTests.start(in: directory, Self.withRoomFor(1))
+        #expect(harness.broker.topicTable.forgottenTopics.unremembered.messages == 2)
+        #expect(harness.broker.topicTable.forgottenTopics["t.b"]?.sequence == 2)
+
+        let roomier = BrokerHarness(configuration: Self.withRoomFor(2))
+        let publisher = roomier.connect()
+        for name in ["a", "b", "c", "d"] { ResumeTests.publish(2, to: "t.\(name)", from: publisher) }
+        #expect(roomier.broker.topicTable.forgottenTopics.count == 2)
+        roomier.broker.reconfigure(Self.withRoomFor(1))
+        #expect(roomier.broker.topicTable.forgottenTopics.count == 1 && roomier.broker.topicTable.forgottenTopics["t.b"] != nil)
+        #expect(roomier.broker.topicTable.forgottenTopics.unremembered.messages == 2, "t.a's two, counted at once")
     }
 }

@@ -18,8 +18,12 @@ struct ForgottenTopics {
         var newest: PublishTime
     }
 
-    /// The most names remembered.
-    var capacity: Int
+    /// The most names remembered; lowered, the oldest past it are let go of at once.
+    var capacity: Int {
+        didSet { evictPastCapacity() }
+    }
+    /// The name under which the state log keeps ``unremembered``: a `$` topic, which no client can publish to.
+    static let unrememberedName = "$notifyd.unremembered"
     /// Messages of forgotten topics no longer remembered by name, and the time of the newest of them.
     private(set) var unremembered: (messages: UInt64, newest: PublishTime) = (0, PublishTime(microsecondsSinceEpoch: 0))
 
@@ -45,14 +49,23 @@ struct ForgottenTopics {
         nextSerial += 1
         entries[topic.name] = (topic, entry, nextSerial)
         order.append((topic.name, nextSerial))
+        evictPastCapacity()
+        // Names taken back leave their places behind: the list is rewritten once it is twice what is remembered.
+        if order.count > 2 * entries.count + 1_024 {
+            order = Deque(order.filter { entries[$0.name]?.serial == $0.serial })
+        }
+    }
+
+    /// Counts what the state log said was no longer remembered by name (at the start).
+    mutating func restoreUnremembered(messages: UInt64, newest: PublishTime) {
+        unremembered = (unremembered.messages.saturatingAdd(messages), max(unremembered.newest, newest))
+    }
+
+    private mutating func evictPastCapacity() {
         while entries.count > capacity, let (oldest, serial) = order.popFirst() {
             guard let held = entries[oldest], held.serial == serial else { continue }
             entries[oldest] = nil
             unremembered = (unremembered.messages.saturatingAdd(held.entry.sequence), max(unremembered.newest, held.entry.newest))
-        }
-        // Names taken back leave their places behind: the list is rewritten once it is twice what is remembered.
-        if order.count > 2 * entries.count + 1_024 {
-            order = Deque(order.filter { entries[$0.name]?.serial == $0.serial })
         }
     }
 

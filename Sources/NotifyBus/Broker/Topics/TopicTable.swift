@@ -73,6 +73,15 @@ struct TopicTable {
         return state
     }
 
+    /// Remembers a topic the state log says was forgotten, unless the table has it.
+    mutating func restoreForgotten(_ name: String, sequence: UInt64, time: PublishTime) {
+        if name == ForgottenTopics.unrememberedName {
+            return forgottenTopics.restoreUnremembered(messages: sequence, newest: time)
+        }
+        guard states[name] == nil, let topic = try? Topic(name) else { return }
+        forgottenTopics.remember(topic, .init(sequence: sequence, newest: time))
+    }
+
     /// Adds a topic restored from the state log.
     mutating func restore(_ state: TopicState) {
         add(state)
