@@ -477,9 +477,9 @@ public final class NotifyClient: Sendable {
             if let task { return task }
             let made = Task { [weak self, socketPath, group, echo, reconnectWithin, backoff] in
                 let deadline = ContinuousClock.now + (reconnectWithin ?? .zero)
-                // A connection lost soon after it was made is not tried again at once.
+                // A connection lost soon after it was made is not tried again at once (but within the window).
                 if let pause = backoff.withLockedValue({ $0.lost(after: ContinuousClock.now - lost.madeAt) }) {
-                    try await Task.sleep(for: pause)
+                    try await Task.sleep(for: min(pause, deadline - ContinuousClock.now))
                 }
                 while true {
                     do {
