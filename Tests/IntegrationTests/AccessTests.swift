@@ -3,7 +3,7 @@ import NotifyBus
 import Testing
 
 /// The default access policy on a real daemon, driven by `notify` as other users (`setpriv`; root only, as in CI).
-@Suite("Access by Unix identity on a real notifyd")
+@Suite("Access by Unix identity on a real notifyd", .timeLimit(.minutes(10)))
 struct AccessTests {
     @Test("in the /tmp fallback, a daemon of another user is refused even where the directories are the caller's", .enabled(if: getuid() == 0))
     func fallbackPeerOfAnotherUser() async throws {

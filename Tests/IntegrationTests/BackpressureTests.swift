@@ -4,7 +4,7 @@ import Testing
 
 /// A subscriber slower than its publishers, end to end: the client holds a bounded amount, the daemon's queue and
 /// overflow policy take the rest, and what is dropped is announced in its place. Real `notifyd`, real `notify`.
-@Suite("Backpressure from the consumer to the daemon", .serialized)
+@Suite("Backpressure from the consumer to the daemon", .serialized, .timeLimit(.minutes(10)))
 struct BackpressureTests {
     /// Small daemon queues, so that a stalled subscriber reaches them quickly.
     static let smallQueues = ["--max-queued-bytes", "1048576", "--max-queued-messages", "1000"]

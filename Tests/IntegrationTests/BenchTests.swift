@@ -3,7 +3,7 @@ import NotifyBus
 import Testing
 
 /// `notify bench` against a real daemon: small counts, both formats, and a run that loses messages.
-@Suite("notify bench against a real notifyd")
+@Suite("notify bench against a real notifyd", .timeLimit(.minutes(10)))
 struct BenchTests {
     static let smallRun = ["--count", "20000", "--subscribers", "2", "--latency-count", "2000"]
 

@@ -4,7 +4,7 @@ import NotifyBus
 import Testing
 
 /// The `notify` command against a real daemon: what it prints and what its exit status means.
-@Suite("notify against a real notifyd")
+@Suite("notify against a real notifyd", .timeLimit(.minutes(10)))
 struct CLITests {
     @Test("send, latest, clear: the README's round trip")
     func sendLatestClear() async throws {

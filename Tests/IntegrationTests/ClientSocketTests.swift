@@ -2,7 +2,7 @@ import Foundation
 import NotifyBus
 import Testing
 
-@Suite("The client library's socket")
+@Suite("The client library's socket", .timeLimit(.minutes(10)))
 struct ClientSocketTests {
     @Test("a NotifyClient's connection is closed on exec, so a program's children never hold it open")
     func closedOnExec() async throws {

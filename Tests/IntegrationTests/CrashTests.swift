@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 
 /// What survives `kill -9` of a daemon that is busy: the promise behind an acknowledged publish.
-@Suite("Crashes of a real notifyd")
+@Suite("Crashes of a real notifyd", .timeLimit(.minutes(10)))
 struct CrashTests {
     /// What one publisher knows about a topic when the daemon dies under it.
     struct TopicRecord: Sendable {

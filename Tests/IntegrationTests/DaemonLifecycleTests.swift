@@ -3,7 +3,7 @@ import NotifyBus
 import Testing
 
 /// Starting and stopping the real daemon: its socket file, a stale one, a rival.
-@Suite("notifyd start and stop")
+@Suite("notifyd start and stop", .timeLimit(.minutes(10)))
 struct DaemonLifecycleTests {
     @Test("a killed daemon's stale socket is replaced on restart")
     func staleSocketReplaced() async throws {

@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 
 /// Fan-out and ordering through the real daemon, with the client library.
-@Suite("Delivery through a real notifyd")
+@Suite("Delivery through a real notifyd", .timeLimit(.minutes(10)))
 struct DeliveryTests {
     @Test("100 subscribers all receive the same messages in the same order")
     func hundredSubscribers() async throws {

@@ -7,7 +7,7 @@ import Testing
 
 /// Several real `notifyd` daemons, one per "host" (`--host-name`), sharing topics through real `nats-server`
 /// processes: what crosses, once, with its origin; what never crosses; a host that comes later; outages.
-@Suite("Several hosts through NATS (real nats-server and notifyd)")
+@Suite("Several hosts through NATS (real nats-server and notifyd)", .timeLimit(.minutes(10)))
 struct FederationTests {
     /// Starts a daemon for host `name` linked to `servers`, and waits until it is subscribed in NATS (so whatever
     /// another host publishes from then on reaches it) and has read the fleet's latest messages.

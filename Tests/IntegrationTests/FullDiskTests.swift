@@ -4,7 +4,7 @@ import Testing
 
 /// A real full disk under a real notifyd: an acknowledgement is never given for what its state log does not hold.
 /// The disk is a small tmpfs, so the test needs root (as CI has); elsewhere it is skipped.
-@Suite("A full disk under a real notifyd")
+@Suite("A full disk under a real notifyd", .timeLimit(.minutes(10)))
 struct FullDiskTests {
     /// Fills the file system of `directory` with one file, until it takes no more.
     static func fill(_ directory: String) {

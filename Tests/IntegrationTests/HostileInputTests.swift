@@ -4,7 +4,7 @@ import NotifyBus
 import Testing
 
 /// Bad input sent raw on the socket: each gets its documented error, and everyone else is served as before.
-@Suite("Bad input on a real notifyd")
+@Suite("Bad input on a real notifyd", .timeLimit(.minutes(10)))
 struct HostileInputTests {
     @Test("malformed frames, invalid topics and oversized payloads get their errors; others see no difference")
     func badClientsDoNotDisturbOthers() async throws {
@@ -186,7 +186,7 @@ func residentKiB(of pid: pid_t) throws -> Int {
 private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
 /// Subscribers that do not keep up, through the real daemon.
-@Suite("Slow subscribers on a real notifyd")
+@Suite("Slow subscribers on a real notifyd", .timeLimit(.minutes(10)))
 struct SlowSubscriberTests {
     /// Frames a raw connection received, decoded.
     static func frames(_ bytes: [UInt8]) throws -> [ServerFrame] {

@@ -8,7 +8,7 @@ import Testing
 /// Any client of the NATS server can publish under the bridge's prefix with whatever provenance headers it likes: a
 /// raw NATS client on a real nats-server forges them, and a real daemon must refuse or bound each claim, stay up,
 /// keep its local subscribers connected, and read its own state log back after a restart (issue 34).
-@Suite("A hostile NATS publisher (real nats-server and notifyd)", .timeLimit(.minutes(3)))
+@Suite("A hostile NATS publisher (real nats-server and notifyd)", .timeLimit(.minutes(10)))
 struct HostileNATSTests {
     /// A raw NATS client that publishes under the bridge's subjects with headers of its choosing.
     struct Forger {

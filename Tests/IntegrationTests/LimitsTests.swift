@@ -4,7 +4,7 @@ import Testing
 
 /// The daemon's limits, hit through the real daemon with the real `notify`: each gives its documented error and
 /// exit status, and nobody else notices.
-@Suite("Limits of a real notifyd")
+@Suite("Limits of a real notifyd", .timeLimit(.minutes(10)))
 struct LimitsTests {
     @Test("past max-connections-per-user that uid is refused (ERR limit, exit 75) until it closes one; others still connect")
     func connectionsPerUser() async throws {

@@ -85,7 +85,7 @@ private final class BackupWatcher: MessengerObserver, Sendable {
 }
 
 /// `NotifyCenter` against the real daemon: typed notifications between processes' centers and the shell.
-@Suite("Typed notifications through a real notifyd")
+@Suite("Typed notifications through a real notifyd", .timeLimit(.minutes(10)))
 struct NotifyCenterTests {
     fileprivate static func backup(_ number: Int) -> BackupFinished {
         BackupFinished(host: "db1", number: number, at: Date(timeIntervalSince1970: TimeInterval(1_795_600_800 + number)))

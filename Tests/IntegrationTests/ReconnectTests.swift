@@ -4,7 +4,7 @@ import Testing
 
 /// A restart costs no subscriber a message: `notify subscribe` and a library subscriber reconnect by themselves and
 /// resume from the daemon's history, through a clean stop and a kill -9 of the real daemon.
-@Suite("Subscribers across daemon restarts")
+@Suite("Subscribers across daemon restarts", .timeLimit(.minutes(10)))
 struct ReconnectTests {
     /// Publishes `m<first>` … `m<last>` to `topic`, each acknowledged, on a connection of its own.
     static func publish(_ numbers: ClosedRange<Int>, to topic: String, on daemon: TestDaemon) async throws {

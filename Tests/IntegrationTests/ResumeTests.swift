@@ -4,7 +4,7 @@ import Testing
 
 /// `notify subscribe --since`, through the real daemon: the history after a point, a drop notice for what it no
 /// longer holds, then live messages.
-@Suite("Resuming from history on a real notifyd")
+@Suite("Resuming from history on a real notifyd", .timeLimit(.minutes(10)))
 struct ResumeTests {
     /// The `seq` of a JSON delivery line.
     static func sequence(_ line: Substring) -> Int? {

@@ -4,7 +4,7 @@ import Testing
 
 /// What the daemon does for systemd, checked on the real binary without systemd: the notify socket, socket
 /// activation through `systemd-socket-activate`, reloads, and the state directory across restarts.
-@Suite("notifyd for systemd")
+@Suite("notifyd for systemd", .timeLimit(.minutes(10)))
 struct SystemdIntegrationTests {
     static func environment(_ extra: [String: String]) -> [String: String] {
         ProcessInfo.processInfo.environment.merging(extra) { $1 }

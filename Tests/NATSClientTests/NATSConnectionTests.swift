@@ -6,7 +6,7 @@ import Testing
 
 /// The connection against a real nats-server on loopback: what one client publishes, with headers, another
 /// receives; a flush means the server handled everything before it.
-@Suite("NATS connection (real nats-server)")
+@Suite("NATS connection (real nats-server)", .timeLimit(.minutes(3)))
 struct NATSConnectionTests {
     @Test("a message published with headers reaches a subscriber by wildcard, headers and payload intact")
     func publishSubscribe() async throws {

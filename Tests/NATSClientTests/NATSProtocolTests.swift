@@ -5,7 +5,7 @@ import Testing
 
 /// The NATS client protocol as the bridge reads and writes it (no server): every operation, split anywhere,
 /// headers with and without a status, and what is not the protocol refused before it is buffered.
-@Suite("NATS protocol codec (no server)")
+@Suite("NATS protocol codec (no server)", .timeLimit(.minutes(3)))
 struct NATSProtocolTests {
     /// Decodes `text`, fed in pieces of `step` bytes, as a channel would get it.
     static func decode(_ text: String, step: Int, decoder: NATSServerDecoder = NATSServerDecoder()) throws -> [NATSServerOperation] {
@@ -81,7 +81,7 @@ struct NATSProtocolTests {
 }
 
 /// The few JSON fields the JetStream API's replies are read for.
-@Suite("JSON fields of JetStream replies")
+@Suite("JSON fields of JetStream replies", .timeLimit(.minutes(3)))
 struct JSONScanTests {
     @Test("numbers and strings by key, escapes undone; a missing key is nil")
     func fields() {

@@ -2,7 +2,7 @@ import Testing
 
 @testable import NotifyBus
 
-@Suite("Access policy")
+@Suite("Access policy", .timeLimit(.minutes(3)))
 struct AccessPolicyTests {
     static let policy = AccessPolicy.default
 
@@ -222,7 +222,7 @@ extension AccessPolicyTests {
 
 /// Issue 14, "Identity": a peer whose groups the daemon could not read is never let through by a rule by group,
 /// nor let past a `deny` by group.
-@Suite("Access policy with unknown groups")
+@Suite("Access policy with unknown groups", .timeLimit(.minutes(3)))
 struct UnknownGroupsTests {
     @Test("rules by group fail closed for a peer whose groups are not known: a deny applies, an allow does not")
     func failClosed() throws {
@@ -239,7 +239,7 @@ struct UnknownGroupsTests {
 }
 
 /// Issue 14, "Leaks across users": after a reload, nothing is sent of a topic the new policy denies, queued or not.
-@Suite("Access policy reloads and queued deliveries")
+@Suite("Access policy reloads and queued deliveries", .timeLimit(.minutes(3)))
 struct PolicyReloadQueueTests {
     @Test("deliveries and drop notices queued for a topic the new policy denies are taken out; the others stay")
     func queuedAfterReload() throws {

@@ -12,7 +12,7 @@ import Musl
 
 /// `notify bench`'s accounting on bytes alone: the frame scanner, the tally of deliveries, drops and replies, the
 /// pre-encoded publish batches and the `/proc` readings.
-@Suite("Benchmark counting (frame scanner, no socket)")
+@Suite("Benchmark counting (frame scanner, no socket)", .timeLimit(.minutes(3)))
 struct BenchmarkCountingTests {
     /// A `MSG` frame as the daemon writes it, carrying message `sequence` of `publisher`.
     static func delivery(_ sequence: UInt64, publisher: Int = 0, topic: String = "bench.0", size: Int = 16) -> ByteBuffer {

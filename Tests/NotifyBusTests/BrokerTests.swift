@@ -3,7 +3,7 @@ import Testing
 
 @testable import NotifyBus
 
-@Suite("Broker (no socket)")
+@Suite("Broker (no socket)", .timeLimit(.minutes(3)))
 struct BrokerTests {
     @Test("a new connection is greeted with the version and limits")
     func greeting() throws {

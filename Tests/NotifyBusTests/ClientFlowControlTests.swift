@@ -6,7 +6,7 @@ import Testing
 
 /// The client's side of backpressure, without a socket: a subscription that fills up pauses the daemon's deliveries,
 /// stops the reading at its hard limit, reads on for a reply, and drops and announces what comes past its limit then.
-@Suite("Client flow control (no socket)")
+@Suite("Client flow control (no socket)", .timeLimit(.minutes(3)))
 struct ClientFlowControlTests {
     /// A client handler on an embedded channel, greeted with protocol `version`, with one subscription.
     final class Client {

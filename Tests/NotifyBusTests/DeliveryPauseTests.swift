@@ -5,7 +5,7 @@ import Testing
 
 /// `OPT pause` and `OPT resume` (protocol 2): how a client whose consumer fell behind holds its deliveries back at
 /// the daemon while it still reads its replies.
-@Suite("Paused deliveries (broker, no socket)")
+@Suite("Paused deliveries (broker, no socket)", .timeLimit(.minutes(3)))
 struct DeliveryPauseTests {
     static let summary = OutboundQueueTests.summary
 

@@ -4,7 +4,7 @@ import Testing
 @testable import NotifyBus
 
 /// What a connection that keeps up costs the broker: no queue until a frame must wait.
-@Suite("Idle sessions")
+@Suite("Idle sessions", .timeLimit(.minutes(3)))
 struct IdleSessionTests {
     @Test("a subscriber that keeps up never gets a queue; one that falls behind does, and gives it back when it goes")
     func queueOnlyWhenNeeded() throws {

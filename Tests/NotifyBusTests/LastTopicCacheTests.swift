@@ -4,7 +4,7 @@ import Testing
 @testable import NotifyBus
 
 /// A publisher's last topic, remembered per connection so a run of publishes to one topic skips the table's lookup.
-@Suite("Last topic per connection")
+@Suite("Last topic per connection", .timeLimit(.minutes(3)))
 struct LastTopicCacheTests {
     @Test("a topic the table forgot meanwhile is not used again from the cache: it is made again, in the table, numbering on")
     func forgottenTopic() throws {

@@ -48,7 +48,7 @@ struct MalformedCase: CustomTestStringConvertible, Sendable {
 private let ping = Expected.request(.ping)
 private func topic(_ name: String) -> Topic { try! Topic(name) }
 
-@Suite("Malformed input")
+@Suite("Malformed input", .timeLimit(.minutes(3)))
 struct MalformedInputTests {
     static let limits = ProtocolLimits(maxPayload: 1000, maxTopic: 255, maxLine: 1024)
 

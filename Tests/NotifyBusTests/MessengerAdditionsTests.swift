@@ -4,7 +4,7 @@ import Testing
 
 /// What the in-process `Messenger` gained beside the connected center: a current value, observers of one sender,
 /// tokens kept in a set, main-actor observers, and a bounded, finishable stream.
-@Suite("Messenger: current value, senders, tokens, main actor, streams")
+@Suite("Messenger: current value, senders, tokens, main actor, streams", .timeLimit(.minutes(3)))
 struct MessengerAdditionsTests {
     @Test("a current value: latest from the start, handed first to observers that start with it, before what follows")
     func currentValue() {

@@ -32,7 +32,7 @@ final class MortalObserver: MessengerObserver {
     deinit { deaths.append(true) }
 }
 
-@Suite("Messenger")
+@Suite("Messenger", .timeLimit(.minutes(3)))
 struct MessengerTests {
     // MARK: observer objects held weakly
 

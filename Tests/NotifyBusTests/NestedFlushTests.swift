@@ -5,7 +5,7 @@ import Testing
 
 /// A flush writes to connections, and a connection that takes its writes can become writable again in the middle of
 /// it: the daemon then carries out that connection's held-back requests and flushes again, inside the first flush.
-@Suite("Nested flush (no socket)")
+@Suite("Nested flush (no socket)", .timeLimit(.minutes(3)))
 struct NestedFlushTests {
     @Test("deliveries made by a flush nested in another reach a subscriber the outer flush had not reached yet")
     func heldBackPublishDuringFlush() throws {

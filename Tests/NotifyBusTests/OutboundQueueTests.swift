@@ -3,7 +3,7 @@ import Testing
 
 @testable import NotifyBus
 
-@Suite("Slow subscribers (broker, no socket)")
+@Suite("Slow subscribers (broker, no socket)", .timeLimit(.minutes(3)))
 struct OutboundQueueTests {
     static func harness(messages: Int = 3, bytes: Int = 1 << 20) -> BrokerHarness {
         var configuration = BrokerConfiguration.default

@@ -4,7 +4,7 @@ import Testing
 
 @testable import NotifyBus
 
-@Suite("Protocol round trips")
+@Suite("Protocol round trips", .timeLimit(.minutes(3)))
 struct ProtocolRoundTripTests {
     @Test("random requests survive encoding and decoding, split at random points")
     func requests() throws {

@@ -5,7 +5,7 @@ import Testing
 
 /// The decoder reads `PUB <its last topic> <size>\n` and the payload without its general line parser; every frame,
 /// whole or cut anywhere, must decode exactly as it does the general way (no socket).
-@Suite("Publish to the last topic, read the short way")
+@Suite("Publish to the last topic, read the short way", .timeLimit(.minutes(3)))
 struct RecentTopicFastPathTests {
     /// Frames that follow a `PUB t.x …`: the short way's form, and every near miss of it.
     static let frames = [

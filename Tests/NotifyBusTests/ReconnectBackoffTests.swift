@@ -3,7 +3,7 @@ import Testing
 @testable import NotifyBus
 
 /// The pauses of a client between attempts to reconnect (issue 34, 8), without a socket.
-@Suite("Reconnect backoff")
+@Suite("Reconnect backoff", .timeLimit(.minutes(3)))
 struct ReconnectBackoffTests {
     @Test("pauses double from 50 ms to 2 s, each between half and all of its step")
     func pauses() {

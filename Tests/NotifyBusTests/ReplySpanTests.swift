@@ -5,7 +5,7 @@ import Testing
 
 /// Replies and replayed messages join their connection's span of the batch, as deliveries do: NIO keeps about 50
 /// bytes per pending write in a ring that never shrinks, so a run of small frames must be one write, not one each.
-@Suite("Replies in the connection's span")
+@Suite("Replies in the connection's span", .timeLimit(.minutes(3)))
 struct ReplySpanTests {
     /// A connection past its greeting, and the writes its transport had taken by then.
     static func connect(to harness: BrokerHarness) throws -> (BrokerHarness.Client, writesBefore: Int) {

@@ -5,7 +5,7 @@ import Testing
 
 /// A topic's buffered message: one block per topic, replaced in place while the messages keep their size (a topic
 /// without history; with one, see ``SharedRetainedMessageTests``).
-@Suite("Buffered message block")
+@Suite("Buffered message block", .timeLimit(.minutes(3)))
 struct RetainedMessageTests {
     static var withoutHistory: BrokerConfiguration {
         var configuration = BrokerConfiguration.default

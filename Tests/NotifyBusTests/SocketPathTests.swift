@@ -4,7 +4,7 @@ import Testing
 
 @testable import NotifyBus
 
-@Suite("Socket path")
+@Suite("Socket path", .timeLimit(.minutes(3)))
 struct SocketPathTests {
     static func environment(_ values: [String: String]) -> (String) -> String? { { values[$0] } }
 

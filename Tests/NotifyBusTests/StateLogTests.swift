@@ -4,7 +4,7 @@ import Testing
 
 @testable import NotifyBus
 
-@Suite("State log")
+@Suite("State log", .timeLimit(.minutes(3)))
 struct StateLogTests {
     /// A fresh state directory, removed afterwards.
     final class Directory {
@@ -359,7 +359,7 @@ struct StateLogTests {
 }
 
 /// Issue 14, "Recovery that loses or forges data" and "Directory fsyncs".
-@Suite("State log recovery")
+@Suite("State log recovery", .timeLimit(.minutes(3)))
 struct StateLogRecoveryTests {
     typealias Directory = StateLogTests.Directory
 

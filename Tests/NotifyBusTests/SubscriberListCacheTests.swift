@@ -4,7 +4,7 @@ import Testing
 
 /// Each topic caches the sessions its messages go to; those caches are bounded together, and the stale ones are let
 /// go when the daemon is idle.
-@Suite("Cached subscriber lists")
+@Suite("Cached subscriber lists", .timeLimit(.minutes(3)))
 struct SubscriberListCacheTests {
     /// The entries the topics' lists hold, counted the long way.
     static func entries(in broker: Broker) -> Int {

@@ -2,7 +2,7 @@ import Testing
 
 @testable import NotifyBus
 
-@Suite("Subscription index")
+@Suite("Subscription index", .timeLimit(.minutes(3)))
 struct SubscriptionIndexTests {
     /// The reference: match token lists recursively, written independently of the index and of
     /// `TopicPattern.matches`.

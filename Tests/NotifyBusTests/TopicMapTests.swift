@@ -4,7 +4,7 @@ import Testing
 
 /// The broker's topics by name: an open-addressing table that must agree with a dictionary, whatever the order of
 /// insertions and removals.
-@Suite("Topic map")
+@Suite("Topic map", .timeLimit(.minutes(3)))
 struct TopicMapTests {
     @Test("random insertions, removals and lookups agree with a dictionary; removals leave no slot a lookup stops at")
     func agreesWithADictionary() throws {

@@ -2,7 +2,7 @@ import Testing
 
 @testable import NotifyBus
 
-@Suite("Topic names and patterns")
+@Suite("Topic names and patterns", .timeLimit(.minutes(3)))
 struct TopicTests {
     @Test(
         "valid topics",

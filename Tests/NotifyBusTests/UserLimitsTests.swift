@@ -2,7 +2,7 @@ import Testing
 
 @testable import NotifyBus
 
-@Suite("Limits per user (broker, no socket)")
+@Suite("Limits per user (broker, no socket)", .timeLimit(.minutes(3)))
 struct UserLimitsTests {
     @Test("subscriptions are counted per uid over its connections; at the limit that uid is refused, others are not")
     func subscriptionsPerUser() throws {
@@ -94,7 +94,7 @@ struct UserLimitsTests {
 
 /// Issue 14, "Pattern cost": each token of a wildcard pattern may cost a trie node; they are bounded per pattern and
 /// per uid.
-@Suite("Wildcard pattern tokens (broker, no socket)")
+@Suite("Wildcard pattern tokens (broker, no socket)", .timeLimit(.minutes(3)))
 struct WildcardTokensTests {
     @Test("a wildcard pattern has at most 32 tokens; one uid's wildcard tokens are bounded; plain names cost none")
     func tokens() throws {

@@ -42,7 +42,7 @@ struct Level: NotifyMessage, Equatable {
     enum CodecError: Error { case notOneByte(Int) }
 }
 
-@Suite("Typed notifications: topics and codecs (no daemon)")
+@Suite("Typed notifications: topics and codecs (no daemon)", .timeLimit(.minutes(3)))
 struct NotifyMessageTests {
     static func delivery(_ payload: String, topic: Topic = BackupFinished.topic) -> Delivery {
         Delivery(topic: topic, sequence: 7, time: PublishTime(microsecondsSinceEpoch: 1_000), publisher: Publisher(uid: 1000, pid: 42, unit: "backup.service"), payload: ByteBuffer(string: payload))

@@ -8,7 +8,7 @@ import Testing
 import NotifyFederation
 
 /// The NATS bridge's settings from the command line and `[nats]`, without a server.
-@Suite("NATS bridge settings")
+@Suite("NATS bridge settings", .timeLimit(.minutes(3)))
 struct BridgeSettingsTests {
     typealias File = DaemonSettingsTests.File
 
@@ -100,7 +100,7 @@ struct BridgeSettingsTests {
 }
 
 /// The bridge's outbox: bounded, in order, kept until confirmed.
-@Suite("NATS export outbox")
+@Suite("NATS export outbox", .timeLimit(.minutes(3)))
 struct ExportOutboxTests {
     static func append(_ text: String, uid: UInt32 = 0, to outbox: inout ExportOutbox) -> Bool {
         outbox.append(uid: uid) { $0.writeString(text) }
@@ -180,7 +180,7 @@ struct ExportOutboxTests {
 }
 
 /// The provenance headers, written by one host and read by another.
-@Suite("NATS provenance headers")
+@Suite("NATS provenance headers", .timeLimit(.minutes(3)))
 struct ProvenanceTests {
     @Test("an export reads back as it was published, on both subjects of a retained message")
     func roundTrip() throws {
@@ -255,7 +255,7 @@ struct ProvenanceTests {
 }
 
 /// What the bridge takes in, skips as a repeat, or refuses for its time, before the broker sees it.
-@Suite("Import filter")
+@Suite("Import filter", .timeLimit(.minutes(3)))
 struct ImportFilterTests {
     let topic = try! Topic("demo.x")
     let now: UInt64 = 1_795_305_600_000_000
@@ -303,7 +303,7 @@ struct ImportFilterTests {
 }
 
 /// How the bridge reads JetStream's replies.
-@Suite("JetStream replies")
+@Suite("JetStream replies", .timeLimit(.minutes(3)))
 struct JetStreamReplyTests {
     @Test("the pending count of a push consumer's message, in both forms of its reply subject")
     func pending() {

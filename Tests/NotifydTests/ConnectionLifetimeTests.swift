@@ -8,7 +8,7 @@ import Testing
 
 /// What a connection costs after it is gone: nothing. (Its handler, transport and channel once held each other, so a
 /// daemon grew by about 600 bytes per connection ever made.)
-@Suite("Connection lifetime (no socket)")
+@Suite("Connection lifetime (no socket)", .timeLimit(.minutes(3)))
 struct ConnectionLifetimeTests {
     @Test("a closed connection lets go of its handler and transport, after subscribing and being written to")
     func closedConnectionIsFreed() throws {

@@ -6,7 +6,7 @@ import Testing
 
 @testable import notifyd
 
-@Suite("Daemon settings")
+@Suite("Daemon settings", .timeLimit(.minutes(3)))
 struct DaemonSettingsTests {
     @Test("every max-queued-bytes the settings accept gives NIO write buffer marks it takes (it traps on a low mark under 1)")
     func writeBufferMarks() throws {

@@ -7,7 +7,7 @@ import Testing
 
 /// A subscriber disconnected for falling behind (`overflow=disconnect`) still publishes what it sent: what the
 /// broker held back, and what its connection had read and not carried out yet.
-@Suite("Disconnected subscribers (no socket)")
+@Suite("Disconnected subscribers (no socket)", .timeLimit(.minutes(3)))
 struct DisconnectTests {
     @Test("its publishes waiting for their turn when it is disconnected are carried out, after those held back")
     func publishesWaitingForTheirTurn() throws {

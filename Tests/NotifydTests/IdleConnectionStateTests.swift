@@ -7,7 +7,7 @@ import Testing
 
 /// Issue 18: a connection that only subscribes costs its socket and a few words of state; nothing of what it read
 /// stays alive between its requests.
-@Suite("What an idle connection holds (no socket)")
+@Suite("What an idle connection holds (no socket)", .timeLimit(.minutes(3)))
 struct IdleConnectionStateTests {
     @Test("a subscriber whose requests were all complete holds no receive buffer")
     func noReceiveBufferBetweenRequests() throws {

@@ -6,7 +6,7 @@ import Testing
 
 @testable import notifyd
 
-@Suite("Journal fields")
+@Suite("Journal fields", .timeLimit(.minutes(3)))
 struct JournalFieldsTests {
     /// The checkout this file is in (Tests/NotifydTests/ under it).
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -85,7 +85,7 @@ struct JournalFieldsTests {
     }
 }
 
-@Suite("Event rate limiter")
+@Suite("Event rate limiter", .timeLimit(.minutes(3)))
 struct EventRateLimiterTests {
     @Test("lets a burst through per window and reports what it held back")
     func burst() {

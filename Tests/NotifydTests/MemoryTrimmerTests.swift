@@ -2,7 +2,7 @@ import Testing
 
 @testable import notifyd
 
-@Suite("Giving memory back when idle")
+@Suite("Giving memory back when idle", .timeLimit(.minutes(3)))
 struct MemoryTrimmerTests {
     @Test("once per quiet spell: after a tick with work, the first tick without; never while work goes on")
     func oncePerQuietSpell() {

@@ -2,7 +2,7 @@ import Testing
 
 @testable import notifyd
 
-@Suite("STATUS= text")
+@Suite("STATUS= text", .timeLimit(.minutes(3)))
 struct StatusTextTests {
     @Test("rates: whole numbers from 10 up, one decimal below, so a slow trickle does not read as 0")
     func rates() {

@@ -7,7 +7,7 @@ import Testing
 
 /// Issue 14, "Cheap requests with O(topics) work": one connection's burst of requests is carried out in turns, so
 /// the event loop gets to the others (and to the watchdog) in between.
-@Suite("Turns of work per connection (no socket)")
+@Suite("Turns of work per connection (no socket)", .timeLimit(.minutes(3)))
 struct TurnTakingTests {
     static func pongs(in channel: EmbeddedChannel) throws -> Int {
         try writtenText(channel).split(separator: "\n").filter { $0 == "PONG" }.count

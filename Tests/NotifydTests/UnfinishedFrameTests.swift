@@ -7,7 +7,7 @@ import Testing
 
 /// Issue 14, "Half-sent frames": what a connection holds of requests it did not finish is bounded per uid and in
 /// total, and a request that stops mid-way does not hold it for good.
-@Suite("Unfinished requests (no socket)")
+@Suite("Unfinished requests (no socket)", .timeLimit(.minutes(3)))
 struct UnfinishedFrameTests {
     @Test("a request that gets no byte more for 30 s closes its connection; one that makes progress does not")
     func stalledFrame() throws {

@@ -3,7 +3,7 @@ import Testing
 @testable import notifyd
 
 /// Issue 14, "Identity": a connection's unit is its peer's, never that of a process that took the peer's pid.
-@Suite("Unit lookup")
+@Suite("Unit lookup", .timeLimit(.minutes(3)))
 struct UnitLookupTests {
     /// A lookup that records the pids it was asked about.
     final class Lookups {

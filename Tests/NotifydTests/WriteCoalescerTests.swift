@@ -4,7 +4,7 @@ import Testing
 @testable import notifyd
 
 /// What reaches NIO for a connection: each frame while its peer keeps up, chunks while it is behind.
-@Suite("Writes gathered while the peer is behind")
+@Suite("Writes gathered while the peer is behind", .timeLimit(.minutes(3)))
 struct WriteCoalescerTests {
     static func frames(_ count: Int, size: Int = 66) -> [ByteBuffer] {
         (0..<count).map { index in

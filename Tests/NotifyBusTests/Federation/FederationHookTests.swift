@@ -5,7 +5,7 @@ import Testing
 
 /// What the broker offers a federation bridge, without sockets: local publishes handed out, other hosts' messages
 /// taken in with their origin, never handed back out.
-@Suite("Broker federation hooks")
+@Suite("Broker federation hooks", .timeLimit(.minutes(3)))
 struct FederationHookTests {
     static let importerPeer = PeerCredentials(pid: 1, uid: 0, gid: 0)
 

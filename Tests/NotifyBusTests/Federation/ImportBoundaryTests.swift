@@ -6,7 +6,7 @@ import Testing
 /// Another host's message is a claim from whoever reached the NATS server: what the broker takes in of it is
 /// bounded as a local client's publish is, and nothing it claims can trap the daemon, break its clients or its
 /// state log, or be charged to a local user (issue 34; broker and state log, no socket).
-@Suite("Imports at the trust boundary (broker, no socket)")
+@Suite("Imports at the trust boundary (broker, no socket)", .timeLimit(.minutes(3)))
 struct ImportBoundaryTests {
     static let nobody = PeerCredentials(pid: 1, uid: ImportedMessage.importerUID, gid: ImportedMessage.importerUID)
 

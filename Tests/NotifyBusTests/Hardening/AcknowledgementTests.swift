@@ -6,7 +6,7 @@ import Testing
 
 /// Issue 14, "Acknowledged data": an `OK` means the message is in the state log; when the log cannot be written it
 /// is an error, never an `OK`.
-@Suite("Acknowledgements and a failing state log (broker, no socket)")
+@Suite("Acknowledgements and a failing state log (broker, no socket)", .timeLimit(.minutes(3)))
 struct AcknowledgementTests {
     @Test("an OK the log could not back is withdrawn; retained publishes are refused until the log is written again")
     func failingLog() throws {

@@ -6,7 +6,7 @@ import Testing
 /// Issue 34, 7: a topic that --max-topics forgets while its history holds messages loses them, and every loss is
 /// announced: a subscriber that resumes it is told, by number and by time, across a restart too; and the topic,
 /// made again, numbers on instead of starting at 1 (broker and state log, no socket).
-@Suite("Topics forgotten for room (broker, no socket)")
+@Suite("Topics forgotten for room (broker, no socket)", .timeLimit(.minutes(3)))
 struct ForgottenTopicTests {
     static func withRoomFor(_ topics: Int) -> BrokerConfiguration {
         var configuration = ResumeTests.withHistory

@@ -5,7 +5,7 @@ import Testing
 
 /// Issue 14, "Stalled subscribers multiply memory": what waits for one uid's connections, and for all, is bounded,
 /// not only what waits for each connection.
-@Suite("Queued bytes per user and in total (broker, no socket)")
+@Suite("Queued bytes per user and in total (broker, no socket)", .timeLimit(.minutes(3)))
 struct QueueBudgetTests {
     static func stalledSubscriber(_ harness: BrokerHarness, uid: UInt32) throws -> BrokerHarness.Client {
         let subscriber = harness.connect(uid: uid)
@@ -102,7 +102,7 @@ struct QueueBudgetTests {
 
 /// Issue 34, 9: what a resume replays and the replies a connection does not read count against the uid's budget of
 /// queued bytes as deliveries do, so many connections of one uid cannot hold past it.
-@Suite("Replays and replies within the uid's budget (broker, no socket)")
+@Suite("Replays and replies within the uid's budget (broker, no socket)", .timeLimit(.minutes(3)))
 struct ReplayBudgetTests {
     /// A daemon with `topics` topics of `messages` 100-byte messages each in their histories, published by uid 2000.
     static func withHistories(topics: Int, messages: Int, budget: Int) -> BrokerHarness {

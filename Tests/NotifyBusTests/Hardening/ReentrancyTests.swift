@@ -6,7 +6,7 @@ import Testing
 /// Issue 14, "Crash": no broker work runs inside a fan-out. A subscriber disconnected for falling behind is closed
 /// at the end of the batch, so the publishes it had held back are carried out then, not inside the publish that
 /// disconnected it.
-@Suite("Re-entrancy (broker, no socket)")
+@Suite("Re-entrancy (broker, no socket)", .timeLimit(.minutes(3)))
 struct ReentrancyTests {
     @Test("a disconnected subscriber's held-back PUBs run after the fan-out that closed it, not inside it")
     func heldBackPublishOfADisconnectedSubscriber() throws {

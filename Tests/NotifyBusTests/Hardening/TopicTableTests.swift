@@ -4,7 +4,7 @@ import Testing
 @testable import NotifyBus
 
 /// Issue 14: what the topic table costs, and what forgetting a topic may take from its subscribers.
-@Suite("The topic table under abuse (broker, no socket)")
+@Suite("The topic table under abuse (broker, no socket)", .timeLimit(.minutes(3)))
 struct TopicTableTests {
     @Test("topics that each buffer a message leave the list of topics the broker may forget short, and one cleared is forgotten first")
     func forgettableListStaysShort() throws {
@@ -90,7 +90,7 @@ struct TopicTableTests {
 }
 
 /// Issue 14: what a stalled subscriber's queue keeps about what it dropped stays bounded, however many topics.
-@Suite("Drop records of a stalled subscriber (broker, no socket)")
+@Suite("Drop records of a stalled subscriber (broker, no socket)", .timeLimit(.minutes(3)))
 struct DropRecordTests {
     @Test("drops over 5,000 distinct topics keep 1,024 notices and one for the rest; the counts add up")
     func manyTopics() throws {
@@ -128,7 +128,7 @@ struct DropRecordTests {
 }
 
 /// Issue 14, "The topic table filled for free": 0-byte buffered messages cost no bytes, but each holds a topic.
-@Suite("Buffered topics per user (broker, no socket)")
+@Suite("Buffered topics per user (broker, no socket)", .timeLimit(.minutes(3)))
 struct RetainedTopicsPerUserTests {
     @Test("one uid's 0-byte buffered messages stop at its topic limit; other uids and its own topics go on")
     func zeroByteTopics() throws {
@@ -154,7 +154,7 @@ struct RetainedTopicsPerUserTests {
 }
 
 /// Issue 14: a `TOPICS` reply is one page, however many topics the daemon knows.
-@Suite("TOPICS in pages (broker, no socket)")
+@Suite("TOPICS in pages (broker, no socket)", .timeLimit(.minutes(3)))
 struct TopicsPagesTests {
     static func names(_ frames: [ServerFrame]) -> [String] {
         guard case .topics(_, let infos)? = frames.first else { return [] }
@@ -184,7 +184,7 @@ struct TopicsPagesTests {
 
 /// Issue 14, "Cheap requests with O(topics) work": a pattern that starts with a literal token walks that token's
 /// topics, not the table.
-@Suite("Pattern lookups by first token (broker, no socket)")
+@Suite("Pattern lookups by first token (broker, no socket)", .timeLimit(.minutes(3)))
 struct TopicGroupsTests {
     @Test("SUB backup.* latest and TOPICS backup.> walk the 10 backup topics, not the 100,000 others")
     func narrowWalk() throws {

@@ -6,7 +6,7 @@ import Testing
 
 /// A subscription that resumes from history on a connection where another subscription already holds its pattern:
 /// live messages reach the connection while its replay is still coming.
-@Suite("Client: a history replay beside live messages (no socket)")
+@Suite("Client: a history replay beside live messages (no socket)", .timeLimit(.minutes(3)))
 struct ClientHistoryReplayTests {
     final class Subscriber {
         let stream: AsyncThrowingStream<SubscriptionEvent, any Error>

@@ -5,7 +5,7 @@ import Testing
 
 /// What a resuming subscription remembers of what it delivered (no socket): replays recognized, notices trimmed,
 /// and the table bounded however many topics it sees.
-@Suite("What a resuming subscription delivered (no socket)")
+@Suite("What a resuming subscription delivered (no socket)", .timeLimit(.minutes(3)))
 struct DeliveredMessagesTests {
     static func delivery(_ topic: String, _ sequence: UInt64, at microseconds: UInt64) -> Delivery {
         Delivery(

@@ -4,7 +4,7 @@ import Testing
 @testable import NotifyBus
 
 /// What each topic's history keeps, and what it costs whom (broker, no socket).
-@Suite("History limits and budgets (broker, no socket)")
+@Suite("History limits and budgets (broker, no socket)", .timeLimit(.minutes(3)))
 struct HistoryBudgetTests {
     static func kept(_ harness: BrokerHarness, _ topic: String) -> [UInt64] {
         var sequences: [UInt64] = []

@@ -5,7 +5,7 @@ import Testing
 @testable import NotifyBus
 
 /// A topic's history survives a restart and a crash, as its buffered message does (broker and state log, no socket).
-@Suite("History on disk (broker, no socket)")
+@Suite("History on disk (broker, no socket)", .timeLimit(.minutes(3)))
 struct HistoryPersistenceTests {
     typealias Directory = StateLogTests.Directory
 

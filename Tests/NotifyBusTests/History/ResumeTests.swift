@@ -5,7 +5,7 @@ import Testing
 
 /// `SUB … since=`: the history after a sequence number or a time, then live messages, and a `DROP` notice first for
 /// what the history no longer holds (broker, no socket).
-@Suite("Resuming a subscription from history (broker, no socket)")
+@Suite("Resuming a subscription from history (broker, no socket)", .timeLimit(.minutes(3)))
 struct ResumeTests {
     /// What a resuming subscriber received, in a form easy to compare: `LAST <seq>`, `MSG <seq>`,
     /// `DROP <count> <first>-<last>`, `OK`.

@@ -5,7 +5,7 @@ import Testing
 
 /// A topic with history holds its buffered message once: as its history's record while the history keeps it, in a
 /// block of its own before and after (broker, no socket).
-@Suite("Buffered message shared with the history (broker, no socket)")
+@Suite("Buffered message shared with the history (broker, no socket)", .timeLimit(.minutes(3)))
 struct SharedRetainedMessageTests {
     static func latest(_ topic: String, in harness: BrokerHarness) throws -> (text: String?, sequence: UInt64)? {
         let reader = harness.connect(uid: 0)

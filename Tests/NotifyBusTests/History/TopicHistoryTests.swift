@@ -3,7 +3,7 @@ import Testing
 
 @testable import NotifyBus
 
-@Suite("A topic's history (no broker)")
+@Suite("A topic's history (no broker)", .timeLimit(.minutes(3)))
 struct TopicHistoryTests {
     static func frame(_ sequence: UInt64, _ payload: String) -> ByteBuffer {
         var frame = ByteBuffer()
