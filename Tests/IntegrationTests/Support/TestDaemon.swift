@@ -1,5 +1,6 @@
 import Foundation
 import NotifyBus
+import Testing
 
 /// A real `notifyd` process on a socket in its own temporary directory.
 final class TestDaemon: Sendable {
@@ -49,11 +50,14 @@ final class TestDaemon: Sendable {
 
     var log: String { child.standardError.text }
 
-    /// Stops the daemon with SIGTERM and returns its exit status.
+    /// Stops the daemon with SIGTERM and returns its exit status, which must be 0: a daemon that crashes or fails
+    /// on its way out fails the test that stopped it, whether or not the test looks at the status.
     @discardableResult
     func stop() async throws -> Int32 {
         child.signal(SIGTERM)
-        return try await child.exitStatus()
+        let status = try await child.exitStatus()
+        #expect(status == 0, "notifyd exited \(status) on SIGTERM; the end of its log:\n\(log.suffix(2_000))")
+        return status
     }
 
     /// Kills the daemon with SIGKILL, as a crash would, and waits until it is gone.
