@@ -44,8 +44,13 @@ struct FullDiskTests {
         #expect(refused.status == 75)
         #expect(refused.stderr.contains("keeps no new buffered messages for now"), "\(refused.stderr)")
         #expect(try await daemon.notify(["send", "disk.t", "passing", "--no-retain"]).status == 0, "delivery goes on")
-        let stats = try await daemon.notify(["stats"])
+        // The figures while the log cannot be written: what was published (the one whose write failed included, as
+        // it was delivered; not the refused one), one topic holding a buffered message, nothing queued.
+        let stats = try await daemon.notify(["stats", "--format", "json"])
         #expect(stats.status == 0)
+        let figures = try #require(JSONSerialization.jsonObject(with: Data(stats.stdout)) as? [String: Any], "\(stats.output)")
+        #expect(figures["messages_in"] as? Int == 3 && figures["retained"] as? Int == 1 && figures["topics"] as? Int == 1, "\(figures)")
+        #expect(figures["queued_bytes"] as? Int == 0, "\(figures)")
         try await daemon.child.standardError.wait("the journal line") { $0.contains("the state could not be saved") }
 
         unlink(state + "/filler")
