@@ -71,13 +71,19 @@ struct SystemdIntegrationTests {
     func watchdog() async throws {
         let directory = try TemporaryDirectory()
         let notify = try NotifySocketListener(path: directory.path + "/notify.sock")
+        // A 2 s interval: pings every second. Four intervals then take 4 s, and would take 8 at the full interval;
+        // the bound sits between the two, far from either, so scheduling noise cannot move a ping across it.
         let daemon = try await TestDaemon.start(
             in: directory,
-            environment: Self.environment(["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "200000"])
+            environment: Self.environment(["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000"])
         )
-        try await notify.wait(for: "three WATCHDOG=1 pings") { _ in
-            notify.messages.count { $0 == "WATCHDOG=1" } >= 3
+        var seen: [ContinuousClock.Instant] = []
+        for ping in 1...6 {
+            try await notify.wait(for: "WATCHDOG=1 ping \(ping)") { $0 == "WATCHDOG=1" }
+            seen.append(.now)
         }
+        let fourIntervals = seen[5] - seen[1]
+        #expect(fourIntervals < .seconds(6) && fourIntervals > .seconds(3), "four intervals took \(fourIntervals): pings are not at half of 2 s")
         try await daemon.stop()
     }
 
