@@ -273,11 +273,7 @@ struct CLITests {
         let before = try await client.stats()["connections_total"]
         let sender = try await daemon.notify(["send", "lines", "--lines"], input: Array(input.utf8))
         #expect(sender.status == 0, "\(sender.stderr)")
-        var received: [String] = []
-        for try await delivery in subscription.messages {
-            received.append(delivery.text ?? "")
-            if received.count == count { break }
-        }
+        let received = try await deliveries(of: subscription, waitingFor: "\(count) lines") { $0.count == count }.map { $0.text ?? "" }
         #expect(received == (1...count).map { "line \($0)" })
         let stats = try await client.stats()
         #expect(stats["connections"] == 1, "the sender closed its connection")

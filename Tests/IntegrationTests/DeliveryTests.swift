@@ -31,12 +31,7 @@ struct DeliveryTests {
         try await withThrowingTaskGroup(of: [String].self) { group in
             for subscription in subscriptions {
                 group.addTask {
-                    var received: [String] = []
-                    for try await delivery in subscription.messages {
-                        received.append(delivery.text!)
-                        if received.count == messages { break }
-                    }
-                    return received
+                    try await deliveries(of: subscription, waitingFor: "\(messages) messages") { $0.count == messages }.map { $0.text ?? "" }
                 }
             }
             for try await received in group {
@@ -164,17 +159,11 @@ struct DeliveryTests {
         try await publisher.publishAcknowledged("3", to: Topic("two.subs"))
         try await publisher.publishAcknowledged("end", to: Topic("two.end"))
 
-        var broadSeen: [String] = []
-        for try await delivery in broad.messages {
-            broadSeen.append(delivery.text ?? "")
-            if delivery.topic.name == "two.end" { break }
-        }
+        let broadSeen = try await deliveries(of: broad, waitingFor: "two.end on the broad subscription") { $0.last?.topic.name == "two.end" }
+            .map { $0.text ?? "" }
         #expect(broadSeen == ["2", "3", "end"])
-        var narrowSeen: [String] = []
-        for try await delivery in narrow.messages {
-            narrowSeen.append(delivery.text ?? "")
-            if delivery.topic.name == "two.end" { break }
-        }
+        let narrowSeen = try await deliveries(of: narrow, waitingFor: "two.end on the narrow subscription") { $0.last?.topic.name == "two.end" }
+            .map { $0.text ?? "" }
         #expect(narrowSeen == ["2", "3", "end"], "the buffered message once, though two of its patterns match")
         await client.close()
         await publisher.close()

@@ -68,11 +68,8 @@ struct HostileInputTests {
         let silent = try RawSocket(path: daemon.socketPath)
         try await publishGood()
 
-        var received: [String] = []
-        for try await delivery in subscription.messages {
-            received.append(delivery.text!)
-            if received.count == sent { break }
-        }
+        let total = sent
+        let received = try await deliveries(of: subscription, waitingFor: "the \(total) good messages") { $0.count == total }.map { $0.text ?? "" }
         #expect(received == (1...sent).map { "g\($0)" }, "the listener got every good message and nothing else")
         let stats = try await listener.stats()
         #expect(stats["messages_in"] == UInt64(sent))

@@ -84,11 +84,7 @@ struct LimitsTests {
         #expect(try await daemon.notify(["send", "--no-retain", "kept.b", "12345"]).status == 0)
         #expect(try await daemon.notify(["send", "kept.a", "1234567890"]).status == 0, "a replaced message frees its bytes")
 
-        var received: [String] = []
-        for try await message in subscription.messages {
-            received.append(message.text ?? "")
-            if received.count == 3 { break }
-        }
+        let received = try await deliveries(of: subscription, waitingFor: "the three accepted messages") { $0.count == 3 }.map { $0.text ?? "" }
         #expect(received == ["123456", "12345", "1234567890"], "the refused publish reached nobody")
         await listener.close()
         #expect(try await daemon.stop() == 0)
