@@ -39,7 +39,7 @@ struct AccessTests {
         chmod(daemon.directory.path, 0o755)
         let listener = try await daemon.client()
         let subscription = try await listener.subscribe(to: [TopicPattern(">")])
-        var deliveries = subscription.messages.makeAsyncIterator()
+        let deliveries = TimedMessages(subscription)
 
         let denied = try await notifyAs(uid: 65534, ["send", "system.backup", "forged"], socket: daemon.socketPath)
         #expect(denied.status == 77, "stderr: \(denied.stderr)")
@@ -47,14 +47,14 @@ struct AccessTests {
         #expect(try await daemon.notify(["latest", "system.backup"]).status == 1, "nothing was buffered")
 
         #expect(try await daemon.notify(["send", "system.backup", "done"]).status == 0)
-        let first = try #require(try await deliveries.next())
+        let first = try #require(try await deliveries.next(waitingFor: "the next message on subscription"))
         #expect(first.topic.name == "system.backup" && first.text == "done", "the listener saw root's message, not the forged one")
         let read = try await notifyAs(uid: 65534, ["latest", "system.backup"], socket: daemon.socketPath)
         #expect(read.status == 0 && String(decoding: read.stdout, as: UTF8.self) == "done\n", "everyone reads system topics")
 
         let own = try await notifyAs(uid: 65534, ["send", "user.65534.mood", "fine"], socket: daemon.socketPath)
         #expect(own.status == 0, "stderr: \(own.stderr)")
-        let second = try #require(try await deliveries.next())
+        let second = try #require(try await deliveries.next(waitingFor: "the next message on subscription"))
         #expect(second.topic.name == "user.65534.mood", "root's wildcard receives every user's topics")
         let stranger = try await notifyAs(uid: 1000, ["latest", "user.65534.mood"], socket: daemon.socketPath)
         #expect(stranger.status == 77, "another user may not read it: \(stranger.stderr)")
@@ -114,12 +114,12 @@ struct AccessTests {
         // reload stays connected and gets what the new policy lets through.
         let listener = try await daemon.client()
         let subscription = try await listener.subscribe(to: [TopicPattern("backup.>")])
-        var deliveries = subscription.messages.makeAsyncIterator()
+        let deliveries = TimedMessages(subscription)
         try "[rules]\nno-1000 = deny publish backup.> user:1000\n".write(toFile: daemon.configurationPath, atomically: true, encoding: .utf8)
         daemon.child.signal(SIGHUP)
         try await daemon.child.standardError.wait("the reload") { $0.contains("configuration reloaded") }
         #expect(try await notifyAs(uid: 1001, ["send", "backup.done", "after-reload"], socket: socket).status == 0)
-        #expect(try await deliveries.next()?.text == "after-reload", "the connection made before the reload still receives")
+        #expect(try await deliveries.next(waitingFor: "the next message on subscription")?.text == "after-reload", "the connection made before the reload still receives")
         #expect(try await notifyAs(uid: 1000, groups: [4242], ["send", "backup.done", "x"], socket: socket).status == 77)
 
         // A rule naming a group that does not exist: the reload is refused with the line, and the policy stays.

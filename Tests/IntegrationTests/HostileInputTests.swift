@@ -108,9 +108,9 @@ extension HostileInputTests {
         try greedy.send("#2 PING\n")
         #expect(await greedy.read { String(decoding: $0.suffix(200), as: UTF8.self).hasSuffix("#2 PONG\n") })
         #expect(greedy.lines.contains { $0.hasPrefix("MSG p.9999.x ") })
-        var messages = subscription.messages.makeAsyncIterator()
-        #expect(try await messages.next()?.text == "during")
-        #expect(try await messages.next()?.text == "after")
+        let messages = TimedMessages(subscription)
+        #expect(try await messages.next(waitingFor: "the next message on subscription")?.text == "during")
+        #expect(try await messages.next(waitingFor: "the next message on subscription")?.text == "after")
         #expect(try await listener.stats()["subscriptions"] == 10_001)
         await listener.close()
         await publisher.close()
@@ -133,10 +133,10 @@ extension HostileInputTests {
         for index in 1...total { floodBytes += "PUB flood 8\n\(String(index).padding(toLength: 8, withPad: " ", startingAt: 0))\n".utf8 }
         let allFlood = floodBytes
         async let flooded: Void = onOwnThread { try flooder.send(allFlood) }
-        var messages = subscription.messages.makeAsyncIterator()
+        let messages = TimedMessages(subscription)
         for index in 0..<200 {
             try await publisher.publishAcknowledged("c\(index)", to: Topic("calm.x"))
-            #expect(try await messages.next()?.text == "c\(index)")
+            #expect(try await messages.next(waitingFor: "the next message on subscription")?.text == "c\(index)")
         }
         try await flooded
         try flooder.send("#1 PING\n")
@@ -160,7 +160,7 @@ extension HostileInputTests {
         #expect(sent < 4 << 20, "it took \(sent) bytes of requests, each answered by some 90 KB")
         for index in 0..<200 {
             try await publisher.publishAcknowledged("d\(index)", to: Topic("calm.y"))
-            #expect(try await messages.next()?.text == "d\(index)")
+            #expect(try await messages.next(waitingFor: "the next message on subscription")?.text == "d\(index)")
         }
         let rssDuring = try residentKiB(of: daemon.child.pid)
         #expect(rssDuring < rssBefore + 24 << 10, "RSS \(rssBefore) KiB before, \(rssDuring) KiB while it is held back")
@@ -198,14 +198,14 @@ struct SlowSubscriberTests {
     /// that does not read falls behind.
     static func publish(_ count: Int, to topic: Topic, with publisher: NotifyClient, keepingUp listener: NotifySubscription) async throws -> [UInt64] {
         var sequences: [UInt64] = []
-        var deliveries = listener.messages.makeAsyncIterator()
+        let deliveries = TimedMessages(listener)
         let step = 2_000
         for start in stride(from: 0, to: count, by: step) {
             for index in start..<min(start + step, count) {
                 try await publisher.publish("m\(index)", to: topic, retain: false)
             }
             for _ in start..<min(start + step, count) {
-                let delivery = try #require(try await deliveries.next())
+                let delivery = try #require(try await deliveries.next(waitingFor: "the next message on listener"))
                 sequences.append(delivery.sequence)
             }
         }
@@ -274,11 +274,11 @@ struct SlowSubscriberTests {
         let publisher = try await daemon.client()
         let subscription = try await listener.subscribe(to: [TopicPattern("flood")])
         let payload = ByteBuffer(repeating: UInt8(ascii: "x"), count: 16 << 10)
-        var deliveries = subscription.messages.makeAsyncIterator()
+        let deliveries = TimedMessages(subscription)
         // 16 KiB messages: the kernel's and NIO's buffers fill within a few hundred, then its queue of 100.
         for _ in 0..<2_000 {
             try await publisher.publish(payload, to: Topic("flood"), retain: false)
-            _ = try #require(try await deliveries.next())
+            _ = try #require(try await deliveries.next(waitingFor: "the next message on listener"))
         }
         #expect(await stalled.isClosedByPeer(), "the daemon closed it")
         try await daemon.child.standardError.wait("the disconnection logged") { $0.contains("disconnected a subscriber that fell behind") }

@@ -64,8 +64,8 @@ struct LimitsTests {
         }
 
         try await publisher.publishAcknowledged("still here", to: Topic("limits.t"))
-        var messages = subscription.messages.makeAsyncIterator()
-        #expect(try await messages.next()?.text == "still here")
+        let messages = TimedMessages(subscription)
+        #expect(try await messages.next(waitingFor: "the next message on subscription")?.text == "still here")
         await subscriber.close()
         await publisher.close()
         #expect(try await daemon.stop() == 0)

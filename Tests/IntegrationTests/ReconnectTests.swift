@@ -129,8 +129,8 @@ struct ReconnectTests {
         try await client.publishAcknowledged("own", to: Topic("e"))
         let other = try await daemon.client()
         try await other.publishAcknowledged("theirs", to: Topic("e"))
-        var messages = subscription.messages.makeAsyncIterator()
-        #expect(try await messages.next()?.text == "theirs", "its own message is not echoed on the new connection")
+        let messages = TimedMessages(subscription)
+        #expect(try await messages.next(waitingFor: "the next message on subscription")?.text == "theirs", "its own message is not echoed on the new connection")
         await other.close()
 
         #expect(try await daemon.stop() == 0)

@@ -17,3 +17,24 @@ func deliveries(
         throw TestFailure("the subscription ended before \(what); it had \(received.count) messages")
     }
 }
+
+/// A subscription's messages one at a time, each `next` with a deadline that says what it waited for. A test's
+/// waits come one after another, so one task at a time uses it; `@unchecked` because the iterator moves into the
+/// deadline's task for each call.
+final class TimedMessages: @unchecked Sendable {
+    private var events: NotifySubscription.Iterator
+
+    init(_ subscription: NotifySubscription) {
+        events = subscription.makeAsyncIterator()
+    }
+
+    /// The next message, nil when the subscription ended; fails when none comes within `timeout`.
+    func next(waitingFor what: String, within timeout: Duration = .seconds(60)) async throws -> Delivery? {
+        try await withDeadline(timeout, waitingFor: what) {
+            while let event = try await self.events.next() {
+                if case .message(let delivery) = event { return delivery }
+            }
+            return nil
+        }
+    }
+}
