@@ -43,6 +43,8 @@ final class NotifySocketListener: Sendable {
 
     /// Every message received so far, in order.
     var messages: [String] { inbox.messages }
+    /// When each message came, as its reading thread saw it: a test that looks later still sees the spacing.
+    var arrivals: [ContinuousClock.Instant] { inbox.arrivals }
 
     /// Waits for the first message after those an earlier `wait` returned or passed over that satisfies `condition`,
     /// and returns it; fails after `timeout`.
@@ -74,6 +76,7 @@ final class NotifySocketListener: Sendable {
 private final class Inbox: Sendable {
     private struct State {
         var messages: [String] = []
+        var arrivals: [ContinuousClock.Instant] = []
         /// How many messages a `wait` has looked at: the next one starts after them.
         var read = 0
         var closed = false
@@ -84,13 +87,16 @@ private final class Inbox: Sendable {
     private let state = Mutex(State())
 
     var messages: [String] { state.withLock { $0.messages } }
+    var arrivals: [ContinuousClock.Instant] { state.withLock { $0.arrivals } }
     var isClosed: Bool { state.withLock { $0.closed } }
 
     func close() { state.withLock { $0.closed = true } }
 
     func append(_ message: String) {
+        let now = ContinuousClock.now
         let waiters = state.withLock { state in
             state.messages.append(message)
+            state.arrivals.append(now)
             return Array(state.waiters.values)
         }
         for waiter in waiters { waiter.yield() }
