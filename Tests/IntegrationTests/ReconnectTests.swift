@@ -199,6 +199,25 @@ struct ReconnectTests {
         try await daemon.stop()
     }
 
+    @Test("under overflow=disconnect, notify subscribe reconnects when the daemon says it is going away (a restart), and resumes")
+    func disconnectPolicyAcrossRestart() async throws {
+        let directory = try TemporaryDirectory()
+        var daemon = try await TestDaemon.start(in: directory)
+        let cli = try startNotify(["subscribe", "re.d", "--overflow", "disconnect", "--since", "0"], socket: daemon.socketPath)
+        try await Self.publish(1...3, to: "re.d", on: daemon)
+        try await cli.standardOutput.wait("the first three messages") { $0.contains("m3") }
+        #expect(try await daemon.stop() == 0)
+        daemon = try await TestDaemon.start(in: directory)
+        try await cli.standardError.wait("the subscriber to reconnect") { $0.contains("reconnected") }
+        try await Self.publish(4...5, to: "re.d", on: daemon)
+        try await cli.standardOutput.wait("the messages after the restart") { $0.contains("m5") }
+        #expect(cli.isRunning, "a going-away is not this subscriber's own end for falling behind")
+        #expect(cli.standardOutput.lines == (1...5).map { "re.d m\($0)" }, "each once, in order")
+        cli.signal(SIGTERM)
+        _ = try await cli.exitStatus()
+        try await daemon.stop()
+    }
+
     /// The least time six connections can take with the pauses of ``ReconnectBackoff`` between them: 50, 100, 200,
     /// 400 and 800 ms, each at least half of itself with the jitter.
     static let fivePauses: Duration = .milliseconds(25 + 50 + 100 + 200 + 400)
