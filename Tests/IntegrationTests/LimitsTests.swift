@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import NotifyBus
 import Testing
 
@@ -18,6 +19,44 @@ struct LimitsTests {
         let other = try await notifyAs(uid: 65534, ["send", "limits.other", "from nobody"], socket: daemon.socketPath)
         #expect(other.status == 0, "stderr: \(other.stderr)")
         #expect(try await daemon.stop() == 0)
+    }
+
+    @Test("--max-queued-bytes-total bounds what waits for all stalled subscribers together, of two uids (needs root, to be two uids)", .enabled(if: getuid() == 0))
+    func queuedBytesTotal() async throws {
+        let total = 4 << 20
+        // Each uid may hold the whole total: only the total binds the two together.
+        let daemon = try await TestDaemon.start(arguments: ["--max-queued-bytes-total", "\(total)", "--max-queued-bytes-per-user", "\(total)"])
+        chmod(daemon.directory.path, 0o755)
+        let mine = try startNotify(["subscribe", "q.>", "--no-reconnect"], socket: daemon.socketPath)
+        let theirs = try ChildProcess(
+            "/usr/bin/setpriv",
+            ["--reuid=65534", "--regid=65534", "--clear-groups", Binaries.notify, "--socket", daemon.socketPath, "subscribe", "q.>", "--no-reconnect"]
+        )
+        let client = try await daemon.client()
+        try await BackpressureTests.waitForSubscriptions(2, on: client)
+        mine.signal(SIGSTOP)
+        theirs.signal(SIGSTOP)
+
+        let payload = ByteBuffer(repeating: UInt8(ascii: "q"), count: 16 << 10)
+        for _ in 0..<20 {
+            try await client.publish(Array(repeating: payload, count: 100), to: Topic("q.flood"), retain: false)
+            try await client.flush()
+        }
+        let stats = try await client.stats()
+        let queued = try #require(stats["queued_bytes"])
+        // Past the total, each connection takes at most a batch more before the flush that counts it (some 300 KiB
+        // here); without the total, each uid would hold its own 4 MiB, 8 in all.
+        #expect(queued <= UInt64(total + (1 << 20)), "\(queued) bytes wait for the two stalled subscribers; the total is \(total)")
+        #expect(stats["dropped"] ?? 0 > 0, "32 MiB published for two subscribers that read nothing: some was dropped, and announced")
+
+        for subscriber in [mine, theirs] { subscriber.signal(SIGCONT) }
+        for subscriber in [mine, theirs] {
+            try await subscriber.standardError.wait("the drop notice") { $0.contains("dropped") }
+            subscriber.signal(SIGTERM)
+            _ = try await subscriber.exitStatus()
+        }
+        await client.close()
+        try await daemon.stop()
     }
 
     @Test("past max-connections-per-user that uid is refused (ERR limit, exit 75) until it closes one")
