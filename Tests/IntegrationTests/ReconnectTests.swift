@@ -218,6 +218,27 @@ struct ReconnectTests {
         try await daemon.stop()
     }
 
+    @Test("a NotifyClient call under way when the daemon dies is sent again on the new connection: at least once")
+    func callInFlightIsSentAgain() async throws {
+        let directory = try TemporaryDirectory()
+        var daemon = try await TestDaemon.start(in: directory)
+        let client = try await NotifyClient.connect(to: daemon.socketPath, reconnectWithin: .seconds(60))
+        #expect(try await client.publishAcknowledged("before", to: Topic("re.flight")) == 1)
+        // Stopped, the daemon reads nothing: the next call is written and waits for its answer.
+        daemon.child.signal(SIGSTOP)
+        let call = Task { try await client.publishAcknowledged("in flight", to: Topic("re.flight")) }
+        try await daemon.kill()
+        daemon = try await TestDaemon.start(in: directory)
+        let sequence = try await withDeadline(.seconds(60), waitingFor: "the call under way to be answered by the new daemon") {
+            try await call.value
+        }
+        #expect(sequence >= 2, "numbered after what the first daemon had: \(sequence)")
+        let latest = try await daemon.notify(["latest", "re.flight"])
+        #expect(latest.output == "in flight\n", "\(latest.output) \(latest.stderr)")
+        await client.close()
+        try await daemon.stop()
+    }
+
     /// The least time six connections can take with the pauses of ``ReconnectBackoff`` between them: 50, 100, 200,
     /// 400 and 800 ms, each at least half of itself with the jitter.
     static let fivePauses: Duration = .milliseconds(25 + 50 + 100 + 200 + 400)
