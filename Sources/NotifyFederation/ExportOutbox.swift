@@ -16,8 +16,9 @@ package struct ExportOutbox {
     private struct Chunk {
         var bytes: ByteBuffer
         var messages: Int
-        /// The bytes of each publisher's (uid's) messages in it: let go of when it is confirmed.
-        var bytesByUID: [UInt32: Int] = [:]
+        /// The bytes of its publishers' (uids') messages, one run per uid in a row: let go of when it is confirmed.
+        /// Runs rather than a table: a message of the same uid as the one before, the usual case, costs no hashing.
+        var runs: [(uid: UInt32, bytes: Int)] = []
     }
     /// The bytes held of each publisher's (uid's) messages.
     private var bytesByUID: [UInt32: Int] = [:]
@@ -75,7 +76,11 @@ package struct ExportOutbox {
             return false
         }
         bytesByUID[uid] = held + size
-        open.bytesByUID[uid, default: 0] += size
+        if let last = open.runs.indices.last, open.runs[last].uid == uid {
+            open.runs[last].bytes += size
+        } else {
+            open.runs.append((uid, size))
+        }
         bytes += size
         count += 1
         open.messages += 1
@@ -94,7 +99,7 @@ package struct ExportOutbox {
     /// Lets go of every chunk numbered before `number`: the server confirmed them.
     package mutating func confirm(through number: UInt64) {
         while headNumber < number, let first = chunks.popFirst() {
-            for (uid, size) in first.bytesByUID {
+            for (uid, size) in first.runs {
                 let left = bytesByUID[uid, default: 0] - size
                 bytesByUID[uid] = left > 0 ? left : nil
             }

@@ -47,8 +47,8 @@ package struct ImportPath {
         let provenance = Provenance(headers: message.headers, reusing: lastProvenance)
         lastProvenance = provenance
         let host = provenance.host ?? Provenance.unknownHost
+        // A host that is not a host name is the broker's to refuse (publishImported), with the other claims.
         guard host != hostName else { return .ownName }
-        guard ImportedMessage.isValidHostName(host) else { return .refused("its origin host is not a host name") }
         let sequence = provenance.sequence
         switch filter.decide(topic: topic, host: host, sequence: sequence, time: provenance.time, now: now) {
         case .take: break

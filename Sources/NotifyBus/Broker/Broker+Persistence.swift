@@ -36,6 +36,8 @@ extension Broker {
         }
         for (name, forgotten) in contents.forgotten {
             topicTable.restoreForgotten(name, sequence: forgotten.sequence, time: forgotten.time)
+            // Their messages' times count too: publish times never go back, even for a topic made again.
+            if forgotten.time != .distantFuture { latestPublishTime = max(latestPublishTime, forgotten.time) }
         }
         stateLog = log
     }

@@ -78,6 +78,27 @@ struct ForgottenTopicTests {
         #expect(ResumeTests.summary(try client.received()).suffix(2) == ["MSG t.a 4", "OK#4"])
     }
 
+    @Test("publish times never go back across a restart, where only a forgotten topic's record kept the last one")
+    func timesAcrossRestart() throws {
+        var configuration = Self.withRoomFor(2)
+        configuration.history = .off
+        let directory = StateLogTests.Directory()
+        let forgottenAt: PublishTime
+        do {
+            let harness = try HistoryPersistenceTests.start(in: directory, configuration)
+            let publisher = harness.connect()
+            ResumeTests.publish(1, to: "t.b", from: publisher)
+            ResumeTests.publish(1, to: "t.c", from: publisher)
+            ResumeTests.publish(1, to: "t.b", from: publisher)
+            ResumeTests.publish(1, to: "t.a", from: publisher)
+            // t.b was listed first, so it is forgotten for t.a, with the time of its second message.
+            forgottenAt = try #require(harness.broker.topicTable.forgottenTopics["t.b"]?.newest)
+            try harness.broker.saveState()
+        }
+        let harness = try HistoryPersistenceTests.start(in: directory, configuration)
+        #expect(harness.broker.latestPublishTime >= forgottenAt, "no frame keeps a time here (no history, nothing retained)")
+    }
+
     @Test("past what it remembers, the count of what it no longer remembers survives a restart too; a lowered bound applies at once")
     func unrememberedAcrossRestart() throws {
         let directory = StateLogTests.Directory()
