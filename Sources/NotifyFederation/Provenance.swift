@@ -32,7 +32,7 @@ package struct Provenance: Equatable {
             let first = name[8] | 0x20
             switch (name.count - 8, first) {
             case (4, UInt8(ascii: "h")):
-                // Past a host name's length it is refused as not one (the bridge checks): no long string made.
+                // Past a host name's length it is refused as not one (the broker checks): no long string made.
                 host = value.count <= Self.longestHostName ? Self.text(value, reusing: known?.host) : ""
             case (3, UInt8(ascii: "u")):
                 uid = Self.number(value).flatMap { UInt32(exactly: $0) } ?? 0
