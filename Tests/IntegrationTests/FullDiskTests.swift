@@ -31,7 +31,8 @@ struct FullDiskTests {
     }
 
     static func fillAndRecover(directory: TemporaryDirectory, state: String) async throws {
-        let daemon = try await TestDaemon.start(in: directory)
+        let notify = try NotifySocketListener(path: directory.path + "/notify.sock")
+        let daemon = try await TestDaemon.start(in: directory, environment: SystemdIntegrationTests.environment(["NOTIFY_SOCKET": notify.path]))
         #expect(try await daemon.notify(["send", "disk.t", "before"]).status == 0)
         Self.fill(state)
 
@@ -52,14 +53,15 @@ struct FullDiskTests {
         #expect(figures["messages_in"] as? Int == 3 && figures["retained"] as? Int == 1 && figures["topics"] as? Int == 1, "\(figures)")
         #expect(figures["queued_bytes"] as? Int == 0, "\(figures)")
         try await daemon.child.standardError.wait("the journal line") { $0.contains("the state could not be saved") }
+        let failing = try await notify.wait(for: "STATUS= saying the log fails") { field("STATUS", in: $0)?.contains("STATE LOG FAILING") == true }
+        #expect(field("STATUS", in: failing)?.contains("No space left on device") == true, "\(failing)")
 
+        // Room again, and no client comes: the daemon tries again by itself when its pause ends (at most a few
+        // seconds after a few failed tries), and the service's status says all is well again.
         unlink(state + "/filler")
-        // The daemon retries with pauses of at most a few seconds here: wait on its answer, not on a clock.
-        try await withDeadline(.seconds(30), waitingFor: "a retained publish to be accepted again") {
-            // Each send is a batch of the daemon's, which retries the rewrite once its pause has passed.
-            while try await daemon.notify(["send", "disk.t", "after"]).status != 0 {}
-        }
-        try await daemon.child.standardError.wait("the recovery line") { $0.contains("the state log is written again") }
+        try await daemon.child.standardError.wait(timeout: .seconds(40), "the recovery line") { $0.contains("the state log is written again") }
+        try await notify.wait(for: "STATUS= without the failure") { $0.hasPrefix("STATUS=") && !$0.contains("FAILING") }
+        #expect(try await daemon.notify(["send", "disk.t", "after"]).status == 0, "retained publishes are accepted again")
         try await daemon.kill()
         let again = try await TestDaemon.start(in: directory)
         #expect(try await again.notify(["latest", "disk.t"]).output == "after\n", "what was acknowledged survived kill -9")

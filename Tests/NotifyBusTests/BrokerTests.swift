@@ -404,7 +404,7 @@ extension BrokerTests {
             switch event {
             case .cleared(let topic, let peer): events.append("cleared \(topic) by \(peer.uid)")
             case .refused(let error, let subject, let peer): events.append("refused \(error.code) \(subject ?? "-") by \(peer.uid)")
-            case .stateNotSaved(let problem): events.append("not saved \(problem)")
+            case .stateNotSaved(let problem, _): events.append("not saved \(problem)")
             case .stateSavedAgain: events.append("saved again")
             case .dropped(let count, let peer): events.append("dropped \(count) for \(peer.uid)")
             case .disconnectedSlowSubscriber(let peer, _): events.append("disconnected \(peer.uid)")

@@ -51,6 +51,22 @@ extension Broker {
         try compactState(stateLog)
     }
 
+    /// The pause before the first rewrite of a log that could not be written, in microseconds; each failed rewrite
+    /// doubles it, up to ``longestStateRetryPause``.
+    static let firstStateRetryPause: UInt64 = 100_000
+    /// The longest pause between two rewrites of a log that cannot be written (half a minute, in microseconds): a
+    /// full disk costs a rewrite of the whole state at most that often, and a disk given room again is used again
+    /// within it.
+    static let longestStateRetryPause: UInt64 = 30_000_000
+
+    /// Rewrites the state log now if it could not be written and its pause has passed (see
+    /// ``BrokerEvent/stateNotSaved(_:retryingIn:)``). Every batch tries as well; the daemon calls this when a pause
+    /// ends, so that a log is saved again, and the service says so, without waiting for the next client.
+    public func retrySavingState() {
+        guard stateNeedsRewrite else { return }
+        flush()
+    }
+
     /// Writes the batch's state records; runs before the batch's replies go out.
     /// - Returns: whether they are in the log (true without a log).
     func commitState() -> Bool {
@@ -74,10 +90,9 @@ extension Broker {
         } catch {
             stateNeedsRewrite = true
             stateProblem = "\(error)"
-            // From a tenth of a second up to half a minute between rewrites.
-            stateRetryDelay = min(max(2 * stateRetryDelay, 100_000), 30_000_000)
+            stateRetryDelay = min(max(2 * stateRetryDelay, Broker.firstStateRetryPause), Broker.longestStateRetryPause)
             stateRetryTime = now + stateRetryDelay
-            onEvent?(.stateNotSaved("\(error)"))
+            onEvent?(.stateNotSaved("\(error)", retryingIn: .microseconds(Int64(stateRetryDelay))))
             return false
         }
     }

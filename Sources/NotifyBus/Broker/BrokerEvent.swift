@@ -5,8 +5,9 @@ public enum BrokerEvent: Sendable {
     case cleared(Topic, by: PeerCredentials)
     /// A request was refused. `subject` is the topic or pattern it was about, when there was one.
     case refused(ProtocolError, subject: String?, by: PeerCredentials)
-    /// The state log could not be written; the broker rewrites it whole at its next chance.
-    case stateNotSaved(String)
+    /// The state log could not be written; the broker rewrites it whole at the first batch after `retryingIn`, or
+    /// when ``Broker/retrySavingState()`` is called then.
+    case stateNotSaved(String, retryingIn: Duration)
     /// The state log is written again after it could not be.
     case stateSavedAgain
     /// A subscriber fell behind: `count` deliveries to it were dropped in one batch of work, to keep its queue within

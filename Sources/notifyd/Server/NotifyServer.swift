@@ -109,7 +109,16 @@ struct NotifyServer: Service {
             broker.groupsOfUser = { systemGroups(ofUser: $0) }
             broker.attach(log, restoring: contents)
             let state = ServerState(broker: broker)
-            broker.onEvent = { [unowned state] event in state.log(event, logger: logger) }
+            broker.onEvent = { [unowned state] event in
+                state.log(event, logger: logger)
+                // The rewrite is tried again when its pause ends, whether or not a client comes by then.
+                if case .stateNotSaved(_, let pause) = event {
+                    // A millisecond late, so that the broker's clock has passed the pause too.
+                    eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(pause) + .milliseconds(1)) { [weak state] in
+                        state?.broker.retrySavingState()
+                    }
+                }
+            }
             let buffered = contents.topics.values.count { $0.retainedFrame != nil }
             let report = (problems: contents.problems, keptAside: contents.keptAside, topics: contents.topics.count, buffered: buffered)
             return (NIOLoopBound(state, eventLoop: eventLoop), report)
@@ -164,7 +173,7 @@ struct NotifyServer: Service {
             }
         ]
         if let interval = serviceManager.watchdogInterval {
-            let half = TimeAmount.nanoseconds(Int64(interval.components.seconds) * 500_000_000 + interval.components.attoseconds / 2_000_000_000)
+            let half = TimeAmount(interval / 2)
             timers.append(eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: half) { _ in serviceManager.watchdog() })
         }
         return timers
@@ -261,7 +270,7 @@ final class ServerState {
             if let subject { metadata["topic"] = "\(subject)" }
             let important = error.code == .notPermitted || error.code == .limitReached
             logger.log(.publishRefused, important ? .notice : .debug, "refused: \(error.message)", metadata)
-        case .stateNotSaved(let problem):
+        case .stateNotSaved(let problem, _):
             guard let metadata = admit(.stateProblem, nil) else { return }
             logger.log(
                 .stateProblem,

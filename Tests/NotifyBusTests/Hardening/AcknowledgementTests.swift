@@ -66,4 +66,40 @@ struct AcknowledgementTests {
         client.send("PING\n")
         #expect(failures == 2, "the second pause is longer (0.2 s)")
     }
+
+    @Test("the pauses between rewrites double from 0.1 s up to 30 s and stay there; retrySavingState tries once a pause has passed, without a client")
+    func backOffCap() throws {
+        let directory = StateLogTests.Directory()
+        let harness = BrokerHarness()
+        let (log, contents) = try StateLog.open(directory: directory.path)
+        harness.broker.attach(log, restoring: contents)
+        var pauses: [Duration] = []
+        harness.broker.onEvent = { event in if case .stateNotSaved(_, let pause) = event { pauses.append(pause) } }
+        let client = harness.connect()
+        log.injectedWriteError = ENOSPC
+        client.send("PUB t 18\nwritten-when-saved\n")
+        // Each try comes when the pause before it has passed; a little short of it (the harness's clock ticks a
+        // microsecond per reading), none does.
+        for _ in 0..<12 {
+            let pause = UInt64(try #require(pauses.last).components.seconds) * 1_000_000
+                + UInt64(try #require(pauses.last).components.attoseconds / 1_000_000_000_000)
+            let tries = pauses.count
+            harness.now += pause - 10
+            harness.broker.retrySavingState()
+            #expect(pauses.count == tries, "no try before the pause of \(pause) µs has passed")
+            harness.now += 10
+            harness.broker.retrySavingState()
+            #expect(pauses.count == tries + 1, "one try once it has")
+        }
+        let expected: [Duration] = [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30, 30, 30, 30].map { .milliseconds(Int($0 * 1000)) }
+        #expect(pauses == expected)
+
+        log.injectedWriteError = nil
+        harness.now += 30_000_000
+        harness.broker.retrySavingState()
+        #expect(harness.broker.stateProblem == nil, "the log is written again with no client about")
+        #expect(pauses.count == expected.count)
+        let file = try Data(contentsOf: URL(fileURLWithPath: directory.logPath))
+        #expect(file.range(of: Data("written-when-saved".utf8)) != nil, "the rewrite holds the message whose write failed")
+    }
 }
