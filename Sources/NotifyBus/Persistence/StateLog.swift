@@ -80,6 +80,9 @@ public final class StateLog {
     /// Set by tests to play a disk that fails every write with this `errno` (the integration tests use a full
     /// tmpfs for the real thing).
     var injectedWriteError: Int32?
+    /// Set by tests, for the task they run in, to see the steps of a rewrite, play a crash after one of them, or
+    /// play a directory whose `fsync` fails.
+    @TaskLocal static var probe: RewriteProbe?
     private var descriptor: CInt
     private let lockDescriptor: CInt
     /// The secret this log's records are sealed with.
@@ -354,9 +357,12 @@ public final class StateLog {
             throw error
         }
         POSIX.close(file)
+        try StateLog.probe?.passed(.temporarySynced)
         try beforeReplacing()
         guard rename(temporary, path) == 0 else { throw StateLogError.system("cannot replace \(path)", errno) }
+        try StateLog.probe?.passed(.replaced)
         try StateLog.syncDirectory(directory)
+        try StateLog.probe?.passed(.directorySynced)
         POSIX.close(descriptor)
         descriptor = POSIX.open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
         guard descriptor >= 0 else { throw StateLogError.system("cannot reopen \(path)", errno) }
@@ -417,6 +423,7 @@ public final class StateLog {
             attempt += 1
         }
         try syncDirectory(String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]))
+        try probe?.passed(.keptAside)
         return aside
     }
 
@@ -430,6 +437,33 @@ public final class StateLog {
         guard file >= 0 else { throw StateLogError.system("cannot open the directory \(directory) to sync it", errno) }
         defer { POSIX.close(file) }
         guard fsync(file) == 0 else { throw StateLogError.system("cannot sync the directory \(directory)", errno) }
+        if let code = probe?.directorySyncError { throw StateLogError.system("cannot sync the directory \(directory)", code) }
+    }
+}
+
+/// A test's view of a rewrite of the log (a compaction, or a recovery from damage): each step is reported once it is
+/// done, and a probe may throw there to play the process dying at that point (nothing after it reaches the disk),
+/// or make the directory's `fsync` fail.
+struct RewriteProbe: Sendable {
+    /// The steps, in the order a rewrite takes them.
+    enum Step: Sendable, Equatable, CaseIterable {
+        /// `state.log.tmp` is written and synced.
+        case temporarySynced
+        /// The damaged log has a second name of its own, and the directory is synced (recovery only).
+        case keptAside
+        /// `state.log.tmp` has been renamed over `state.log`.
+        case replaced
+        /// The directory holding the new name is synced: the rewrite is done.
+        case directorySynced
+    }
+
+    /// Called after each step; what it throws ends the rewrite there.
+    var onStep: @Sendable (Step) throws -> Void = { _ in }
+    /// The `errno` every directory `fsync` fails with, when set.
+    var directorySyncError: Int32?
+
+    func passed(_ step: Step) throws {
+        try onStep(step)
     }
 }
 
