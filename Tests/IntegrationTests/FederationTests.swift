@@ -146,6 +146,45 @@ struct FederationTests {
         #expect(try await beta.stop() == 0)
     }
 
+    @Test("$… and user.… topics never reach the NATS server: a raw NATS client sees none, even under a rule that lets everyone read them")
+    func staysHomeOnTheWire() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let directory = try TemporaryDirectory()
+        let uid = getuid()
+        try "[rules]\nopen-inbox = allow read user.\(uid).> everyone\n".write(toFile: directory.path + "/notifyd.conf", atomically: true, encoding: .utf8)
+        let alpha = try await Self.startHost("alpha", servers: [nats], in: directory)
+        // What every client of the server could read: the live subjects and the stream of latest messages.
+        let watcher = try await NATSConnection.connect(host: "127.0.0.1", port: nats.port, name: "watcher")
+        let live = try await watcher.subscribe(to: "notifyd.>")
+        let latest = try await watcher.subscribe(to: "notifyd-latest.>")
+        try await watcher.flush()
+
+        #expect(try await alpha.notify(["send", "user.\(uid).inbox", "mine"]).status == 0)
+        #expect(try await alpha.notify(["send", "user.\(uid).inbox", "mine too", "--no-retain"]).status == 0)
+        let reserved = try await alpha.notify(["send", "$notifyd.x", "forged"])
+        #expect(reserved.status != 0, "only the daemon publishes $ topics: \(reserved.output)")
+        #expect(try await alpha.notify(["send", "fed.end", "done"]).status == 0)
+
+        // In order on one connection: whatever went before the marker has come by the time the marker does.
+        for (name, subjects) in [("live", live), ("latest", latest)] {
+            let seen = try await withDeadline(.seconds(30), waitingFor: "fed.end on the \(name) subjects") {
+                var seen: [String] = []
+                for try await message in subjects {
+                    seen.append(message.subject)
+                    if message.subject.hasSuffix(".fed.end") { return seen }
+                }
+                throw TestFailure("the subscription ended; it had \(seen)")
+            }
+            #expect(seen == [name == "live" ? "notifyd.fed.end" : "notifyd-latest.fed.end"], "\(name): \(seen)")
+        }
+        let onAlpha = try await alpha.client()
+        #expect(try await onAlpha.stats()["nats_not_exported"] == 0, "not refused by the rules: never offered")
+        await onAlpha.close()
+        await watcher.close()
+        #expect(try await alpha.stop() == 0)
+    }
+
     @Test("a host started later answers latest with the fleet's latest; restarted, it takes nothing in twice")
     func lateHost() async throws {
         let nats = try await NATSServerProcess.start()

@@ -80,12 +80,6 @@ struct BridgeSettings: Sendable, Equatable {
     /// Every message waits in the outbox until the server confirms it, also while connected: room for a few.
     static let minimumOutboxBytes = 64 << 10
 
-    /// Topics that never leave the host nor enter it, whatever the patterns say: `$…` (the daemon's own) and
-    /// `user.<uid>…` (a uid means nothing on another machine).
-    static func staysLocal(_ topic: Topic) -> Bool {
-        topic.isReserved || topic.name.utf8.starts(with: "user.".utf8)
-    }
-
     /// The settings from the command line's values and the file's `[nats]` section (`servers`, `export`, `import`,
     /// `prefix`, `host-name`, `outbox-bytes`; lists separated by spaces or commas); nil when neither names a server.
     static func resolve(

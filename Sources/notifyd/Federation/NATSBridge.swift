@@ -28,9 +28,8 @@ final class NATSBridge {
     private(set) var notReadable: UInt64 = 0
     private var outbox: ExportOutbox
     private var encoder: ExportEncoder
-    /// Whether the patterns are `>`, the default: then no pattern is matched per message.
-    private var exportsAll: Bool
-    private var importsAll: Bool
+    private var exports: FederatedTopics
+    private var imports: FederatedTopics
     private var connection: NATSConnection?
     /// The server of ``connection``, or the one being tried.
     private var serverIndex = 0
@@ -80,8 +79,8 @@ final class NATSBridge {
         self.importPath = ImportPath(hostName: settings.hostName)
         self.outbox = ExportOutbox(limit: settings.outboxBytes)
         self.encoder = ExportEncoder(prefix: settings.prefix, hostName: settings.hostName)
-        self.exportsAll = settings.exports.map(\.text) == [">"]
-        self.importsAll = settings.imports.map(\.text) == [">"]
+        self.exports = FederatedTopics(settings.exports)
+        self.imports = FederatedTopics(settings.imports)
     }
 
     /// Starts exporting and connecting.
@@ -99,8 +98,8 @@ final class NATSBridge {
         settings = newer
         outbox.limit = newer.outboxBytes
         encoder = ExportEncoder(prefix: newer.prefix, hostName: newer.hostName)
-        exportsAll = newer.exports.map(\.text) == [">"]
-        importsAll = newer.imports.map(\.text) == [">"]
+        exports = FederatedTopics(newer.exports)
+        imports = FederatedTopics(newer.imports)
         if reconnects {
             serverIndex = 0
             streamIsKnown = false
@@ -281,10 +280,12 @@ final class NATSBridge {
 
     private func export(_ message: ExportedMessage) {
         let topic = message.topic
-        guard !BridgeSettings.staysLocal(topic), exportsAll || settings.exports.contains(where: { $0.matches(topic) }) else { return }
         // Every client of the NATS server reads what is exported: only what nobody may read here goes (a rule that
         // lets user:nobody read a topic exports it).
-        guard broker.configuration.accessPolicy.allows(.read, topic: topic, peer: exportReader) else {
+        switch exports.exportDecision(for: topic, policy: broker.configuration.accessPolicy, reader: exportReader) {
+        case .export: break
+        case .notSelected: return
+        case .notReadable:
             notReadable += 1
             return
         }
@@ -362,7 +363,7 @@ final class NATSBridge {
         guard message.subject.utf8.starts(with: subjectPrefix.utf8),
             let topic = try? Topic(String(message.subject.utf8.dropFirst(subjectPrefix.utf8.count))!)
         else { return }
-        guard !BridgeSettings.staysLocal(topic), importsAll || settings.imports.contains(where: { $0.matches(topic) }) else { return }
+        guard imports.contains(topic) else { return }
         let now = PublishTime.now().microsecondsSinceEpoch
         switch importPath.take(message, topic: topic, replayed: replayed, into: broker, through: importer, now: now) {
         case .published: imported += 1
