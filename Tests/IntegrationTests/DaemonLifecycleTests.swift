@@ -63,11 +63,14 @@ struct DaemonLifecycleTests {
         try await client.publishAcknowledged("last words", to: Topic("bye"))
         daemon.child.signal(signal)
         #expect(try await daemon.child.exitStatus() == 0)
-        var received: [String] = []
-        do {
-            for try await delivery in subscription.messages { received.append(delivery.text!) }
-        } catch let error as NotifyClientError {
-            #expect(error.kind == .connectionClosed && error.message.contains("shutting down"))
+        let received = try await withDeadline(.seconds(30), waitingFor: "the subscription to end with the daemon") {
+            var received: [String] = []
+            do {
+                for try await delivery in subscription.messages { received.append(delivery.text!) }
+            } catch let error as NotifyClientError {
+                #expect(error.kind == .connectionClosed && error.message.contains("shutting down"))
+            }
+            return received
         }
         #expect(received == ["last words"])
         #expect(!FileManager.default.fileExists(atPath: daemon.socketPath))

@@ -177,11 +177,14 @@ struct DeliveryTests {
         #expect(try await client.publishAcknowledged("done", to: Topic("backup.status")) == 1)
 
         // The README's example, as written there (but stopping after two messages).
-        var seen: [String] = []
-        for try await delivery in try await client.subscribe(to: [TopicPattern("backup.>")], latestFirst: true).messages {
-            seen.append("\(delivery.topic) \(delivery.sequence) \(delivery.text ?? "<binary>")")
-            if seen.count == 1 { try await client.publish("again", to: Topic("backup.status")) }
-            if seen.count == 2 { break }
+        let seen = try await withDeadline(.seconds(30), waitingFor: "two messages of backup.>") {
+            var seen: [String] = []
+            for try await delivery in try await client.subscribe(to: [TopicPattern("backup.>")], latestFirst: true).messages {
+                seen.append("\(delivery.topic) \(delivery.sequence) \(delivery.text ?? "<binary>")")
+                if seen.count == 1 { try await client.publish("again", to: Topic("backup.status")) }
+                if seen.count == 2 { break }
+            }
+            return seen
         }
         #expect(seen == ["backup.status 1 done", "backup.status 2 again"])
 

@@ -220,11 +220,14 @@ struct NotifyCenterTests {
         let db1 = try await follower.latest(DiskUsage.self, topic: DiskUsage.topic.appending("db1.example.org"))
         #expect(db1?.value == DiskUsage(host: "db1.example.org", percent: 11))
         #expect(db1?.topic.name == "center.disk.db1_example_org")
-        var latestOfEach: [String: Int] = [:]
-        for try await event in try await follower.notifications(of: DiskUsage.self, latestFirst: true) {
-            guard case .notification(let usage) = event else { continue }
-            latestOfEach[usage.value.host] = usage.value.percent
-            if latestOfEach.count == 2 { break }
+        let latestOfEach = try await withDeadline(.seconds(30), waitingFor: "the latest of both hosts") {
+            var latestOfEach: [String: Int] = [:]
+            for try await event in try await follower.notifications(of: DiskUsage.self, latestFirst: true) {
+                guard case .notification(let usage) = event else { continue }
+                latestOfEach[usage.value.host] = usage.value.percent
+                if latestOfEach.count == 2 { break }
+            }
+            return latestOfEach
         }
         #expect(latestOfEach == ["db1.example.org": 11, "db2": 20])
 

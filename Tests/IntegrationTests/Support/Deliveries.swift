@@ -37,4 +37,9 @@ final class TimedMessages: @unchecked Sendable {
             return nil
         }
     }
+
+    /// The next event, message or not, nil when the subscription ended; fails when none comes within `timeout`.
+    func nextEvent(waitingFor what: String, within timeout: Duration = .seconds(60)) async throws -> SubscriptionEvent? {
+        try await withDeadline(timeout, waitingFor: what) { try await self.events.next() }
+    }
 }
