@@ -115,6 +115,7 @@ let package = Package(
                 "NotifyBus",
                 "NotifyBench",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Sources/notify-cli",
             swiftSettings: strictSettings
@@ -195,6 +196,15 @@ let package = Package(
             dependencies: [
                 "NATSClient",
                 "NATSTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "NotifyCLITests",
+            dependencies: [
+                "notify-cli",
+                "NotifyBus",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSettings

@@ -34,9 +34,13 @@ struct SyncPolicyTraceTests {
         kill(daemonPID, SIGTERM)
         #expect(try await traced.exitStatus() == 0, "notifyd exited 0 under strace: \(traced.standardError.text.suffix(2_000))")
 
-        let calls = try Self.calls(in: String(contentsOfFile: trace, encoding: .utf8), logPath: directory.path + "/state/state.log")
+        let text = try String(contentsOfFile: trace, encoding: .utf8)
+        let calls = try Self.calls(in: text, logPath: directory.path + "/state/state.log")
         let acknowledgements = calls.indices.filter { calls[$0].call == .acknowledgement }
-        #expect(acknowledgements.count == publishes, "one OK per notify send, seen in the trace")
+        try #require(
+            acknowledgements.count == publishes,
+            "one OK per notify send, seen in the trace; its lines with OK or state.log: \(text.split(separator: "\n").filter { $0.contains("OK") || $0.contains("state.log") }.prefix(20))"
+        )
         if policy == "always" {
             for index in acknowledgements {
                 let thread = calls[index].thread

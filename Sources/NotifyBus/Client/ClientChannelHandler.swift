@@ -40,6 +40,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
         var localDrops = DropTally()
         /// For a subscription of a client that reconnects: what it needs to resume on the next connection.
         var resume: ResumeState?
+        /// Whether it was given events in the read under way, to be handed over at its end.
+        var awaitsHandOver = false
 
         init(
             patterns: [TopicPattern],
@@ -112,6 +114,10 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// such a subscription meanwhile is dropped and announced.
     private var isReadingPastLimit = false
     private var closedByUser = false
+    /// Whether a read of the socket is under way: events given meanwhile are handed over at its end, together.
+    private var inRead = false
+    /// The subscriptions given events in the read under way.
+    private var handOvers: [UInt64] = []
     private var greeted = false
     private var failure: NotifyClientError?
 
@@ -225,6 +231,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         var subscription = subscription
         subscription.resume!.connectedAt = connectedAt
         subscription.replaysPending = 0
+        subscription.awaitsHandOver = false
         subscription.newest = [:]
         subscription.historyReplays = [:]
         if subscription.resume!.route.isEnded {
@@ -312,6 +319,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     // MARK: - Receiving
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        inRead = true
         switch unwrapInboundIn(data) {
         case .hello(let serverGreeting):
             greeted = true
@@ -407,7 +415,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// the subscription.
     private func give(_ event: SubscriptionEvent, to id: UInt64) {
         guard let subscription = subscriptions[id] else { return }
-        switch subscription.gauge.add(event.bufferedSize) {
+        let size = event.bufferedSize
+        switch subscription.gauge.add(size) {
         case .roomy, .full:
             break
         case .becameFull:
@@ -417,7 +426,25 @@ final class ClientChannelHandler: ChannelInboundHandler {
         case .atHardLimit:
             if isReading { updateFlow() }
         }
-        subscription.output.yield(event)
+        subscription.output.yield(event, size)
+        if !inRead {
+            subscription.output.handOver()
+        } else if !subscription.awaitsHandOver {
+            subscriptions[id]!.awaitsHandOver = true
+            handOvers.append(id)
+        }
+    }
+
+    /// Hands each subscription what the read brought it.
+    private func handOverReadEvents() {
+        inRead = false
+        guard !handOvers.isEmpty else { return }
+        for id in handOvers {
+            guard let subscription = subscriptions[id] else { continue }
+            subscriptions[id]!.awaitsHandOver = false
+            subscription.output.handOver()
+        }
+        handOvers.removeAll(keepingCapacity: true)
     }
 
     /// Hands subscription `id` the notices of what it dropped itself, if it did: all of them, its hard limit
@@ -429,6 +456,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        handOverReadEvents()
         updateFlow()
         context.fireChannelReadComplete()
     }
@@ -484,6 +512,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        handOverReadEvents()
         let error =
             failure
             ?? NotifyClientError(

@@ -253,16 +253,15 @@ public final class NotifyClient: Sendable {
         overflow: OverflowPolicy = .dropOldest,
         buffer: SubscriptionBufferLimits = .default
     ) async throws -> NotifySubscription {
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: SubscriptionEvent.self, throwing: (any Error).self)
+        let inbox = SubscriptionInbox()
         let gauge = SubscriptionGauge(limits: buffer)
         let handle = try await open(
             patterns,
             options: SubscribeOptions(latestFirst: latestFirst, since: since, overflow: overflow),
             gauge: gauge,
-            output: SubscriptionOutput(continuation)
+            output: SubscriptionOutput(inbox)
         )
-        continuation.onTermination = { _ in handle.end() }
-        return NotifySubscription(stream: stream, gauge: gauge, caughtUp: handle.caughtUp)
+        return NotifySubscription(inbox: inbox, gauge: gauge, handle: handle)
     }
 
     /// Subscribes to `patterns` with `sink` instead of a sequence: it is called on the connection's event loop with

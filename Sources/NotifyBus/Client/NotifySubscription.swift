@@ -1,3 +1,5 @@
+import Synchronization
+
 /// What a subscription receives: a message, or the notice that messages were dropped because the subscriber fell
 /// behind.
 public enum SubscriptionEvent: Sendable, Hashable {
@@ -7,38 +9,84 @@ public enum SubscriptionEvent: Sendable, Hashable {
     case dropped(DropNotice)
 }
 
+/// An iterator of subscription events that can tell whether its next event is already there: a consumer that
+/// writes what it takes (`notify subscribe`) gathers what is at hand and writes it once.
+package protocol EventsAtHand: AsyncIteratorProtocol where Element == SubscriptionEvent {
+    /// Whether the next call to `next()` returns without waiting.
+    var hasEventAtHand: Bool { get }
+}
+
 /// The events of a subscription, as they come: `for try await event in subscription`.
 ///
 /// The client holds at most ``SubscriptionBufferLimits`` of them for a consumer that is slower than the publishers;
 /// past that, the daemon keeps the rest under the subscription's ``OverflowPolicy``, and what it drops arrives as
 /// ``SubscriptionEvent/dropped(_:)`` in its place among the messages.
+///
+/// What one read of the connection brings is handed to the consumer at once, and its iterator goes through that
+/// batch without waiting or locking: iterating costs about as much per message as the loop's own body allows. The
+/// subscription ends when it is no longer iterated (its last copy and iterator are let go of, or the iterating task
+/// is cancelled); the daemon is told.
 public struct NotifySubscription: AsyncSequence, Sendable {
     public typealias Element = SubscriptionEvent
 
-    let stream: AsyncThrowingStream<SubscriptionEvent, any Error>
+    let inbox: SubscriptionInbox
     let gauge: SubscriptionGauge
-    /// Tells the connection that the consumer caught up, so deliveries may flow again.
-    let caughtUp: @Sendable () -> Void
+    /// Ends the subscription at the connection once nobody iterates it.
+    let consumer: Consumer
 
-    public func makeAsyncIterator() -> Iterator {
-        Iterator(base: stream.makeAsyncIterator(), gauge: gauge, caughtUp: caughtUp)
+    init(inbox: SubscriptionInbox, gauge: SubscriptionGauge, handle: SubscriptionHandle) {
+        self.inbox = inbox
+        self.gauge = gauge
+        self.consumer = Consumer(handle: handle)
     }
 
-    /// Takes the events one by one, counting each out of what the subscription holds.
-    public struct Iterator: AsyncIteratorProtocol {
-        var base: AsyncThrowingStream<SubscriptionEvent, any Error>.Iterator
-        let gauge: SubscriptionGauge
-        let caughtUp: @Sendable () -> Void
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(subscription: self)
+    }
+
+    /// Takes the events one by one, a hand-over at a time.
+    public struct Iterator: AsyncIteratorProtocol, EventsAtHand {
+        private let subscription: NotifySubscription
+        private var batch = SubscriptionInbox.Batch()
+        private var index = 0
+
+        init(subscription: NotifySubscription) {
+            self.subscription = subscription
+        }
 
         public mutating func next() async throws -> SubscriptionEvent? {
-            guard let event = try await base.next() else { return nil }
-            if gauge.take(event.bufferedSize) { caughtUp() }
-            return event
+            if index < batch.events.count {
+                defer { index += 1 }
+                return batch.events[index]
+            }
+            // The batch is done with: it no longer counts against the limits.
+            if !batch.events.isEmpty {
+                if subscription.gauge.take(events: batch.events.count, bytes: batch.bytes) { subscription.consumer.handle.caughtUp() }
+                batch = SubscriptionInbox.Batch()
+            }
+            do {
+                guard let next = try await subscription.inbox.take() else {
+                    subscription.consumer.stop()
+                    return nil
+                }
+                batch = next
+            } catch {
+                subscription.consumer.stop()
+                throw error
+            }
+            index = 1
+            return batch.events[0]
+        }
+
+        /// Whether the next call to ``next()`` returns without waiting: an event of the batch at hand, or one the
+        /// connection added since. `notify subscribe` writes its output once this is false.
+        package var hasEventAtHand: Bool {
+            index < batch.events.count || subscription.inbox.hasEvents
         }
     }
 
-    /// How many events wait for the consumer now, and their size in bytes as counted against
-    /// ``SubscriptionBufferLimits``.
+    /// How many events wait for the consumer now (those of the batch its iterator is going through included), and
+    /// their size in bytes as counted against ``SubscriptionBufferLimits``.
     public var buffered: (events: Int, bytes: Int) { gauge.held }
 
     /// Only the messages, for callers that do not care what was dropped.
@@ -47,5 +95,23 @@ public struct NotifySubscription: AsyncSequence, Sendable {
             if case .message(let delivery) = event { return delivery }
             return nil
         }
+    }
+
+    /// Ends the subscription at the connection once, when its consumer is done: at the end of the events, or when
+    /// the subscription and its iterators are let go of.
+    final class Consumer: Sendable {
+        let handle: SubscriptionHandle
+        private let stopped = Atomic(false)
+
+        init(handle: SubscriptionHandle) {
+            self.handle = handle
+        }
+
+        func stop() {
+            guard !stopped.exchange(true, ordering: .relaxed) else { return }
+            handle.end()
+        }
+
+        deinit { stop() }
     }
 }

@@ -65,7 +65,7 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
         Iterator(subscription: self)
     }
 
-    public struct Iterator: AsyncIteratorProtocol {
+    public struct Iterator: AsyncIteratorProtocol, EventsAtHand {
         let subscription: ResumingSubscription
         private let connection = Connection()
         private var events: NotifySubscription.Iterator?
@@ -82,6 +82,9 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
         init(subscription: ResumingSubscription) {
             self.subscription = subscription
         }
+
+        /// Whether the next call to ``next()`` returns without waiting (it may still skip a repeat).
+        package var hasEventAtHand: Bool { events?.hasEventAtHand ?? false }
 
         public mutating func next() async throws -> SubscriptionEvent? {
             while true {

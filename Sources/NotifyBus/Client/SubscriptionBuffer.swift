@@ -85,9 +85,15 @@ package final class SubscriptionGauge: Sendable {
     /// Counts an event the consumer took. Returns true when this took a full subscription back under its low-water
     /// marks.
     package func take(_ size: Int) -> Bool {
+        take(events: 1, bytes: size)
+    }
+
+    /// Counts `events` events of `bytes` in all that the consumer is done with. Returns true when this took a full
+    /// subscription back under its low-water marks.
+    package func take(events: Int, bytes: Int) -> Bool {
         level.withLock { level in
-            level.events -= 1
-            level.bytes -= size
+            level.events -= events
+            level.bytes -= bytes
             guard level.isFull, level.events <= limits.lowEvents, level.bytes <= limits.lowBytes else { return false }
             level.isFull = false
             return true

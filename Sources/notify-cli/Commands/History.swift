@@ -33,9 +33,16 @@ struct History: AsyncParsableCommand, ConnectingCommand {
             let client = try await connect()
             let messages = try await client.history(of: topic, count: count)
             await client.close()
+            // Rendered together and written in chunks: one write per 64 KiB, not one per message.
+            var output: [UInt8] = []
             for delivery in messages {
-                guard try StandardOutput.write(format.render(delivery)) else { return }
+                format.render(delivery, into: &output)
+                if output.count >= Subscribe.outputChunk {
+                    guard try StandardOutput.write(output) else { return }
+                    output.removeAll(keepingCapacity: true)
+                }
             }
+            if !output.isEmpty { try StandardOutput.write(output) }
         }
     }
 }

@@ -77,25 +77,46 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
     }
 
     /// Prints the events of `subscription` until --count, or until nobody reads the output.
-    private func print<Events: AsyncSequence>(_ subscription: Events) async throws where Events.Element == SubscriptionEvent {
+    ///
+    /// What is at hand is rendered into one buffer and written with one `write` once nothing more is (or 64 KiB
+    /// gathered): a batch the connection read together costs one system call, and a message that comes alone is
+    /// written as soon as it comes, so `notify subscribe | grep` sees each at once.
+    private func print<Events: AsyncSequence>(_ subscription: Events) async throws
+    where Events.AsyncIterator: EventsAtHand {
+        var events = subscription.makeAsyncIterator()
+        var output: [UInt8] = []
+        output.reserveCapacity(Self.outputChunk + 4096)
         var received = 0
-        for try await event in subscription {
+        // false: nobody reads any more, as good a reason to stop as --count.
+        func write() throws -> Bool {
+            defer { output.removeAll(keepingCapacity: true) }
+            return output.isEmpty ? true : try StandardOutput.write(output)
+        }
+        while let event = try await events.next() {
             switch event {
             case .message(let delivery):
-                // false: nobody reads any more, as good a reason to stop as --count.
-                guard try StandardOutput.write(format.render(delivery)) else { return }
+                format.render(delivery, into: &output)
                 received += 1
-                if received == count { return }
+                if received == count { _ = try write(); return }
             case .dropped(let notice):
                 if format == .json {
-                    guard try StandardOutput.write(DeliveryFormat.json(notice) + "\n") else { return }
+                    output.append(contentsOf: (DeliveryFormat.json(notice) + "\n").utf8)
                 } else {
+                    // In its place among the messages: what was printed before it goes first.
+                    guard try write() else { return }
                     StandardError.writeLine("notify: \(DeliveryFormat.sentence(notice))")
                 }
             }
+            if output.count >= Self.outputChunk || !events.hasEventAtHand {
+                guard try write() else { return }
+            }
         }
+        guard try write() else { return }
         throw CommandFailure(.unavailable, "the daemon closed the connection")
     }
+
+    /// How much output is gathered at most before it is written.
+    static let outputChunk = 64 << 10
 
     /// Where --since resumes, if given.
     func resumePoint() throws -> ResumePoint? {

@@ -17,14 +17,9 @@ enum DeliveryFormat: String, ExpressibleByArgument, CaseIterable {
     /// `raw` and `line` add a line break unless the payload ends with one, so `echo hi | notify send t` then
     /// `notify latest t` prints `hi` once. Exact bytes: use `json`, whose `payload_base64` carries any payload.
     func render(_ delivery: Delivery) -> [UInt8] {
-        switch self {
-        case .raw:
-            return DeliveryFormat.terminated(delivery.bytes)
-        case .line:
-            return DeliveryFormat.terminated(Array(delivery.topic.name.utf8) + [UInt8(ascii: " ")] + delivery.bytes)
-        case .json:
-            return Array((DeliveryFormat.json(delivery) + "\n").utf8)
-        }
+        var out: [UInt8] = []
+        render(delivery, into: &out)
+        return out
     }
 
     /// The JSON object of a delivery: topic, seq, time (RFC 3339), uid, pid, unit, host (null for
@@ -75,10 +70,6 @@ enum DeliveryFormat: String, ExpressibleByArgument, CaseIterable {
             ? "sequence \(notice.firstSequence)" : "sequence \(notice.firstSequence) to \(notice.lastSequence)"
         return "the daemon dropped \(notice.count) message\(notice.count == 1 ? "" : "s") of \(notice.topic.name) (\(range))"
             + " because this subscriber fell behind"
-    }
-
-    private static func terminated(_ bytes: [UInt8]) -> [UInt8] {
-        bytes.last == UInt8(ascii: "\n") ? bytes : bytes + [UInt8(ascii: "\n")]
     }
 }
 

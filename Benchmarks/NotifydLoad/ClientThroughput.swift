@@ -1,0 +1,145 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+import NotifyBus
+import NotifyCenter
+
+/// A status notification of the size the typed case sends.
+private struct Status: NotifyMessage, Codable {
+    static let topic = Topic.literal("client.typed")
+    var host: String
+    var number: Int
+}
+
+/// What a Swift service gets from the client library, through the API the README shows, against a release daemon
+/// with its defaults: the figures issue 36 sets targets for.
+struct ClientThroughput: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "client-throughput",
+        abstract: "The client library's rates: publish, publishAcknowledged (1 and 64 tasks), iterating a subscription, NotifyCenter.",
+        discussion: """
+            One release notifyd with its defaults; each case on fresh connections, --runs times, medians printed. \
+            publish: one task, one call per 16 B message, then flush(). ack-1: one task, publishAcknowledged in a \
+            loop. ack-64: 64 tasks at once. iterate: a publisher using the batch form publish([ByteBuffer]) in \
+            1,000s, and one consumer iterating `for try await event in subscription`, counting messages and what \
+            was dropped until an end marker. center: NotifyCenter.send of a 2-field Codable, and \
+            notifications(of:) on another connection.
+            """
+    )
+
+    @Option(help: "Messages per run of publish and iterate.") var messages = 1_000_000
+    @Option(help: "Acknowledged publishes per run of ack-1.") var acknowledged = 50_000
+    @Option(help: "Typed messages per run of center.") var typed = 200_000
+    @Option(help: "Runs of each case (medians reported).") var runs = 3
+    @Option(help: "Cases to run, comma-separated: publish, ack-1, ack-64, iterate, center.") var cases = "publish,ack-1,ack-64,iterate,center"
+
+    func run() async throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.stop() }
+        for name in cases.split(separator: ",").map(String.init) {
+            var rates: [Double] = []
+            var notes: [String] = []
+            for _ in 0..<runs {
+                let (rate, note) = try await measure(name, on: daemon)
+                rates.append(rate)
+                if let note { notes.append(note) }
+            }
+            let each = rates.map { Self.rate($0) }.joined(separator: ", ")
+            print("\(name.padding(toLength: 8, withPad: " ", startingAt: 0)) median \(Self.rate(median(rates))) msg/s (runs: \(each))"
+                + (notes.isEmpty ? "" : "; " + notes.joined(separator: ", ")))
+        }
+    }
+
+    private func measure(_ name: String, on daemon: DaemonProcess) async throws -> (Double, String?) {
+        switch name {
+        case "publish": return (try await publish(daemon), nil)
+        case "ack-1": return (try await acknowledged(daemon, tasks: 1, each: acknowledged), nil)
+        case "ack-64": return (try await acknowledged(daemon, tasks: 64, each: max(1, acknowledged * 4 / 64)), nil)
+        case "iterate": return try await iterate(daemon)
+        case "center": return (try await center(daemon), nil)
+        default: throw LoadError("no case \(name)")
+        }
+    }
+
+    private func publish(_ daemon: DaemonProcess) async throws -> Double {
+        let client = try await NotifyClient.connect(to: daemon.socketPath)
+        defer { Task { await client.close() } }
+        let payload = ByteBuffer(string: "0123456789abcdef")
+        let topic = try Topic("client.publish")
+        let start = ContinuousClock.now
+        for _ in 0..<messages { try await client.publish(payload, to: topic, retain: false) }
+        try await client.flush()
+        return Double(messages) / seconds(ContinuousClock.now - start)
+    }
+
+    private func acknowledged(_ daemon: DaemonProcess, tasks: Int, each: Int) async throws -> Double {
+        let client = try await NotifyClient.connect(to: daemon.socketPath)
+        defer { Task { await client.close() } }
+        let payload = ByteBuffer(string: "0123456789abcdef")
+        let topic = try Topic("client.ack")
+        let start = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<tasks {
+                group.addTask {
+                    for _ in 0..<each { try await client.publishAcknowledged(payload, to: topic, retain: false) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        return Double(tasks * each) / seconds(ContinuousClock.now - start)
+    }
+
+    private func iterate(_ daemon: DaemonProcess) async throws -> (Double, String?) {
+        let subscriber = try await NotifyClient.connect(to: daemon.socketPath)
+        let publisher = try await NotifyClient.connect(to: daemon.socketPath)
+        defer { Task { await subscriber.close(); await publisher.close() } }
+        let subscription = try await subscriber.subscribe(to: [TopicPattern("client.iterate.>")])
+        let receiving = Task {
+            var received = 0
+            var dropped = 0
+            for try await event in subscription {
+                switch event {
+                case .message(let delivery):
+                    if delivery.topic.name == "client.iterate.end" { return (received, dropped) }
+                    received += 1
+                case .dropped(let notice):
+                    dropped += Int(clamping: notice.count)
+                }
+            }
+            throw LoadError("the subscription ended early")
+        }
+        let payloads = [ByteBuffer](repeating: ByteBuffer(string: "0123456789abcdef"), count: 1_000)
+        let topic = try Topic("client.iterate.m")
+        let start = ContinuousClock.now
+        for _ in 0..<(messages / payloads.count) { try await publisher.publish(payloads, to: topic, retain: false) }
+        try await publisher.publishAcknowledged("end", to: Topic("client.iterate.end"), retain: false)
+        let (received, dropped) = try await receiving.value
+        let elapsed = seconds(ContinuousClock.now - start)
+        return (Double(received) / elapsed, "dropped \(dropped)")
+    }
+
+    private func center(_ daemon: DaemonProcess) async throws -> Double {
+        let subscriber = try await NotifyCenter.connect(to: daemon.socketPath)
+        let publisher = try await NotifyCenter.connect(to: daemon.socketPath)
+        defer { Task { await subscriber.close(); await publisher.close() } }
+        let notifications = try await subscriber.notifications(of: Status.self)
+        let count = typed
+        let receiving = Task {
+            var received = 0
+            for try await event in notifications {
+                guard case .notification(let notification) = event else { continue }
+                if notification.value.number == count { return received + 1 }
+                received += 1
+            }
+            throw LoadError("the notifications ended early")
+        }
+        let start = ContinuousClock.now
+        for number in 1...count { try await publisher.send(Status(host: "db1.example.org", number: number), retain: false) }
+        let received = try await receiving.value
+        return Double(received) / seconds(ContinuousClock.now - start)
+    }
+
+    static func rate(_ perSecond: Double) -> String {
+        perSecond >= 1e6 ? String(format: "%.2fM", perSecond / 1e6) : String(format: "%.0fk", perSecond / 1e3)
+    }
+}

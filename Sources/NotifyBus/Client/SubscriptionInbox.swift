@@ -1,0 +1,119 @@
+import Synchronization
+
+/// The events of one subscription on their way from the connection's event loop to its consumer.
+///
+/// The event loop adds each event as it routes it, and hands over what one read of the socket brought once, at the
+/// end of the read: one wake-up of the consumer per read, not per message. The consumer takes everything that waits
+/// with one lock and goes through it without another (``NotifySubscription/Iterator``). What waits here counts
+/// against the subscription's ``SubscriptionBufferLimits`` until its consumer is done with the batch it belongs to.
+final class SubscriptionInbox: Sendable {
+    /// How the subscription ended, once it did.
+    enum Ending {
+        case finished
+        case failed(any Error)
+    }
+
+    /// A batch of events and their size as counted against the limits.
+    struct Batch {
+        var events: [SubscriptionEvent] = []
+        var bytes = 0
+    }
+
+    private struct State {
+        var waiting = Batch()
+        /// The consumer waiting for events, resumed by a hand-over, the end, or its cancellation.
+        var consumer: CheckedContinuation<Void, Never>?
+        var ending: Ending?
+        /// Set once the ending was given to the consumer: a later `take` returns nil.
+        var endingTaken = false
+        /// Whether events were added since the last hand-over.
+        var unannounced = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Adds an event of `size` bytes (``SubscriptionEvent/bufferedSize``); the consumer sees it at the next
+    /// ``handOver()``, or when it comes for more anyway. On the event loop.
+    func append(_ event: SubscriptionEvent, size: Int) {
+        state.withLock { state in
+            guard state.ending == nil else { return }
+            state.waiting.events.append(event)
+            state.waiting.bytes += size
+            state.unannounced = true
+        }
+    }
+
+    /// Wakes the consumer if it waits and events came: the end of a read of the socket.
+    func handOver() {
+        let consumer = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard state.unannounced else { return nil }
+            state.unannounced = false
+            defer { state.consumer = nil }
+            return state.consumer
+        }
+        consumer?.resume()
+    }
+
+    /// Ends the subscription: the consumer gets what waits, then the end (nil, or `error` thrown).
+    func finish(_ error: (any Error)?) {
+        let consumer = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard state.ending == nil else { return nil }
+            state.ending = error.map { .failed($0) } ?? .finished
+            defer { state.consumer = nil }
+            return state.consumer
+        }
+        consumer?.resume()
+    }
+
+    /// Whether events wait to be taken.
+    var hasEvents: Bool { state.withLock { !$0.waiting.events.isEmpty } }
+
+    /// Everything that waits, once there is something; nil once the subscription ended normally (or its consumer's
+    /// task was cancelled), after the last events.
+    /// - Throws: the error it ended with, after the last events.
+    func take() async throws -> Batch? {
+        while true {
+            enum Step {
+                case batch(Batch)
+                case end(Ending?)
+                case wait
+            }
+            let step = state.withLock { state -> Step in
+                if !state.waiting.events.isEmpty {
+                    defer { state.waiting = Batch(); state.unannounced = false }
+                    return .batch(state.waiting)
+                }
+                guard let ending = state.ending else { return .wait }
+                if state.endingTaken { return .end(nil) }
+                state.endingTaken = true
+                return .end(ending)
+            }
+            switch step {
+            case .batch(let batch):
+                return batch
+            case .end(.failed(let error)?):
+                throw error
+            case .end:
+                return nil
+            case .wait:
+                if Task.isCancelled {
+                    finish(nil)
+                    continue
+                }
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        let now = state.withLock { state -> Bool in
+                            if !state.waiting.events.isEmpty || state.ending != nil { return true }
+                            state.consumer = continuation
+                            return false
+                        }
+                        if now { continuation.resume() }
+                    }
+                } onCancel: {
+                    // A consumer that stopped iterating ends the subscription, as leaving a stream does.
+                    finish(nil)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,104 @@
+import NIOCore
+import NotifyBus
+
+/// The bytes `notify subscribe`, `wait`, `history` and `latest` print for a delivery, appended to a buffer the
+/// caller reuses: what one read of the connection brought is rendered into one buffer and written with one
+/// `write`, with no string made per message.
+extension DeliveryFormat {
+    /// Appends the bytes to print for `delivery`, ending with exactly one line break (see ``render(_:)``).
+    func render(_ delivery: Delivery, into out: inout [UInt8]) {
+        switch self {
+        case .raw:
+            DeliveryFormat.appendTerminated(delivery.payload.readableBytesView, to: &out)
+        case .line:
+            out.append(contentsOf: delivery.topic.name.utf8)
+            out.append(UInt8(ascii: " "))
+            DeliveryFormat.appendTerminated(delivery.payload.readableBytesView, to: &out)
+        case .json:
+            DeliveryFormat.appendJSON(delivery, to: &out)
+            out.append(UInt8(ascii: "\n"))
+        }
+    }
+
+    private static func appendTerminated(_ bytes: some BidirectionalCollection<UInt8>, to out: inout [UInt8]) {
+        out.append(contentsOf: bytes)
+        if bytes.last != UInt8(ascii: "\n") { out.append(UInt8(ascii: "\n")) }
+    }
+
+    /// The JSON object of ``json(_:)-(Delivery)``, byte for byte, appended to `out`.
+    static func appendJSON(_ delivery: Delivery, to out: inout [UInt8]) {
+        out.append(contentsOf: #"{"topic":"#.utf8)
+        JSONBytes.appendString(delivery.topic.name.utf8, to: &out)
+        out.append(contentsOf: #","seq":"#.utf8)
+        JSONBytes.appendNumber(delivery.sequence, to: &out)
+        out.append(contentsOf: #","time":""#.utf8)
+        JSONBytes.appendTime(delivery.time, to: &out)
+        out.append(contentsOf: #"","uid":"#.utf8)
+        JSONBytes.appendNumber(UInt64(delivery.publisher.uid), to: &out)
+        out.append(contentsOf: #","pid":"#.utf8)
+        if delivery.publisher.pid < 0 { out.append(UInt8(ascii: "-")) }
+        JSONBytes.appendNumber(UInt64(delivery.publisher.pid.magnitude), to: &out)
+        out.append(contentsOf: #","unit":"#.utf8)
+        if let unit = delivery.publisher.unit { JSONBytes.appendString(unit.utf8, to: &out) } else { out.append(contentsOf: "null".utf8) }
+        out.append(contentsOf: #","host":"#.utf8)
+        if let host = delivery.publisher.host { JSONBytes.appendString(host.utf8, to: &out) } else { out.append(contentsOf: "null".utf8) }
+        let payload = delivery.payload.readableBytesView
+        if JSONBytes.isUTF8(payload) {
+            out.append(contentsOf: #","payload":"#.utf8)
+            JSONBytes.appendString(payload, to: &out)
+        } else {
+            out.append(contentsOf: #","payload_base64":""#.utf8)
+            out.append(contentsOf: Base64.encode(Array(payload)).utf8)
+            out.append(UInt8(ascii: "\""))
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+}
+
+/// JSON written as bytes, as ``JSONWriter`` writes it as text.
+enum JSONBytes {
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// Appends UTF-8 `bytes` as a JSON string: quotes, backslashes and control characters escaped as
+    /// ``JSONWriter/appendString(_:to:)`` escapes them, the rest as is.
+    static func appendString(_ bytes: some Collection<UInt8>, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case UInt8(ascii: "\n"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case UInt8(ascii: "\r"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case UInt8(ascii: "\t"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0..<0x20, 0x7F:
+                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 15)])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    static func appendNumber(_ value: UInt64, to out: inout [UInt8]) {
+        var divisor: UInt64 = 1
+        while value / divisor >= 10 { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
+    }
+
+    /// Appends `time` as ``PublishTime/rfc3339`` writes it.
+    static func appendTime(_ time: PublishTime, to out: inout [UInt8]) {
+        out.append(contentsOf: time.rfc3339.utf8)
+    }
+
+    /// Whether `bytes` are UTF-8 text (what ``Delivery/text`` decodes): ASCII is checked without decoding.
+    static func isUTF8(_ bytes: some Collection<UInt8>) -> Bool {
+        if bytes.allSatisfy({ $0 < 0x80 }) { return true }
+        return String(validating: bytes, as: UTF8.self) != nil
+    }
+}
