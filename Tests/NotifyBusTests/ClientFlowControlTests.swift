@@ -35,8 +35,10 @@ struct ClientFlowControlTests {
             }
         }
 
-        /// The requests the client wrote since the last call, without their ids.
+        /// The requests the client wrote since the last call, without their ids (the turn of the event loop
+        /// they were made in ended: the client flushes once per turn).
         func sent() throws -> [String] {
+            channel.embeddedEventLoop.run()
             var lines: [String] = []
             while let buffer = try channel.readOutbound(as: ByteBuffer.self) {
                 lines += String(buffer: buffer).split(separator: "\n").map { line in

@@ -114,12 +114,22 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// such a subscription meanwhile is dropped and announced.
     private var isReadingPastLimit = false
     private var closedByUser = false
+    /// The fire-and-forget publishes waiting to go out; written before any other request, so that all go in call
+    /// order.
+    var outbox: PublishOutbox?
+    /// What the outbox still held when the connection was lost, for the client to send on its next connection.
+    private var leftoverPublishes: ByteBuffer?
+    /// Whether a flush is due at the end of this turn of the event loop: requests made in one turn (the publishes
+    /// of many tasks) go out with one system call.
+    private var flushScheduled = false
     /// Whether a read of the socket is under way: events given meanwhile are handed over at its end, together.
     private var inRead = false
     /// The subscriptions given events in the read under way.
     private var handOvers: [UInt64] = []
     private var greeted = false
     private var failure: NotifyClientError?
+    /// An `ERR storage` without a request id: if the daemon closes the connection next, the reason it did.
+    private var closingReason: ProtocolError?
 
     init(greeting: EventLoopPromise<ServerGreeting>) {
         self.greeting = greeting
@@ -161,9 +171,37 @@ final class ClientChannelHandler: ChannelInboundHandler {
         }
         var buffer = context.channel.allocator.buffer(capacity: 64 + command.payloadSize)
         buffer.writeRequest(Request(id: id, command))
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
+        drainOutbox(flush: false)
+        context.write(wrapOutboundOut(buffer), promise: written)
+        flushSoon(context)
         // Someone waits for the reply: it comes only once what the daemon sent before it is read.
         if reply != nil && !isReading { updateFlow() }
+    }
+
+    /// Flushes at the end of this turn of the event loop, once for every request written in it.
+    private func flushSoon(_ context: ChannelHandlerContext) {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute { [self] in
+            flushScheduled = false
+            self.context?.flush()
+        }
+    }
+
+    /// Writes the fire-and-forget publishes the outbox gathered, ahead of anything written after.
+    func drainOutbox(flush: Bool = true) {
+        guard let context, let outbox, let bytes = outbox.take() else { return }
+        let count = bytes.readableBytes
+        let written = context.eventLoop.makePromise(of: Void.self)
+        written.futureResult.whenComplete { _ in outbox.written(count) }
+        context.write(wrapOutboundOut(bytes), promise: written)
+        if flush { context.flush() }
+    }
+
+    /// Takes what the outbox held when the connection was lost (nil when nothing), once.
+    func takeLeftoverPublishes() -> ByteBuffer? {
+        defer { leftoverPublishes = nil }
+        return leftoverPublishes
     }
 
     /// Sends `command`, whose answer is `LAST` frames and then `OK` (`HISTORY`): `promise` gets their messages.
@@ -177,23 +215,10 @@ final class ClientChannelHandler: ChannelInboundHandler {
         collections[id] = ([], promise)
         var buffer = context.channel.allocator.buffer(capacity: 64)
         buffer.writeRequest(Request(id: id, command))
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        drainOutbox(flush: false)
+        context.write(wrapOutboundOut(buffer), promise: nil)
+        flushSoon(context)
         if !isReading { updateFlow() }
-    }
-
-    /// Sends `commands`, none of which waits for a reply, in one write; `written` completes once the bytes are
-    /// handed to the kernel.
-    func send(_ commands: [Command], written: EventLoopPromise<Void>) {
-        guard let context, failure == nil, !closedByUser else {
-            written.fail(closedError)
-            return
-        }
-        var buffer = context.channel.allocator.buffer(capacity: commands.reduce(0) { $0 + 64 + $1.payloadSize })
-        for command in commands {
-            buffer.writeRequest(Request(id: nextRequestID, command))
-            nextRequestID += 1
-        }
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
     }
 
     /// Why nothing can be sent: the connection's failure, or that it was closed.
@@ -310,17 +335,25 @@ final class ClientChannelHandler: ChannelInboundHandler {
         context.channel.setOption(ChannelOptions.autoRead, value: reading).whenFailure { _ in }
     }
 
-    /// Closes the connection on the user's behalf: subscriptions end normally, waiting requests fail.
+    /// Closes the connection on the user's behalf, once what the outbox holds is written: subscriptions end
+    /// normally, waiting requests fail.
     func close() {
+        guard let context else { return }
+        drainOutbox(flush: false)
         closedByUser = true
-        context?.close(promise: nil)
+        // Writes complete in order: once an empty one has, so have the publishes before it.
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0)), promise: written)
+        written.futureResult.whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
     }
 
     // MARK: - Receiving
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         inRead = true
-        switch unwrapInboundIn(data) {
+        let frame = unwrapInboundIn(data)
+        if closingReason != nil, !frame.isError { closingReason = nil }
+        switch frame {
         case .hello(let serverGreeting):
             greeted = true
             daemonPauses = serverGreeting.version >= ServerGreeting.pausingVersion
@@ -350,10 +383,16 @@ final class ClientChannelHandler: ChannelInboundHandler {
             if let id = error.requestID { replaysAnswered(id) }
             if let id = error.requestID, let promise = waiting.removeValue(forKey: id) {
                 promise.succeed(.error(error))
-            } else if error.requestID == nil && (error.code == .unavailable || error.code == .storage) {
-                // The daemon is closing the connection (going away, or withdrawing acknowledgements its state log
-                // could not back): say why when the connection ends, rather than just "closed".
+            } else if error.requestID == nil && error.code == .unavailable {
+                // The daemon is going away and closing the connection: say why when the connection ends, rather
+                // than just "closed".
                 failure = failure ?? NotifyClientError(.connectionClosed, error.message, refusal: error)
+            } else if error.requestID == nil && error.code == .storage {
+                // Either a fire-and-forget publish refused (its frame has no id), for the next flush, or the daemon
+                // withdrawing acknowledgements its state log could not back before it closes the connection: then
+                // this is why it closed.
+                deferredErrors.append(error)
+                closingReason = error
             } else {
                 deferredErrors.append(error)
             }
@@ -362,7 +401,6 @@ final class ClientChannelHandler: ChannelInboundHandler {
             let subscription = replayTargets[id]!
             if !isRepeat(delivery, for: subscription) { hand(.message(delivery), to: subscription) }
         case .ok(let id, _), .pong(let id), .latest(let id, _), .topics(let id, _), .stats(let id, _), .explanation(let id, _):
-            let frame = unwrapInboundIn(data)
             if let id { replaysAnswered(id) }
             if let id, let promise = waiting.removeValue(forKey: id) { promise.succeed(frame) }
         }
@@ -515,6 +553,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         handOverReadEvents()
         let error =
             failure
+            ?? closingReason.map { NotifyClientError(.connectionClosed, $0.message, refusal: $0) }
             ?? NotifyClientError(
                 .connectionClosed,
                 closedByUser
@@ -522,6 +561,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
                     : "the daemon closed the connection: it stopped, or closed a subscriber that fell behind with overflow=disconnect"
             )
         failure = error
+        leftoverPublishes = outbox?.close(error)
         greeting.fail(error)
         for promise in waiting.values { promise.fail(error) }
         waiting.removeAll()
@@ -545,6 +585,13 @@ final class ClientChannelHandler: ChannelInboundHandler {
         if !resumable.isEmpty { handOver?(resumable, error) }
         self.context = nil
         context.fireChannelInactive()
+    }
+}
+
+extension ServerFrame {
+    fileprivate var isError: Bool {
+        if case .error = self { return true }
+        return false
     }
 }
 

@@ -26,6 +26,8 @@ public final class NotifyClient: Sendable {
     struct Link: Sendable {
         let channel: any Channel
         let handler: NIOLoopBound<ClientChannelHandler>
+        /// Where its fire-and-forget publishes gather (see ``PublishOutbox``).
+        let outbox: PublishOutbox
         let greeting: ServerGreeting
         /// When it was made: one lost soon after does not start the reconnect pauses over.
         let madeAt = ContinuousClock.now
@@ -42,13 +44,20 @@ public final class NotifyClient: Sendable {
     /// What ``setEcho(_:)`` asked for last, for a new connection to be told too.
     private let echo = NIOLockedValueBox(true)
     private let isClosed = NIOLockedValueBox(false)
+    /// The bound on each connection's ``PublishOutbox``.
+    private let publishBuffer: Int
 
-    private init(socketPath: String, link: Link, group: any EventLoopGroup, reconnectWithin: Duration?) {
+    private init(socketPath: String, link: Link, group: any EventLoopGroup, reconnectWithin: Duration?, publishBuffer: Int) {
         self.socketPath = socketPath
         self.link = NIOLockedValueBox(link)
         self.group = group
         self.reconnectWithin = reconnectWithin
+        self.publishBuffer = publishBuffer
     }
+
+    /// The default bound on what fire-and-forget publishes may hold in the client before ``publish(_:to:retain:)-(ByteBuffer,_,_)``
+    /// waits for the socket: 4 MiB.
+    public static let defaultPublishBuffer = 4 << 20
 
     deinit {
         link.withLockedValue { $0 }.channel.close(promise: nil)
@@ -73,18 +82,21 @@ public final class NotifyClient: Sendable {
     ///   - group: the event loops to use; the process-wide NIO singleton when nil.
     ///   - reconnectWithin: how long a call waits for the daemon to come back; nil never reconnects (each call after
     ///     the connection is lost throws, as a one-shot command wants).
+    ///   - publishBuffer: how many bytes of fire-and-forget publishes the client holds, not yet taken by the socket,
+    ///     before ``publish(_:to:retain:)-(ByteBuffer,_,_)`` waits for it to take them.
     public static func connect(
         to socketPath: String? = nil,
         group: (any EventLoopGroup)? = nil,
-        reconnectWithin: Duration? = .seconds(30)
+        reconnectWithin: Duration? = .seconds(30),
+        publishBuffer: Int = NotifyClient.defaultPublishBuffer
     ) async throws -> NotifyClient {
         let path = SocketPath.resolveForClient(explicit: socketPath)
         if let problem = SocketPath.fallbackProblem(path) {
             throw NotifyClientError(.notPermitted, problem)
         }
         let group = group ?? MultiThreadedEventLoopGroup.singleton
-        let link = try await open(path, group: group)
-        let client = NotifyClient(socketPath: path, link: link, group: group, reconnectWithin: reconnectWithin)
+        let link = try await open(path, group: group, publishBuffer: publishBuffer)
+        let client = NotifyClient(socketPath: path, link: link, group: group, reconnectWithin: reconnectWithin, publishBuffer: publishBuffer)
         if reconnectWithin != nil { try await client.carrySubscriptions(from: link) }
         return client
     }
@@ -125,10 +137,10 @@ public final class NotifyClient: Sendable {
     }
 
     /// Connects to the daemon at `path` and waits for its greeting.
-    private static func open(_ path: String, group: any EventLoopGroup) async throws -> Link {
+    private static func open(_ path: String, group: any EventLoopGroup, publishBuffer: Int) async throws -> Link {
         // The handler is kept as it is added: a daemon that refuses the connection closes it at once, and a
         // lookup in the pipeline afterwards would find it already gone, with the refusal.
-        let added = NIOLockedValueBox<(NIOLoopBound<ClientChannelHandler>, EventLoopFuture<ServerGreeting>)?>(nil)
+        let added = NIOLockedValueBox<(NIOLoopBound<ClientChannelHandler>, PublishOutbox, EventLoopFuture<ServerGreeting>)?>(nil)
         let channel: any Channel
         do {
             channel = try await ClientBootstrap(group: group)
@@ -137,9 +149,13 @@ public final class NotifyClient: Sendable {
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let handler = ClientChannelHandler(greeting: channel.eventLoop.makePromise(of: ServerGreeting.self))
+                        let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+                        let eventLoop = channel.eventLoop
+                        let outbox = PublishOutbox(limit: publishBuffer) { eventLoop.execute { bound.value.drainOutbox() } }
+                        handler.outbox = outbox
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ServerFrameDecoder()))
                         try channel.pipeline.syncOperations.addHandler(handler)
-                        added.withLockedValue { $0 = (NIOLoopBound(handler, eventLoop: channel.eventLoop), handler.greetingFuture) }
+                        added.withLockedValue { $0 = (bound, outbox, handler.greetingFuture) }
                     }
                 }
                 .withConnectedSocket(try ClientSocket.connect(to: path, nonBlocking: true))
@@ -149,7 +165,7 @@ public final class NotifyClient: Sendable {
         } catch {
             throw NotifyClientError.connecting(to: path, errno: (error as? IOError)?.errnoCode, detail: "\(error)")
         }
-        guard let (handler, greeting) = added.withLockedValue({ $0 }) else {
+        guard let (handler, outbox, greeting) = added.withLockedValue({ $0 }) else {
             channel.close(promise: nil)
             throw NotifyClientError(.protocolViolation, "the connection to \(path) was set up without its handler")
         }
@@ -165,7 +181,7 @@ public final class NotifyClient: Sendable {
         #endif
         do {
             let serverGreeting = try await greeting.get()
-            return Link(channel: channel, handler: handler, greeting: serverGreeting)
+            return Link(channel: channel, handler: handler, outbox: outbox, greeting: serverGreeting)
         } catch let error as NotifyClientError where error.kind == .refused {
             channel.close(promise: nil)
             throw error
@@ -177,24 +193,30 @@ public final class NotifyClient: Sendable {
 
     // MARK: - Publishing
 
-    /// Publishes `payload` to `topic` without waiting for the daemon to confirm it; returns once the bytes are
-    /// written. An error the daemon sends back is thrown by the next ``flush()``.
+    /// Publishes `payload` to `topic` without waiting for the daemon to confirm it.
+    ///
+    /// It returns once the message is encoded into the client's buffer of publishes; the connection writes what
+    /// gathered there once per turn of its event loop, with one system call for many publishes, in call order and
+    /// before any request made after. When the buffer holds `publishBuffer` bytes (see
+    /// ``connect(to:group:reconnectWithin:publishBuffer:)``) that the socket has not taken, it waits until it does:
+    /// a daemon that stopped reading holds a publisher back, and nothing is dropped. An error the daemon sends back
+    /// is thrown by the next ``flush()``, which also waits until the daemon has handled everything published before.
     /// - Parameter retain: whether the message becomes the topic's buffered latest message.
     public func publish(_ payload: ByteBuffer, to topic: Topic, retain: Bool = true) async throws {
         try checkSize(payload)
         let command = Command.publish(topic, payload: payload, PublishOptions(retain: retain, acknowledge: false))
-        try await write { handler, written in handler.send(command, reply: nil, written: written) }
+        try await withConnection { link in try await link.outbox.append(CollectionOfOne(command)) }
     }
 
-    /// Publishes each of `payloads` to `topic`, in order, in one write, without waiting for the daemon to confirm
-    /// them; returns once the bytes are written. Errors the daemon sends back are thrown by the next ``flush()``.
-    /// For a stream of messages (`notify send --lines`): one write and one wake-up of the connection for many.
+    /// Publishes each of `payloads` to `topic`, in order, without waiting for the daemon to confirm them, as
+    /// ``publish(_:to:retain:)-(ByteBuffer,_,_)`` does one: for a stream of messages (`notify send --lines`), one
+    /// call for many. Errors the daemon sends back are thrown by the next ``flush()``.
     public func publish(_ payloads: [ByteBuffer], to topic: Topic, retain: Bool = true) async throws {
         guard !payloads.isEmpty else { return }
         for payload in payloads { try checkSize(payload) }
         let options = PublishOptions(retain: retain, acknowledge: false)
-        let commands = payloads.map { Command.publish(topic, payload: $0, options) }
-        try await write { handler, written in handler.send(commands, written: written) }
+        let commands = payloads.lazy.map { Command.publish(topic, payload: $0, options) }
+        try await withConnection { link in try await link.outbox.append(commands) }
     }
 
     /// Publishes `text` (as UTF-8) to `topic` without waiting for confirmation (see ``publish(_:to:retain:)-(ByteBuffer,_,_)``).
@@ -425,22 +447,6 @@ public final class NotifyClient: Sendable {
         return frame
     }
 
-    /// Has `send` write requests on the event loop, and waits until the bytes are handed to the kernel.
-    private func write(_ send: @escaping @Sendable (ClientChannelHandler, EventLoopPromise<Void>) -> Void) async throws {
-        try await withConnection { link in
-            let written = link.channel.eventLoop.makePromise(of: Void.self)
-            let handler = link.handler
-            link.channel.eventLoop.execute { send(handler.value, written) }
-            do {
-                try await written.futureResult.get()
-            } catch let error as NotifyClientError {
-                throw error
-            } catch {
-                throw NotifyClientError(.connectionClosed, "could not send to the daemon: \(error)")
-            }
-        }
-    }
-
     // MARK: - Reconnecting
 
     /// Runs `body` on the connection; when that was lost, on a new one, and once more when it is lost under `body`.
@@ -474,7 +480,7 @@ public final class NotifyClient: Sendable {
         if current.channel !== lost.channel { return current }
         let task = reconnecting.withLockedValue { task -> Task<Link, any Error> in
             if let task { return task }
-            let made = Task { [weak self, socketPath, group, echo, reconnectWithin, backoff] in
+            let made = Task { [weak self, socketPath, group, echo, reconnectWithin, backoff, publishBuffer] in
                 let deadline = ContinuousClock.now + (reconnectWithin ?? .zero)
                 // A connection lost soon after it was made is not tried again at once (but within the window).
                 if let pause = backoff.withLockedValue({ $0.lost(after: ContinuousClock.now - lost.madeAt) }) {
@@ -482,7 +488,7 @@ public final class NotifyClient: Sendable {
                 }
                 while true {
                     do {
-                        let link = try await NotifyClient.open(socketPath, group: group)
+                        let link = try await NotifyClient.open(socketPath, group: group, publishBuffer: publishBuffer)
                         if !echo.withLockedValue({ $0 }) {
                             let reply = link.channel.eventLoop.makePromise(of: ServerFrame.self)
                             let handler = link.handler
@@ -490,6 +496,11 @@ public final class NotifyClient: Sendable {
                             _ = try await reply.futureResult.get()
                         }
                         try await self?.carrySubscriptions(from: link)
+                        // What the lost connection had not written goes first on this one.
+                        let lostHandler = lost.handler
+                        if let left = try? await lost.channel.eventLoop.submit({ lostHandler.value.takeLeftoverPublishes() }).get() {
+                            link.outbox.prepend(left)
+                        }
                         return link
                     } catch let error as NotifyClientError where NotifyClient.isLostConnection(error) {
                         let pause = backoff.withLockedValue { $0.pause() }
@@ -512,6 +523,11 @@ public final class NotifyClient: Sendable {
             if link.channel === lost.channel { link = made }
             return link
         }
+    }
+
+    /// What the current connection's outbox holds, for tests.
+    var publishOutboxHeld: (pending: Int, inChannel: Int, waiting: Int) {
+        link.withLockedValue { $0 }.outbox.held
     }
 
     /// Refuses, before sending, what a daemon older than protocol 3 would answer `ERR malformed`.

@@ -1,0 +1,86 @@
+import NIOCore
+import Synchronization
+import Testing
+
+@testable import NotifyBus
+
+/// The client's buffer of fire-and-forget publishes, without a socket: bounded, in order, and usable after a
+/// publisher waiting for room was cancelled.
+@Suite("Publish outbox (no socket)", .timeLimit(.minutes(3)))
+struct PublishOutboxTests {
+    static func publish(_ text: String) -> Command {
+        .publish(try! Topic("t"), payload: ByteBuffer(string: text), PublishOptions(retain: false))
+    }
+
+    /// Waits, with a deadline, until `condition` holds: the outbox's state changes from another task.
+    static func wait(for what: String, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw CancellationError() }
+            await Task.yield()
+        }
+    }
+
+    @Test("publishes gather in call order, one drain is asked for per batch, and what was taken counts until written")
+    func gathersInOrder() async throws {
+        let drains = Atomic(0)
+        let outbox = PublishOutbox(limit: 1 << 20) { drains.add(1, ordering: .relaxed) }
+        try await outbox.append([Self.publish("a")])
+        try await outbox.append([Self.publish("b"), Self.publish("c")])
+        #expect(drains.load(ordering: .relaxed) == 1, "one drain for what gathered before it ran")
+        let taken = try #require(outbox.take())
+        #expect(String(buffer: taken) == "PUB t 1 noretain\na\nPUB t 1 noretain\nb\nPUB t 1 noretain\nc\n", "no request ids: the daemon's fast path")
+        #expect(outbox.held.inChannel == taken.readableBytes)
+        outbox.written(taken.readableBytes)
+        #expect(outbox.held.inChannel == 0 && outbox.take() == nil)
+        try await outbox.append([Self.publish("d")])
+        #expect(drains.load(ordering: .relaxed) == 2)
+    }
+
+    @Test("past its bound a publisher waits until the socket takes what is held; nothing is dropped")
+    func bounded() async throws {
+        let outbox = PublishOutbox(limit: 100) {}
+        try await outbox.append((0..<4).map { Self.publish("message \($0)") })  // 4 × 27 bytes: over the bound
+        let publisher = Task { try await outbox.append([Self.publish("later")]) }
+        try await Self.wait(for: "the publisher to wait for room") { outbox.held.waiting == 1 }
+        #expect(outbox.held.pending == 4 * 27, "nothing more was taken")
+        let taken = try #require(outbox.take())
+        outbox.written(taken.readableBytes)
+        try await publisher.value
+        #expect(String(buffer: try #require(outbox.take())) == "PUB t 5 noretain\nlater\n")
+    }
+
+    @Test("a publisher cancelled while it waits for room throws and takes nothing; the outbox goes on")
+    func cancelledWhileWaiting() async throws {
+        let outbox = PublishOutbox(limit: 10) {}
+        try await outbox.append([Self.publish("fills it")])
+        let publisher = Task { try await outbox.append([Self.publish("never")]) }
+        try await Self.wait(for: "the publisher to wait for room") { outbox.held.waiting == 1 }
+        publisher.cancel()
+        await #expect(throws: CancellationError.self) { try await publisher.value }
+        #expect(outbox.held.waiting == 0)
+        let taken = try #require(outbox.take())
+        #expect(String(buffer: taken) == "PUB t 8 noretain\nfills it\n")
+        outbox.written(taken.readableBytes)
+        try await outbox.append([Self.publish("next")])
+        #expect(String(buffer: try #require(outbox.take())) == "PUB t 4 noretain\nnext\n")
+    }
+
+    @Test("closed: waiting publishers get the error, what was pending is handed back, and a new outbox sends it first")
+    func closedHandsBack() async throws {
+        let outbox = PublishOutbox(limit: 40) {}
+        try await outbox.append([Self.publish("pending")])
+        try await outbox.append([Self.publish("over")])
+        let publisher = Task { try await outbox.append([Self.publish("waits")]) }
+        try await Self.wait(for: "the publisher to wait for room") { outbox.held.waiting == 1 }
+        let error = NotifyClientError(.connectionClosed, "gone")
+        let left = try #require(outbox.close(error))
+        await #expect(throws: NotifyClientError.self) { try await publisher.value }
+        await #expect(throws: NotifyClientError.self) { try await outbox.append([Self.publish("after")]) }
+
+        let next = PublishOutbox(limit: 1 << 20) {}
+        try await next.append([Self.publish("new")])
+        next.prepend(left)
+        #expect(String(buffer: try #require(next.take())) == "PUB t 7 noretain\npending\nPUB t 4 noretain\nover\nPUB t 3 noretain\nnew\n")
+    }
+}
