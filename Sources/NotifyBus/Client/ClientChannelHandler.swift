@@ -19,7 +19,11 @@ final class ClientChannelHandler: ChannelInboundHandler {
     typealias OutboundOut = ByteBuffer
 
     /// A subscription of this client: its patterns and the stream its events go to.
-    struct LocalSubscription {
+    ///
+    /// A class, so that handing an event to it costs one reference, not a copy of all it holds; `@unchecked
+    /// Sendable` because it belongs to one connection's event loop at a time, and moves to the next connection's
+    /// whole, when the first is lost.
+    final class LocalSubscription: @unchecked Sendable {
         let patterns: [TopicPattern]
         /// Where its events go.
         let output: SubscriptionOutput
@@ -43,7 +47,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         /// Whether it was given events in the read under way, to be handed over at its end.
         var awaitsHandOver = false
 
-        init(
+        convenience init(
             patterns: [TopicPattern],
             continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation,
             gauge: SubscriptionGauge
@@ -122,6 +126,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// Whether a flush is due at the end of this turn of the event loop: requests made in one turn (the publishes
     /// of many tasks) go out with one system call.
     private var flushScheduled = false
+    /// The subscriptions ``route(_:topic:)`` gave the event it routes (kept to reuse its storage).
+    private var routed: [UInt64] = []
     /// Whether a read of the socket is under way: events given meanwhile are handed over at its end, together.
     private var inRead = false
     /// The subscriptions given events in the read under way.
@@ -178,9 +184,11 @@ final class ClientChannelHandler: ChannelInboundHandler {
         if reply != nil && !isReading { updateFlow() }
     }
 
-    /// Flushes at the end of this turn of the event loop, once for every request written in it.
+    /// Flushes the first request of a turn of the event loop at once (a lone request waits for nothing), and those
+    /// that follow in the same turn (the requests of many tasks) together at its end.
     private func flushSoon(_ context: ChannelHandlerContext) {
         guard !flushScheduled else { return }
+        context.flush()
         flushScheduled = true
         context.eventLoop.assumeIsolated().execute { [self] in
             flushScheduled = false
@@ -253,7 +261,6 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// refuses now ends with the refusal.
     @discardableResult
     func adopt(_ subscription: LocalSubscription, connectedAt: PublishTime) -> UInt64? {
-        var subscription = subscription
         subscription.resume!.connectedAt = connectedAt
         subscription.replaysPending = 0
         subscription.awaitsHandOver = false
@@ -409,9 +416,11 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// Hands `event` to every local subscription with a pattern matching `topic`, once each, leaving out a message
     /// a subscription already has.
     private func route(_ event: SubscriptionEvent, topic: Topic) {
-        var seen: Set<UInt64> = []
+        // The subscriptions already given this event: a few at most, so a reused list, not a set per message.
+        routed.removeAll(keepingCapacity: true)
         routes.forEachMatch(of: topic) { id in
-            guard seen.insert(id).inserted else { return }
+            guard !routed.contains(id) else { return }
+            routed.append(id)
             if case .message = event, awaitsHistory(of: topic, id) { return }
             if case .message(let delivery) = event, isRepeat(delivery, for: id) { return }
             hand(event, to: id)
@@ -421,38 +430,36 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// Gives `event` to subscription `id`'s consumer, counting it in what the subscription holds; or, while the
     /// connection reads past the subscription's hard limit, drops it, to be announced.
     private func hand(_ event: SubscriptionEvent, to id: UInt64) {
+        guard let subscription = subscriptions[id] else { return }
         var event = event
-        // In place (no copy of the subscription is held meanwhile), so that what it remembers is not copied per event.
-        if subscriptions[id]?.resume != nil {
+        if subscription.resume != nil {
             // What it delivered before the connection was lost comes again in the replay: left out, once.
             switch event {
             case .message(let delivery):
-                if subscriptions[id]!.resume!.delivered.isRepeat(delivery) { return }
-                let isLive = delivery.time >= subscriptions[id]!.resume!.connectedAt
-                subscriptions[id]!.resume!.delivered.record(delivery, isLive: isLive)
+                if subscription.resume!.delivered.isRepeat(delivery) { return }
+                let isLive = delivery.time >= subscription.resume!.connectedAt
+                subscription.resume!.delivered.record(delivery, isLive: isLive)
             case .dropped(let notice):
-                guard let missed = subscriptions[id]!.resume!.delivered.missed(notice) else { return }
+                guard let missed = subscription.resume!.delivered.missed(notice) else { return }
                 event = .dropped(missed)
             }
         }
-        guard let subscription = subscriptions[id] else { return }
         if isReadingPastLimit && fullSubscriptions.contains(id) && subscription.gauge.isAtHardLimit {
             switch event {
             case .message(let delivery):
-                subscriptions[id]!.localDrops.record(delivery.topic, count: 1, first: delivery.sequence, last: delivery.sequence)
+                subscription.localDrops.record(delivery.topic, count: 1, first: delivery.sequence, last: delivery.sequence)
             case .dropped(let notice):
-                subscriptions[id]!.localDrops.record(notice)
+                subscription.localDrops.record(notice)
             }
             return
         }
         if !subscription.localDrops.isEmpty { announceLocalDrops(of: id) }
-        give(event, to: id)
+        give(event, to: subscription, id: id)
     }
 
     /// Gives `event` to subscription `id`'s consumer, counting it, and holding back the connection when that fills
     /// the subscription.
-    private func give(_ event: SubscriptionEvent, to id: UInt64) {
-        guard let subscription = subscriptions[id] else { return }
+    private func give(_ event: SubscriptionEvent, to subscription: LocalSubscription, id: UInt64) {
         let size = event.bufferedSize
         switch subscription.gauge.add(size) {
         case .roomy, .full:
@@ -468,7 +475,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         if !inRead {
             subscription.output.handOver()
         } else if !subscription.awaitsHandOver {
-            subscriptions[id]!.awaitsHandOver = true
+            subscription.awaitsHandOver = true
             handOvers.append(id)
         }
     }
@@ -479,7 +486,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         guard !handOvers.isEmpty else { return }
         for id in handOvers {
             guard let subscription = subscriptions[id] else { continue }
-            subscriptions[id]!.awaitsHandOver = false
+            subscription.awaitsHandOver = false
             subscription.output.handOver()
         }
         handOvers.removeAll(keepingCapacity: true)
@@ -489,8 +496,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// notwithstanding (they are a few, at most ``DropTally/topicLimit`` and one), so that none comes after a
     /// message newer than what it tells of.
     private func announceLocalDrops(of id: UInt64) {
-        guard subscriptions[id]?.localDrops.isEmpty == false else { return }
-        for notice in subscriptions[id]!.localDrops.take() { give(.dropped(notice), to: id) }
+        guard let subscription = subscriptions[id], !subscription.localDrops.isEmpty else { return }
+        for notice in subscription.localDrops.take() { give(.dropped(notice), to: subscription, id: id) }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

@@ -68,9 +68,11 @@ public final class NotifyClient: Sendable {
     /// When the daemon goes away later (stopped, restarted, upgraded, crashed), the next call connects again by
     /// itself, backing off from 50 ms to at most 2 s between attempts for up to `reconnectWithin`, and a call that
     /// was under way when the connection was lost is made again on the new one, once: so a publish whose
-    /// acknowledgement was lost with the connection may arrive twice (at least once), and a fire-and-forget publish
-    /// written into a connection that was already gone is sent again (errors the daemon sent back on a lost
-    /// connection for earlier fire-and-forget publishes, which ``flush()`` would have thrown, are lost with it). Its
+    /// acknowledgement was lost with the connection may arrive twice (at least once), and fire-and-forget publishes
+    /// the client had not yet written go first on the new connection (those written into a connection that was
+    /// already going, which the daemon never read, are lost, as is any fire-and-forget publish a daemon dies
+    /// before reading; so are errors the daemon sent back on a lost connection for earlier fire-and-forget
+    /// publishes, which ``flush()`` would have thrown). Its
     /// subscriptions are carried over to the new
     /// connection at once, however long the daemon takes to come back (as long as they are iterated), and resume
     /// from the daemon's history after the last message each delivered, leaving out what they had: each message
@@ -317,7 +319,7 @@ public final class NotifyClient: Sendable {
         // A client that reconnects carries its subscriptions over, if the daemon can resume them.
         let route = reconnectWithin != nil && link.greeting.version >= ServerGreeting.resumingVersion ? SubscriptionRoute() : nil
         let (id, replies) = try await eventLoop.submit {
-            var local = ClientChannelHandler.LocalSubscription(patterns: patterns, output: output, gauge: gauge)
+            let local = ClientChannelHandler.LocalSubscription(patterns: patterns, output: output, gauge: gauge)
             if let route {
                 local.resume = .init(since: since, overflow: options.overflow, connectedAt: .now(), route: route)
                 local.resume!.delivered.start(at: since, now: .now())
