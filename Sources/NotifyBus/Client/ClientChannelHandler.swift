@@ -126,8 +126,9 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// Whether a flush is due at the end of this turn of the event loop: requests made in one turn (the publishes
     /// of many tasks) go out with one system call.
     private var flushScheduled = false
-    /// The subscriptions ``route(_:topic:)`` gave the event it routes (kept to reuse its storage).
-    private var routed: [UInt64] = []
+    /// The local subscriptions each recent topic goes to (see ``subscriptions(matching:)``); emptied whenever the
+    /// subscriptions change.
+    private var routeCache: [Topic: [UInt64]] = [:]
     /// Whether a read of the socket is under way: events given meanwhile are handed over at its end, together.
     private var inRead = false
     /// The subscriptions given events in the read under way.
@@ -250,6 +251,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         var newPatterns: [TopicPattern] = []
         for pattern in Set(subscription.patterns) {
             routes.insert(id, for: pattern)
+            routeCache.removeAll()
             patternUsers[pattern, default: 0] += 1
             if patternUsers[pattern] == 1 { newPatterns.append(pattern) }
         }
@@ -305,6 +307,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         if fullSubscriptions.remove(id) != nil { updateFlow() }
         for pattern in Set(subscription.patterns) {
             routes.remove(id, for: pattern)
+            routeCache.removeAll()
             patternUsers[pattern, default: 1] -= 1
             if patternUsers[pattern] == 0 {
                 patternUsers[pattern] = nil
@@ -416,16 +419,28 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// Hands `event` to every local subscription with a pattern matching `topic`, once each, leaving out a message
     /// a subscription already has.
     private func route(_ event: SubscriptionEvent, topic: Topic) {
-        // The subscriptions already given this event: a few at most, so a reused list, not a set per message.
-        routed.removeAll(keepingCapacity: true)
-        routes.forEachMatch(of: topic) { id in
-            guard !routed.contains(id) else { return }
-            routed.append(id)
-            if case .message = event, awaitsHistory(of: topic, id) { return }
-            if case .message(let delivery) = event, isRepeat(delivery, for: id) { return }
+        for id in subscriptions(matching: topic) {
+            if case .message = event, awaitsHistory(of: topic, id) { continue }
+            if case .message(let delivery) = event, isRepeat(delivery, for: id) { continue }
             hand(event, to: id)
         }
     }
+
+    /// The local subscriptions whose patterns match `topic`, each once: looked up in the patterns once per topic
+    /// (a topic's messages usually come in runs), then remembered until the subscriptions change.
+    private func subscriptions(matching topic: Topic) -> [UInt64] {
+        if let known = routeCache[topic] { return known }
+        var matched: [UInt64] = []
+        routes.forEachMatch(of: topic) { id in
+            if !matched.contains(id) { matched.append(id) }
+        }
+        if routeCache.count >= Self.routeCacheSize { routeCache.removeAll(keepingCapacity: true) }
+        routeCache[topic] = matched
+        return matched
+    }
+
+    /// How many topics' subscriptions are remembered at most (``subscriptions(matching:)``).
+    static let routeCacheSize = 4_096
 
     /// Gives `event` to subscription `id`'s consumer, counting it in what the subscription holds; or, while the
     /// connection reads past the subscription's hard limit, drops it, to be announced.

@@ -1,0 +1,55 @@
+import NIOCore
+import NIOEmbedded
+import Testing
+
+@testable import NotifyBus
+
+/// How the client hands a delivery to its local subscriptions, without a socket: each matching one once, and the
+/// topics it remembers the subscriptions of forgotten whenever the subscriptions change.
+@Suite("Client routing (no socket)", .timeLimit(.minutes(3)))
+struct ClientRoutingTests {
+    final class Local {
+        let stream: AsyncThrowingStream<SubscriptionEvent, any Error>
+        let continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation
+        let subscription: ClientChannelHandler.LocalSubscription
+
+        init(_ patterns: [String]) throws {
+            (stream, continuation) = AsyncThrowingStream.makeStream(of: SubscriptionEvent.self, throwing: (any Error).self)
+            subscription = ClientChannelHandler.LocalSubscription(
+                patterns: try patterns.map { try TopicPattern($0) },
+                continuation: continuation,
+                gauge: SubscriptionGauge(limits: .default)
+            )
+        }
+
+        /// The sequence numbers of the messages handed to it (ends it).
+        func sequences() async throws -> [UInt64] {
+            continuation.finish()
+            var sequences: [UInt64] = []
+            for try await case .message(let delivery) in stream { sequences.append(delivery.sequence) }
+            return sequences
+        }
+    }
+
+    @Test("a subscription made after a topic was routed gets its next messages; one removed gets no more; overlapping patterns get a message once")
+    func cacheFollowsSubscriptions() async throws {
+        let channel = EmbeddedChannel()
+        let handler = ClientChannelHandler(greeting: channel.eventLoop.makePromise(of: ServerGreeting.self))
+        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ServerFrameDecoder()))
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.writeInbound(ByteBuffer(string: "HELLO notifyd 3 max_payload=1048576 max_topic=255 max_line=1024\n"))
+        func deliver(_ sequence: UInt64) throws {
+            try channel.writeInbound(ByteBuffer(string: "MSG a.b \(sequence) 1795305600000000 1000 1 - 1\nx\n"))
+        }
+        let first = try Local(["a.b", "a.>", "*.b"])
+        let firstID = handler.addSubscription(first.subscription).id
+        try deliver(1)
+        let second = try Local(["a.*"])
+        _ = handler.addSubscription(second.subscription)
+        try deliver(2)
+        handler.removeSubscription(firstID)
+        try deliver(3)
+        #expect(try await first.sequences() == [1, 2], "once each, though three of its patterns match; none after it was removed")
+        #expect(try await second.sequences() == [2, 3], "from the message after it was made")
+    }
+}
