@@ -166,6 +166,8 @@ struct ProtocolRoundTripTests {
         (1_795_305_600_123_456, "2026-11-22T00:00:00.123456Z"),
         (1_234_567_890_999_999, "2009-02-13T23:31:30.999999Z"),
         (4_102_444_799_000_000, "2099-12-31T23:59:59.000000Z"),
+        (253_402_300_800_000_000, "10000-01-01T00:00:00.000000Z"),
+        (UInt64.max, "586524-01-19T08:01:49.551615Z"),
     ])
     func rfc3339(_ micros: UInt64, _ expected: String) {
         #expect(PublishTime(microsecondsSinceEpoch: micros).rfc3339 == expected)

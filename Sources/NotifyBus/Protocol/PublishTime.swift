@@ -34,13 +34,44 @@ public struct PublishTime: Sendable, Hashable, Comparable, CustomStringConvertib
     ///
     /// Written by hand so that printing a delivery does not load Foundation's calendar machinery.
     public var rfc3339: String {
-        let micros = microsecondsSinceEpoch % 1_000_000
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(27)
+        appendRFC3339(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends ``rfc3339`` to `out` as UTF-8, making no string: for output that renders many deliveries at once.
+    package func appendRFC3339(to out: inout [UInt8]) {
+        let micros = Int64(microsecondsSinceEpoch % 1_000_000)
         let seconds = Int64(microsecondsSinceEpoch / 1_000_000)
-        let days = seconds / 86_400
         let secondOfDay = seconds % 86_400
-        let (year, month, day) = PublishTime.civilDate(daysSinceEpoch: days)
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3600, 2)):"
-            + "\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2)).\(pad(Int64(micros), 6))Z"
+        let (year, month, day) = PublishTime.civilDate(daysSinceEpoch: seconds / 86_400)
+        func digits(_ value: Int64, _ width: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<width { divisor *= 10 }
+            // A year past 9999 keeps all its digits, as the string form did.
+            while value / divisor >= 10 { divisor *= 10 }
+            var rest = value
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        digits(year, 4)
+        out.append(UInt8(ascii: "-"))
+        digits(month, 2)
+        out.append(UInt8(ascii: "-"))
+        digits(day, 2)
+        out.append(UInt8(ascii: "T"))
+        digits(secondOfDay / 3600, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(secondOfDay / 60 % 60, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(secondOfDay % 60, 2)
+        out.append(UInt8(ascii: "."))
+        digits(micros, 6)
+        out.append(UInt8(ascii: "Z"))
     }
 
     public var description: String { rfc3339 }
@@ -132,7 +163,3 @@ public struct PublishTime: Sendable, Hashable, Comparable, CustomStringConvertib
     }
 }
 
-private func pad(_ value: Int64, _ width: Int) -> String {
-    let digits = String(value)
-    return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
-}

@@ -93,7 +93,7 @@ enum JSONBytes {
 
     /// Appends `time` as ``PublishTime/rfc3339`` writes it.
     static func appendTime(_ time: PublishTime, to out: inout [UInt8]) {
-        out.append(contentsOf: time.rfc3339.utf8)
+        time.appendRFC3339(to: &out)
     }
 
     /// Whether `bytes` are UTF-8 text (what ``Delivery/text`` decodes): ASCII is checked without decoding.
