@@ -153,6 +153,20 @@ struct ProtocolRoundTripTests {
         )
     }
 
+    @Test("the decoder takes a message's topic and unit as the last message's only when they are the same bytes; an invalid topic after a valid one is still refused")
+    func lastNames() throws {
+        var decoder = ServerFrameDecoder()
+        var input = ByteBuffer(string: "MSG a.b 1 5 1000 1 job.service 1\nx\nMSG a.b 2 5 1000 1 job.service 1\ny\n"
+            + "MSG a.c 3 5 1000 1 job.servicf 1\nz\nMSG a.c 4 5 1000 1 - 1\nw\n")
+        var names: [String] = []
+        while case .delivery(let delivery)? = try decoder.decode(buffer: &input) {
+            names.append("\(delivery.topic.name) \(delivery.publisher.unit ?? "-") \(delivery.text ?? "")")
+        }
+        #expect(names == ["a.b job.service x", "a.b job.service y", "a.c job.servicf z", "a.c - w"])
+        var bad = ByteBuffer(string: "MSG a.c* 5 5 1000 1 - 1\nv\n")
+        #expect(throws: ServerFrameDecoder.Malformed.self) { try decoder.decode(buffer: &bad) }
+    }
+
     @Test("decimal writing", arguments: [0, 9, 10, 99, 1_000_000, UInt64.max])
     func decimal(_ value: UInt64) {
         var buffer = ByteBuffer()

@@ -24,6 +24,9 @@ public struct ServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
     public var maxLine: Int
     /// The largest payload accepted.
     public var maxPayload: Int
+    /// The topic and unit of the last message read: a topic's messages usually come in runs, and one equal to the
+    /// last is taken as it is, not checked and made into a string again.
+    private var last = LastNames()
 
     /// Creates a decoder.
     public init(maxLine: Int = 64 * 1024, maxPayload: Int = ProtocolLimits.largestPayload) {
@@ -35,7 +38,11 @@ public struct ServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
     public mutating func decode(buffer: inout ByteBuffer) throws(Malformed) -> ServerFrame? {
         while true {
             // Clamped here, not trusted: the parser compares sizes read off the wire with it and adds them to offsets.
-            let parser = ServerFrameParser(maxLine: max(1, maxLine), maxPayload: min(max(0, maxPayload), ProtocolLimits.largestPayload))
+            let parser = ServerFrameParser(
+                maxLine: max(1, maxLine),
+                maxPayload: min(max(0, maxPayload), ProtocolLimits.largestPayload),
+                last: last
+            )
             let step = buffer.withUnsafeReadableBytes { parser.parse($0) }
             switch step {
             case .needMoreData:
@@ -48,6 +55,7 @@ public struct ServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
             case .message(let kind, let id, let header, let payloadOffset, let size, let consumed):
                 let payload = buffer.getSlice(at: buffer.readerIndex + payloadOffset, length: size)!
                 buffer.moveReaderIndex(forwardBy: consumed)
+                last = LastNames(topic: header.topic, unit: header.publisher.unit)
                 let delivery = Delivery(
                     topic: header.topic,
                     sequence: header.sequence,
@@ -85,6 +93,12 @@ public struct ServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
     }
 }
 
+/// The topic and unit of the last message a decoder read.
+private struct LastNames {
+    var topic: Topic?
+    var unit: String?
+}
+
 /// The fields of a `MSG` or `LAST` line.
 private struct MessageHeader {
     var topic: Topic
@@ -105,6 +119,7 @@ private struct ServerFrameParser {
 
     let maxLine: Int
     let maxPayload: Int
+    let last: LastNames
 
     func parse(_ bytes: UnsafeRawBufferPointer) -> Step {
         let line: FrameLine
@@ -253,7 +268,7 @@ private struct ServerFrameParser {
     }
 
     private func messageHeader(_ bytes: UnsafeRawBufferPointer, _ tokens: inout Tokenizer) -> MessageHeader? {
-        guard let topicRange = tokens.next(), case .success(let name) = topicName(bytes, topicRange),
+        guard let topicRange = tokens.next(), let topic = topic(bytes, topicRange),
             let sequenceRange = tokens.next(), let sequence = LineScanner.unsigned(bytes, sequenceRange),
             let timeRange = tokens.next(), let time = LineScanner.unsigned(bytes, timeRange),
             let uidRange = tokens.next(), let uid = LineScanner.unsigned(bytes, uidRange), uid <= UInt32.max,
@@ -268,9 +283,16 @@ private struct ServerFrameParser {
             unitStart = slash + 1
         }
         let unitBytes = unitStart..<unitRange.upperBound
-        let unit = unitBytes.isEmpty || LineScanner.equals(bytes, unitBytes, "-") ? nil : string(bytes, unitBytes)
+        let unit: String?
+        if unitBytes.isEmpty || LineScanner.equals(bytes, unitBytes, "-") {
+            unit = nil
+        } else if let lastUnit = last.unit, lastUnit.utf8.elementsEqual(bytes[unitBytes]) {
+            unit = lastUnit
+        } else {
+            unit = string(bytes, unitBytes)
+        }
         return MessageHeader(
-            topic: Topic(unchecked: name),
+            topic: topic,
             sequence: sequence,
             time: PublishTime(microsecondsSinceEpoch: time),
             publisher: Publisher(uid: UInt32(uid), pid: Int32(pid), unit: unit, host: host)
@@ -308,6 +330,13 @@ private struct ServerFrameParser {
             }
         }
         return info
+    }
+
+    /// The topic named by `range`: the last message's, when it is the same, else checked and made anew.
+    private func topic(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Topic? {
+        if let topic = last.topic, topic.name.utf8.elementsEqual(bytes[range]) { return topic }
+        guard case .success(let name) = topicName(bytes, range) else { return nil }
+        return Topic(unchecked: name)
     }
 
     private func topicName(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Result<String, TopicError> {
