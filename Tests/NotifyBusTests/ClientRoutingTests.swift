@@ -8,29 +8,6 @@ import Testing
 /// topics it remembers the subscriptions of forgotten whenever the subscriptions change.
 @Suite("Client routing (no socket)", .timeLimit(.minutes(3)))
 struct ClientRoutingTests {
-    final class Local {
-        let stream: AsyncThrowingStream<SubscriptionEvent, any Error>
-        let continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation
-        let subscription: ClientChannelHandler.LocalSubscription
-
-        init(_ patterns: [String]) throws {
-            (stream, continuation) = AsyncThrowingStream.makeStream(of: SubscriptionEvent.self, throwing: (any Error).self)
-            subscription = ClientChannelHandler.LocalSubscription(
-                patterns: try patterns.map { try TopicPattern($0) },
-                continuation: continuation,
-                gauge: SubscriptionGauge(limits: .default)
-            )
-        }
-
-        /// The sequence numbers of the messages handed to it (ends it).
-        func sequences() async throws -> [UInt64] {
-            continuation.finish()
-            var sequences: [UInt64] = []
-            for try await case .message(let delivery) in stream { sequences.append(delivery.sequence) }
-            return sequences
-        }
-    }
-
     @Test("a subscription made after a topic was routed gets its next messages; one removed gets no more; overlapping patterns get a message once")
     func cacheFollowsSubscriptions() async throws {
         let channel = EmbeddedChannel()
@@ -41,11 +18,11 @@ struct ClientRoutingTests {
         func deliver(_ sequence: UInt64) throws {
             try channel.writeInbound(ByteBuffer(string: "MSG a.b \(sequence) 1795305600000000 1000 1 - 1\nx\n"))
         }
-        let first = try Local(["a.b", "a.>", "*.b"])
-        let firstID = handler.addSubscription(first.subscription).id
+        let first = try LocalSubscriber("a.b", "a.>", "*.b")
+        let firstID = handler.addSubscription(first.local).id
         try deliver(1)
-        let second = try Local(["a.*"])
-        _ = handler.addSubscription(second.subscription)
+        let second = try LocalSubscriber("a.*")
+        _ = handler.addSubscription(second.local)
         try deliver(2)
         handler.removeSubscription(firstID)
         try deliver(3)

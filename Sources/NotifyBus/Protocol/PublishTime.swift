@@ -46,18 +46,8 @@ public struct PublishTime: Sendable, Hashable, Comparable, CustomStringConvertib
         let seconds = Int64(microsecondsSinceEpoch / 1_000_000)
         let secondOfDay = seconds % 86_400
         let (year, month, day) = PublishTime.civilDate(daysSinceEpoch: seconds / 86_400)
-        func digits(_ value: Int64, _ width: Int) {
-            var divisor: Int64 = 1
-            for _ in 1..<width { divisor *= 10 }
-            // A year past 9999 keeps all its digits, as the string form did.
-            while value / divisor >= 10 { divisor *= 10 }
-            var rest = value
-            while divisor > 0 {
-                out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
-                rest %= divisor
-                divisor /= 10
-            }
-        }
+        // A year past 9999 keeps all its digits, as the string form did.
+        func digits(_ value: Int64, _ width: Int) { out.appendDecimal(UInt64(value), minimumDigits: width) }
         digits(year, 4)
         out.append(UInt8(ascii: "-"))
         digits(month, 2)

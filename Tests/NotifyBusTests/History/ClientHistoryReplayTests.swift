@@ -8,29 +8,6 @@ import Testing
 /// live messages reach the connection while its replay is still coming.
 @Suite("Client: a history replay beside live messages (no socket)", .timeLimit(.minutes(3)))
 struct ClientHistoryReplayTests {
-    final class Subscriber {
-        let stream: AsyncThrowingStream<SubscriptionEvent, any Error>
-        let continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation
-        let local: ClientChannelHandler.LocalSubscription
-
-        init(_ pattern: String) throws {
-            (stream, continuation) = AsyncThrowingStream.makeStream(of: SubscriptionEvent.self, throwing: (any Error).self)
-            local = ClientChannelHandler.LocalSubscription(
-                patterns: [try TopicPattern(pattern)],
-                continuation: continuation,
-                gauge: SubscriptionGauge(limits: .default)
-            )
-        }
-
-        /// The sequence numbers handed to its consumer, in order (ends it).
-        func sequences() async throws -> [UInt64] {
-            continuation.finish()
-            var sequences: [UInt64] = []
-            for try await case .message(let delivery) in stream { sequences.append(delivery.sequence) }
-            return sequences
-        }
-    }
-
     static func frame(_ kind: MessageFrameKind, id: UInt64? = nil, _ sequence: UInt64) -> ByteBuffer {
         var buffer = ByteBuffer()
         buffer.writeMessageFrame(
@@ -54,9 +31,9 @@ struct ClientHistoryReplayTests {
         try channel.writeInbound(ByteBuffer(string: "HELLO notifyd 3 max_payload=1048576 max_topic=255 max_line=1024\n"))
 
         // One subscription already holds the pattern; the other resumes after 40.
-        let live = try Subscriber("t")
+        let live = try LocalSubscriber("t")
         _ = handler.addSubscription(live.local)
-        let resuming = try Subscriber("t")
+        let resuming = try LocalSubscriber("t")
         let id = handler.addSubscription(resuming.local).id
         let reply = channel.eventLoop.makePromise(of: ServerFrame.self)
         handler.send(.subscribe(try TopicPattern("t"), SubscribeOptions(since: .sequence(40))), reply: reply, written: nil, replaysFor: id)
