@@ -35,8 +35,8 @@ struct ClientFlowControlTests {
             }
         }
 
-        /// The requests the client wrote since the last call, without their ids (the turn of the event loop
-        /// they were made in ended: the client flushes once per turn).
+        /// The requests the client wrote since the last call, without their ids (once the event loop ran what was
+        /// scheduled: publishes gathered in the outbox are written by a task of their own).
         func sent() throws -> [String] {
             channel.embeddedEventLoop.run()
             var lines: [String] = []

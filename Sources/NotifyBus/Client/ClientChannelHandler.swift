@@ -123,9 +123,6 @@ final class ClientChannelHandler: ChannelInboundHandler {
     var outbox: PublishOutbox?
     /// What the outbox still held when the connection was lost, for the client to send on its next connection.
     private var leftoverPublishes: ByteBuffer?
-    /// Whether a flush is due at the end of this turn of the event loop: requests made in one turn (the publishes
-    /// of many tasks) go out with one system call.
-    private var flushScheduled = false
     /// The local subscriptions each recent topic goes to (see ``subscriptions(matching:)``); emptied whenever the
     /// subscriptions change.
     private var routeCache: [Topic: [UInt64]] = [:]
@@ -180,21 +177,9 @@ final class ClientChannelHandler: ChannelInboundHandler {
         buffer.writeRequest(Request(id: id, command))
         drainOutbox(flush: false)
         context.write(wrapOutboundOut(buffer), promise: written)
-        flushSoon(context)
+        context.flush()
         // Someone waits for the reply: it comes only once what the daemon sent before it is read.
         if reply != nil && !isReading { updateFlow() }
-    }
-
-    /// Flushes the first request of a turn of the event loop at once (a lone request waits for nothing), and those
-    /// that follow in the same turn (the requests of many tasks) together at its end.
-    private func flushSoon(_ context: ChannelHandlerContext) {
-        guard !flushScheduled else { return }
-        context.flush()
-        flushScheduled = true
-        context.eventLoop.assumeIsolated().execute { [self] in
-            flushScheduled = false
-            self.context?.flush()
-        }
     }
 
     /// Writes the fire-and-forget publishes the outbox gathered, ahead of anything written after.
@@ -226,7 +211,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         buffer.writeRequest(Request(id: id, command))
         drainOutbox(flush: false)
         context.write(wrapOutboundOut(buffer), promise: nil)
-        flushSoon(context)
+        context.flush()
         if !isReading { updateFlow() }
     }
 
