@@ -5,8 +5,9 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the messages published to topics matching the patterns, as they come.",
         discussion: """
-            Each message is written to standard output as soon as it arrives (no buffering), so the output can be \
-            piped: notify subscribe 'backup.>' | grep failed.
+            Each message is written to standard output as soon as it arrives (messages that arrive together are \
+            written together, with one write; none waits for more), so the output can be piped: notify subscribe \
+            'backup.>' | grep failed.
 
             Formats: raw prints the payload, line prints `topic payload`, json prints one object per line with \
             topic, seq, time (RFC 3339), uid, pid, unit and payload (or payload_base64 when the payload is not \
