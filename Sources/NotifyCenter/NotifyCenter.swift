@@ -17,7 +17,8 @@ import Synchronization
 /// What ``Messenger`` offers, with the same names where the meaning is the same, and where it differs across
 /// processes:
 /// - Observers are closures kept by an ``ObservationToken`` (cancelled when it is deallocated) or objects held
-///   weakly (``add(_:topics:latestFirst:where:from:)``), selected by value, by predicate or by sender.
+///   weakly (``add(_:topics:latestFirst:where:from:onUndecodable:)``), selected by value, by predicate or by
+///   sender.
 /// - Observers of a center are called one at a time, never concurrently, in one order: the order in which the
 ///   daemon's deliveries reach the center's connection (each topic's in the order the daemon numbered them), every
 ///   observer's calls in that one sequence, as a messenger calls its observers in the order of its sends. Unlike a
@@ -277,12 +278,14 @@ public final class NotifyCenter: Sendable {
         try await add(observer, topics: topics, latestFirst: latestFirst, where: { $0 == value }, from: sender)
     }
 
-    /// Stops every observation of `observer` (an object added, or a token), at once: nothing is handed to it after
-    /// this returns, except in a call already under way on another thread.
+    /// Stops every observation of `observer` (an object added, or a token this center gave), at once: nothing is
+    /// handed to it after this returns, except in a call already under way on another thread. A token of another
+    /// center or of a `Messenger` is not this center's to stop: it is left as it is.
     /// - Returns: whether it had any.
     @discardableResult
     public func remove(_ observer: AnyObject) -> Bool {
         if let token = observer as? ObservationToken {
+            guard token.issuer == ObjectIdentifier(observations) else { return false }
             let had = !token.isCancelled
             token.cancel()
             return had
@@ -380,6 +383,6 @@ public final class NotifyCenter: Sendable {
     /// A token that stops observation `id`.
     private func token(for id: UInt64) -> ObservationToken {
         let observations = self.observations
-        return ObservationToken(onCancel: { observations.stop(id) })
+        return ObservationToken(issuer: ObjectIdentifier(observations), onCancel: { observations.stop(id) })
     }
 }

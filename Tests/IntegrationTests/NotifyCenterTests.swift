@@ -191,6 +191,29 @@ struct NotifyCenterTests {
         try await daemon.stop()
     }
 
+    @Test("remove(_:) stops only this center's tokens: another center's, or a Messenger's, is left running")
+    func removeOwnTokensOnly() async throws {
+        let daemon = try await TestDaemon.start()
+        let observing = try await NotifyCenter.connect(to: daemon.socketPath)
+        let other = try await NotifyCenter.connect(to: daemon.socketPath)
+        let heard = Recorder<Int>()
+        let token = try await observing.observe(BackupFinished.self) { heard.record($0.value.number) }
+        let messenger = Messenger<Int>()
+        let messengerToken = messenger.observe { _ in }
+
+        #expect(!other.remove(token), "not the other center's")
+        #expect(!observing.remove(messengerToken), "not a center's at all")
+        #expect(!messengerToken.isCancelled && messenger.observerCount == 1)
+        try await other.post(Self.backup(1))
+        try await heard.wait("the observation to go on") { $0 == [1] }
+
+        #expect(observing.remove(token))
+        #expect(token.isCancelled && observing.observerCount == 0)
+        await observing.close()
+        await other.close()
+        try await daemon.stop()
+    }
+
     @Test("an observation whose subscription ends by itself is reported, not dropped; one removed on purpose is not")
     func endedObservation() async throws {
         let daemon = try await TestDaemon.start()

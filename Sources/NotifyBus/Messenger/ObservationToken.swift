@@ -2,8 +2,8 @@ import Synchronization
 
 /// Keeps a closure observer registered: cancel it, or let it be deallocated, and delivery stops.
 ///
-/// Returned by ``Messenger/observe(_:)`` and its variants. Hold on to it for as long as you want messages;
-/// a token that is discarded right away stops the observation right away.
+/// Returned by ``Messenger/observe(where:latestFirst:from:_:)`` and its variants. Hold on to it for as long as you
+/// want messages; a token that is discarded right away stops the observation right away.
 /// A token also names its observer to ``Messenger/send(_:from:)``, so an observer can send without hearing
 /// its own message. Tokens are equal only to themselves, so that many can be kept in a set (``store(in:)``).
 public final class ObservationToken: Sendable, Hashable {
@@ -11,13 +11,27 @@ public final class ObservationToken: Sendable, Hashable {
     private let cancelled = Atomic<Bool>(false)
 
     /// A token whose identity names a registration that does not exist yet; ``arm(_:)`` completes it.
-    init() {}
+    init() {
+        issuer = nil
+    }
 
     /// A token that runs `cancel` once, when it is cancelled or deallocated: for observations made elsewhere (the
     /// NotifyCenter library's, over the daemon) to be held like a messenger's.
     public init(onCancel cancel: @escaping @Sendable () -> Void) {
         onCancel.withLock { $0 = cancel }
+        issuer = nil
     }
+
+    /// A token as ``init(onCancel:)`` makes one, that also names what issued it: whoever removes by token checks it
+    /// is theirs (the NotifyCenter's `remove(_:)` refuses another center's token). `issuer` must stay alive as long
+    /// as the token (`cancel` keeps it), so that no other object takes its identity.
+    package init(issuer: ObjectIdentifier, onCancel cancel: @escaping @Sendable () -> Void) {
+        onCancel.withLock { $0 = cancel }
+        self.issuer = issuer
+    }
+
+    /// What issued the token, when it says.
+    package let issuer: ObjectIdentifier?
 
     /// Sets what cancelling does. The messenger registers the observer under this token's identity first, so the
     /// two are made in two steps.
