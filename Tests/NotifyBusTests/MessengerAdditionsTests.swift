@@ -145,6 +145,23 @@ struct MessengerAdditionsTests {
         _ = token
     }
 
+    @Test("droppedCount is one total for all of a messenger's bounded buffers, as its documentation says")
+    func droppedCountIsOneTotal() async {
+        let messenger = Messenger<Int>()
+        let few = messenger.messages(bufferingPolicy: .bufferingNewest(2))
+        let more = messenger.messages(bufferingPolicy: .bufferingOldest(5))
+        for message in 1...10 { messenger.send(message) }
+        #expect(messenger.droppedCount == 8 + 5, "8 dropped by the first, 5 by the second")
+        messenger.finish()
+        var taken: [[Int]] = []
+        for stream in [few, more] {
+            var mine: [Int] = []
+            for await message in stream { mine.append(message) }
+            taken.append(mine)
+        }
+        #expect(taken == [[9, 10], [1, 2, 3, 4, 5]])
+    }
+
     @Test("the stream can start with the latest")
     func streamStartingWithLatest() async {
         let messenger = Messenger<Int>(latest: 1)

@@ -16,7 +16,10 @@ import Synchronization
 ///
 /// ## Delivery
 /// - Observers are called one at a time, never concurrently, and every observer sees the messages in the same
-///   order: the order in which the `send` calls happened.
+///   order: the order in which the `send` calls happened. A main-actor observer
+///   (``observeOnMainActor(where:latestFirst:from:bufferingPolicy:_:)``) is handed the messages in that order too,
+///   and is called one message at a time on the main actor, after `send` returned: so possibly while other
+///   observers are being called on the sending thread.
 /// - `send` delivers on the calling thread before it returns, unless a delivery is already under way (a `send`
 ///   from inside an observer, or a concurrent `send` on another thread). Then the message is queued, and the thread
 ///   that is delivering hands it out right after the current one. This is what lets an observer send, add and
@@ -323,8 +326,10 @@ public final class Messenger<Message: Sendable>: Sendable {
         if case .dropped = continuation.yield(message) { dropped.add(1, ordering: .relaxed) }
     }
 
-    /// Messages the bounded buffers of ``messages(where:latestFirst:from:bufferingPolicy:)`` dropped, in
-    /// all, since the messenger was made.
+    /// Messages the bounded buffers of this messenger dropped since it was made: those of
+    /// ``messages(where:latestFirst:from:bufferingPolicy:)`` and of
+    /// ``observeOnMainActor(where:latestFirst:from:bufferingPolicy:_:)`` alike, one total for all of them (not one
+    /// per stream).
     public var droppedCount: Int { dropped.load(ordering: .relaxed) }
 
     /// Ends every asynchronous sequence of this messenger (their `for await` loops finish) and makes those asked
