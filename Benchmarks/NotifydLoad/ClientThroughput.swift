@@ -4,6 +4,14 @@ import NIOCore
 import NotifyBus
 import NotifyCenter
 
+/// A count shared with a publishing task.
+private final class ManagedCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    var value: Int { lock.withLock { count } }
+    func increment() { lock.withLock { count += 1 } }
+}
+
 /// A status notification of the size the typed case sends.
 private struct Status: NotifyMessage, Codable {
     static let topic = Topic.literal("client.typed")
@@ -31,12 +39,16 @@ struct ClientThroughput: AsyncParsableCommand {
     @Option(help: "Acknowledged publishes per run of ack-1.") var acknowledged = 50_000
     @Option(help: "Typed messages per run of center.") var typed = 200_000
     @Option(help: "Runs of each case (medians reported).") var runs = 3
-    @Option(help: "Cases to run, comma-separated: publish, ack-1, ack-64, iterate, center.") var cases = "publish,ack-1,ack-64,iterate,center"
+    @Option(help: "Cases to run, comma-separated: publish, ack-1, ack-64, iterate, center, memory.") var cases = "publish,ack-1,ack-64,iterate,center"
 
     func run() async throws {
         let daemon = try DaemonProcess()
         defer { daemon.stop() }
         for name in cases.split(separator: ",").map(String.init) {
+            if name == "memory" {
+                try await memory(daemon)
+                continue
+            }
             var rates: [Double] = []
             var notes: [String] = []
             for _ in 0..<runs {
@@ -137,6 +149,55 @@ struct ClientThroughput: AsyncParsableCommand {
         for number in 1...count { try await publisher.send(Status(host: "db1.example.org", number: number), retain: false) }
         let received = try await receiving.value
         return Double(received) / seconds(ContinuousClock.now - start)
+    }
+
+    /// What this process holds (resident set, KiB) when its consumer stops iterating, and when the daemon stops
+    /// reading its publishes: the client's bounds, not the publishers' volume, should decide it.
+    private func memory(_ daemon: DaemonProcess) async throws {
+        let payload = ByteBuffer(repeating: UInt8(ascii: "x"), count: 1_000)
+        let start = Self.residentKiB
+        // A subscription nobody iterates, with the default limits (1,024 events or 1 MiB; twice that at most).
+        let subscriber = try await NotifyClient.connect(to: daemon.socketPath)
+        let subscription = try await subscriber.subscribe(to: [TopicPattern("memory.>")])
+        let publisher = try await NotifyClient.connect(to: daemon.socketPath)
+        for _ in 0..<100 {
+            try await publisher.publish([ByteBuffer](repeating: payload, count: 1_000), to: Topic("memory.t"), retain: false)
+        }
+        try await publisher.flush()
+        try await Task.sleep(for: .seconds(1))  // a benchmark's pause: let the client read what it will
+        let stalled = Self.residentKiB
+        print("memory   a subscription not iterated, 100 MB published at it: holds \(subscription.buffered.events) events,"
+            + " \(subscription.buffered.bytes / 1024) KiB counted; process RSS +\(stalled - start) KiB")
+        await subscriber.close()
+
+        // A daemon that stops reading: publishing goes on until the client's bound (4 MiB by default) is full.
+        kill(daemon.pid, SIGSTOP)
+        let before = Self.residentKiB
+        let sent = ManagedCounter()
+        let publishing = Task {
+            for _ in 0..<100_000 {
+                try await publisher.publish(payload, to: Topic("memory.stopped"), retain: false)
+                sent.increment()
+            }
+        }
+        var last = -1
+        while sent.value != last {
+            last = sent.value
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        let held = Self.residentKiB
+        print("memory   a daemon stopped (SIGSTOP) under a publisher of 1 KB messages: \(sent.value) publishes returned"
+            + " of 100,000 before it waited; process RSS +\(held - before) KiB")
+        kill(daemon.pid, SIGCONT)
+        try await publishing.value
+        try await publisher.flush()
+        await publisher.close()
+    }
+
+    static var residentKiB: Int {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
+        return line.flatMap { $0.split(separator: " ").dropFirst().first.flatMap { Int($0) } } ?? 0
     }
 
     static func rate(_ perSecond: Double) -> String {
