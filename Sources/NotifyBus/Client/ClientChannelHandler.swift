@@ -347,7 +347,6 @@ final class ClientChannelHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         inRead = true
         let frame = unwrapInboundIn(data)
-        if closingReason != nil, !frame.isError { closingReason = nil }
         switch frame {
         case .hello(let serverGreeting):
             greeted = true
@@ -396,6 +395,9 @@ final class ClientChannelHandler: ChannelInboundHandler {
             let subscription = replayTargets[id]!
             if !isRepeat(delivery, for: subscription) { hand(.message(delivery), to: subscription) }
         case .ok(let id, _), .pong(let id), .latest(let id, _), .topics(let id, _), .stats(let id, _), .explanation(let id, _):
+            // A reply after an `ERR storage`: the connection went on, so that error was a refusal, not why it ends.
+            // (Deliveries prove nothing: the daemon may still send some before it closes.)
+            closingReason = nil
             if let id { replaysAnswered(id) }
             if let id, let promise = waiting.removeValue(forKey: id) { promise.succeed(frame) }
         }
@@ -592,13 +594,6 @@ final class ClientChannelHandler: ChannelInboundHandler {
         if !resumable.isEmpty { handOver?(resumable, error) }
         self.context = nil
         context.fireChannelInactive()
-    }
-}
-
-extension ServerFrame {
-    fileprivate var isError: Bool {
-        if case .error = self { return true }
-        return false
     }
 }
 
