@@ -243,6 +243,21 @@ struct OutboundQueueTests {
         #expect(waiting.state == nil, "a queue let go of releases the topics of what still waited")
     }
 
+    @Test("making room behind a reply that stays at the front looks at each entry about once, not at every tombstone again per delivery")
+    func dropsBehindAStuckReplyInConstantWork() {
+        var queue = OutboundQueue()
+        // A reply first, which a connection that takes nothing keeps at the front: the tombstones of what is dropped
+        // pile up behind it until there are enough to compact.
+        queue.appendReply(ByteBuffer(string: "#1 OK\n"))
+        let limits = OutboundQueue.Limits(messages: 100, bytes: .max)
+        let deliveries = 20_000
+        let stalled = Self.enqueue(deliveries, of: "stalled", into: &queue, limits: limits)
+        #expect(queue.messageCount == 100 && stalled.state?.dropped == UInt64(deliveries - 100))
+        // Each entry is passed over once as it becomes a tombstone, and again after each compaction (at most one
+        // per 1,024 drops, over what is left); looking from the front every time cost about 500 per delivery here.
+        #expect(queue.entriesScannedForOldest <= 3 * deliveries, "scanned \(queue.entriesScannedForOldest) entries for \(deliveries) deliveries")
+    }
+
     @Test("a subscriber that stays stalled keeps exactly the newest messages its bound allows, however long it lasts")
     func longStall() throws {
         let harness = Self.harness(messages: 1_000)

@@ -86,6 +86,13 @@ struct OutboundQueue: ~Copyable {
     private var newestByTopic: [ByteKey: Int] = [:]
     /// What was dropped since the last notices went out.
     private var drops = DropTally()
+    /// The number of the first entry that may be a delivery not dropped: all before it are replies or tombstones.
+    /// Making room starts looking for the oldest delivery here, not at the front: a reply that stays at the front
+    /// (its connection takes nothing) keeps the tombstones behind it until compaction, and looking through them for
+    /// every delivery queued made a stalled subscriber cost the daemon time growing with its queue, per message.
+    private var oldestDeliveryFrom = 0
+    /// Entries looked at to find the oldest delivery, for tests.
+    private(set) var entriesScannedForOldest = 0
 
     /// The most topics the queue keeps a drop notice of their own for between two drains (see ``DropTally``).
     static let dropRecordLimit = DropTally.topicLimit
@@ -167,9 +174,13 @@ struct OutboundQueue: ~Copyable {
         if isReplay { flowingCount += 1 }
         while messageCount > limits.messages || byteCount > limits.bytes {
             if policy == .disconnect { return nil }
-            // The oldest delivery is usually the first entry; a reply can sit before it.
-            var oldest = 0
-            while oldest < entries.count && (entries[oldest].topic == nil || entries[oldest].isRemoved) { oldest += 1 }
+            // The oldest delivery is usually the first entry; replies and tombstones can sit before it.
+            var oldest = max(0, oldestDeliveryFrom - firstEntryNumber)
+            while oldest < entries.count && (entries[oldest].topic == nil || entries[oldest].isRemoved) {
+                oldest += 1
+                entriesScannedForOldest &+= 1
+            }
+            oldestDeliveryFrom = firstEntryNumber + oldest
             guard oldest < entries.count else { break }
             drop(at: oldest)
             dropped += 1
@@ -284,6 +295,7 @@ struct OutboundQueue: ~Copyable {
             entries.append(moved)
         }
         removedCount = 0
+        oldestDeliveryFrom = firstEntryNumber
     }
 
     /// Copies `frame` to the end of the last chunk, starting a chunk when it does not fit.
