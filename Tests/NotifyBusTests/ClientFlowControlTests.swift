@@ -19,7 +19,6 @@ struct ClientFlowControlTests {
 
         init(version: UInt64, limits: SubscriptionBufferLimits, pattern: String = "t") throws {
             handler = ClientChannelHandler(greeting: channel.eventLoop.makePromise(of: ServerGreeting.self))
-            try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ServerFrameDecoder()))
             try channel.pipeline.syncOperations.addHandler(handler)
             try channel.writeInbound(ByteBuffer(string: "HELLO notifyd \(version) max_payload=1048576 max_topic=255 max_line=1024\n"))
             gauge = SubscriptionGauge(limits: limits)

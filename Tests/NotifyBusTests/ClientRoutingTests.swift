@@ -12,7 +12,6 @@ struct ClientRoutingTests {
     func cacheFollowsSubscriptions() async throws {
         let channel = EmbeddedChannel()
         let handler = ClientChannelHandler(greeting: channel.eventLoop.makePromise(of: ServerGreeting.self))
-        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ServerFrameDecoder()))
         try channel.pipeline.syncOperations.addHandler(handler)
         try channel.writeInbound(ByteBuffer(string: "HELLO notifyd 3 max_payload=1048576 max_topic=255 max_line=1024\n"))
         func deliver(_ sequence: UInt64) throws {

@@ -106,6 +106,23 @@ struct ProtocolRoundTripTests {
         }
     }
 
+    @Test("a client's batch of fire-and-forget publishes is byte for byte the PUB frames of the general encoder")
+    func publishBatchMatchesRequests() throws {
+        let topic = try Topic("batch.topic")
+        // Sizes around each change in the number of digits, and an empty payload.
+        let payloads = [0, 1, 9, 10, 99, 100, 999, 1_000, 12_345].map { ByteBuffer(repeating: UInt8(ascii: "p"), count: $0) }
+        for retain in [true, false] {
+            var batch = ByteBuffer()
+            let written = batch.writePublishes(payloads, to: topic, retain: retain)
+            var expected = ByteBuffer()
+            for payload in payloads {
+                expected.writeRequest(Request(.publish(topic, payload: payload, PublishOptions(retain: retain, acknowledge: false))))
+            }
+            #expect(batch == expected, "retain: \(retain)")
+            #expect(written == expected.readableBytes)
+        }
+    }
+
     @Test("the wire form matches PROTOCOL.md")
     func wireForm() {
         var buffer = ByteBuffer()

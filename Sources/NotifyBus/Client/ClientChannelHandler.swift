@@ -15,7 +15,7 @@ import NIOCore
 /// Like every `ChannelHandler`, it is used only on its channel's event loop; ``NotifyClient`` reaches it through
 /// `NIOLoopBound`.
 final class ClientChannelHandler: ChannelInboundHandler {
-    typealias InboundIn = ServerFrame
+    typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     /// A subscription of this client: its patterns and the stream its events go to.
@@ -44,8 +44,12 @@ final class ClientChannelHandler: ChannelInboundHandler {
         var localDrops = DropTally()
         /// For a subscription of a client that reconnects: what it needs to resume on the next connection.
         var resume: ResumeState?
-        /// Whether it was given events in the read under way, to be handed over at its end.
+        /// What it was given in the read under way, to be handed over at its end.
+        var gathered = SubscriptionInbox.Batch()
+        /// Whether it is listed to be handed what it gathered at the end of the read.
         var awaitsHandOver = false
+        /// Its id on the connection it is on.
+        var id: UInt64 = 0
 
         convenience init(
             patterns: [TopicPattern],
@@ -87,6 +91,11 @@ final class ClientChannelHandler: ChannelInboundHandler {
 
     private var context: ChannelHandlerContext?
     private let greeting: EventLoopPromise<ServerGreeting>
+    /// Decodes here rather than in a `ByteToMessageHandler` of its own, as the daemon does: passing each frame down
+    /// the pipeline boxes it in an existential and casts it back, which cost more than the rest of a delivery.
+    @exclusivity(unchecked) private var decoder = ServerFrameDecoder()
+    /// The start of a frame whose end has not arrived yet; nil between frames.
+    @exclusivity(unchecked) private var unread: ByteBuffer?
     private var nextRequestID: UInt64 = 1
     /// Requests whose reply someone waits for, by id. Requests without one (publishes without ack) are not
     /// listed: an `ERR` with an id found nowhere here belongs to one of them.
@@ -125,11 +134,14 @@ final class ClientChannelHandler: ChannelInboundHandler {
     private var leftoverPublishes: ByteBuffer?
     /// The local subscriptions each recent topic goes to (see ``subscriptions(matching:)``); emptied whenever the
     /// subscriptions change.
-    private var routeCache: [Topic: [UInt64]] = [:]
+    private var routeCache: [Topic: [LocalSubscription]] = [:]
+    /// The last topic routed and where it went: a topic's messages usually come in runs, and the decoder hands the
+    /// same string again for the same topic, so telling it is the same costs no hashing.
+    @exclusivity(unchecked) private var lastRoute: (topic: Topic, subscriptions: [LocalSubscription])?
     /// Whether a read of the socket is under way: events given meanwhile are handed over at its end, together.
     private var inRead = false
     /// The subscriptions given events in the read under way.
-    private var handOvers: [UInt64] = []
+    private var handOvers: [LocalSubscription] = []
     private var greeted = false
     private var failure: NotifyClientError?
     /// An `ERR storage` without a request id: if the daemon closes the connection next, the reason it did.
@@ -233,10 +245,11 @@ final class ClientChannelHandler: ChannelInboundHandler {
         let id = nextSubscriptionID
         nextSubscriptionID += 1
         subscriptions[id] = subscription
+        subscription.id = id
         var newPatterns: [TopicPattern] = []
         for pattern in Set(subscription.patterns) {
             routes.insert(id, for: pattern)
-            routeCache.removeAll()
+            forgetRoutes()
             patternUsers[pattern, default: 0] += 1
             if patternUsers[pattern] == 1 { newPatterns.append(pattern) }
         }
@@ -250,11 +263,10 @@ final class ClientChannelHandler: ChannelInboundHandler {
     func adopt(_ subscription: LocalSubscription, connectedAt: PublishTime) -> UInt64? {
         subscription.resume!.connectedAt = connectedAt
         subscription.replaysPending = 0
-        subscription.awaitsHandOver = false
         subscription.newest = [:]
         subscription.historyReplays = [:]
         if subscription.resume!.route.isEnded {
-            subscription.output.finish(nil)
+            finish(subscription, nil)
             return nil
         }
         guard let eventLoop = context?.eventLoop, failure == nil else {
@@ -281,18 +293,18 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// Ends subscription `id` with `error`.
     func end(_ id: UInt64, throwing error: any Error) {
         guard let subscription = subscriptions[id] else { return }
-        subscription.output.finish(error)
+        finish(subscription, error)
         removeSubscription(id)
     }
 
     /// Ends a local subscription; patterns no other local subscription holds are unsubscribed at the daemon.
     func removeSubscription(_ id: UInt64) {
         guard let subscription = subscriptions.removeValue(forKey: id) else { return }
-        subscription.output.finish(nil)
+        finish(subscription, nil)
         if fullSubscriptions.remove(id) != nil { updateFlow() }
         for pattern in Set(subscription.patterns) {
             routes.remove(id, for: pattern)
-            routeCache.removeAll()
+            forgetRoutes()
             patternUsers[pattern, default: 1] -= 1
             if patternUsers[pattern] == 0 {
                 patternUsers[pattern] = nil
@@ -306,8 +318,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// Notes that the consumer of subscription `id` took it back under its low-water marks. It may have filled up
     /// again since it said so: its gauge decides.
     func subscriptionCaughtUp(_ id: UInt64) {
-        guard let gauge = subscriptions[id]?.gauge, !gauge.isFull else { return }
-        announceLocalDrops(of: id)
+        guard let subscription = subscriptions[id], !subscription.gauge.isFull else { return }
+        announceLocalDrops(of: subscription)
         if fullSubscriptions.remove(id) != nil { updateFlow() }
     }
 
@@ -345,23 +357,48 @@ final class ClientChannelHandler: ChannelInboundHandler {
     // MARK: - Receiving
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var buffer = unwrapInboundIn(data)
+        if var pending = unread.take() {
+            pending.writeBuffer(&buffer)
+            buffer = pending
+        }
         inRead = true
-        let frame = unwrapInboundIn(data)
+        do {
+            while let frame = try decoder.decode(buffer: &buffer) { receive(frame) }
+        } catch {
+            errorCaught(context: context, error: error)
+            return
+        }
+        guard buffer.readableBytes > 0 else { return }
+        // A few bytes of a frame would keep a whole receive buffer (and every payload sliced from it) alive: copied
+        // out, unless most of the buffer is that one frame.
+        if buffer.readableBytes < buffer.capacity / 2 {
+            var copy = context.channel.allocator.buffer(capacity: max(buffer.readableBytes, 256))
+            copy.writeBuffer(&buffer)
+            unread = copy
+        } else {
+            unread = buffer
+        }
+    }
+
+    /// Takes one frame from the daemon: a reply goes to the request waiting for it, a delivery to the local
+    /// subscriptions it is for.
+    private func receive(_ frame: ServerFrame) {
         switch frame {
         case .hello(let serverGreeting):
             greeted = true
             daemonPauses = serverGreeting.version >= ServerGreeting.pausingVersion
             greeting.succeed(serverGreeting)
         case .delivery(let delivery):
-            route(.message(delivery), topic: delivery.topic)
+            route(delivery)
         case .dropped(let notice) where notice.isAboutManyTopics:
             // Of topics it does not name: any subscription may have missed some.
-            for id in subscriptions.keys { hand(.dropped(notice), to: id) }
+            for subscription in subscriptions.values { hand(notice, to: subscription) }
         case .dropped(let notice):
-            route(.dropped(notice), topic: notice.topic)
+            route(notice)
         case .missed(let id, let notice):
             // What a resuming subscription's history no longer holds: for the subscription that asked.
-            if let subscription = replayTargets[id] { hand(.dropped(notice), to: subscription) }
+            if let target = replayTargets[id], let subscription = subscriptions[target] { hand(notice, to: subscription) }
         case .error(let error) where !greeted:
             // A daemon at a connection limit answers with an `ERR` instead of its greeting, then closes.
             failure = NotifyClientError.refused(error)
@@ -392,8 +429,9 @@ final class ClientChannelHandler: ChannelInboundHandler {
             }
         case .latest(let id?, let delivery) where replayTargets[id] != nil:
             // A buffered message brought by `SUB … latest`: for the subscription that asked, not a reply.
-            let subscription = replayTargets[id]!
-            if !isRepeat(delivery, for: subscription) { hand(.message(delivery), to: subscription) }
+            if let subscription = subscriptions[replayTargets[id]!], !isRepeat(delivery, for: subscription) {
+                hand(delivery, to: subscription)
+            }
         case .ok(let id, _), .pong(let id), .latest(let id, _), .topics(let id, _), .stats(let id, _), .explanation(let id, _):
             // A reply after an `ERR storage`: the connection went on, so that error was a refusal, not why it ends.
             // (Deliveries prove nothing: the daemon may still send some before it closes.)
@@ -405,80 +443,110 @@ final class ClientChannelHandler: ChannelInboundHandler {
 
     /// Hands `event` to every local subscription with a pattern matching `topic`, once each, leaving out a message
     /// a subscription already has.
-    private func route(_ event: SubscriptionEvent, topic: Topic) {
-        for id in subscriptions(matching: topic) {
-            if case .message = event, awaitsHistory(of: topic, id) { continue }
-            if case .message(let delivery) = event, isRepeat(delivery, for: id) { continue }
-            hand(event, to: id)
+    private func route(_ delivery: Delivery) {
+        for subscription in subscriptions(matching: delivery.topic) {
+            if awaitsHistory(of: delivery.topic, subscription) || isRepeat(delivery, for: subscription) { continue }
+            hand(delivery, to: subscription)
         }
+    }
+
+    /// Hands `notice` to every local subscription with a pattern matching its topic, once each.
+    private func route(_ notice: DropNotice) {
+        for subscription in subscriptions(matching: notice.topic) { hand(notice, to: subscription) }
     }
 
     /// The local subscriptions whose patterns match `topic`, each once: looked up in the patterns once per topic
     /// (a topic's messages usually come in runs), then remembered until the subscriptions change.
-    private func subscriptions(matching topic: Topic) -> [UInt64] {
-        if let known = routeCache[topic] { return known }
-        var matched: [UInt64] = []
-        routes.forEachMatch(of: topic) { id in
-            if !matched.contains(id) { matched.append(id) }
+    private func subscriptions(matching topic: Topic) -> [LocalSubscription] {
+        if let last = lastRoute, last.topic == topic { return last.subscriptions }
+        let matched: [LocalSubscription]
+        if let known = routeCache[topic] {
+            matched = known
+        } else {
+            var ids: [UInt64] = []
+            routes.forEachMatch(of: topic) { id in
+                if !ids.contains(id) { ids.append(id) }
+            }
+            matched = ids.compactMap { subscriptions[$0] }
+            if routeCache.count >= Self.routeCacheSize { routeCache.removeAll(keepingCapacity: true) }
+            routeCache[topic] = matched
         }
-        if routeCache.count >= Self.routeCacheSize { routeCache.removeAll(keepingCapacity: true) }
-        routeCache[topic] = matched
+        lastRoute = (topic, matched)
         return matched
+    }
+
+    /// Forgets where topics went, when the subscriptions change.
+    private func forgetRoutes() {
+        routeCache.removeAll()
+        lastRoute = nil
     }
 
     /// How many topics' subscriptions are remembered at most (``subscriptions(matching:)``).
     static let routeCacheSize = 4_096
 
-    /// Gives `event` to subscription `id`'s consumer, counting it in what the subscription holds; or, while the
+    /// Gives `delivery` to `subscription`'s consumer, counting it in what the subscription holds; or, while the
     /// connection reads past the subscription's hard limit, drops it, to be announced.
-    private func hand(_ event: SubscriptionEvent, to id: UInt64) {
-        guard let subscription = subscriptions[id] else { return }
-        var event = event
+    private func hand(_ delivery: Delivery, to subscription: LocalSubscription) {
         if subscription.resume != nil {
             // What it delivered before the connection was lost comes again in the replay: left out, once.
-            switch event {
-            case .message(let delivery):
-                if subscription.resume!.delivered.isRepeat(delivery) { return }
-                let isLive = delivery.time >= subscription.resume!.connectedAt
-                subscription.resume!.delivered.record(delivery, isLive: isLive)
-            case .dropped(let notice):
-                guard let missed = subscription.resume!.delivered.missed(notice) else { return }
-                event = .dropped(missed)
-            }
+            if subscription.resume!.delivered.isRepeat(delivery) { return }
+            let isLive = delivery.time >= subscription.resume!.connectedAt
+            subscription.resume!.delivered.record(delivery, isLive: isLive)
         }
-        if isReadingPastLimit && fullSubscriptions.contains(id) && subscription.gauge.isAtHardLimit {
-            switch event {
-            case .message(let delivery):
-                subscription.localDrops.record(delivery.topic, count: 1, first: delivery.sequence, last: delivery.sequence)
-            case .dropped(let notice):
-                subscription.localDrops.record(notice)
-            }
+        if isReadingPastLimit && isDroppingLocally(for: subscription) {
+            subscription.localDrops.record(delivery.topic, count: 1, first: delivery.sequence, last: delivery.sequence)
             return
         }
-        if !subscription.localDrops.isEmpty { announceLocalDrops(of: id) }
-        give(event, to: subscription, id: id)
+        if !subscription.localDrops.isEmpty { announceLocalDrops(of: subscription) }
+        give(.message(delivery), to: subscription)
     }
 
-    /// Gives `event` to subscription `id`'s consumer, counting it, and holding back the connection when that fills
+    /// Gives `notice` to `subscription`'s consumer, less what it already has, as a message is given.
+    private func hand(_ notice: DropNotice, to subscription: LocalSubscription) {
+        var notice = notice
+        if subscription.resume != nil {
+            // What it delivered before the connection was lost is not missed.
+            guard let missed = subscription.resume!.delivered.missed(notice) else { return }
+            notice = missed
+        }
+        if isReadingPastLimit && isDroppingLocally(for: subscription) {
+            subscription.localDrops.record(notice)
+            return
+        }
+        if !subscription.localDrops.isEmpty { announceLocalDrops(of: subscription) }
+        give(.dropped(notice), to: subscription)
+    }
+
+    /// Whether what comes for `subscription` while the connection reads past its hard limit is dropped here.
+    private func isDroppingLocally(for subscription: LocalSubscription) -> Bool {
+        fullSubscriptions.contains(subscription.id) && subscription.gauge.isAtHardLimit
+    }
+
+    /// Gives `event` to `subscription`'s consumer, counting it, and holding back the connection when that fills
     /// the subscription.
-    private func give(_ event: SubscriptionEvent, to subscription: LocalSubscription, id: UInt64) {
+    private func give(_ event: SubscriptionEvent, to subscription: LocalSubscription) {
         let size = event.bufferedSize
         switch subscription.gauge.add(size) {
         case .roomy, .full:
             break
         case .becameFull:
-            fullSubscriptions.insert(id)
+            fullSubscriptions.insert(subscription.id)
             // At once rather than at the end of the read: the sooner the daemon pauses, the less it sends meanwhile.
             updateFlow()
         case .atHardLimit:
             if isReading { updateFlow() }
         }
-        subscription.output.yield(event, size)
+        if let takeEach = subscription.output.takeEach {
+            takeEach(event)
+            return
+        }
+        subscription.gathered.events.append(event)
+        subscription.gathered.bytes += size
         if !inRead {
-            subscription.output.handOver()
+            handGathered(to: subscription)
         } else if !subscription.awaitsHandOver {
             subscription.awaitsHandOver = true
-            handOvers.append(id)
+            handOvers.append(subscription)
         }
     }
 
@@ -486,20 +554,31 @@ final class ClientChannelHandler: ChannelInboundHandler {
     private func handOverReadEvents() {
         inRead = false
         guard !handOvers.isEmpty else { return }
-        for id in handOvers {
-            guard let subscription = subscriptions[id] else { continue }
-            subscription.awaitsHandOver = false
-            subscription.output.handOver()
-        }
+        for subscription in handOvers { handGathered(to: subscription) }
         handOvers.removeAll(keepingCapacity: true)
+    }
+
+    /// Hands `subscription`'s consumer what it was given since the last time.
+    private func handGathered(to subscription: LocalSubscription) {
+        subscription.awaitsHandOver = false
+        guard !subscription.gathered.events.isEmpty else { return }
+        let batch = subscription.gathered
+        subscription.gathered = SubscriptionInbox.Batch()
+        subscription.output.handOver(batch)
+    }
+
+    /// Ends `subscription` for its consumer, after what it was given: with nil when it ends normally, else with why.
+    private func finish(_ subscription: LocalSubscription, _ error: (any Error)?) {
+        handGathered(to: subscription)
+        subscription.output.finish(error)
     }
 
     /// Hands subscription `id` the notices of what it dropped itself, if it did: all of them, its hard limit
     /// notwithstanding (they are a few, at most ``DropTally/topicLimit`` and one), so that none comes after a
     /// message newer than what it tells of.
-    private func announceLocalDrops(of id: UInt64) {
-        guard let subscription = subscriptions[id], !subscription.localDrops.isEmpty else { return }
-        for notice in subscription.localDrops.take() { give(.dropped(notice), to: subscription, id: id) }
+    private func announceLocalDrops(of subscription: LocalSubscription) {
+        guard !subscription.localDrops.isEmpty else { return }
+        for notice in subscription.localDrops.take() { give(.dropped(notice), to: subscription) }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -521,9 +600,9 @@ final class ClientChannelHandler: ChannelInboundHandler {
 
     /// Whether a history replay still coming to subscription `id` brings the messages of `topic` (see
     /// ``LocalSubscription/historyReplays``).
-    private func awaitsHistory(of topic: Topic, _ id: UInt64) -> Bool {
-        guard let pending = subscriptions[id]?.historyReplays, !pending.isEmpty else { return false }
-        return pending.keys.contains { $0.matches(topic) }
+    private func awaitsHistory(of topic: Topic, _ subscription: LocalSubscription) -> Bool {
+        guard !subscription.historyReplays.isEmpty else { return false }
+        return subscription.historyReplays.keys.contains { $0.matches(topic) }
     }
 
     /// Whether subscription `id`, while buffered messages may still come to it, already has `delivery` or a newer
@@ -534,14 +613,14 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// twice, the second time possibly after newer live ones. Sequence numbers only grow per topic, so a repeat is a
     /// message numbered no higher than the newest seen and published no later; a topic the daemon forgot, and numbers
     /// from 1 again, has newer times.
-    private func isRepeat(_ delivery: Delivery, for id: UInt64) -> Bool {
-        guard let pending = subscriptions[id]?.replaysPending, pending > 0 else { return false }
-        if let newest = subscriptions[id]?.newest[delivery.topic],
+    private func isRepeat(_ delivery: Delivery, for subscription: LocalSubscription) -> Bool {
+        guard subscription.replaysPending > 0 else { return false }
+        if let newest = subscription.newest[delivery.topic],
             delivery.sequence <= newest.sequence && delivery.time <= newest.time
         {
             return true
         }
-        subscriptions[id]?.newest[delivery.topic] = (delivery.sequence, delivery.time)
+        subscription.newest[delivery.topic] = (delivery.sequence, delivery.time)
         return false
     }
 
@@ -559,6 +638,13 @@ final class ClientChannelHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        if var rest = unread.take(), failure == nil {
+            do {
+                while let frame = try decoder.decodeLast(buffer: &rest, seenEOF: true) { receive(frame) }
+            } catch {
+                errorCaught(context: context, error: error)
+            }
+        }
         handOverReadEvents()
         let error =
             failure
@@ -579,7 +665,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         var resumable: [LocalSubscription] = []
         for subscription in subscriptions.values {
             if closedByUser {
-                subscription.output.finish(nil)
+                finish(subscription, nil)
             } else if handOver != nil, let resume = subscription.resume, error.kind == .connectionClosed,
                 // Under `disconnect`, a connection closed without the daemon saying it goes away is this subscriber's
                 // own end for falling behind, which it asked for.
@@ -587,7 +673,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
             {
                 resumable.append(subscription)
             } else {
-                subscription.output.finish(error)
+                finish(subscription, error)
             }
         }
         subscriptions.removeAll()

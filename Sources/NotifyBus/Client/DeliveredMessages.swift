@@ -8,6 +8,9 @@
 /// is about the topics of the last moment, not every topic it ever saw.
 struct DeliveredMessages {
     private var last: [Topic: (sequence: UInt64, time: PublishTime)] = [:]
+    /// The last message of the topic delivered most recently, kept out of `last` until another topic comes: a topic's
+    /// messages usually come in runs, and the decoder hands the same name again, so this costs no hashing.
+    private var recent: (topic: Topic, sequence: UInt64, time: PublishTime)?
     /// The table's size at which it is pruned next.
     private var pruneAt = DeliveredMessages.minimumPruneSize
     static let minimumPruneSize = 1_024
@@ -33,29 +36,38 @@ struct DeliveredMessages {
     }
 
     /// Topics it remembers, for tests.
-    var count: Int { last.count }
+    var count: Int { last.count + (recent.map { last[$0.topic] == nil ? 1 : 0 } ?? 0) }
+
+    /// The last message delivered of `topic`, if it remembers one.
+    private func lastDelivered(of topic: Topic) -> (sequence: UInt64, time: PublishTime)? {
+        if let recent, recent.topic == topic { return (recent.sequence, recent.time) }
+        return last[topic]
+    }
 
     /// The last sequence number delivered of `topic`, if it remembers one.
-    func lastSequence(of topic: Topic) -> UInt64? { last[topic]?.sequence }
+    func lastSequence(of topic: Topic) -> UInt64? { lastDelivered(of: topic)?.sequence }
 
     /// Whether `delivery` was delivered already: a message no newer by both its number and its time than the last of
     /// its topic (a topic numbered again from 1 has newer times, and goes on).
     func isRepeat(_ delivery: Delivery) -> Bool {
-        guard let previous = last[delivery.topic] else { return false }
+        guard let previous = lastDelivered(of: delivery.topic) else { return false }
         return delivery.sequence <= previous.sequence && delivery.time <= previous.time
     }
 
     /// Notes `delivery` as delivered; `isLive` when it came after the connection subscribed (a replay may stop
     /// half-way if the connection does, so it does not move the resume point).
     mutating func record(_ delivery: Delivery, isLive: Bool) {
-        last[delivery.topic] = (delivery.sequence, delivery.time)
+        if let previous = recent, previous.topic != delivery.topic {
+            last[previous.topic] = (previous.sequence, previous.time)
+        }
+        recent = (delivery.topic, delivery.sequence, delivery.time)
         if isLive, delivery.time > resumePoint ?? PublishTime(microsecondsSinceEpoch: 0) { resumePoint = delivery.time }
         if last.count >= pruneAt { prune() }
     }
 
     /// `notice` less what was delivered already; nil when all of it was.
     func missed(_ notice: DropNotice) -> DropNotice? {
-        let delivered = last[notice.topic]?.sequence ?? 0
+        let delivered = lastDelivered(of: notice.topic)?.sequence ?? 0
         guard notice.isAboutManyTopics || notice.lastSequence > delivered else { return nil }
         if notice.isAboutManyTopics || notice.firstSequence > delivered { return notice }
         let first = delivered + 1
@@ -70,6 +82,7 @@ struct DeliveredMessages {
     /// Lets go of the topics whose last message is older than the resume point: the replay sends none of theirs that
     /// was delivered already.
     private mutating func prune() {
+        if let recent { last[recent.topic] = (recent.sequence, recent.time) }
         if let resumePoint { last = last.filter { $0.value.time >= resumePoint } }
         pruneAt = max(DeliveredMessages.minimumPruneSize, 2 * last.count)
     }

@@ -155,7 +155,6 @@ public final class NotifyClient: Sendable {
                         let eventLoop = channel.eventLoop
                         let outbox = PublishOutbox(limit: publishBuffer) { eventLoop.execute { bound.value.drainOutbox() } }
                         handler.outbox = outbox
-                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ServerFrameDecoder()))
                         try channel.pipeline.syncOperations.addHandler(handler)
                         added.withLockedValue { $0 = (bound, outbox, handler.greetingFuture) }
                     }
@@ -206,8 +205,7 @@ public final class NotifyClient: Sendable {
     /// - Parameter retain: whether the message becomes the topic's buffered latest message.
     public func publish(_ payload: ByteBuffer, to topic: Topic, retain: Bool = true) async throws {
         try checkSize(payload)
-        let command = Command.publish(topic, payload: payload, PublishOptions(retain: retain, acknowledge: false))
-        try await withConnection { link in try await link.outbox.append(CollectionOfOne(command)) }
+        try await withConnection { link in try await link.outbox.append(CollectionOfOne(payload), to: topic, retain: retain) }
     }
 
     /// Publishes each of `payloads` to `topic`, in order, without waiting for the daemon to confirm them, as
@@ -216,9 +214,7 @@ public final class NotifyClient: Sendable {
     public func publish(_ payloads: [ByteBuffer], to topic: Topic, retain: Bool = true) async throws {
         guard !payloads.isEmpty else { return }
         for payload in payloads { try checkSize(payload) }
-        let options = PublishOptions(retain: retain, acknowledge: false)
-        let commands = payloads.lazy.map { Command.publish(topic, payload: $0, options) }
-        try await withConnection { link in try await link.outbox.append(commands) }
+        try await withConnection { link in try await link.outbox.append(payloads, to: topic, retain: retain) }
     }
 
     /// Publishes `text` (as UTF-8) to `topic` without waiting for confirmation (see ``publish(_:to:retain:)-(ByteBuffer,_,_)``).

@@ -37,16 +37,17 @@ final class PublishOutbox: Sendable {
         state = Mutex(State(pending: ByteBuffer()))
     }
 
-    /// Encodes `publishes` (fire-and-forget) after what is pending; waits first while the outbox is full.
+    /// Encodes `payloads` as fire-and-forget publishes to `topic` after what is pending; waits first while the
+    /// outbox is full.
     /// - Throws: the connection's error once it is gone (nothing was taken), or `CancellationError` when the task
     ///   was cancelled while waiting for room (nothing was taken, and the client stays usable).
-    func append(_ publishes: some Collection<Command>) async throws {
+    func append(_ payloads: some Collection<ByteBuffer>, to topic: Topic, retain: Bool) async throws {
         while true {
             let step = state.withLock { state -> AppendStep in
                 if let closed = state.closed { return .closed(closed) }
                 // A publish larger than the whole bound still goes, alone.
                 guard state.pending.readableBytes + state.inChannel < limit else { return .full }
-                for command in publishes { state.pending.writeRequest(Request(command)) }
+                state.pending.writePublishes(payloads, to: topic, retain: retain)
                 guard !state.drainScheduled else { return .appended(schedule: false) }
                 state.drainScheduled = true
                 return .appended(schedule: true)

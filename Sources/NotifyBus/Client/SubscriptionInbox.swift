@@ -2,8 +2,8 @@ import Synchronization
 
 /// The events of one subscription on their way from the connection's event loop to its consumer.
 ///
-/// The event loop adds each event as it routes it, and hands over what one read of the socket brought once, at the
-/// end of the read: one wake-up of the consumer per read, not per message. The consumer takes everything that waits
+/// The event loop gathers the events of one read of the socket and adds them at the end of the read: one lock and
+/// one wake-up of the consumer per read, not per message. The consumer takes everything that waits
 /// with one lock and goes through it without another (``NotifySubscription/Iterator``). What waits here counts
 /// against the subscription's ``SubscriptionBufferLimits`` until its consumer is done with the batch it belongs to.
 final class SubscriptionInbox: Sendable {
@@ -26,28 +26,21 @@ final class SubscriptionInbox: Sendable {
         var ending: Ending?
         /// Set once the ending was given to the consumer: a later `take` returns nil.
         var endingTaken = false
-        /// Whether events were added since the last hand-over.
-        var unannounced = false
     }
 
     private let state = Mutex(State())
 
-    /// Adds an event of `size` bytes (``SubscriptionEvent/bufferedSize``); the consumer sees it at the next
-    /// ``handOver()``, or when it comes for more anyway. On the event loop.
-    func append(_ event: SubscriptionEvent, size: Int) {
-        state.withLock { state in
-            guard state.ending == nil else { return }
-            state.waiting.events.append(event)
-            state.waiting.bytes += size
-            state.unannounced = true
-        }
-    }
-
-    /// Wakes the consumer if it waits and events came: the end of a read of the socket.
-    func handOver() {
+    /// Adds the events of one read (their sizes as ``SubscriptionEvent/bufferedSize`` counts them), and wakes the
+    /// consumer if it waits. On the event loop.
+    func append(_ batch: Batch) {
         let consumer = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard state.unannounced else { return nil }
-            state.unannounced = false
+            guard state.ending == nil, !batch.events.isEmpty else { return nil }
+            if state.waiting.events.isEmpty {
+                state.waiting = batch
+            } else {
+                state.waiting.events.append(contentsOf: batch.events)
+                state.waiting.bytes += batch.bytes
+            }
             defer { state.consumer = nil }
             return state.consumer
         }
@@ -80,7 +73,7 @@ final class SubscriptionInbox: Sendable {
             }
             let step = state.withLock { state -> Step in
                 if !state.waiting.events.isEmpty {
-                    defer { state.waiting = Batch(); state.unannounced = false }
+                    defer { state.waiting = Batch() }
                     return .batch(state.waiting)
                 }
                 guard let ending = state.ending else { return .wait }

@@ -58,3 +58,72 @@ extension ByteBuffer {
         return writeStaticString("#") + writeDecimal(id) + writeStaticString(" ")
     }
 }
+
+extension ByteBuffer {
+    /// Writes a fire-and-forget `PUB` frame (no request id: the daemon's fast path) of each of `payloads` to `topic`,
+    /// in one pass: the frames are measured first and copied into the space reserved for them, so a publish costs
+    /// its copies, not a capacity and uniqueness check per field. The frames are those ``writeRequest(_:)`` writes.
+    /// - Returns: the number of bytes written.
+    @discardableResult
+    mutating func writePublishes(_ payloads: some Collection<ByteBuffer>, to topic: Topic, retain: Bool) -> Int {
+        var name = topic.name
+        return name.withUTF8 { name in
+            let verb: StaticString = "PUB "
+            let end: StaticString = retain ? "\n" : " noretain\n"
+            var total = 0
+            for payload in payloads {
+                let size = payload.readableBytes
+                total += verb.utf8CodeUnitCount + name.count + 1 + size.decimalDigits + end.utf8CodeUnitCount + size + 1
+            }
+            return writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
+                guard let base = out.baseAddress else { return 0 }
+                var at = base
+                func copy(_ bytes: UnsafeRawBufferPointer) {
+                    guard let start = bytes.baseAddress, bytes.count > 0 else { return }
+                    at.copyMemory(from: start, byteCount: bytes.count)
+                    at += bytes.count
+                }
+                let verbBytes = UnsafeRawBufferPointer(start: verb.utf8Start, count: verb.utf8CodeUnitCount)
+                let endBytes = UnsafeRawBufferPointer(start: end.utf8Start, count: end.utf8CodeUnitCount)
+                for payload in payloads {
+                    copy(verbBytes)
+                    copy(UnsafeRawBufferPointer(name))
+                    at.storeBytes(of: UInt8(ascii: " "), as: UInt8.self)
+                    at += 1
+                    at += payload.readableBytes.writeDecimal(to: at)
+                    copy(endBytes)
+                    payload.withUnsafeReadableBytes { copy($0) }
+                    at.storeBytes(of: UInt8(ascii: "\n"), as: UInt8.self)
+                    at += 1
+                }
+                return at - base
+            }
+        }
+    }
+}
+
+extension Int {
+    /// The digits of a non-negative number in decimal.
+    fileprivate var decimalDigits: Int {
+        var digits = 1
+        var rest = self / 10
+        while rest > 0 {
+            digits += 1
+            rest /= 10
+        }
+        return digits
+    }
+
+    /// Writes a non-negative number in decimal at `start`; returns the number of digits.
+    fileprivate func writeDecimal(to start: UnsafeMutableRawPointer) -> Int {
+        let digits = decimalDigits
+        var rest = self
+        var index = digits
+        repeat {
+            index -= 1
+            start.storeBytes(of: UInt8(ascii: "0") + UInt8(rest % 10), toByteOffset: index, as: UInt8.self)
+            rest /= 10
+        } while rest > 0
+        return digits
+    }
+}

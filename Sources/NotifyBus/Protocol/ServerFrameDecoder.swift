@@ -286,7 +286,7 @@ private struct ServerFrameParser {
         let unit: String?
         if unitBytes.isEmpty || LineScanner.equals(bytes, unitBytes, "-") {
             unit = nil
-        } else if let lastUnit = last.unit, lastUnit.utf8.elementsEqual(bytes[unitBytes]) {
+        } else if let lastUnit = last.unit, lastUnit.hasBytes(UnsafeRawBufferPointer(rebasing: bytes[unitBytes])) {
             unit = lastUnit
         } else {
             unit = string(bytes, unitBytes)
@@ -334,7 +334,7 @@ private struct ServerFrameParser {
 
     /// The topic named by `range`: the last message's, when it is the same, else checked and made anew.
     private func topic(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Topic? {
-        if let topic = last.topic, topic.name.utf8.elementsEqual(bytes[range]) { return topic }
+        if let topic = last.topic, topic.hasName(UnsafeRawBufferPointer(rebasing: bytes[range])) { return topic }
         guard case .success(let name) = topicName(bytes, range) else { return nil }
         return Topic(unchecked: name)
     }

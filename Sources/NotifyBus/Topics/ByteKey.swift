@@ -66,4 +66,12 @@ extension String {
     /// Byte-wise equality, the identity of topic names (see ``ByteKey``).
     @inlinable
     func sameBytes(as other: String) -> Bool { ByteKey.sameBytes(self, other) }
+
+    /// Whether the string's UTF-8 is exactly `bytes`, compared without making a string of them.
+    func hasBytes(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var text = self
+        return text.withUTF8 { utf8 in
+            utf8.count == bytes.count && ByteKey.equalBytes(UnsafeRawBufferPointer(utf8), bytes)
+        }
+    }
 }

@@ -23,12 +23,7 @@ public struct Topic: Hashable, Comparable, Sendable, CustomStringConvertible {
     }
 
     /// Whether the name is exactly `bytes`, compared without making a string of them.
-    func hasName(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        var name = name
-        return name.withUTF8 { utf8 in
-            utf8.count == bytes.count && ByteKey.equalBytes(UnsafeRawBufferPointer(utf8), bytes)
-        }
-    }
+    func hasName(_ bytes: UnsafeRawBufferPointer) -> Bool { name.hasBytes(bytes) }
 
     /// Whether the name starts with `$`: such topics are published by the daemon only.
     public var isReserved: Bool { name.utf8.first == UInt8(ascii: "$") }
