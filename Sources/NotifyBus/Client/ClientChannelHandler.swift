@@ -99,7 +99,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     private var nextRequestID: UInt64 = 1
     /// Requests whose reply someone waits for, by id. Requests without one (publishes without ack) are not
     /// listed: an `ERR` with an id found nowhere here belongs to one of them.
-    private var waiting: [UInt64: EventLoopPromise<ServerFrame>] = [:]
+    private var waiting: [UInt64: ReplyWaiter] = [:]
     /// Requests answered by several `LAST` frames and then an `OK` (`HISTORY`): what came so far, and who waits.
     private var collections: [UInt64: (deliveries: [Delivery], promise: EventLoopPromise<[Delivery]>)] = [:]
     /// Errors that fire-and-forget requests received, for the next `flush` to report.
@@ -174,9 +174,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
             written?.fail(closedError)
             return
         }
-        let id = nextRequestID
-        nextRequestID += 1
-        if let reply { waiting[id] = reply }
+        let id = takeRequestID()
+        if let reply { waiting[id] = .promise(reply) }
         if let subscription {
             replayTargets[id] = subscription
             subscriptions[subscription]?.replaysPending += 1
@@ -194,14 +193,25 @@ final class ClientChannelHandler: ChannelInboundHandler {
         if reply != nil && !isReading { updateFlow() }
     }
 
-    /// Writes the fire-and-forget publishes the outbox gathered, ahead of anything written after.
+    /// A request id not used on this connection yet: the outbox's, which encodes requests with ids too.
+    private func takeRequestID() -> UInt64 {
+        if let outbox { return outbox.takeRequestID() }
+        defer { nextRequestID += 1 }
+        return nextRequestID
+    }
+
+    /// Writes the publishes the outbox gathered, ahead of anything written after; who waits for the replies to the
+    /// acknowledged ones among them waits here from now on.
     func drainOutbox(flush: Bool = true) {
-        guard let context, let outbox, let bytes = outbox.take() else { return }
+        guard let context, let outbox, let (bytes, acknowledged) = outbox.take() else { return }
+        for publish in acknowledged { waiting[publish.id] = .continuation(publish.reply) }
         let count = bytes.readableBytes
         let written = context.eventLoop.makePromise(of: Void.self)
         written.futureResult.whenComplete { _ in outbox.written(count) }
         context.write(wrapOutboundOut(bytes), promise: written)
         if flush { context.flush() }
+        // Someone waits for a reply: it comes only once what the daemon sent before it is read.
+        if !acknowledged.isEmpty && !isReading { updateFlow() }
     }
 
     /// Takes what the outbox held when the connection was lost (nil when nothing), once.
@@ -216,8 +226,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
             promise.fail(closedError)
             return
         }
-        let id = nextRequestID
-        nextRequestID += 1
+        let id = takeRequestID()
         collections[id] = ([], promise)
         var buffer = context.channel.allocator.buffer(capacity: 64)
         buffer.writeRequest(Request(id: id, command))
@@ -412,8 +421,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
             collection.promise.succeed(collection.deliveries)
         case .error(let error):
             if let id = error.requestID { replaysAnswered(id) }
-            if let id = error.requestID, let promise = waiting.removeValue(forKey: id) {
-                promise.succeed(.error(error))
+            if let id = error.requestID, let waiter = waiting.removeValue(forKey: id) {
+                waiter.succeed(.error(error))
             } else if error.requestID == nil && error.code == .unavailable {
                 // The daemon is going away and closing the connection: say why when the connection ends, rather
                 // than just "closed".
@@ -437,7 +446,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
             // (Deliveries prove nothing: the daemon may still send some before it closes.)
             closingReason = nil
             if let id { replaysAnswered(id) }
-            if let id, let promise = waiting.removeValue(forKey: id) { promise.succeed(frame) }
+            if let id, let waiter = waiting.removeValue(forKey: id) { waiter.succeed(frame) }
         }
     }
 
@@ -658,7 +667,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
         failure = error
         leftoverPublishes = outbox?.close(error)
         greeting.fail(error)
-        for promise in waiting.values { promise.fail(error) }
+        for waiter in waiting.values { waiter.fail(error) }
         waiting.removeAll()
         for collection in collections.values { collection.promise.fail(error) }
         collections.removeAll()
@@ -680,6 +689,27 @@ final class ClientChannelHandler: ChannelInboundHandler {
         if !resumable.isEmpty { handOver?(resumable, error) }
         self.context = nil
         context.fireChannelInactive()
+    }
+}
+
+/// Who waits for the reply to a request: a promise of the connection's event loop, or the task of an acknowledged
+/// publish that went through the outbox, resumed without a promise between.
+enum ReplyWaiter {
+    case promise(EventLoopPromise<ServerFrame>)
+    case continuation(CheckedContinuation<ServerFrame, any Error>)
+
+    func succeed(_ frame: ServerFrame) {
+        switch self {
+        case .promise(let promise): promise.succeed(frame)
+        case .continuation(let continuation): continuation.resume(returning: frame)
+        }
+    }
+
+    func fail(_ error: any Error) {
+        switch self {
+        case .promise(let promise): promise.fail(error)
+        case .continuation(let continuation): continuation.resume(throwing: error)
+        }
     }
 }
 

@@ -227,7 +227,8 @@ public final class NotifyClient: Sendable {
     @discardableResult
     public func publishAcknowledged(_ payload: ByteBuffer, to topic: Topic, retain: Bool = true) async throws -> UInt64 {
         try checkSize(payload)
-        let frame = try await exchange(.publish(topic, payload: payload, PublishOptions(retain: retain, acknowledge: true)))
+        let frame = try await withConnection { link in try await link.outbox.appendAcknowledged(payload, to: topic, retain: retain) }
+        if case .error(let error) = frame { throw NotifyClientError.refused(error) }
         guard case .ok(_, let sequence?) = frame else { throw unexpected(frame, for: "PUB ack") }
         return sequence
     }

@@ -7,13 +7,26 @@ import Synchronization
 /// gathered with one write, once per turn of the loop. A publish costs a lock and its encoding, not a hop to the
 /// event loop and a system call.
 ///
+/// Acknowledged publishes take the same way (``appendAcknowledged(_:to:retain:)``): many tasks publishing at once
+/// share its writes, and each waits for its own reply only, which the connection matches by request id.
+///
 /// The buffer is bounded: past ``limit`` bytes (those waiting here and those written to the channel but not yet to
 /// the socket), a publish waits until the socket takes them; never an unbounded buffer, never a silent drop. The
-/// frames carry no request id (the daemon's fast path), so what waits here when the connection is lost can go out
-/// again on the next one, ahead of anything new: the client takes it over when it reconnects.
+/// fire-and-forget frames carry no request id (the daemon's fast path), so what waits here when the connection is
+/// lost can go out again on the next one, ahead of anything new: the client takes it over when it reconnects. An
+/// acknowledged publish still waiting here then fails instead, and its caller publishes it again.
 final class PublishOutbox: Sendable {
+    /// An acknowledged publish in the outbox: who waits for its reply, and where its frame is in what is pending.
+    struct Acknowledged {
+        let id: UInt64
+        let reply: CheckedContinuation<ServerFrame, any Error>
+        let frame: Range<Int>
+    }
+
     private struct State {
         var pending: ByteBuffer
+        /// The acknowledged publishes among the pending frames, in order.
+        var acknowledged: [Acknowledged] = []
         /// Bytes given to the channel whose write has not completed yet.
         var inChannel = 0
         /// Whether the event loop has been asked to write what is pending.
@@ -30,6 +43,8 @@ final class PublishOutbox: Sendable {
     private let state: Mutex<State>
     /// Asks the event loop to write what is pending (``ClientChannelHandler/drainOutbox()``).
     private let scheduleDrain: @Sendable () -> Void
+    /// The connection's request ids, drawn from here by the outbox and by the connection alike.
+    private let nextID = Atomic<UInt64>(1)
 
     init(limit: Int, scheduleDrain: @escaping @Sendable () -> Void) {
         self.limit = max(limit, 1)
@@ -64,6 +79,49 @@ final class PublishOutbox: Sendable {
         }
     }
 
+    /// Encodes an acknowledged publish of `payload` to `topic` after what is pending (waiting first while the outbox
+    /// is full), and waits for the daemon's reply to it: an `OK` with its sequence number, or an `ERR`.
+    /// - Throws: the connection's error once it is gone before the reply came (the publish was not written, or its
+    ///   reply will not come), or `CancellationError` when the task was cancelled while waiting for room.
+    func appendAcknowledged(_ payload: ByteBuffer, to topic: Topic, retain: Bool) async throws -> ServerFrame {
+        while true {
+            let room = state.withLock { state -> AppendStep in
+                if let closed = state.closed { return .closed(closed) }
+                return state.pending.readableBytes + state.inChannel < limit ? .appended(schedule: false) : .full
+            }
+            switch room {
+            case .appended: break
+            case .closed(let error): throw error
+            case .full:
+                try await waitForRoom()
+                continue
+            }
+            break
+        }
+        return try await withCheckedThrowingContinuation { (reply: CheckedContinuation<ServerFrame, any Error>) in
+            let step = state.withLock { state -> AppendStep in
+                if let closed = state.closed { return .closed(closed) }
+                let id = takeRequestID()
+                let start = state.pending.writerIndex
+                state.pending.writeRequest(Request(id: id, .publish(topic, payload: payload, PublishOptions(retain: retain, acknowledge: true))))
+                state.acknowledged.append(Acknowledged(id: id, reply: reply, frame: start..<state.pending.writerIndex))
+                guard !state.drainScheduled else { return .appended(schedule: false) }
+                state.drainScheduled = true
+                return .appended(schedule: true)
+            }
+            switch step {
+            case .appended(let schedule): if schedule { scheduleDrain() }
+            case .closed(let error): reply.resume(throwing: error)
+            case .full: preconditionFailure("an acknowledged publish does not wait for room once encoding")
+            }
+        }
+    }
+
+    /// A request id not used on this connection yet.
+    func takeRequestID() -> UInt64 {
+        nextID.wrappingAdd(1, ordering: .relaxed).oldValue
+    }
+
     private enum AppendStep {
         case appended(schedule: Bool)
         case full
@@ -95,16 +153,19 @@ final class PublishOutbox: Sendable {
         }
     }
 
-    /// Takes what is pending, for the event loop to write; it counts as in the channel until ``written(_:)``.
-    func take() -> ByteBuffer? {
+    /// Takes what is pending, for the event loop to write, and who waits for the replies to the acknowledged publishes
+    /// among it; it counts as in the channel until ``written(_:)``.
+    func take() -> (bytes: ByteBuffer, acknowledged: [Acknowledged])? {
         state.withLock { state in
             state.drainScheduled = false
             guard state.pending.readableBytes > 0 else { return nil }
             let bytes = state.pending
+            let acknowledged = state.acknowledged
             state.pending = ByteBuffer()
             state.pending.reserveCapacity(min(bytes.readableBytes, 64 << 10))
+            state.acknowledged = []
             state.inChannel += bytes.readableBytes
-            return bytes
+            return (bytes, acknowledged)
         }
     }
 
@@ -121,19 +182,32 @@ final class PublishOutbox: Sendable {
         for continuation in resumed { continuation.resume() }
     }
 
-    /// Closes the outbox with `error` (the connection is gone): waiting publishers get the error, and what was
-    /// never given to the channel is returned, to go out on the next connection.
+    /// Closes the outbox with `error` (the connection is gone): waiting publishers get the error, and the
+    /// fire-and-forget publishes never given to the channel are returned, to go out on the next connection. The
+    /// acknowledged ones among them fail with `error`, and are left out: their callers publish them again.
     func close(_ error: NotifyClientError) -> ByteBuffer? {
-        let (left, waiting) = state.withLock { state -> (ByteBuffer?, [CheckedContinuation<Void, any Error>]) in
-            guard state.closed == nil else { return (nil, []) }
+        let (left, waiting, acknowledged) = state.withLock { state in
+            guard state.closed == nil else { return (ByteBuffer?.none, [CheckedContinuation<Void, any Error>](), [Acknowledged]()) }
             state.closed = error
             defer {
                 state.pending = ByteBuffer()
                 state.waiting = []
+                state.acknowledged = []
             }
-            return (state.pending.readableBytes > 0 ? state.pending : nil, state.waiting.map(\.continuation))
+            var left = state.pending
+            if !state.acknowledged.isEmpty {
+                left = ByteBuffer()
+                var from = state.pending.readerIndex
+                for publish in state.acknowledged {
+                    left.writeImmutableBuffer(state.pending.getSlice(at: from, length: publish.frame.lowerBound - from)!)
+                    from = publish.frame.upperBound
+                }
+                left.writeImmutableBuffer(state.pending.getSlice(at: from, length: state.pending.writerIndex - from)!)
+            }
+            return (left.readableBytes > 0 ? left : nil, state.waiting.map(\.continuation), state.acknowledged)
         }
         for continuation in waiting { continuation.resume(throwing: error) }
+        for publish in acknowledged { publish.reply.resume(throwing: error) }
         return left
     }
 
