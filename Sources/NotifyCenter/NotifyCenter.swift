@@ -49,9 +49,10 @@ public final class NotifyCenter: Sendable {
     /// What this center posted, to be left out of what its subscriptions resume with; nil when it hears its own.
     private let ownPosts: OwnPosts?
 
-    /// A center over `client`, which keeps its echo setting: one made with `setEcho(false)` should say so
-    /// (`receivesOwnPosts: false`), so that its own posts are left out also of what a subscription resumes with after
-    /// a reconnect (see ``connect(to:receivesOwnPosts:reconnectWithin:onUndecodable:onDropped:)``).
+    /// A center over `client`, which keeps its echo setting: it hears its own posts as the client does
+    /// (``NotifyClient/receivesOwnPublishes``). A client told `setEcho(false)` makes a center that does not, as
+    /// ``connect(to:receivesOwnPosts:reconnectWithin:onUndecodable:onDropped:onEnded:)`` makes by default: its own
+    /// posts are then left out also of what a subscription resumes with after a reconnect.
     /// - Parameters:
     ///   - onUndecodable: what is done with a message on an observer's topics that does not decode as its type,
     ///     unless the observer says otherwise; by default a line on standard error.
@@ -59,12 +60,27 @@ public final class NotifyCenter: Sendable {
     ///     behind, or resumed after more than the history holds); by default a line on standard error.
     ///   - onEnded: what is done when an observer's subscription ends by itself (the connection is lost for good,
     ///     or the daemon ended it), so that it receives nothing more; by default a line on standard error.
-    public init(
+    public convenience init(
         client: NotifyClient,
-        receivesOwnPosts: Bool = true,
         onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
         onDropped: (@Sendable (DropNotice) -> Void)? = nil,
         onEnded: (@Sendable (ObservationEnded) -> Void)? = nil
+    ) {
+        self.init(
+            client: client,
+            receivesOwnPosts: client.receivesOwnPublishes,
+            onUndecodable: onUndecodable,
+            onDropped: onDropped,
+            onEnded: onEnded
+        )
+    }
+
+    private init(
+        client: NotifyClient,
+        receivesOwnPosts: Bool,
+        onUndecodable: (@Sendable (UndecodableNotification) -> Void)?,
+        onDropped: (@Sendable (DropNotice) -> Void)?,
+        onEnded: (@Sendable (ObservationEnded) -> Void)?
     ) {
         self.client = client
         ownPosts = receivesOwnPosts ? nil : OwnPosts()

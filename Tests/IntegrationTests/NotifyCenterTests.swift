@@ -214,6 +214,28 @@ struct NotifyCenterTests {
         try await daemon.stop()
     }
 
+    @Test("a center made over a client follows its echo: one that does not echo leaves its own posts out also of a history replay")
+    func centerFollowsClientEcho() async throws {
+        let daemon = try await TestDaemon.start()
+        let quiet = try await NotifyClient.connect(to: daemon.socketPath)
+        try await quiet.setEcho(false)
+        let center = NotifyCenter(client: quiet)
+        try await center.post(Self.backup(1))
+        // The history holds its own post, which the daemon replays like any other: only the center can leave it out.
+        let notifications = try await center.notifications(of: BackupFinished.self, since: .sequence(0))
+        let other = try await NotifyCenter.connect(to: daemon.socketPath)
+        try await other.post(Self.backup(2))
+        var heard: [Int] = []
+        for try await received in notifications.values {
+            heard.append(received.value.number)
+            if received.value.number == 2 { break }
+        }
+        #expect(heard == [2], "its own post is not heard")
+        await other.close()
+        await center.close()
+        try await daemon.stop()
+    }
+
     @Test("an observation whose subscription ends by itself is reported, not dropped; one removed on purpose is not")
     func endedObservation() async throws {
         let daemon = try await TestDaemon.start()

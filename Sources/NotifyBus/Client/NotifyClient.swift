@@ -403,6 +403,9 @@ public final class NotifyClient: Sendable {
         return stats
     }
 
+    /// Whether this client receives its own publishes (``setEcho(_:)``; yes unless told otherwise).
+    public var receivesOwnPublishes: Bool { echo.withLockedValue { $0 } }
+
     /// Whether this connection receives its own publishes (it does unless told otherwise).
     public func setEcho(_ enabled: Bool) async throws {
         echo.withLockedValue { $0 = enabled }
