@@ -9,11 +9,13 @@ public enum SubscriptionEvent: Sendable, Hashable {
     case dropped(DropNotice)
 }
 
-/// An iterator of subscription events that can tell whether its next event is already there: a consumer that
-/// writes what it takes (`notify subscribe`) gathers what is at hand and writes it once.
+/// An iterator of subscription events that hands over what is already there without waiting: a consumer that
+/// writes what it takes (`notify subscribe`) takes the first event with `next()`, then what is at hand with this,
+/// with no suspension point per event, and writes it all once.
 package protocol EventsAtHand: AsyncIteratorProtocol where Element == SubscriptionEvent {
-    /// Whether the next call to `next()` returns without waiting.
-    var hasEventAtHand: Bool { get }
+    /// The next event if it is there already; nil when taking one would wait (or the subscription ended: `next()`
+    /// says which).
+    mutating func nextAtHand() -> SubscriptionEvent?
 }
 
 /// The events of a subscription, as they come: `for try await event in subscription`.
@@ -55,15 +57,7 @@ public struct NotifySubscription: AsyncSequence, Sendable {
         }
 
         public mutating func next() async throws -> SubscriptionEvent? {
-            if index < batch.events.count {
-                defer { index += 1 }
-                return batch.events[index]
-            }
-            // The batch is done with: it no longer counts against the limits.
-            if !batch.events.isEmpty {
-                if subscription.gauge.take(events: batch.events.count, bytes: batch.bytes) { subscription.consumer.handle.caughtUp() }
-                batch = SubscriptionInbox.Batch()
-            }
+            if let event = nextAtHand() { return event }
             do {
                 guard let next = try await subscription.inbox.take() else {
                     subscription.consumer.stop()
@@ -78,10 +72,22 @@ public struct NotifySubscription: AsyncSequence, Sendable {
             return batch.events[0]
         }
 
-        /// Whether the next call to ``next()`` returns without waiting: an event of the batch at hand, or one the
-        /// connection added since. `notify subscribe` writes its output once this is false.
-        package var hasEventAtHand: Bool {
-            index < batch.events.count || subscription.inbox.hasEvents
+        /// The next event of the batch at hand, or of what the connection added since; nil when there is none yet.
+        /// `notify subscribe` writes its output once this is nil.
+        package mutating func nextAtHand() -> SubscriptionEvent? {
+            if index < batch.events.count {
+                defer { index += 1 }
+                return batch.events[index]
+            }
+            // The batch is done with: it no longer counts against the limits.
+            if !batch.events.isEmpty {
+                if subscription.gauge.take(events: batch.events.count, bytes: batch.bytes) { subscription.consumer.handle.caughtUp() }
+                batch = SubscriptionInbox.Batch()
+            }
+            guard let next = subscription.inbox.takeWaiting() else { return nil }
+            batch = next
+            index = 1
+            return batch.events[0]
         }
     }
 

@@ -84,7 +84,26 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
         }
 
         /// Whether the next call to ``next()`` returns without waiting (it may still skip a repeat).
-        package var hasEventAtHand: Bool { events?.hasEventAtHand ?? false }
+        package mutating func nextAtHand() -> SubscriptionEvent? {
+            while let event = events?.nextAtHand() {
+                if let passed = pass(event) { return passed }
+            }
+            return nil
+        }
+
+        /// What of `event` goes to the consumer: nil for a message it had before the connection was lost, and a drop
+        /// notice less what it had.
+        private mutating func pass(_ event: SubscriptionEvent) -> SubscriptionEvent? {
+            switch event {
+            case .message(let delivery):
+                if delivered.isRepeat(delivery) { return nil }
+                delivered.record(delivery, isLive: delivery.time >= connectedAt)
+                return event
+            case .dropped(let notice):
+                // Of what was delivered already, nothing was missed.
+                return delivered.missed(notice).map { .dropped($0) }
+            }
+        }
 
         public mutating func next() async throws -> SubscriptionEvent? {
             while true {
@@ -103,16 +122,7 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
                     continue
                 }
                 guard let event else { return nil }
-                switch event {
-                case .message(let delivery):
-                    if delivered.isRepeat(delivery) { continue }
-                    delivered.record(delivery, isLive: delivery.time >= connectedAt)
-                    return event
-                case .dropped(let notice):
-                    // Of what was delivered already, nothing was missed.
-                    guard let missed = delivered.missed(notice) else { continue }
-                    return .dropped(missed)
-                }
+                if let passed = pass(event) { return passed }
             }
         }
 

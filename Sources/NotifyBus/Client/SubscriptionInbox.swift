@@ -58,8 +58,15 @@ final class SubscriptionInbox: Sendable {
         consumer?.resume()
     }
 
-    /// Whether events wait to be taken.
-    var hasEvents: Bool { state.withLock { !$0.waiting.events.isEmpty } }
+    /// Everything that waits, if something does; nil without waiting otherwise (the end included: ``take()`` says
+    /// it).
+    func takeWaiting() -> Batch? {
+        state.withLock { state in
+            guard !state.waiting.events.isEmpty else { return nil }
+            defer { state.waiting = Batch() }
+            return state.waiting
+        }
+    }
 
     /// Everything that waits, once there is something; nil once the subscription ended normally (or its consumer's
     /// task was cancelled), after the last events.

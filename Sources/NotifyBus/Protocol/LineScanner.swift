@@ -70,6 +70,15 @@ package enum LineScanner {
     package static func unsigned(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, saturating: Bool = false) -> UInt64? {
         guard !range.isEmpty, range.count <= 20 else { return nil }
         var value: UInt64 = 0
+        if range.count < 20 {
+            // 19 digits cannot overflow 64 bits: no check per digit.
+            for index in range {
+                let digit = bytes[index] &- UInt8(ascii: "0")
+                guard digit < 10 else { return nil }
+                value = value &* 10 &+ UInt64(digit)
+            }
+            return value
+        }
         var overflowed = false
         for index in range {
             let digit = bytes[index] &- UInt8(ascii: "0")

@@ -30,6 +30,13 @@ struct ByteKey: Hashable {
     /// Whether two strings have the same UTF-8 bytes.
     @inlinable
     static func sameBytes(_ lhs: String, _ rhs: String) -> Bool {
+        // The same string (one storage, or the same small string) is the same bytes: a decoder that hands the last
+        // topic again makes this the common case.
+        if MemoryLayout<String>.size == 16,
+            unsafeBitCast(lhs, to: (UInt64, UInt64).self) == unsafeBitCast(rhs, to: (UInt64, UInt64).self)
+        {
+            return true
+        }
         let count = lhs.utf8.count
         guard count == rhs.utf8.count else { return false }
         let compared = lhs.utf8.withContiguousStorageIfAvailable { left in

@@ -85,6 +85,9 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
     private func print<Events: AsyncSequence>(_ subscription: Events) async throws
     where Events.AsyncIterator: EventsAtHand {
         var events = subscription.makeAsyncIterator()
+        // Options read once: each read of an option's value costs a lookup in what was parsed.
+        let format = self.format
+        let count = self.count
         var output: [UInt8] = []
         output.reserveCapacity(Self.outputChunk + 4096)
         var received = 0
@@ -93,24 +96,30 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
             defer { output.removeAll(keepingCapacity: true) }
             return output.isEmpty ? true : try StandardOutput.write(output)
         }
-        while let event = try await events.next() {
-            switch event {
-            case .message(let delivery):
-                format.render(delivery, into: &output)
-                received += 1
-                if received == count { _ = try write(); return }
-            case .dropped(let notice):
-                if format == .json {
-                    output.append(contentsOf: (DeliveryFormat.json(notice) + "\n").utf8)
-                } else {
-                    // In its place among the messages: what was printed before it goes first.
-                    guard try write() else { return }
-                    StandardError.writeLine("notify: \(DeliveryFormat.sentence(notice))")
+        while var event = try await events.next() {
+            // What came with it is taken without a suspension point per event, and written together.
+            while true {
+                switch event {
+                case .message(let delivery):
+                    format.render(delivery, into: &output)
+                    received += 1
+                    if received == count { _ = try write(); return }
+                case .dropped(let notice):
+                    if format == .json {
+                        output.append(contentsOf: (DeliveryFormat.json(notice) + "\n").utf8)
+                    } else {
+                        // In its place among the messages: what was printed before it goes first.
+                        guard try write() else { return }
+                        StandardError.writeLine("notify: \(DeliveryFormat.sentence(notice))")
+                    }
                 }
+                if output.count >= Self.outputChunk {
+                    guard try write() else { return }
+                }
+                guard let next = events.nextAtHand() else { break }
+                event = next
             }
-            if output.count >= Self.outputChunk || !events.hasEventAtHand {
-                guard try write() else { return }
-            }
+            guard try write() else { return }
         }
         guard try write() else { return }
         throw CommandFailure(.unavailable, "the daemon closed the connection")
