@@ -6,6 +6,49 @@ import Testing
 /// tokens kept in a set, main-actor observers, and a bounded, finishable stream.
 @Suite("Messenger: current value, senders, tokens, main actor, streams", .timeLimit(.minutes(3)))
 struct MessengerAdditionsTests {
+    @Test("an observer kept by its owner's life: called while the owner exists, gone once it is, ended sooner by remove(owner)")
+    func ownerKeptObserver() {
+        final class Owner {}
+        let messenger = Messenger<Int>()
+        var owner: Owner? = Owner()
+        let received = Recorder<Int>()
+        messenger.observe(owner: owner!) { received.append($0) }
+        messenger.send(1)
+        #expect(received.values == [1] && messenger.observerCount == 1, "no token to hold: the owner keeps it")
+        owner = nil
+        messenger.send(2)
+        #expect(received.values == [1], "not called once its owner is gone")
+        #expect(messenger.observerCount == 0, "and dropped before that send went out")
+
+        let other = Owner()
+        let latest = Recorder<Int>()
+        messenger.observe(owner: other, latestFirst: true, where: { $0 > 2 }) { latest.append($0) }
+        messenger.send(3)
+        messenger.send(1)
+        #expect(latest.values == [3], "selected as other observers are; the latest (2) was not wanted")
+        #expect(messenger.remove(other))
+        messenger.send(4)
+        #expect(latest.values == [3] && messenger.observerCount == 0)
+    }
+
+    @Test("sendLatest sends the buffered message again to every observer but its sender; nothing while none is buffered")
+    func sendLatestAgain() {
+        let messenger = Messenger<Int>()
+        let received = Recorder<Int>()
+        let token = messenger.observe { received.append($0) }
+        #expect(!messenger.sendLatest(), "nothing buffered yet")
+        #expect(received.values.isEmpty)
+        let sender = RecordingObserver()
+        messenger.add(sender)
+        messenger.send(7, from: sender)
+        #expect(messenger.sendLatest())
+        #expect(received.values == [7, 7], "once more")
+        #expect(sender.recorder.values.isEmpty, "its sender does not hear it, now as then")
+        messenger.resetLatest()
+        #expect(!messenger.sendLatest() && received.values == [7, 7])
+        token.cancel()
+    }
+
     @Test("a current value: latest from the start, handed first to observers that start with it, before what follows")
     func currentValue() {
         let level = Messenger<Int>(latest: 5)

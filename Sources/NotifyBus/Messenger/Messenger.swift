@@ -17,7 +17,7 @@ import Synchronization
 /// ## Delivery
 /// - Observers are called one at a time, never concurrently, and every observer sees the messages in the same
 ///   order: the order in which the `send` calls happened. A main-actor observer
-///   (``observeOnMainActor(where:latestFirst:from:bufferingPolicy:_:)``) is handed the messages in that order too,
+///   (``observeOnMainActor(latestFirst:where:from:bufferingPolicy:_:)``) is handed the messages in that order too,
 ///   and is called one message at a time on the main actor, after `send` returned: so possibly while other
 ///   observers are being called on the sending thread.
 /// - `send` delivers on the calling thread before it returns, unless a delivery is already under way (a `send`
@@ -92,8 +92,8 @@ public final class Messenger<Message: Sendable>: Sendable {
     /// messages sent from it (``send(_:from:)``: NotificationCenter's `object:`).
     public func add<Observer: MessengerObserver>(
         _ observer: Observer,
-        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
         latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
         from sender: AnyObject? = nil
     ) where Observer.Message == Message {
         add(observer, filter: isIncluded, latestFirst: latestFirst, sender: sender.map(ObjectIdentifier.init))
@@ -167,8 +167,8 @@ public final class Messenger<Message: Sendable>: Sendable {
     /// ``latest`` first (before `observe` returns, unless a delivery is under way); with `sender`, only with the
     /// messages sent from it (``send(_:from:)``: NotificationCenter's `object:`).
     public func observe(
-        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
         latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
         from sender: AnyObject? = nil,
         _ handler: @escaping @Sendable (Message) -> Void
     ) -> ObservationToken {
@@ -177,11 +177,11 @@ public final class Messenger<Message: Sendable>: Sendable {
 
     /// The same, with `handler` run on the main actor, for observers on the UI side: each message is handed to
     /// the main actor in order, and `handler` runs there, one message at a time, after `send` returned. Until the
-    /// main actor takes them, messages wait in a buffer as ``messages(where:latestFirst:from:bufferingPolicy:)``
+    /// main actor takes them, messages wait in a buffer as ``messages(latestFirst:where:from:bufferingPolicy:)``
     /// describes.
     public func observeOnMainActor(
-        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
         latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
         from sender: AnyObject? = nil,
         bufferingPolicy: AsyncStream<Message>.Continuation.BufferingPolicy = .unbounded,
         _ handler: @escaping @MainActor @Sendable (Message) -> Void
@@ -203,6 +203,32 @@ public final class Messenger<Message: Sendable>: Sendable {
             }
         }
         return token
+    }
+
+    /// Calls `handler` with the messages sent from now on, selected as ``observe(latestFirst:where:from:_:)`` selects
+    /// them, for as long as `owner` exists: an observer kept by its owner's life, not by a token, as keyed closure
+    /// observers are. Once `owner` is deallocated the handler is not called again and the registration goes before
+    /// the next message is sent; ``remove(_:)`` of `owner` ends it sooner (with every other registration of it).
+    /// `owner` is held weakly: a handler that captures it strongly keeps it alive for as long as the messenger.
+    public func observe(
+        owner: AnyObject,
+        latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        from sender: AnyObject? = nil,
+        _ handler: @escaping @Sendable (Message) -> Void
+    ) {
+        let owner = WeakReference(owner)
+        register(
+            identity: owner.identity,
+            filter: isIncluded,
+            observerExists: { owner.object != nil },
+            latestFirst: latestFirst,
+            sender: sender.map(ObjectIdentifier.init)
+        ) { message in
+            guard owner.object != nil else { return false }
+            handler(message)
+            return true
+        }
     }
 
     /// Calls `handler` with the messages sent from now on that equal `value`, until the returned token is cancelled
@@ -272,6 +298,16 @@ public final class Messenger<Message: Sendable>: Sendable {
         }
     }
 
+    /// Sends the buffered ``latest`` message again, to every observer registered now but the one that sent it
+    /// (SwiftObserver's `send()`): for observers that must hear the current value once more, a redraw say.
+    /// - Returns: whether there was a message to send (nothing is sent while none is buffered).
+    @discardableResult
+    public func sendLatest() -> Bool {
+        guard let (latest, sender) = state.withLock({ state in state.latest.map { ($0, state.latestSender) } }) else { return false }
+        enqueue(latest, from: sender)
+        return true
+    }
+
     /// Forgets the buffered message without sending anything.
     public func resetLatest() {
         state.withLock { $0.latest = nil }
@@ -286,7 +322,7 @@ public final class Messenger<Message: Sendable>: Sendable {
     /// more. The sequence finishes when the messenger is deallocated or ``finish()``ed.
     ///
     /// Its buffer is unbounded: `send` never waits and never drops, so a consumer slower than the senders holds
-    /// every message it has not taken yet. Bound it with ``messages(where:latestFirst:from:bufferingPolicy:)``.
+    /// every message it has not taken yet. Bound it with ``messages(latestFirst:where:from:bufferingPolicy:)``.
     public var messages: AsyncStream<Message> {
         messages()
     }
@@ -299,8 +335,8 @@ public final class Messenger<Message: Sendable>: Sendable {
     /// or the newest past that. `send` never waits for a consumer, so a bounded buffer is where messages are lost;
     /// ``droppedCount`` counts them, so that what a slow consumer lost can be told.
     public func messages(
-        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
         latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
         from sender: AnyObject? = nil,
         bufferingPolicy: AsyncStream<Message>.Continuation.BufferingPolicy = .unbounded
     ) -> AsyncStream<Message> {
@@ -327,14 +363,14 @@ public final class Messenger<Message: Sendable>: Sendable {
     }
 
     /// Messages the bounded buffers of this messenger dropped since it was made: those of
-    /// ``messages(where:latestFirst:from:bufferingPolicy:)`` and of
-    /// ``observeOnMainActor(where:latestFirst:from:bufferingPolicy:_:)`` alike, one total for all of them (not one
+    /// ``messages(latestFirst:where:from:bufferingPolicy:)`` and of
+    /// ``observeOnMainActor(latestFirst:where:from:bufferingPolicy:_:)`` alike, one total for all of them (not one
     /// per stream).
     public var droppedCount: Int { dropped.load(ordering: .relaxed) }
 
     /// Ends every asynchronous sequence of this messenger (their `for await` loops finish) and makes those asked
     /// for later end at once; closure and object observers stay, and `send` goes on reaching them. Main-actor
-    /// observers (``observeOnMainActor(where:latestFirst:from:bufferingPolicy:_:)``) are closure observers and stay.
+    /// observers (``observeOnMainActor(latestFirst:where:from:bufferingPolicy:_:)``) are closure observers and stay.
     public func finish() {
         let registrations = state.withLock { state in
             state.isFinished = true
@@ -438,5 +474,17 @@ public final class Messenger<Message: Sendable>: Sendable {
                 }
             }
         }
+    }
+}
+
+/// A weak reference that may cross threads: reading a weak reference is safe from any thread, and the object is only
+/// compared for being there, never used.
+private final class WeakReference: @unchecked Sendable {
+    weak var object: AnyObject?
+    let identity: ObjectIdentifier
+
+    init(_ object: AnyObject) {
+        self.object = object
+        identity = ObjectIdentifier(object)
     }
 }

@@ -2,7 +2,7 @@ import Synchronization
 
 /// Keeps a closure observer registered: cancel it, or let it be deallocated, and delivery stops.
 ///
-/// Returned by ``Messenger/observe(where:latestFirst:from:_:)`` and its variants. Hold on to it for as long as you
+/// Returned by ``Messenger/observe(latestFirst:where:from:_:)`` and its variants. Hold on to it for as long as you
 /// want messages; a token that is discarded right away stops the observation right away.
 /// A token also names its observer to ``Messenger/send(_:from:)``, so an observer can send without hearing
 /// its own message. Tokens are equal only to themselves, so that many can be kept in a set (``store(in:)``).
