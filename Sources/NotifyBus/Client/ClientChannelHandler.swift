@@ -18,73 +18,6 @@ final class ClientChannelHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    /// A subscription of this client: its patterns and the stream its events go to.
-    ///
-    /// A class, so that handing an event to it costs one reference, not a copy of all it holds; `@unchecked
-    /// Sendable` because it belongs to one connection's event loop at a time, and moves to the next connection's
-    /// whole, when the first is lost.
-    final class LocalSubscription: @unchecked Sendable {
-        let patterns: [TopicPattern]
-        /// Where its events go.
-        let output: SubscriptionOutput
-        /// What it holds for its consumer.
-        let gauge: SubscriptionGauge
-        /// Its `SUB … latest` requests not answered yet: while there are some, buffered messages may still come.
-        var replaysPending = 0
-        /// While `replaysPending`, the newest message handed to it per topic, to tell a buffered message it already
-        /// has (see ``ClientChannelHandler/isRepeat(_:for:)``); emptied once the last reply is in.
-        var newest: [Topic: (sequence: UInt64, time: PublishTime)] = [:]
-        /// Its patterns whose `SUB … since=` replay is still coming, with how many. A live message of a topic they
-        /// match was published before the daemon took that `SUB`, so the replay brings it (or a `DROP` tells of it),
-        /// in order: the live copy is left out. (Handed on, it would come before older messages of the replay, which
-        /// would then look like repeats and be lost.) It arrives live at all when another subscription of the
-        /// connection already holds the pattern.
-        var historyReplays: [TopicPattern: Int] = [:]
-        /// What it did not keep while at its hard limit, to be announced once it has room.
-        var localDrops = DropTally()
-        /// For a subscription of a client that reconnects: what it needs to resume on the next connection.
-        var resume: ResumeState?
-        /// What it was given in the read under way, to be handed over at its end.
-        var gathered = SubscriptionInbox.Batch()
-        /// Whether it is listed to be handed what it gathered at the end of the read.
-        var awaitsHandOver = false
-        /// Its id on the connection it is on.
-        var id: UInt64 = 0
-
-        convenience init(
-            patterns: [TopicPattern],
-            continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation,
-            gauge: SubscriptionGauge
-        ) {
-            self.init(patterns: patterns, output: SubscriptionOutput(continuation), gauge: gauge)
-        }
-
-        init(patterns: [TopicPattern], output: SubscriptionOutput, gauge: SubscriptionGauge) {
-            self.patterns = patterns
-            self.output = output
-            self.gauge = gauge
-        }
-    }
-
-    /// What a subscription of a client that reconnects carries from one connection to the next.
-    struct ResumeState {
-        /// What it delivered, to leave out the replay of it and to know where to resume.
-        var delivered = DeliveredMessages()
-        /// Where it first started: a sequence number resumes one topic by number.
-        let since: ResumePoint?
-        let overflow: OverflowPolicy
-        /// When its current connection subscribed: an older message is a replay, which does not move the resume
-        /// point.
-        var connectedAt: PublishTime
-        /// Where the client reaches it, updated on each connection.
-        let route: SubscriptionRoute
-
-        /// Where the next connection resumes it.
-        func resumePoint(for patterns: [TopicPattern]) -> ResumePoint {
-            delivered.resumePoint(for: patterns, startedAt: since)
-        }
-    }
-
     /// Takes the subscriptions that can resume when the connection is lost (not closed by the user), instead of
     /// ending them: a client that reconnects carries them to its next connection.
     var handOver: (([LocalSubscription], NotifyClientError) -> Void)?
@@ -438,7 +371,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
             }
         case .latest(let id?, let delivery) where replayTargets[id] != nil:
             // A buffered message brought by `SUB … latest`: for the subscription that asked, not a reply.
-            if let subscription = subscriptions[replayTargets[id]!], !isRepeat(delivery, for: subscription) {
+            if let subscription = subscriptions[replayTargets[id]!], !subscription.isRepeat(delivery) {
                 hand(delivery, to: subscription)
             }
         case .ok(let id, _), .pong(let id), .latest(let id, _), .topics(let id, _), .stats(let id, _), .explanation(let id, _):
@@ -454,7 +387,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// a subscription already has.
     private func route(_ delivery: Delivery) {
         for subscription in subscriptions(matching: delivery.topic) {
-            if awaitsHistory(of: delivery.topic, subscription) || isRepeat(delivery, for: subscription) { continue }
+            if subscription.awaitsHistory(of: delivery.topic) || subscription.isRepeat(delivery) { continue }
             hand(delivery, to: subscription)
         }
     }
@@ -496,12 +429,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// Gives `delivery` to `subscription`'s consumer, counting it in what the subscription holds; or, while the
     /// connection reads past the subscription's hard limit, drops it, to be announced.
     private func hand(_ delivery: Delivery, to subscription: LocalSubscription) {
-        if subscription.resume != nil {
-            // What it delivered before the connection was lost comes again in the replay: left out, once.
-            if subscription.resume!.delivered.isRepeat(delivery) { return }
-            let isLive = delivery.time >= subscription.resume!.connectedAt
-            subscription.resume!.delivered.record(delivery, isLive: isLive)
-        }
+        guard subscription.isNewAcrossConnections(delivery) else { return }
         if isReadingPastLimit && isDroppingLocally(for: subscription) {
             subscription.localDrops.record(delivery.topic, count: 1, first: delivery.sequence, last: delivery.sequence)
             return
@@ -512,12 +440,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
 
     /// Gives `notice` to `subscription`'s consumer, less what it already has, as a message is given.
     private func hand(_ notice: DropNotice, to subscription: LocalSubscription) {
-        var notice = notice
-        if subscription.resume != nil {
-            // What it delivered before the connection was lost is not missed.
-            guard let missed = subscription.resume!.delivered.missed(notice) else { return }
-            notice = missed
-        }
+        guard let notice = subscription.missedAcrossConnections(notice) else { return }
         if isReadingPastLimit && isDroppingLocally(for: subscription) {
             subscription.localDrops.record(notice)
             return
@@ -607,32 +530,6 @@ final class ClientChannelHandler: ChannelInboundHandler {
         if subscriptions[subscription]?.replaysPending == 0 { subscriptions[subscription]?.newest = [:] }
     }
 
-    /// Whether a history replay still coming to subscription `id` brings the messages of `topic` (see
-    /// ``LocalSubscription/historyReplays``).
-    private func awaitsHistory(of topic: Topic, _ subscription: LocalSubscription) -> Bool {
-        guard !subscription.historyReplays.isEmpty else { return false }
-        return subscription.historyReplays.keys.contains { $0.matches(topic) }
-    }
-
-    /// Whether subscription `id`, while buffered messages may still come to it, already has `delivery` or a newer
-    /// message of its topic; else records it as the newest it has. Always false otherwise.
-    ///
-    /// The daemon sends a connection each live message once, but each `SUB … latest` sends the buffered messages of
-    /// the topics its pattern matches: a subscription with overlapping patterns (`x.>` and `x.y`) asks for a topic's
-    /// twice, the second time possibly after newer live ones. Sequence numbers only grow per topic, so a repeat is a
-    /// message numbered no higher than the newest seen and published no later; a topic the daemon forgot, and numbers
-    /// from 1 again, has newer times.
-    private func isRepeat(_ delivery: Delivery, for subscription: LocalSubscription) -> Bool {
-        guard subscription.replaysPending > 0 else { return false }
-        if let newest = subscription.newest[delivery.topic],
-            delivery.sequence <= newest.sequence && delivery.time <= newest.time
-        {
-            return true
-        }
-        subscription.newest[delivery.topic] = (delivery.sequence, delivery.time)
-        return false
-    }
-
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if failure == nil {
             if let malformed = error as? ServerFrameDecoder.Malformed {
@@ -689,27 +586,6 @@ final class ClientChannelHandler: ChannelInboundHandler {
         if !resumable.isEmpty { handOver?(resumable, error) }
         self.context = nil
         context.fireChannelInactive()
-    }
-}
-
-/// Who waits for the reply to a request: a promise of the connection's event loop, or the task of an acknowledged
-/// publish that went through the outbox, resumed without a promise between.
-enum ReplyWaiter {
-    case promise(EventLoopPromise<ServerFrame>)
-    case continuation(CheckedContinuation<ServerFrame, any Error>)
-
-    func succeed(_ frame: ServerFrame) {
-        switch self {
-        case .promise(let promise): promise.succeed(frame)
-        case .continuation(let continuation): continuation.resume(returning: frame)
-        }
-    }
-
-    func fail(_ error: any Error) {
-        switch self {
-        case .promise(let promise): promise.fail(error)
-        case .continuation(let continuation): continuation.resume(throwing: error)
-        }
     }
 }
 
