@@ -179,9 +179,16 @@ let package = Package(
             dependencies: [
                 "NotifyBus",
                 "NotifyBench",
+                "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
+            swiftSettings: strictSettings
+        ),
+        // What several test targets share: a seeded random generator.
+        .target(
+            name: "TestSupport",
+            path: "Tests/TestSupport",
             swiftSettings: strictSettings
         ),
         // Real nats-server processes for the tests that need one.
@@ -229,6 +236,7 @@ let package = Package(
                 "NotifyCenter",
                 "NATSClient",
                 "NATSTestSupport",
+                "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSettings

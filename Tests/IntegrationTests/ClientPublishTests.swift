@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import Synchronization
 import Testing
+import TestSupport
 
 @testable import NotifyBus
 
@@ -51,6 +52,70 @@ struct ClientPublishTests {
         for mine in numbers { #expect(zip(mine, mine.dropFirst()).allSatisfy { $0 < $1 }, "a task's numbers increase: \(mine.prefix(10))") }
         #expect(numbers.flatMap { $0 }.sorted() == Array(1...UInt64(tasks * each)), "every number once")
         await client.close()
+        try await daemon.stop()
+    }
+
+    @Test("random interleavings of publish, acknowledged publish, flush and cancellation over a small bound: what returned arrives once, in each task's order; what threw does not", arguments: [1, 2, 3])
+    func randomInterleavings(seed: UInt64) async throws {
+        let daemon = try await TestDaemon.start()
+        let subscriber = try await daemon.client()
+        let subscription = try await subscriber.subscribe(to: [TopicPattern("mix.>")], buffer: SubscriptionBufferLimits(highEvents: 100_000, highBytes: 64 << 20))
+        // A bound of a few frames, so that publishers often wait for room, where a cancellation lands (about 300 of
+        // the operations of the four cancelled tasks threw, per seed, when this was written).
+        let publisher = try await NotifyClient.connect(to: daemon.socketPath, publishBuffer: 512)
+        try await BackpressureTests.waitForSubscriptions(1, on: publisher)
+        let tasks = 8
+        let operations = 300
+        // Each task's publishes that returned, in call order; a task publishes to a topic of its own.
+        let published = try await withThrowingTaskGroup(of: (Int, [String]).self) { group in
+            for task in 0..<tasks {
+                var random = SeededRandom(seed: seed &* 1_000 &+ UInt64(task))
+                let cancelAfter = task % 2 == 0 ? Int(random.next() % UInt64(operations)) : nil
+                let worker = Task {
+                    var returned: [String] = []
+                    let topic = try Topic("mix.t\(task)")
+                    for index in 0..<operations {
+                        let payload = "\(task).\(index)"
+                        do {
+                            switch random.next() % 10 {
+                            case 0..<6: try await publisher.publish(payload, to: topic, retain: false)
+                            case 6..<9: _ = try await publisher.publishAcknowledged(payload, to: topic, retain: false)
+                            default:
+                                try await publisher.flush()
+                                continue
+                            }
+                            returned.append(payload)
+                        } catch is CancellationError {
+                            // Nothing was taken; the task goes on with its next operation, still cancelled.
+                        }
+                    }
+                    return returned
+                }
+                group.addTask {
+                    if let cancelAfter {
+                        // Cancelled part-way, while it runs: a count of its own deliveries says when.
+                        for _ in 0..<cancelAfter { await Task.yield() }
+                        worker.cancel()
+                    }
+                    return (task, try await worker.value)
+                }
+            }
+            var all: [Int: [String]] = [:]
+            for try await (task, returned) in group { all[task] = returned }
+            return all
+        }
+        // The client is usable after all of it.
+        try await publisher.flush()
+        _ = try await publisher.publishAcknowledged("end", to: Topic("mix.end"), retain: false)
+        let expected = published.values.reduce(0) { $0 + $1.count }
+        let received = try await deliveries(of: subscription, waitingFor: "\(expected) messages and the end") { $0.last?.topic.name == "mix.end" }
+        #expect(received.count == expected + 1, "each once, nothing that threw (seed \(seed))")
+        for task in 0..<tasks {
+            let arrived = received.filter { $0.topic.name == "mix.t\(task)" }.map { $0.text ?? "" }
+            #expect(arrived == published[task], "task \(task) in its order (seed \(seed))")
+        }
+        await subscriber.close()
+        await publisher.close()
         try await daemon.stop()
     }
 
@@ -118,3 +183,4 @@ struct ClientPublishTests {
         try await daemon.stop()
     }
 }
+

@@ -9,6 +9,7 @@ import Musl
 
 @testable import NotifyBench
 @testable import NotifyBus
+import TestSupport
 
 /// `notify bench`'s accounting on bytes alone: the frame scanner, the tally of deliveries, drops and replies, the
 /// pre-encoded publish batches and the `/proc` readings.

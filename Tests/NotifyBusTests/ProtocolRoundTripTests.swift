@@ -3,6 +3,7 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+import TestSupport
 
 @Suite("Protocol round trips", .timeLimit(.minutes(3)))
 struct ProtocolRoundTripTests {

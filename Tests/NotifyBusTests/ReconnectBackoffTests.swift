@@ -1,6 +1,7 @@
 import Testing
 
 @testable import NotifyBus
+import TestSupport
 
 /// The pauses of a client between attempts to reconnect (issue 34, 8), without a socket.
 @Suite("Reconnect backoff", .timeLimit(.minutes(3)))

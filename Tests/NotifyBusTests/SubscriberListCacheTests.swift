@@ -1,6 +1,7 @@
 import Testing
 
 @testable import NotifyBus
+import TestSupport
 
 /// Each topic caches the sessions its messages go to; those caches are bounded together, and the stale ones are let
 /// go when the daemon is idle.

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import NotifyBus
+import TestSupport
 
 @Suite("Subscription index", .timeLimit(.minutes(3)))
 struct SubscriptionIndexTests {

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import NotifyBus
+import TestSupport
 
 /// The broker's topics by name: an open-addressing table that must agree with a dictionary, whatever the order of
 /// insertions and removals.

@@ -13,7 +13,8 @@ import NIOCore
 /// waits for the reply, and nothing is held beyond the limit.
 ///
 /// Like every `ChannelHandler`, it is used only on its channel's event loop; ``NotifyClient`` reaches it through
-/// `NIOLoopBound`.
+/// `NIOLoopBound`. So the fields every delivery touches skip the runtime's exclusivity checks, as the daemon's
+/// connection handler's do: one thread, and no access to a field while another to it is under way.
 final class ClientChannelHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -32,12 +33,12 @@ final class ClientChannelHandler: ChannelInboundHandler {
     private var nextRequestID: UInt64 = 1
     /// Requests whose reply someone waits for, by id. Requests without one (publishes without ack) are not
     /// listed: an `ERR` with an id found nowhere here belongs to one of them.
-    private var waiting: [UInt64: ReplyWaiter] = [:]
+    @exclusivity(unchecked) private var waiting: [UInt64: ReplyWaiter] = [:]
     /// Requests answered by several `LAST` frames and then an `OK` (`HISTORY`): what came so far, and who waits.
     private var collections: [UInt64: (deliveries: [Delivery], promise: EventLoopPromise<[Delivery]>)] = [:]
     /// Errors that fire-and-forget requests received, for the next `flush` to report.
     private var deferredErrors: [ProtocolError] = []
-    private var subscriptions: [UInt64: LocalSubscription] = [:]
+    @exclusivity(unchecked) private var subscriptions: [UInt64: LocalSubscription] = [:]
     private var nextSubscriptionID: UInt64 = 1
     /// Local subscription id per pattern, to route deliveries without testing every pattern.
     private let routes = SubscriptionIndex<UInt64>()
@@ -49,7 +50,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     /// The pattern of each `SUB … since=` not answered yet, by request id (see ``LocalSubscription/historyReplays``).
     private var historyReplayPatterns: [UInt64: TopicPattern] = [:]
     /// The subscriptions over their high-water marks whose consumers have not caught up yet.
-    private var fullSubscriptions: Set<UInt64> = []
+    @exclusivity(unchecked) private var fullSubscriptions: Set<UInt64> = []
     /// Whether the daemon understands `OPT pause` (protocol 2 and later).
     private var daemonPauses = false
     /// Whether the daemon was last asked to pause deliveries.
@@ -58,7 +59,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     private(set) var isReading = true
     /// Whether it reads although a subscription is at its hard limit, for a reply someone waits for: what comes for
     /// such a subscription meanwhile is dropped and announced.
-    private var isReadingPastLimit = false
+    @exclusivity(unchecked) private var isReadingPastLimit = false
     private var closedByUser = false
     /// The fire-and-forget publishes waiting to go out; written before any other request, so that all go in call
     /// order.
@@ -67,14 +68,14 @@ final class ClientChannelHandler: ChannelInboundHandler {
     private var leftoverPublishes: ByteBuffer?
     /// The local subscriptions each recent topic goes to (see ``subscriptions(matching:)``); emptied whenever the
     /// subscriptions change.
-    private var routeCache: [Topic: [LocalSubscription]] = [:]
+    @exclusivity(unchecked) private var routeCache: [Topic: [LocalSubscription]] = [:]
     /// The last topic routed and where it went: a topic's messages usually come in runs, and the decoder hands the
     /// same string again for the same topic, so telling it is the same costs no hashing.
     @exclusivity(unchecked) private var lastRoute: (topic: Topic, subscriptions: [LocalSubscription])?
     /// Whether a read of the socket is under way: events given meanwhile are handed over at its end, together.
-    private var inRead = false
+    @exclusivity(unchecked) private var inRead = false
     /// The subscriptions given events in the read under way.
-    private var handOvers: [LocalSubscription] = []
+    @exclusivity(unchecked) private var handOvers: [LocalSubscription] = []
     private var greeted = false
     private var failure: NotifyClientError?
     /// An `ERR storage` without a request id: if the daemon closes the connection next, the reason it did.

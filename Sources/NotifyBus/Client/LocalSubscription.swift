@@ -5,7 +5,8 @@ extension ClientChannelHandler {
     ///
     /// A class, so that handing an event to it costs one reference, not a copy of all it holds; `@unchecked
     /// Sendable` because it belongs to one connection's event loop at a time, and moves to the next connection's
-    /// whole, when the first is lost.
+    /// whole, when the first is lost. For the same reason its fields skip the runtime's exclusivity checks, which
+    /// cost a few per cent of a delivery: one thread at a time, and no access to a field while another is under way.
     final class LocalSubscription: @unchecked Sendable {
         let patterns: [TopicPattern]
         /// Where its events go.
@@ -13,26 +14,26 @@ extension ClientChannelHandler {
         /// What it holds for its consumer.
         let gauge: SubscriptionGauge
         /// Its `SUB … latest` requests not answered yet: while there are some, buffered messages may still come.
-        var replaysPending = 0
+        @exclusivity(unchecked) var replaysPending = 0
         /// While `replaysPending`, the newest message handed to it per topic, to tell a buffered message it already
         /// has (see ``isRepeat(_:)``); emptied once the last reply is in.
-        var newest: [Topic: (sequence: UInt64, time: PublishTime)] = [:]
+        @exclusivity(unchecked) var newest: [Topic: (sequence: UInt64, time: PublishTime)] = [:]
         /// Its patterns whose `SUB … since=` replay is still coming, with how many. A live message of a topic they
         /// match was published before the daemon took that `SUB`, so the replay brings it (or a `DROP` tells of it),
         /// in order: the live copy is left out. (Handed on, it would come before older messages of the replay, which
         /// would then look like repeats and be lost.) It arrives live at all when another subscription of the
         /// connection already holds the pattern.
-        var historyReplays: [TopicPattern: Int] = [:]
+        @exclusivity(unchecked) var historyReplays: [TopicPattern: Int] = [:]
         /// What it did not keep while at its hard limit, to be announced once it has room.
-        var localDrops = DropTally()
+        @exclusivity(unchecked) var localDrops = DropTally()
         /// For a subscription of a client that reconnects: what it needs to resume on the next connection.
-        var resume: ResumeState?
+        @exclusivity(unchecked) var resume: ResumeState?
         /// What it was given in the read under way, to be handed over at its end.
-        var gathered = SubscriptionInbox.Batch()
+        @exclusivity(unchecked) var gathered = SubscriptionInbox.Batch()
         /// Whether it is listed to be handed what it gathered at the end of the read.
-        var awaitsHandOver = false
+        @exclusivity(unchecked) var awaitsHandOver = false
         /// Its id on the connection it is on.
-        var id: UInt64 = 0
+        @exclusivity(unchecked) var id: UInt64 = 0
 
         convenience init(
             patterns: [TopicPattern],

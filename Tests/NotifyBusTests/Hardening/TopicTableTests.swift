@@ -2,6 +2,7 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+import TestSupport
 
 /// Issue 14: what the topic table costs, and what forgetting a topic may take from its subscribers.
 @Suite("The topic table under abuse (broker, no socket)", .timeLimit(.minutes(3)))

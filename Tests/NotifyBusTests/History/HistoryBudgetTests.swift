@@ -2,6 +2,7 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+import TestSupport
 
 /// What each topic's history keeps, and what it costs whom (broker, no socket).
 @Suite("History limits and budgets (broker, no socket)", .timeLimit(.minutes(3)))

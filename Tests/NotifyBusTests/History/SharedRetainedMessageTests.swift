@@ -2,6 +2,7 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+import TestSupport
 
 /// A topic with history holds its buffered message once: as its history's record while the history keeps it, in a
 /// block of its own before and after (broker, no socket).

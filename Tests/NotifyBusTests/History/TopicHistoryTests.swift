@@ -2,6 +2,7 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+import TestSupport
 
 @Suite("A topic's history (no broker)", .timeLimit(.minutes(3)))
 struct TopicHistoryTests {

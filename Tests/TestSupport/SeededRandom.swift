@@ -1,10 +1,10 @@
 /// A small, fast, seedable generator (SplitMix64), so randomized tests replay exactly from the seed they print.
-struct SeededRandom: RandomNumberGenerator {
-    private(set) var state: UInt64
+public struct SeededRandom: RandomNumberGenerator {
+    public private(set) var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -13,14 +13,14 @@ struct SeededRandom: RandomNumberGenerator {
     }
 
     /// A seed from the environment (`NOTIFYBUS_TEST_SEED`) to replay a failure, else a fixed default.
-    static func seed(default value: UInt64) -> UInt64 {
+    public static func seed(default value: UInt64) -> UInt64 {
         if let text = Environment.value(of: "NOTIFYBUS_TEST_SEED"), let seed = UInt64(text) { return seed }
         return value
     }
 }
 
-enum Environment {
-    static func value(of name: String) -> String? {
+public enum Environment {
+    public static func value(of name: String) -> String? {
         guard let pointer = getenv(name) else { return nil }
         return String(cString: pointer)
     }
