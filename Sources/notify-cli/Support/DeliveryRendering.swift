@@ -9,20 +9,24 @@ extension DeliveryFormat {
     func render(_ delivery: Delivery, into out: inout [UInt8]) {
         switch self {
         case .raw:
-            DeliveryFormat.appendTerminated(delivery.payload.readableBytesView, to: &out)
+            DeliveryFormat.appendTerminated(delivery.payload, to: &out)
         case .line:
             out.append(contentsOf: delivery.topic.name.utf8)
             out.append(UInt8(ascii: " "))
-            DeliveryFormat.appendTerminated(delivery.payload.readableBytesView, to: &out)
+            DeliveryFormat.appendTerminated(delivery.payload, to: &out)
         case .json:
             DeliveryFormat.appendJSON(delivery, to: &out)
             out.append(UInt8(ascii: "\n"))
         }
     }
 
-    private static func appendTerminated(_ bytes: some BidirectionalCollection<UInt8>, to out: inout [UInt8]) {
-        out.append(contentsOf: bytes)
-        if bytes.last != UInt8(ascii: "\n") { out.append(UInt8(ascii: "\n")) }
+    /// Appends `payload` and a line break unless it ends with one; copied as one block, not byte by byte through a
+    /// collection view.
+    private static func appendTerminated(_ payload: ByteBuffer, to out: inout [UInt8]) {
+        payload.withUnsafeReadableBytes { bytes in
+            out.append(contentsOf: bytes)
+            if bytes.last != UInt8(ascii: "\n") { out.append(UInt8(ascii: "\n")) }
+        }
     }
 
     /// The JSON object of ``json(_:)-(Delivery)``, byte for byte, appended to `out`.
