@@ -32,7 +32,7 @@ extension DeliveryFormat {
     /// The JSON object of ``json(_:)-(Delivery)``, byte for byte, appended to `out`.
     static func appendJSON(_ delivery: Delivery, to out: inout [UInt8]) {
         out.append(contentsOf: #"{"topic":"#.utf8)
-        JSONBytes.appendString(delivery.topic.name.utf8, to: &out)
+        JSONBytes.appendString(delivery.topic.name, to: &out)
         out.append(contentsOf: #","seq":"#.utf8)
         JSONBytes.appendNumber(delivery.sequence, to: &out)
         out.append(contentsOf: #","time":""#.utf8)
@@ -43,17 +43,18 @@ extension DeliveryFormat {
         if delivery.publisher.pid < 0 { out.append(UInt8(ascii: "-")) }
         JSONBytes.appendNumber(UInt64(delivery.publisher.pid.magnitude), to: &out)
         out.append(contentsOf: #","unit":"#.utf8)
-        if let unit = delivery.publisher.unit { JSONBytes.appendString(unit.utf8, to: &out) } else { out.append(contentsOf: "null".utf8) }
+        if let unit = delivery.publisher.unit { JSONBytes.appendString(unit, to: &out) } else { out.append(contentsOf: "null".utf8) }
         out.append(contentsOf: #","host":"#.utf8)
-        if let host = delivery.publisher.host { JSONBytes.appendString(host.utf8, to: &out) } else { out.append(contentsOf: "null".utf8) }
-        let payload = delivery.payload.readableBytesView
-        if JSONBytes.isUTF8(payload) {
-            out.append(contentsOf: #","payload":"#.utf8)
-            JSONBytes.appendString(payload, to: &out)
-        } else {
-            out.append(contentsOf: #","payload_base64":""#.utf8)
-            out.append(contentsOf: Base64.encode(Array(payload)).utf8)
-            out.append(UInt8(ascii: "\""))
+        if let host = delivery.publisher.host { JSONBytes.appendString(host, to: &out) } else { out.append(contentsOf: "null".utf8) }
+        delivery.payload.withUnsafeReadableBytes { payload in
+            if JSONBytes.isUTF8(payload) {
+                out.append(contentsOf: #","payload":"#.utf8)
+                JSONBytes.appendString(payload, to: &out)
+            } else {
+                out.append(contentsOf: #","payload_base64":""#.utf8)
+                out.append(contentsOf: Base64.encode(Array(payload)).utf8)
+                out.append(UInt8(ascii: "\""))
+            }
         }
         out.append(UInt8(ascii: "}"))
     }
@@ -63,24 +64,35 @@ extension DeliveryFormat {
 enum JSONBytes {
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
+    /// Appends `text` as a JSON string (see ``appendString(_:to:)-(UnsafeRawBufferPointer,_)``).
+    static func appendString(_ text: String, to out: inout [UInt8]) {
+        var text = text
+        text.withUTF8 { appendString(UnsafeRawBufferPointer($0), to: &out) }
+    }
+
     /// Appends UTF-8 `bytes` as a JSON string: quotes, backslashes and control characters escaped as
-    /// ``JSONWriter/appendString(_:to:)`` escapes them, the rest as is.
-    static func appendString(_ bytes: some Collection<UInt8>, to out: inout [UInt8]) {
+    /// ``JSONWriter/appendString(_:to:)`` escapes them, the rest as is, copied a run at a time.
+    static func appendString(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for byte in bytes {
+        var runStart = 0
+        for (index, byte) in bytes.enumerated() where byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<index]))
+            runStart = index + 1
+            out.append(UInt8(ascii: "\\"))
             switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case UInt8(ascii: "\n"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case UInt8(ascii: "\r"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case UInt8(ascii: "\t"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0..<0x20, 0x7F:
-                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(byte)
+            case UInt8(ascii: "\n"): out.append(UInt8(ascii: "n"))
+            case UInt8(ascii: "\r"): out.append(UInt8(ascii: "r"))
+            case UInt8(ascii: "\t"): out.append(UInt8(ascii: "t"))
+            default:
+                out.append(UInt8(ascii: "u"))
+                out.append(UInt8(ascii: "0"))
+                out.append(UInt8(ascii: "0"))
                 out.append(hexDigits[Int(byte >> 4)])
                 out.append(hexDigits[Int(byte & 15)])
-            default: out.append(byte)
             }
         }
+        out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart...]))
         out.append(UInt8(ascii: "\""))
     }
 
@@ -94,7 +106,7 @@ enum JSONBytes {
     }
 
     /// Whether `bytes` are UTF-8 text (what ``Delivery/text`` decodes): ASCII is checked without decoding.
-    static func isUTF8(_ bytes: some Collection<UInt8>) -> Bool {
+    static func isUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
         if bytes.allSatisfy({ $0 < 0x80 }) { return true }
         return String(validating: bytes, as: UTF8.self) != nil
     }
