@@ -28,7 +28,8 @@ struct ClientThroughput: AsyncParsableCommand {
         discussion: """
             One release notifyd with its defaults; each case on fresh connections, --runs times, medians printed. \
             publish: one task, one call per 16 B message, then flush(). ack-1: one task, publishAcknowledged in a \
-            loop. ack-64: 64 tasks at once. iterate: a publisher using the batch form publish([ByteBuffer]) in \
+            loop. ack-64: 64 tasks at once. ack-rtt: ack-1's floor, the same over a blocking NotifyConnection (no \
+            event loop, no task). iterate: a publisher using the batch form publish([ByteBuffer]) in \
             1,000s, and one consumer iterating `for try await event in subscription`, counting messages and what \
             was dropped until an end marker. center: NotifyCenter.send of a 2-field Codable, and \
             notifications(of:) on another connection.
@@ -36,10 +37,11 @@ struct ClientThroughput: AsyncParsableCommand {
     )
 
     @Option(help: "Messages per run of publish and iterate.") var messages = 1_000_000
-    @Option(help: "Acknowledged publishes per run of ack-1.") var acknowledged = 50_000
+    @Option(help: "Acknowledged publishes per run of ack-1 and ack-rtt (four times as many for ack-64).") var acknowledged = 50_000
     @Option(help: "Typed messages per run of center.") var typed = 200_000
     @Option(help: "Runs of each case (medians reported).") var runs = 3
-    @Option(help: "Cases to run, comma-separated: publish, ack-1, ack-64, iterate, center, memory.") var cases = "publish,ack-1,ack-64,iterate,center"
+    @Option(help: "Cases to run, comma-separated: publish, ack-1, ack-64, ack-rtt, iterate, center, memory.")
+    var cases = "publish,ack-1,ack-64,ack-rtt,iterate,center"
 
     func run() async throws {
         let daemon = try DaemonProcess()
@@ -67,6 +69,7 @@ struct ClientThroughput: AsyncParsableCommand {
         case "publish": return (try await publish(daemon), nil)
         case "ack-1": return (try await acknowledged(daemon, tasks: 1, each: acknowledged), nil)
         case "ack-64": return (try await acknowledged(daemon, tasks: 64, each: max(1, acknowledged * 4 / 64)), nil)
+        case "ack-rtt": return (try roundTrips(daemon), nil)
         case "iterate": return try await iterate(daemon)
         case "center": return (try await center(daemon), nil)
         default: throw LoadError("no case \(name)")
@@ -82,6 +85,17 @@ struct ClientThroughput: AsyncParsableCommand {
         for _ in 0..<messages { try await client.publish(payload, to: topic, retain: false) }
         try await client.flush()
         return Double(messages) / seconds(ContinuousClock.now - start)
+    }
+
+    /// The floor of ack-1: acknowledged publishes over a blocking `NotifyConnection`, one thread, no event loop or
+    /// task between the caller and the socket: the daemon's round trip as this machine gives it now.
+    private func roundTrips(_ daemon: DaemonProcess) throws -> Double {
+        let connection = try NotifyConnection(to: daemon.socketPath)
+        let payload = ByteBuffer(string: "0123456789abcdef")
+        let topic = try Topic("client.ack")
+        let start = ContinuousClock.now
+        for _ in 0..<acknowledged { try connection.publishAcknowledged(payload, to: topic, retain: false) }
+        return Double(acknowledged) / seconds(ContinuousClock.now - start)
     }
 
     private func acknowledged(_ daemon: DaemonProcess, tasks: Int, each: Int) async throws -> Double {

@@ -28,4 +28,23 @@ struct ClientRoutingTests {
         #expect(try await first.sequences() == [1, 2], "once each, though three of its patterns match; none after it was removed")
         #expect(try await second.sequences() == [2, 3], "from the message after it was made")
     }
+
+    @Test("overlapping patterns each asked for the latest: the buffered message they both bring is handed over once, also after a newer live one")
+    func latestOfOverlappingPatternsOnce() async throws {
+        let channel = EmbeddedChannel()
+        let handler = ClientChannelHandler(greeting: channel.eventLoop.makePromise(of: ServerGreeting.self))
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.writeInbound(ByteBuffer(string: "HELLO notifyd 3 max_payload=1048576 max_topic=255 max_line=1024\n"))
+        let subscriber = try LocalSubscriber("x.>", "x.y")
+        let (id, patterns) = handler.addSubscription(subscriber.local)
+        for pattern in patterns {
+            handler.send(.subscribe(pattern, SubscribeOptions(latestFirst: true)), reply: nil, written: nil, replaysFor: id)
+        }
+        let frame = { (prefix: String, sequence: Int) in "\(prefix) x.y \(sequence) 1795305600000000 1000 1 - 1\nx\n" }
+        // The first SUB's buffered message and OK, a live message after it, then the second SUB's copy of the same
+        // buffered message, now older than what was delivered.
+        try channel.writeInbound(ByteBuffer(string: frame("#1 LAST", 5) + "#1 OK\n" + frame("MSG", 6) + frame("#2 LAST", 5) + "#2 OK\n"))
+        try channel.writeInbound(ByteBuffer(string: frame("MSG", 7)))
+        #expect(try await subscriber.sequences() == [5, 6, 7])
+    }
 }

@@ -206,7 +206,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     func adopt(_ subscription: LocalSubscription, connectedAt: PublishTime) -> UInt64? {
         subscription.resume!.connectedAt = connectedAt
         subscription.replaysPending = 0
-        subscription.newest = [:]
+        subscription.replayed = DeliveredMessages()
         subscription.historyReplays = [:]
         if subscription.resume!.route.isEnded {
             finish(subscription, nil)
@@ -528,7 +528,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
             subscriptions[subscription]!.historyReplays[pattern] = count > 1 ? count - 1 : nil
         }
         subscriptions[subscription]?.replaysPending -= 1
-        if subscriptions[subscription]?.replaysPending == 0 { subscriptions[subscription]?.newest = [:] }
+        if subscriptions[subscription]?.replaysPending == 0 { subscriptions[subscription]?.replayed = DeliveredMessages() }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -16,8 +16,9 @@ extension ClientChannelHandler {
         /// Its `SUB … latest` requests not answered yet: while there are some, buffered messages may still come.
         @exclusivity(unchecked) var replaysPending = 0
         /// While `replaysPending`, the newest message handed to it per topic, to tell a buffered message it already
-        /// has (see ``isRepeat(_:)``); emptied once the last reply is in.
-        @exclusivity(unchecked) var newest: [Topic: (sequence: UInt64, time: PublishTime)] = [:]
+        /// has (see ``isRepeat(_:)``); emptied once the last reply is in. Not used by a subscription that resumes,
+        /// whose ``ResumeState/delivered`` keeps the same.
+        @exclusivity(unchecked) var replayed = DeliveredMessages()
         /// Its patterns whose `SUB … since=` replay is still coming, with how many. A live message of a topic they
         /// match was published before the daemon took that `SUB`, so the replay brings it (or a `DROP` tells of it),
         /// in order: the live copy is left out. (Handed on, it would come before older messages of the replay, which
@@ -79,11 +80,11 @@ extension ClientChannelHandler {
         /// message numbered no higher than the newest seen and published no later; a topic the daemon forgot, and numbers
         /// from 1 again, has newer times.
         func isRepeat(_ delivery: Delivery) -> Bool {
-            guard replaysPending > 0 else { return false }
-            if let newest = newest[delivery.topic], delivery.sequence <= newest.sequence && delivery.time <= newest.time {
-                return true
-            }
-            newest[delivery.topic] = (delivery.sequence, delivery.time)
+            // One that resumes keeps every topic's last delivery anyway (``isNewAcrossConnections(_:)`` tells a repeat
+            // from it): one table, not two.
+            guard replaysPending > 0, resume == nil else { return false }
+            if replayed.isRepeat(delivery) { return true }
+            replayed.record(delivery, isLive: false)
             return false
         }
     }
