@@ -46,6 +46,34 @@ public struct PublishTime: Sendable, Hashable, Comparable, CustomStringConvertib
         let seconds = Int64(microsecondsSinceEpoch / 1_000_000)
         let secondOfDay = seconds % 86_400
         let (year, month, day) = PublishTime.civilDate(daysSinceEpoch: seconds / 86_400)
+        if year <= 9999 {
+            // The 27 bytes written in place and appended at once: a delivery rendered as JSON has one.
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 27) { bytes in
+                func put(_ value: Int64, at start: Int, width: Int) {
+                    var rest = value
+                    for index in stride(from: start + width - 1, through: start, by: -1) {
+                        bytes[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest % 10)
+                        rest /= 10
+                    }
+                }
+                put(year, at: 0, width: 4)
+                bytes[4] = UInt8(ascii: "-")
+                put(month, at: 5, width: 2)
+                bytes[7] = UInt8(ascii: "-")
+                put(day, at: 8, width: 2)
+                bytes[10] = UInt8(ascii: "T")
+                put(secondOfDay / 3600, at: 11, width: 2)
+                bytes[13] = UInt8(ascii: ":")
+                put(secondOfDay / 60 % 60, at: 14, width: 2)
+                bytes[16] = UInt8(ascii: ":")
+                put(secondOfDay % 60, at: 17, width: 2)
+                bytes[19] = UInt8(ascii: ".")
+                put(micros, at: 20, width: 6)
+                bytes[26] = UInt8(ascii: "Z")
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[0..<27]))
+            }
+            return
+        }
         // A year past 9999 keeps all its digits, as the string form did.
         func digits(_ value: Int64, _ width: Int) { out.appendDecimal(UInt64(value), minimumDigits: width) }
         digits(year, 4)

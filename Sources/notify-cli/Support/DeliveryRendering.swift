@@ -31,32 +31,39 @@ extension DeliveryFormat {
 
     /// The JSON object of ``json(_:)-(Delivery)``, byte for byte, appended to `out`.
     static func appendJSON(_ delivery: Delivery, to out: inout [UInt8]) {
-        out.append(contentsOf: #"{"topic":"#.utf8)
+        out.appendStatic(#"{"topic":"#)
         JSONBytes.appendString(delivery.topic.name, to: &out)
-        out.append(contentsOf: #","seq":"#.utf8)
+        out.appendStatic(#","seq":"#)
         JSONBytes.appendNumber(delivery.sequence, to: &out)
-        out.append(contentsOf: #","time":""#.utf8)
+        out.appendStatic(#","time":""#)
         JSONBytes.appendTime(delivery.time, to: &out)
-        out.append(contentsOf: #"","uid":"#.utf8)
+        out.appendStatic(#"","uid":"#)
         JSONBytes.appendNumber(UInt64(delivery.publisher.uid), to: &out)
-        out.append(contentsOf: #","pid":"#.utf8)
+        out.appendStatic(#","pid":"#)
         if delivery.publisher.pid < 0 { out.append(UInt8(ascii: "-")) }
         JSONBytes.appendNumber(UInt64(delivery.publisher.pid.magnitude), to: &out)
-        out.append(contentsOf: #","unit":"#.utf8)
-        if let unit = delivery.publisher.unit { JSONBytes.appendString(unit, to: &out) } else { out.append(contentsOf: "null".utf8) }
-        out.append(contentsOf: #","host":"#.utf8)
-        if let host = delivery.publisher.host { JSONBytes.appendString(host, to: &out) } else { out.append(contentsOf: "null".utf8) }
+        out.appendStatic(#","unit":"#)
+        if let unit = delivery.publisher.unit { JSONBytes.appendString(unit, to: &out) } else { out.appendStatic("null") }
+        out.appendStatic(#","host":"#)
+        if let host = delivery.publisher.host { JSONBytes.appendString(host, to: &out) } else { out.appendStatic("null") }
         delivery.payload.withUnsafeReadableBytes { payload in
             if JSONBytes.isUTF8(payload) {
-                out.append(contentsOf: #","payload":"#.utf8)
+                out.appendStatic(#","payload":"#)
                 JSONBytes.appendString(payload, to: &out)
             } else {
-                out.append(contentsOf: #","payload_base64":""#.utf8)
+                out.appendStatic(#","payload_base64":""#)
                 out.append(contentsOf: Base64.encode(Array(payload)).utf8)
                 out.append(UInt8(ascii: "\""))
             }
         }
         out.append(UInt8(ascii: "}"))
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Appends the bytes of a literal, copied as one block (a `String`'s `utf8` view is copied through its guts).
+    mutating func appendStatic(_ text: StaticString) {
+        append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 }
 

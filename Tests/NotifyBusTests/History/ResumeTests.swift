@@ -1,5 +1,9 @@
 import NIOCore
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+import TestSupport
 
 @testable import NotifyBus
 
@@ -194,6 +198,28 @@ struct ResumeTests {
                 continue
             }
             #expect(request == Request(id: 1, .subscribe(try TopicPattern("a"), options)))
+        }
+    }
+
+    @Test("RFC 3339 times written as the C library's calendar says, from 1970 to past the year 9999")
+    func rfc3339Writing() {
+        var random = SeededRandom(seed: SeededRandom.seed(default: 3_339))
+        let yearTenThousand: UInt64 = 253_402_300_800  // 10000-01-01T00:00:00Z
+        let samples: [UInt64] = [0, 1, 59_999_999, 951_782_400_000_000, 1_709_164_800_123_456, (yearTenThousand - 1) * 1_000_000 + 999_999, yearTenThousand * 1_000_000 + 7]
+            + (0..<1_000).map { _ in random.next() % (yearTenThousand * 1_000_000) }
+        for micros in samples {
+            var seconds = time_t(micros / 1_000_000)
+            var parts = tm()
+            gmtime_r(&seconds, &parts)
+            let year = Int(parts.tm_year) + 1900
+            func padded(_ value: Int, _ width: Int) -> String {
+                let digits = String(value)
+                return String(repeating: "0", count: max(0, width - digits.count)) + digits
+            }
+            let expected = "\(padded(year, 4))-\(padded(Int(parts.tm_mon) + 1, 2))-\(padded(Int(parts.tm_mday), 2))T"
+                + "\(padded(Int(parts.tm_hour), 2)):\(padded(Int(parts.tm_min), 2)):\(padded(Int(parts.tm_sec), 2))."
+                + "\(padded(Int(micros % 1_000_000), 6))Z"
+            #expect(PublishTime(microsecondsSinceEpoch: micros).rfc3339 == expected, "\(micros)")
         }
     }
 
