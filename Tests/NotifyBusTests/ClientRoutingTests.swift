@@ -10,10 +10,7 @@ import Testing
 struct ClientRoutingTests {
     @Test("a subscription made after a topic was routed gets its next messages; one removed gets no more; overlapping patterns get a message once")
     func cacheFollowsSubscriptions() async throws {
-        let channel = EmbeddedChannel()
-        let handler = ClientChannelHandler(greeting: channel.eventLoop.makePromise(of: ServerGreeting.self))
-        try channel.pipeline.syncOperations.addHandler(handler)
-        try channel.writeInbound(ByteBuffer(string: "HELLO notifyd 3 max_payload=1048576 max_topic=255 max_line=1024\n"))
+        let (channel, handler) = try greetedClientHandler()
         func deliver(_ sequence: UInt64) throws {
             try channel.writeInbound(ByteBuffer(string: "MSG a.b \(sequence) 1795305600000000 1000 1 - 1\nx\n"))
         }
@@ -31,10 +28,7 @@ struct ClientRoutingTests {
 
     @Test("overlapping patterns each asked for the latest: the buffered message they both bring is handed over once, also after a newer live one")
     func latestOfOverlappingPatternsOnce() async throws {
-        let channel = EmbeddedChannel()
-        let handler = ClientChannelHandler(greeting: channel.eventLoop.makePromise(of: ServerGreeting.self))
-        try channel.pipeline.syncOperations.addHandler(handler)
-        try channel.writeInbound(ByteBuffer(string: "HELLO notifyd 3 max_payload=1048576 max_topic=255 max_line=1024\n"))
+        let (channel, handler) = try greetedClientHandler()
         let subscriber = try LocalSubscriber("x.>", "x.y")
         let (id, patterns) = handler.addSubscription(subscriber.local)
         for pattern in patterns {

@@ -24,10 +24,7 @@ struct ClientHistoryReplayTests {
 
     @Test("a live message that overtakes the replay is left out, and the replay hands over every message in order")
     func liveDuringReplay() async throws {
-        let channel = EmbeddedChannel()
-        let handler = ClientChannelHandler(greeting: channel.eventLoop.makePromise(of: ServerGreeting.self))
-        try channel.pipeline.syncOperations.addHandler(handler)
-        try channel.writeInbound(ByteBuffer(string: "HELLO notifyd 3 max_payload=1048576 max_topic=255 max_line=1024\n"))
+        let (channel, handler) = try greetedClientHandler()
 
         // One subscription already holds the pattern; the other resumes after 40.
         let live = try LocalSubscriber("t")

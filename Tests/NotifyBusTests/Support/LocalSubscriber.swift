@@ -1,4 +1,5 @@
 import NIOCore
+import NIOEmbedded
 
 @testable import NotifyBus
 
@@ -25,4 +26,14 @@ final class LocalSubscriber {
         for try await case .message(let delivery) in stream { sequences.append(delivery.sequence) }
         return sequences
     }
+}
+
+/// A client handler on an embedded channel, greeted by a daemon of `version`: for tests of the handler without a
+/// socket.
+func greetedClientHandler(version: UInt64 = 3) throws -> (EmbeddedChannel, ClientChannelHandler) {
+    let channel = EmbeddedChannel()
+    let handler = ClientChannelHandler(greeting: channel.eventLoop.makePromise(of: ServerGreeting.self))
+    try channel.pipeline.syncOperations.addHandler(handler)
+    try channel.writeInbound(ByteBuffer(string: "HELLO notifyd \(version) max_payload=1048576 max_topic=255 max_line=1024\n"))
+    return (channel, handler)
 }
