@@ -307,7 +307,13 @@ final class ClientChannelHandler: ChannelInboundHandler {
         }
         inRead = true
         do {
-            while let frame = try decoder.decode(buffer: &buffer) { receive(frame) }
+            while let frame = try decoder.decode(buffer: &buffer) {
+                // A delivery, the common frame, is moved to its route rather than copied through the switch below.
+                switch consume frame {
+                case .delivery(let delivery): route(delivery)
+                case let other: receive(other)
+                }
+            }
         } catch {
             errorCaught(context: context, error: error)
             return

@@ -77,7 +77,7 @@ public struct NotifySubscription: AsyncSequence, Sendable {
         package mutating func nextAtHand() -> SubscriptionEvent? {
             if index < batch.events.count {
                 defer { index += 1 }
-                return batch.events[index]
+                return batch.takeEvent(at: index)
             }
             // The batch is done with: it no longer counts against the limits.
             if !batch.events.isEmpty {
@@ -87,7 +87,7 @@ public struct NotifySubscription: AsyncSequence, Sendable {
             guard let next = subscription.inbox.takeWaiting() else { return nil }
             batch = next
             index = 1
-            return batch.events[0]
+            return batch.takeEvent(at: 0)
         }
     }
 

@@ -93,7 +93,7 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
 
         /// What of `event` goes to the consumer: nil for a message it had before the connection was lost, and a drop
         /// notice less what it had.
-        private mutating func pass(_ event: SubscriptionEvent) -> SubscriptionEvent? {
+        private mutating func pass(_ event: consuming SubscriptionEvent) -> SubscriptionEvent? {
             switch event {
             case .message(let delivery):
                 if delivered.isRepeat(delivery) { return nil }

@@ -17,6 +17,18 @@ final class SubscriptionInbox: Sendable {
     struct Batch {
         var events: [SubscriptionEvent] = []
         var bytes = 0
+
+        /// Moves the event at `index` out to the consumer, leaving a placeholder that holds nothing: the consumer
+        /// owns it without a retain of its topic and payload, and letting go of the batch releases nothing of it
+        /// again. Each index is taken once.
+        mutating func takeEvent(at index: Int) -> SubscriptionEvent {
+            events.withUnsafeMutableBufferPointer { events in
+                let slot = events.baseAddress! + index
+                let event = slot.move()
+                slot.initialize(to: .dropped(DropNotice(topic: Topic(unchecked: ""), count: 0, firstSequence: 0, lastSequence: 0)))
+                return event
+            }
+        }
     }
 
     private struct State {
