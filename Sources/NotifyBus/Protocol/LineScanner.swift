@@ -148,6 +148,28 @@ package struct Tokenizer {
         return start..<position
     }
 
+    /// The next token read as ``LineScanner/unsigned(_:_:saturating:)`` reads one, in the same pass that finds its
+    /// end: nil at the end of the line, or when the token is not such a number (it is passed over either way).
+    package mutating func nextUnsigned() -> UInt64? {
+        while position < end && isBlank(bytes[position]) { position += 1 }
+        guard position < end else { return nil }
+        let start = position
+        var value: UInt64 = 0
+        while position < end {
+            let byte = bytes[position]
+            if isBlank(byte) { break }
+            let digit = byte &- UInt8(ascii: "0")
+            guard digit < 10 else {
+                while position < end && !isBlank(bytes[position]) { position += 1 }
+                return nil
+            }
+            value = value &* 10 &+ UInt64(digit)
+            position += 1
+        }
+        // 19 digits cannot overflow; 20 may, and are read again with the checks.
+        return position - start < 20 ? value : LineScanner.unsigned(bytes, start..<position)
+    }
+
     /// Everything after the current position, without leading blanks (for the sentence of an `ERR`).
     package mutating func rest() -> Range<Int> {
         while position < end && isBlank(bytes[position]) { position += 1 }

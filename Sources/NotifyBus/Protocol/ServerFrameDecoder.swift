@@ -139,8 +139,8 @@ private struct ServerFrameParser {
 
         if verbIs("MSG") || verbIs("LAST") {
             let kind: MessageFrameKind = verbIs("MSG") ? .delivery : .latest
-            guard let header = messageHeader(bytes, &tokens), let sizeRange = tokens.next(),
-                let size = LineScanner.unsigned(bytes, sizeRange), size <= UInt64(maxPayload), tokens.next() == nil
+            guard let header = messageHeader(bytes, &tokens), let size = tokens.nextUnsigned(),
+                size <= UInt64(maxPayload), tokens.next() == nil
             else { return .malformed("bad message line \(LineScanner.quoted(bytes, 0..<lineEnd))") }
             let payloadSize = Int(size)
             guard next + payloadSize <= bytes.count else { return .needMoreData }
@@ -269,10 +269,9 @@ private struct ServerFrameParser {
 
     private func messageHeader(_ bytes: UnsafeRawBufferPointer, _ tokens: inout Tokenizer) -> MessageHeader? {
         guard let topicRange = tokens.next(), let topic = topic(bytes, topicRange),
-            let sequenceRange = tokens.next(), let sequence = LineScanner.unsigned(bytes, sequenceRange),
-            let timeRange = tokens.next(), let time = LineScanner.unsigned(bytes, timeRange),
-            let uidRange = tokens.next(), let uid = LineScanner.unsigned(bytes, uidRange), uid <= UInt32.max,
-            let pidRange = tokens.next(), let pid = LineScanner.unsigned(bytes, pidRange), pid <= Int32.max,
+            let sequence = tokens.nextUnsigned(), let time = tokens.nextUnsigned(),
+            let uid = tokens.nextUnsigned(), uid <= UInt32.max,
+            let pid = tokens.nextUnsigned(), pid <= Int32.max,
             let unitRange = tokens.next()
         else { return nil }
         // `<host>/<unit>` for a message from another host (federation); a unit name never holds a `/`.
