@@ -30,6 +30,10 @@ final class ClientChannelHandler: ChannelInboundHandler {
     @exclusivity(unchecked) private var decoder = ServerFrameDecoder()
     /// The start of a frame whose end has not arrived yet; nil between frames.
     @exclusivity(unchecked) private var unread: ByteBuffer?
+    /// The most bytes one frame may take: the largest payload any daemon may announce and its line. A list (`TOPICS`,
+    /// `STATS`) says how many lines follow, a number a peer at the socket chooses; past this it is not one a daemon
+    /// sends (its pages are 10,000 lines), and the connection is closed rather than its bytes held.
+    var largestFrame = ProtocolLimits.largestPayload + 64 << 10
     private var nextRequestID: UInt64 = 1
     /// Requests whose reply someone waits for, by id. Requests without one (publishes without ack) are not
     /// listed: an `ERR` with an id found nowhere here belongs to one of them.
@@ -307,18 +311,17 @@ final class ClientChannelHandler: ChannelInboundHandler {
         }
         inRead = true
         do {
-            while let frame = try decoder.decode(buffer: &buffer) {
-                // A delivery, the common frame, is moved to its route rather than copied through the switch below.
-                switch consume frame {
-                case .delivery(let delivery): route(delivery)
-                case let other: receive(other)
-                }
-            }
+            while let frame = try decoder.decode(buffer: &buffer) { take(frame) }
         } catch {
             errorCaught(context: context, error: error)
             return
         }
         guard buffer.readableBytes > 0 else { return }
+        guard buffer.readableBytes <= largestFrame else {
+            let reason = "a frame of more than \(largestFrame) bytes, larger than any a daemon sends"
+            errorCaught(context: context, error: ServerFrameDecoder.Malformed(reason: reason))
+            return
+        }
         // A few bytes of a frame would keep a whole receive buffer (and every payload sliced from it) alive: copied
         // out, unless most of the buffer is that one frame.
         if buffer.readableBytes < buffer.capacity / 2 {
@@ -327,6 +330,15 @@ final class ClientChannelHandler: ChannelInboundHandler {
             unread = copy
         } else {
             unread = buffer
+        }
+    }
+
+    /// Takes one frame from the daemon. A delivery, the common frame, is moved to its route rather than copied
+    /// through the switch of ``receive(_:)``.
+    private func take(_ frame: consuming ServerFrame) {
+        switch consume frame {
+        case .delivery(let delivery): route(delivery)
+        case let other: receive(other)
         }
     }
 
@@ -553,7 +565,7 @@ final class ClientChannelHandler: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         if var rest = unread.take(), failure == nil {
             do {
-                while let frame = try decoder.decodeLast(buffer: &rest, seenEOF: true) { receive(frame) }
+                while let frame = try decoder.decodeLast(buffer: &rest, seenEOF: true) { take(frame) }
             } catch {
                 errorCaught(context: context, error: error)
             }
