@@ -13,8 +13,7 @@ struct ClientFlowControlTests {
         let channel = EmbeddedChannel()
         let handler: ClientChannelHandler
         let gauge: SubscriptionGauge
-        let stream: AsyncThrowingStream<SubscriptionEvent, any Error>
-        let continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation
+        let subscriber: LocalSubscriber
         let id: UInt64
 
         init(version: UInt64, limits: SubscriptionBufferLimits, pattern: String = "t") throws {
@@ -22,9 +21,8 @@ struct ClientFlowControlTests {
             try channel.pipeline.syncOperations.addHandler(handler)
             try channel.writeInbound(ByteBuffer(string: "HELLO notifyd \(version) max_payload=1048576 max_topic=255 max_line=1024\n"))
             gauge = SubscriptionGauge(limits: limits)
-            (stream, continuation) = AsyncThrowingStream.makeStream(of: SubscriptionEvent.self, throwing: (any Error).self)
-            let local = ClientChannelHandler.LocalSubscription(patterns: [try TopicPattern(pattern)], continuation: continuation, gauge: gauge)
-            id = handler.addSubscription(local).id
+            subscriber = try LocalSubscriber(pattern, gauge: gauge)
+            id = handler.addSubscription(subscriber.local).id
         }
 
         /// Delivers messages `sequences` of `topic`, one read each.
@@ -58,10 +56,7 @@ struct ClientFlowControlTests {
 
         /// Everything handed to the consumer, in order (ends the subscription).
         func events() async throws -> [SubscriptionEvent] {
-            continuation.finish()
-            var events: [SubscriptionEvent] = []
-            for try await event in stream { events.append(event) }
-            return events
+            try await subscriber.events()
         }
     }
 

@@ -122,7 +122,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
                 subscriptions[subscription]?.historyReplays[pattern, default: 0] += 1
             }
         }
-        var buffer = context.channel.allocator.buffer(capacity: 64 + command.payloadSize)
+        // Publishes go through the outbox: what comes here is a line.
+        var buffer = context.channel.allocator.buffer(capacity: 64)
         buffer.writeRequest(Request(id: id, command))
         drainOutbox(flush: false)
         context.write(wrapOutboundOut(buffer), promise: written)
@@ -487,8 +488,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
         case .atHardLimit:
             if isReading { updateFlow() }
         }
-        if let takeEach = subscription.output.takeEach {
-            takeEach(event)
+        if case .sink(let yield, _) = subscription.output {
+            yield(event)
             return
         }
         subscription.gathered.events.append(event)
@@ -515,7 +516,8 @@ final class ClientChannelHandler: ChannelInboundHandler {
         guard !subscription.gathered.events.isEmpty else { return }
         let batch = subscription.gathered
         subscription.gathered = SubscriptionInbox.Batch()
-        subscription.output.handOver(batch)
+        // Only an inbox gathers (a sink takes each event at once).
+        if case .inbox(let inbox) = subscription.output { inbox.append(batch) }
     }
 
     /// Ends `subscription` for its consumer, after what it was given: with nil when it ends normally, else with why.
@@ -605,13 +607,5 @@ final class ClientChannelHandler: ChannelInboundHandler {
         if !resumable.isEmpty { handOver?(resumable, error) }
         self.context = nil
         context.fireChannelInactive()
-    }
-}
-
-extension Command {
-    /// The payload size of a publish, to size the buffer it is encoded into.
-    var payloadSize: Int {
-        if case .publish(_, let payload, _) = self { return payload.readableBytes }
-        return 0
     }
 }

@@ -36,14 +36,6 @@ extension ClientChannelHandler {
         /// Its id on the connection it is on.
         @exclusivity(unchecked) var id: UInt64 = 0
 
-        convenience init(
-            patterns: [TopicPattern],
-            continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation,
-            gauge: SubscriptionGauge
-        ) {
-            self.init(patterns: patterns, output: SubscriptionOutput(continuation), gauge: gauge)
-        }
-
         init(patterns: [TopicPattern], output: SubscriptionOutput, gauge: SubscriptionGauge) {
             self.patterns = patterns
             self.output = output

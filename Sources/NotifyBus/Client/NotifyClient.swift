@@ -280,7 +280,7 @@ public final class NotifyClient: Sendable {
             patterns,
             options: SubscribeOptions(latestFirst: latestFirst, since: since, overflow: overflow),
             gauge: gauge,
-            output: SubscriptionOutput(inbox)
+            output: .inbox(inbox)
         )
         return NotifySubscription(inbox: inbox, gauge: gauge, handle: handle)
     }
@@ -297,7 +297,7 @@ public final class NotifyClient: Sendable {
         sink: @escaping @Sendable (SubscriptionEvent) -> Void,
         finished: @escaping @Sendable ((any Error)?) -> Void
     ) async throws -> SubscriptionHandle {
-        try await open(patterns, options: SubscribeOptions(latestFirst: latestFirst), gauge: gauge, output: SubscriptionOutput(yield: sink, finish: finished))
+        try await open(patterns, options: SubscribeOptions(latestFirst: latestFirst), gauge: gauge, output: .sink(yield: sink, finish: finished))
     }
 
     /// Makes a subscription whose events go to `output`; the handle ends it.

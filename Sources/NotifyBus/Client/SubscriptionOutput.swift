@@ -1,39 +1,21 @@
-/// Where a subscription's events go: the stream of a ``NotifySubscription``, or a function that takes them in the
+/// Where a subscription's events go: the inbox of a ``NotifySubscription``, or a function that takes them in the
 /// order they arrive on the connection (``NotifyClient/subscribe(to:latestFirst:gauge:sink:finished:)``).
 ///
-/// For a stream, the connection gathers what one read of the socket brought the subscription and hands it over once,
-/// at the end of the read: one lock and one wake-up of the consumer per read, not per message. A function takes
-/// each event at once instead: the subscriptions of one client that each have one then see their events in the
-/// order they came on the connection, across subscriptions (NotifyCenter's observers rely on it).
-struct SubscriptionOutput: Sendable {
-    /// Takes each event as it is routed, when the output takes them one at a time; nil when it takes batches.
-    let takeEach: (@Sendable (SubscriptionEvent) -> Void)?
-    /// Takes the events of one read, in order, with their size as counted against the limits.
-    let handOver: @Sendable (SubscriptionInbox.Batch) -> Void
-    /// Called when the subscription ends, after its last events: with nil when it ends normally, else with why.
-    let finish: @Sendable ((any Error)?) -> Void
+/// For an inbox, the connection gathers what one read of the socket brought the subscription and hands it over
+/// once, at the end of the read: one lock and one wake-up of the consumer per read, not per message. A function
+/// takes each event at once instead: the subscriptions of one client that each have one then see their events in
+/// the order they came on the connection, across subscriptions (NotifyCenter's observers rely on it).
+enum SubscriptionOutput: Sendable {
+    case inbox(SubscriptionInbox)
+    /// `yield` takes each event; `finish` is called when the subscription ends, with nil when it ends normally.
+    case sink(yield: @Sendable (SubscriptionEvent) -> Void, finish: @Sendable ((any Error)?) -> Void)
 
-    init(yield: @escaping @Sendable (SubscriptionEvent) -> Void, finish: @escaping @Sendable ((any Error)?) -> Void) {
-        takeEach = yield
-        handOver = { batch in
-            for event in batch.events { yield(event) }
-        }
-        self.finish = finish
-    }
-
-    init(_ inbox: SubscriptionInbox) {
-        takeEach = nil
-        handOver = { inbox.append($0) }
-        finish = { inbox.finish($0) }
-    }
-
-    init(_ continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation) {
-        takeEach = { continuation.yield($0) }
-        handOver = { batch in
-            for event in batch.events { continuation.yield(event) }
-        }
-        finish = { error in
-            if let error { continuation.finish(throwing: error) } else { continuation.finish() }
+    /// Ends the subscription for its consumer, after what it was handed: with nil when it ends normally, else with
+    /// why.
+    func finish(_ error: (any Error)?) {
+        switch self {
+        case .inbox(let inbox): inbox.finish(error)
+        case .sink(_, let finish): finish(error)
         }
     }
 }

@@ -6,25 +6,32 @@ import NIOEmbedded
 /// A local subscription of a client handler whose events a test reads afterwards: for tests of the handler without
 /// a socket.
 final class LocalSubscriber {
-    let stream: AsyncThrowingStream<SubscriptionEvent, any Error>
-    let continuation: AsyncThrowingStream<SubscriptionEvent, any Error>.Continuation
+    /// Where its events go, as a ``NotifySubscription``'s do: gathered per read and handed over together.
+    let inbox = SubscriptionInbox()
     let local: ClientChannelHandler.LocalSubscription
 
-    init(_ patterns: String...) throws {
-        (stream, continuation) = AsyncThrowingStream.makeStream(of: SubscriptionEvent.self, throwing: (any Error).self)
+    init(_ patterns: String..., gauge: SubscriptionGauge = SubscriptionGauge(limits: .default)) throws {
         local = ClientChannelHandler.LocalSubscription(
             patterns: try patterns.map { try TopicPattern($0) },
-            continuation: continuation,
-            gauge: SubscriptionGauge(limits: .default)
+            output: .inbox(inbox),
+            gauge: gauge
         )
+    }
+
+    /// Everything handed to its consumer, in order (ends it).
+    func events() async throws -> [SubscriptionEvent] {
+        inbox.finish(nil)
+        var events: [SubscriptionEvent] = []
+        while let batch = try await inbox.take() { events += batch.events }
+        return events
     }
 
     /// The sequence numbers handed to its consumer, in order (ends it).
     func sequences() async throws -> [UInt64] {
-        continuation.finish()
-        var sequences: [UInt64] = []
-        for try await case .message(let delivery) in stream { sequences.append(delivery.sequence) }
-        return sequences
+        try await events().compactMap { event in
+            if case .message(let delivery) = event { return delivery.sequence }
+            return nil
+        }
     }
 }
 
