@@ -14,6 +14,9 @@ struct RecentTopicFastPathTests {
         "pub t.x 5\nhello\n", "PUB  t.x 5\nhello\n", "PUB t.x  5\nhello\n", "PUB t.xy 5\nhello\n", "PUB t. 5\nhello\n",
         "PUB t.x 99999999999\nx\n", "PUB t.x 1048577\nx\n", "PUB t.x 1048576\n", "PUB t.x\nhello\n", "PUB t.x \nhello\n",
         "PUB t.x 1a\nx\n", "PUB t.x 5\n", "PUB t.x", "PUB ", "PUB t.x 5\nhello\nPUB t.x 1\nz\n", "SUB t.x\n",
+        "PUB t.x 5 NORETAIN\nhello\n", "PUB t.x 5 noretain ack\nhello\n", "PUB t.x 5 noretainx\nhello\n",
+        "PUB t.x 5 noretai\nhello\n", "PUB t.x 5  noretain\nhello\n", "PUB t.x 5 noretain\r\nhello\n",
+        "PUB t.x 5 noretain\nhello!", "PUB t.x 5 noretain", "PUB t.x 5 \nhello\n", "PUB t.x noretain\nhello\n",
     ]
 
     /// What a decoder whose last topic is `last` makes of `text`: every frame it returns, and how far it read.

@@ -147,10 +147,11 @@ private struct RequestParser {
 
     static let operations = "PUB SUB UNSUB LATEST CLEAR HISTORY TOPICS STATS EXPLAIN PING OPT"
 
-    /// `PUB <the recent topic> <size>\n` and its payload, in exactly that form: most frames of a busy publisher,
-    /// read here without the general line parser. Any other form (an id, options, another topic, other spacing,
-    /// case or line break, a size over the limit, a frame not whole yet) returns nil and takes the general way,
-    /// which reads this form the same.
+    /// `PUB <the recent topic> <size>\n` or `PUB <the recent topic> <size> noretain\n` and its payload, in exactly
+    /// that form (the forms the client library and `notify send` write): most frames of a busy publisher, read here
+    /// without the general line parser. Any other form (an id, other options, another topic, other spacing, case or
+    /// line break, a size over the limit, a frame not whole yet) returns nil and takes the general way, which reads
+    /// these forms the same.
     private func publishToRecentTopic(_ topic: Topic) -> Step? {
         let prefix = 4  // "PUB "
         guard bytes.count > prefix, UInt32(littleEndian: bytes.loadUnaligned(as: UInt32.self)) == 0x2042_5550 else { return nil }
@@ -165,12 +166,21 @@ private struct RequestParser {
             size = size * 10 + Int(digit)
             index += 1
         }
-        guard index > nameEnd + 1, index < bytes.count, bytes[index] == UInt8(ascii: "\n"), index + 1 < limits.maxLine,
-            size <= limits.maxPayload
-        else { return nil }
+        guard index > nameEnd + 1, size <= limits.maxPayload else { return nil }
+        var options = PublishOptions()
+        if index < bytes.count, bytes[index] == UInt8(ascii: " ") {
+            let noretain: StaticString = " noretain"
+            let end = index + noretain.utf8CodeUnitCount
+            guard end < bytes.count,
+                bytes[index..<end].elementsEqual(UnsafeRawBufferPointer(start: noretain.utf8Start, count: noretain.utf8CodeUnitCount))
+            else { return nil }
+            options.retain = false
+            index = end
+        }
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\n"), index + 1 < limits.maxLine else { return nil }
         let payload = index + 1
         guard payload + size < bytes.count, bytes[payload + size] == UInt8(ascii: "\n") else { return nil }
-        return .publish(id: nil, topic: topic, options: PublishOptions(), payloadOffset: payload, size: size, consumed: payload + size + 1)
+        return .publish(id: nil, topic: topic, options: options, payloadOffset: payload, size: size, consumed: payload + size + 1)
     }
 
     /// For a `since=` token, the point it names (nil inside when it names none); nil for any other token.
