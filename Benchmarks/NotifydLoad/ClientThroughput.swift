@@ -12,6 +12,23 @@ private final class ManagedCounter: @unchecked Sendable {
     func increment() { lock.withLock { count += 1 } }
 }
 
+/// Tasks waiting to be resumed, and whether the thread resuming them should stop.
+private final class WaitingTasks: @unchecked Sendable {
+    private let lock = NSLock()
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+    private var finished = false
+    var isFinished: Bool { lock.withLock { finished } }
+    func add(_ task: CheckedContinuation<Void, Never>) { lock.withLock { waiting.append(task) } }
+    func finish() { lock.withLock { finished = true } }
+    func resumeAll() {
+        let batch = lock.withLock {
+            defer { waiting.removeAll(keepingCapacity: true) }
+            return waiting
+        }
+        for task in batch { task.resume() }
+    }
+}
+
 /// A status notification of the size the typed case sends.
 private struct Status: NotifyMessage, Codable {
     static let topic = Topic.literal("client.typed")
@@ -29,7 +46,7 @@ struct ClientThroughput: AsyncParsableCommand {
             One release notifyd with its defaults; each case on fresh connections, --runs times, medians printed. \
             publish: one task, one call per 16 B message, then flush(). ack-1: one task, publishAcknowledged in a \
             loop. ack-64: 64 tasks at once. ack-rtt: ack-1's floor, the same over a blocking NotifyConnection (no \
-            event loop, no task). iterate: a publisher using the batch form publish([ByteBuffer]) in \
+            event loop, no task). resume-floor: ack-64's ceiling on this machine with no socket and no daemon,             64 tasks each awaiting a continuation that a spinning thread resumes in batches. iterate: a publisher using the batch form publish([ByteBuffer]) in \
             1,000s, and one consumer iterating `for try await event in subscription`, counting messages and what \
             was dropped until an end marker. center: NotifyCenter.send of a 2-field Codable, and \
             notifications(of:) on another connection.
@@ -40,7 +57,7 @@ struct ClientThroughput: AsyncParsableCommand {
     @Option(help: "Acknowledged publishes per run of ack-1 and ack-rtt (four times as many for ack-64).") var acknowledged = 50_000
     @Option(help: "Typed messages per run of center.") var typed = 200_000
     @Option(help: "Runs of each case (medians reported).") var runs = 3
-    @Option(help: "Cases to run, comma-separated: publish, ack-1, ack-64, ack-rtt, iterate, center, memory.")
+    @Option(help: "Cases to run, comma-separated: publish, ack-1, ack-64, ack-rtt, resume-floor, iterate, center, memory.")
     var cases = "publish,ack-1,ack-64,ack-rtt,iterate,center"
 
     func run() async throws {
@@ -59,7 +76,7 @@ struct ClientThroughput: AsyncParsableCommand {
                 if let note { notes.append(note) }
             }
             let each = rates.map { Self.rate($0) }.joined(separator: ", ")
-            print("\(name.padding(toLength: 8, withPad: " ", startingAt: 0)) median \(Self.rate(median(rates))) msg/s (runs: \(each))"
+            print("\(name.padding(toLength: 12, withPad: " ", startingAt: 0)) median \(Self.rate(median(rates))) msg/s (runs: \(each))"
                 + (notes.isEmpty ? "" : "; " + notes.joined(separator: ", ")))
         }
     }
@@ -70,6 +87,7 @@ struct ClientThroughput: AsyncParsableCommand {
         case "ack-1": return (try await acknowledged(daemon, tasks: 1, each: acknowledged), nil)
         case "ack-64": return (try await acknowledged(daemon, tasks: 64, each: max(1, acknowledged * 4 / 64)), nil)
         case "ack-rtt": return (try roundTrips(daemon), nil)
+        case "resume-floor": return (await resumeFloor(tasks: 64, each: max(1, acknowledged * 4 / 64)), nil)
         case "iterate": return try await iterate(daemon)
         case "center": return (try await center(daemon), nil)
         default: throw LoadError("no case \(name)")
@@ -96,6 +114,24 @@ struct ClientThroughput: AsyncParsableCommand {
         let start = ContinuousClock.now
         for _ in 0..<acknowledged { try connection.publishAcknowledged(payload, to: topic, retain: false) }
         return Double(acknowledged) / seconds(ContinuousClock.now - start)
+    }
+
+    /// The ceiling of ack-64 that the Swift runtime sets here, before any socket or daemon: `tasks` tasks each
+    /// suspend on a continuation and are resumed in batches by a thread that does nothing else, as the client's
+    /// event loop resumes the callers whose replies one read brought.
+    private func resumeFloor(tasks: Int, each: Int) async -> Double {
+        let waiting = WaitingTasks()
+        let resumer = Thread { while !waiting.isFinished { waiting.resumeAll() } }
+        resumer.start()
+        let start = ContinuousClock.now
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<tasks {
+                group.addTask { for _ in 0..<each { await withCheckedContinuation { waiting.add($0) } } }
+            }
+        }
+        let elapsed = seconds(ContinuousClock.now - start)
+        waiting.finish()
+        return Double(tasks * each) / elapsed
     }
 
     private func acknowledged(_ daemon: DaemonProcess, tasks: Int, each: Int) async throws -> Double {
