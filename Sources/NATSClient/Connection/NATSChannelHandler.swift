@@ -106,7 +106,7 @@ final class NATSChannelHandler: ChannelInboundHandler {
         case .error(let text):
             // Most -ERRs close the connection; the others (a permissions violation) are closed here too, so that the
             // owner hears of it (its onClosed) instead of writing into a connection that drops what it is given.
-            failure = failure ?? NATSError("the NATS server said: \(text)")
+            failure = failure ?? NATSError("the NATS server said: \(text)", isAuthorizationFailure: NATSError.isAuthorizationText(text))
             context.close(promise: nil)
         }
     }
@@ -144,8 +144,18 @@ final class NATSChannelHandler: ChannelInboundHandler {
 /// What went wrong with a NATS server: unreachable, refused, closed, or a request not answered.
 public struct NATSError: Error, Sendable, CustomStringConvertible {
     public let description: String
+    /// Whether the server refused the login (its `-ERR 'Authorization Violation'`, an expired or revoked user):
+    /// trying again with the same credentials will not help.
+    public let isAuthorizationFailure: Bool
 
-    public init(_ description: String) {
+    public init(_ description: String, isAuthorizationFailure: Bool = false) {
         self.description = description
+        self.isAuthorizationFailure = isAuthorizationFailure
+    }
+
+    /// Whether a server's `-ERR` text is a refused login.
+    static func isAuthorizationText(_ text: String) -> Bool {
+        let lowered = text.lowercased()
+        return lowered.contains("authorization violation") || lowered.contains("authentication")
     }
 }

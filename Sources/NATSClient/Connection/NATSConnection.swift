@@ -5,8 +5,8 @@ import NIOPosix
 /// One connection to a NATS server, with what the bridge needs of it: publish (with headers), subscribe, and flush.
 /// It does not reconnect: the bridge owns that policy (a server list, backoff, an outbox).
 ///
-/// TLS and credentials are not there yet; they fit in as a handler added before the codec (NIOSSL) and the fields
-/// of `CONNECT` (`user`, `pass`, `auth_token`, `jwt` and `sig` from the server's nonce) once the server's `INFO` asks.
+/// TLS (``NATSTLSSettings``) starts after the server's `INFO`, as NATS servers expect, and every login nats-server
+/// takes from a client is there (``NATSCredentials``).
 public final class NATSConnection: Sendable {
     /// The server's `INFO`, as the JSON it sent on connect.
     public let serverInfo: String
@@ -26,14 +26,17 @@ public final class NATSConnection: Sendable {
         channel.close(promise: nil)
     }
 
-    /// Connects to `host`:`port`, reads the server's `INFO`, sends `CONNECT` naming the client `name`, and waits
-    /// for the server to have handled it (a `PING` answered). With `echo` false, the server never delivers this
-    /// connection's own publishes to its subscriptions.
+    /// Connects to `host`:`port`, reads the server's `INFO`, starts TLS when `tls` or the server asks for it, sends
+    /// `CONNECT` naming the client `name` with its `credentials`, and waits for the server to have handled it (a
+    /// `PING` answered). With `echo` false, the server never delivers this connection's own publishes to its
+    /// subscriptions. A refused login fails with an error whose ``NATSError/isAuthorizationFailure`` is true.
     public static func connect(
         host: String,
         port: Int,
         name: String,
         echo: Bool = true,
+        tls: NATSTLSSettings = NATSTLSSettings(),
+        credentials: NATSCredentials? = nil,
         timeout: TimeAmount = .seconds(5),
         group: (any EventLoopGroup)? = nil
     ) async throws -> NATSConnection {
@@ -73,7 +76,29 @@ public final class NATSConnection: Sendable {
             throw NATSError("\(host):\(port) sent no NATS INFO within \(timeout.nanoseconds / 1_000_000_000) s: \(error)")
         }
         let connection = NATSConnection(serverInfo: serverInfo, channel: channel, handler: handler)
-        let options = #"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1,"lang":"swift","version":"0.1","echo":\#(echo),"name":"\#(name)"}"#
+        let serverOffersTLS = JSONScan.boolean("tls_required", in: serverInfo) == true || JSONScan.boolean("tls_available", in: serverInfo) == true
+        if tls.isRequired || JSONScan.boolean("tls_required", in: serverInfo) == true {
+            guard serverOffersTLS else {
+                channel.close(promise: nil)
+                throw NATSError("\(host):\(port) offers no TLS, and the URL asks for it (tls://): not connecting in plain text")
+            }
+            do {
+                try await channel.eventLoop.submit {
+                    try channel.pipeline.syncOperations.addHandler(try tls.makeHandler(host: host), position: .first)
+                }.get()
+            } catch {
+                channel.close(promise: nil)
+                throw error
+            }
+        }
+        var options = #"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1,"lang":"swift","version":"0.1","echo":\#(echo),"name":\#(JSONText.quoted(name)),"tls_required":\#(tls.isRequired)"#
+        do {
+            options += try credentials?.connectFields(nonce: JSONScan.string("nonce", in: serverInfo)) ?? ""
+        } catch {
+            channel.close(promise: nil)
+            throw error
+        }
+        options += "}"
         try await connection.send([.connect(options)])
         try await connection.flush()  // within `timeout` too: the scheduled close fails it
         return connection

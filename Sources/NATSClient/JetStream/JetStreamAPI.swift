@@ -51,6 +51,15 @@ public enum JSONScan {
         return Int(String(decoding: digits, as: UTF8.self))
     }
 
+    /// The first `true` or `false` after `"key":`.
+    public static func boolean(_ key: String, in json: String) -> Bool? {
+        guard let start = valueStart(key, in: json) else { return nil }
+        let rest = json.utf8[start...]
+        if rest.starts(with: "true".utf8) { return true }
+        if rest.starts(with: "false".utf8) { return false }
+        return nil
+    }
+
     /// The first string after `"key":`, its escapes undone for `\"` and `\\`.
     public static func string(_ key: String, in json: String) -> String? {
         guard let start = valueStart(key, in: json), json.utf8[start] == UInt8(ascii: "\"") else { return nil }
