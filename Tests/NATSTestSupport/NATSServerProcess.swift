@@ -39,11 +39,13 @@ public final class NATSServerProcess: Sendable {
     public var url: String { "nats://127.0.0.1:\(port)" }
 
     /// Starts the server and waits (at most `timeout`) until it says where it listens (and, in a cluster, until
-    /// JetStream is ready, which needs a leader).
+    /// JetStream is ready, which needs a leader). `configuration` is nats-server configuration text (its `tls { … }`
+    /// and `authorization { … }` blocks, say), given to it as a file beside the store.
     public static func start(
         port: Int? = nil,
         store: String? = nil,
         cluster: ClusterMembership? = nil,
+        configuration: String? = nil,
         timeout: Duration = .seconds(30)
     ) async throws -> NATSServerProcess {
         let candidates = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"]
@@ -54,6 +56,11 @@ public final class NATSServerProcess: Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         var arguments = ["-a", "127.0.0.1", "-p", port.map(String.init) ?? "-1", "-js", "-sd", directory]
+        if let configuration {
+            let file = directory + ".conf"
+            try configuration.write(toFile: file, atomically: true, encoding: .utf8)
+            arguments += ["-c", file]
+        }
         if let cluster {
             arguments += [
                 "-n", cluster.serverName, "--cluster_name", cluster.clusterName,

@@ -1,4 +1,5 @@
 import NIOCore
+import NIOSSL
 
 /// The client's end of one connection to a NATS server, on its event loop: answers the server's `PING`s, hands each
 /// message to its subscription, and completes a flush when the `PONG` for its `PING` comes (the server answers
@@ -116,8 +117,14 @@ final class NATSChannelHandler: ChannelInboundHandler {
         context.fireChannelWritabilityChanged()
     }
 
+    /// Why the connection failed, once it did.
+    var failureReason: NATSError? { failure }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        failure = failure ?? NATSError("the connection to the NATS server failed: \(error)")
+        let sentence = error is NIOSSLError || error is BoringSSLError
+            ? "TLS with the NATS server failed (its certificate, name or protocol): \(error)"
+            : "the connection to the NATS server failed: \(error)"
+        failure = failure ?? NATSError(sentence)
         context.close(promise: nil)
     }
 

@@ -99,8 +99,14 @@ public final class NATSConnection: Sendable {
             throw error
         }
         options += "}"
-        try await connection.send([.connect(options)])
-        try await connection.flush()  // within `timeout` too: the scheduled close fails it
+        do {
+            try await connection.send([.connect(options)])
+            try await connection.flush()  // within `timeout` too: the scheduled close fails it
+        } catch {
+            // A write fails only with "closed"; the handler heard why (TLS refused, a login refused).
+            let reason = try? await channel.eventLoop.submit { handler.value.failureReason }.get()
+            throw reason ?? NATSError("\(host):\(port): \(error)")
+        }
         return connection
     }
 
