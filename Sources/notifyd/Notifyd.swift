@@ -58,8 +58,10 @@ struct Notifyd: AsyncParsableCommand {
             host that starts later answers `notify latest` with \
             the fleet's latest. While NATS is unreachable, local traffic goes on and exports wait in a bounded \
             outbox (--nats-outbox-bytes); what does not fit is counted (notify stats) and logged. The [nats] keys: \
-            servers, export, import, prefix, host-name, outbox-bytes, stream-replicas; SIGHUP applies them. See the README's \
-            "Several hosts".
+            servers, export, import, prefix, host-name, outbox-bytes, stream-replicas, and for TLS and logins tls-ca, \
+            tls-cert, tls-key, user, password-file, token-file, nkey-file, credentials (secrets from files readable by \
+            their owner only; a tls:// server, or one that requires it, is reached over TLS only); SIGHUP applies them. \
+            See the README's "Several hosts".
 
             SIGTERM or SIGINT stops the daemon gracefully: it stops accepting, sends every connection what it is \
             owed (at most 5 seconds each), saves its state, and removes the socket it created.
@@ -286,6 +288,54 @@ struct Notifyd: AsyncParsableCommand {
     var natsStreamReplicas: Int?
 
     @Option(
+        name: .customLong("nats-tls-ca"),
+        help: ArgumentHelp("With --nats: PEM file of the certificate authorities to trust for the NATS servers' certificates (default: the system's).", valueName: "file")
+    )
+    var natsTlsCA: String?
+
+    @Option(
+        name: .customLong("nats-tls-cert"),
+        help: ArgumentHelp("With --nats: PEM file of this daemon's client certificate, for a NATS server that verifies its clients (with --nats-tls-key).", valueName: "file")
+    )
+    var natsTlsCert: String?
+
+    @Option(
+        name: .customLong("nats-tls-key"),
+        help: ArgumentHelp("With --nats: PEM file of the key of --nats-tls-cert; readable by its owner only.", valueName: "file")
+    )
+    var natsTlsKey: String?
+
+    @Option(
+        name: .customLong("nats-user"),
+        help: ArgumentHelp("With --nats: the NATS user to log in as (its password from --nats-password-file).", valueName: "name")
+    )
+    var natsUser: String?
+
+    @Option(
+        name: .customLong("nats-password-file"),
+        help: ArgumentHelp("With --nats: file holding the NATS user's password; readable by its owner only.", valueName: "file")
+    )
+    var natsPasswordFile: String?
+
+    @Option(
+        name: .customLong("nats-token-file"),
+        help: ArgumentHelp("With --nats: file holding a NATS token to log in with; readable by its owner only.", valueName: "file")
+    )
+    var natsTokenFile: String?
+
+    @Option(
+        name: .customLong("nats-nkey-file"),
+        help: ArgumentHelp("With --nats: file holding an NKey seed (SU…) to log in with; readable by its owner only.", valueName: "file")
+    )
+    var natsNkeyFile: String?
+
+    @Option(
+        name: .customLong("nats-credentials"),
+        help: ArgumentHelp("With --nats: a .creds file (user JWT and NKey seed, as nsc writes it) to log in with; readable by its owner only.", valueName: "file")
+    )
+    var natsCredentials: String?
+
+    @Option(
         name: .customLong("host-name"),
         help: ArgumentHelp("With --nats: this host's name in other hosts' deliveries (default: the hostname).", valueName: "name")
     )
@@ -344,7 +394,8 @@ struct Notifyd: AsyncParsableCommand {
             natsPrefix: natsPrefix,
             hostName: hostName,
             natsOutboxBytes: natsOutboxBytes,
-            natsStreamReplicas: natsStreamReplicas
+            natsStreamReplicas: natsStreamReplicas,
+            natsSecurity: BridgeSecurity.Options(tlsCA: natsTlsCA, tlsCert: natsTlsCert, tlsKey: natsTlsKey, user: natsUser, passwordFile: natsPasswordFile, tokenFile: natsTokenFile, nkeyFile: natsNkeyFile, credentials: natsCredentials)
         )
         let configurationFile = checkedFile ?? config
         if checkConfig {

@@ -57,7 +57,7 @@ struct BridgeSettingsTests {
     }
 
     @Test("what cannot be used is refused with its line", arguments: [
-        ("[nats]\nservers = tls://a:4222\n", "line 2", "only nats://"),
+        ("[nats]\nservers = http://a:4222\n", "line 2", "nats://HOST:PORT or tls://HOST:PORT"),
         ("[nats]\nservers = nats://user:pw@a\n", "line 2", "credentials"),
         ("[nats]\nservers = a:99999\n", "line 2", "port"),
         ("[nats]\nservers = a\nexport = a..b\n", "line 3", "export pattern"),

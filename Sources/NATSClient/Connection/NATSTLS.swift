@@ -24,6 +24,12 @@ public struct NATSTLSSettings: Sendable, Equatable {
         self.keyFile = keyFile
     }
 
+    /// Reads the files as a connection would, so that a setting that cannot work is refused when it is given rather
+    /// than at each connection.
+    public func check() throws(NATSError) {
+        _ = try makeHandler(host: "localhost")
+    }
+
     /// The TLS client handler for a connection to `host`, its files read now (so a file that changed is read again
     /// on each connection).
     func makeHandler(host: String) throws(NATSError) -> NIOSSLClientHandler {

@@ -57,6 +57,7 @@ struct DaemonSettings: Sendable, Equatable {
         var hostName: String?
         var natsOutboxBytes: Int?
         var natsStreamReplicas: Int?
+        var natsSecurity = BridgeSecurity.Options()
     }
 
     /// The configuration file used: `explicit`, else `notifyd.conf` in systemd's `$CONFIGURATION_DIRECTORY`
@@ -128,6 +129,7 @@ struct DaemonSettings: Sendable, Equatable {
             hostName: overrides.hostName,
             outboxBytes: overrides.natsOutboxBytes,
             streamReplicas: overrides.natsStreamReplicas,
+            security: overrides.natsSecurity,
             section: section,
             path: path
         )

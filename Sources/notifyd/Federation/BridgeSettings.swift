@@ -1,3 +1,4 @@
+import NATSClient
 import NotifyBus
 
 #if canImport(Glibc)
@@ -13,20 +14,26 @@ struct BridgeSettings: Sendable, Equatable {
     struct Server: Sendable, Equatable, CustomStringConvertible {
         var host: String
         var port: Int
+        /// Whether the URL asks for TLS (`tls://`); with `nats://`, TLS is used when the server requires it.
+        var tls = false
 
-        /// `nats://HOST:PORT`, `HOST:PORT` or `HOST` (port 4222). TLS (`tls://`) and credentials in the URL are
-        /// refused with a sentence: the README says how they would fit.
+        /// `nats://HOST:PORT`, `tls://HOST:PORT`, `HOST:PORT` or `HOST` (port 4222). Credentials in the URL are
+        /// refused with a sentence: secrets come from files.
         init(parsing text: String) throws(BridgeSettingsError) {
             var rest = Substring(text)
             if let colon = rest.firstIndex(of: ":"), rest[colon...].hasPrefix("://") {
-                guard rest[..<colon] == "nats" else {
-                    throw BridgeSettingsError("\(text): only nats:// servers are supported (TLS is not yet)")
+                switch rest[..<colon] {
+                case "nats": tls = false
+                case "tls": tls = true
+                default: throw BridgeSettingsError("\(text): a NATS server is nats://HOST:PORT or tls://HOST:PORT")
                 }
                 rest = rest[rest.index(colon, offsetBy: 3)...]
             }
             if rest.hasSuffix("/") { rest = rest.dropLast() }
             guard !rest.contains("@") else {
-                throw BridgeSettingsError("\(text): credentials in the URL are not supported yet")
+                throw BridgeSettingsError(
+                    "\(text): no credentials in the URL (it shows in ps and the journal); give user and password-file (--nats-user, --nats-password-file), or another login file, instead"
+                )
             }
             if rest.hasPrefix("[") {
                 // An IPv6 address: [::1]:4222.
@@ -57,7 +64,10 @@ struct BridgeSettings: Sendable, Equatable {
             }
         }
 
-        var description: String { host.contains(":") ? "nats://[\(host)]:\(port)" : "nats://\(host):\(port)" }
+        var description: String {
+            let scheme = tls ? "tls" : "nats"
+            return host.contains(":") ? "\(scheme)://[\(host)]:\(port)" : "\(scheme)://\(host):\(port)"
+        }
     }
 
     /// The servers, tried in order (several servers of one cluster, for failover).
@@ -74,6 +84,15 @@ struct BridgeSettings: Sendable, Equatable {
     var outboxBytes: Int
     /// Copies of the stream of latest messages a cluster keeps, when this daemon makes it (1 to 5).
     var streamReplicas = 1
+    /// TLS and the login.
+    var security = BridgeSecurity()
+
+    /// The TLS settings for `server`: the files of ``security``, required when its URL said `tls://`.
+    func tls(for server: Server) -> NATSTLSSettings {
+        var tls = security.tls
+        tls.isRequired = server.tls
+        return tls
+    }
 
     static let defaultPrefix = "notifyd"
     static let defaultOutboxBytes = 16 << 20
@@ -90,10 +109,11 @@ struct BridgeSettings: Sendable, Equatable {
         hostName commandLineHostName: String?,
         outboxBytes commandLineOutboxBytes: Int?,
         streamReplicas commandLineReplicas: Int? = nil,
+        security commandLineSecurity: BridgeSecurity.Options = BridgeSecurity.Options(),
         section: [String: (text: String, line: Int)],
         path: String
     ) throws -> BridgeSettings? {
-        let known: Set<String> = ["servers", "export", "import", "prefix", "host-name", "outbox-bytes", "stream-replicas"]
+        let known = Set(["servers", "export", "import", "prefix", "host-name", "outbox-bytes", "stream-replicas"] + BridgeSecurity.keys.map(\.key))
         if let unknown = section.filter({ !known.contains($0.key) }).min(by: { $0.value.line < $1.value.line }) {
             throw ConfigurationError(
                 path: path,
@@ -115,11 +135,13 @@ struct BridgeSettings: Sendable, Equatable {
                 ("--nats-export", !commandLineExports.isEmpty), ("--nats-import", !commandLineImports.isEmpty),
                 ("--nats-prefix", commandLinePrefix != nil), ("--host-name", commandLineHostName != nil),
                 ("--nats-outbox-bytes", commandLineOutboxBytes != nil), ("--nats-stream-replicas", commandLineReplicas != nil),
+                ("a --nats-tls-… or login option", !commandLineSecurity.isEmpty),
             ].filter(\.1).map(\.0)
             if let option = given.first {
                 throw BridgeSettingsError("\(option) needs a NATS server to share topics through: add --nats nats://HOST:PORT (or servers = under [nats])")
             }
-            let others = ["export", "import", "prefix", "host-name", "outbox-bytes", "stream-replicas"].filter { section[$0] != nil }
+            let others = (["export", "import", "prefix", "host-name", "outbox-bytes", "stream-replicas"] + BridgeSecurity.keys.map(\.key))
+                .filter { section[$0] != nil }
             if let other = others.first {
                 throw failure(other, fromCommandLine: false, "[nats] sets \(other) but names no servers; add servers = nats://HOST:PORT")
             }
@@ -191,7 +213,8 @@ struct BridgeSettings: Sendable, Equatable {
             prefix: prefix,
             hostName: hostName,
             outboxBytes: outboxBytes,
-            streamReplicas: replicas
+            streamReplicas: replicas,
+            security: try BridgeSecurity.resolve(commandLineSecurity, section: section, path: path)
         )
     }
 
@@ -214,7 +237,7 @@ struct BridgeSettings: Sendable, Equatable {
         host-name = \(hostName)
         outbox-bytes = \(outboxBytes)
         stream-replicas = \(streamReplicas)
-        """
+        """ + security.summary.map { "\n" + $0 }.joined()
     }
 }
 

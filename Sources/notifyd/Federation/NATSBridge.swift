@@ -60,6 +60,9 @@ final class NATSBridge {
     private(set) var imported: UInt64 = 0
     private(set) var importRefused: UInt64 = 0
     private(set) var connects: UInt64 = 0
+    /// Logins a server refused, and the last refusal's sentence while no login has succeeded since.
+    private(set) var authFailed: UInt64 = 0
+    private var loginRefused: String?
 
     static let firstRetryDelay = TimeAmount.milliseconds(100)
     static let keepAliveInterval = TimeAmount.seconds(10)
@@ -94,7 +97,7 @@ final class NATSBridge {
     /// the outbox is kept.
     func reconfigure(_ newer: BridgeSettings) {
         let reconnects = newer.servers != settings.servers || newer.prefix != settings.prefix || newer.imports != settings.imports
-            || newer.hostName != settings.hostName
+            || newer.hostName != settings.hostName || newer.security != settings.security
         settings = newer
         outbox.limit = newer.outboxBytes
         encoder = ExportEncoder(prefix: newer.prefix, hostName: newer.hostName)
@@ -144,11 +147,21 @@ final class NATSBridge {
         let server = currentServer
         let generation = self.generation
         let name = "notifyd \(settings.hostName)"
+        let tls = settings.tls(for: server)
+        let credentials = settings.security.credentials
         let eventLoop = self.eventLoop
         let bridge = NIOLoopBound(self, eventLoop: eventLoop)
         Task {
             do {
-                let connection = try await NATSConnection.connect(host: server.host, port: server.port, name: name, echo: false, group: eventLoop)
+                let connection = try await NATSConnection.connect(
+                    host: server.host,
+                    port: server.port,
+                    name: name,
+                    echo: false,
+                    tls: tls,
+                    credentials: credentials,
+                    group: eventLoop
+                )
                 eventLoop.execute { bridge.value.connected(connection, to: server, generation: generation) }
             } catch {
                 eventLoop.execute { bridge.value.connectFailed(server, error: error, generation: generation) }
@@ -165,6 +178,7 @@ final class NATSBridge {
         serverMaxPayload = JSONScan.integer("max_payload", in: connection.serverInfo).map { max(1, $0) } ?? serverMaxPayload
         connects += 1
         failedAttempts = 0
+        loginRefused = nil
         connectedAt = .now()
         // Only until the stream is known to exist: later connections need not wait for JetStream to answer.
         isReady = streamIsKnown
@@ -220,7 +234,9 @@ final class NATSBridge {
     private func connectFailed(_ server: BridgeSettings.Server, error: any Error, generation: UInt64) {
         guard generation == self.generation, !isStopped else { return }
         failedAttempts += 1
-        if failedAttempts == 1 || failedAttempts % 100 == 0 {
+        if let refusal = error as? NATSError, refusal.isAuthorizationFailure {
+            loginRefused(by: server, refusal)
+        } else if failedAttempts == 1 || failedAttempts % 100 == 0 {
             let text = "\(error)"
             // What the packaged unit's hardening answers: say what to do about it rather than let it look like an outage.
             let hint = ["Address family not supported", "Operation not permitted", "Network is unreachable"].contains { text.contains($0) }
@@ -244,6 +260,12 @@ final class NATSBridge {
         outbox.resendUnconfirmed()
         if NIODeadline.now() - connectedAt >= Self.stableConnection { retryDelay = Self.firstRetryDelay }
         guard !isStopped else { return }
+        if error.isAuthorizationFailure {
+            // A user whose JWT expired or was revoked, or a password changed on the server: said as a refused login.
+            loginRefused(by: server, error)
+            scheduleReconnect()
+            return
+        }
         logger.log(
             .natsDisconnected,
             .warning,
@@ -251,6 +273,22 @@ final class NATSBridge {
             ["nats_server": "\(server)"]
         )
         scheduleReconnect()
+    }
+
+    /// A server refused the login: counted, in the journal (the first of a run and every hundredth), and on `STATUS=`
+    /// until a login succeeds. The bridge goes on trying, with backoff: the credentials may be fixed by a reload.
+    private func loginRefused(by server: BridgeSettings.Server, _ error: NATSError) {
+        authFailed += 1
+        loginRefused = "NATS LOGIN REFUSED by \(server)"
+        if authFailed == 1 || failedAttempts <= 1 || failedAttempts % 100 == 0 {
+            let login = settings.security.credentials.map { "\($0)" } ?? "no credentials"
+            logger.log(
+                .natsAuthFailed,
+                .error,
+                "NATS at \(server) refused the login (\(login)): \(error); local publish and subscribe go on, exports wait in the outbox (\(outbox.count) now); fix the credentials and reload (systemctl reload notifyd)",
+                ["nats_server": "\(server)", "attempts": "\(failedAttempts)"]
+            )
+        }
     }
 
     private func drop(_ connection: NATSConnection?, reason: String) {
@@ -483,6 +521,7 @@ final class NATSBridge {
             .init(name: "nats_connected", value: connection == nil ? 0 : 1),
             .init(name: "nats_server", value: connection == nil ? 0 : UInt64(serverIndex % settings.servers.count + 1)),
             .init(name: "nats_connects", value: connects),
+            .init(name: "nats_auth_failed", value: authFailed),
             .init(name: "nats_exported", value: outbox.confirmed),
             .init(name: "nats_imported", value: imported),
             .init(name: "nats_import_refused", value: importRefused),
@@ -497,7 +536,7 @@ final class NATSBridge {
 
     /// The bridge's part of the `STATUS=` line.
     var statusText: String {
-        let state = connectedServer.map { "NATS \($0)" } ?? "NATS unreachable"
+        let state = connectedServer.map { "NATS \($0)" } ?? loginRefused ?? "NATS unreachable"
         var text = "\(state): \(outbox.confirmed) out, \(imported) in, outbox \(outbox.count)"
         if outbox.dropped > 0 { text += ", \(outbox.dropped) NOT SENT (outbox full)" }
         if tooLarge > 0 { text += ", \(tooLarge) NOT SENT (over NATS max_payload)" }

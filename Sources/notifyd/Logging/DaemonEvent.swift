@@ -27,6 +27,8 @@ enum DaemonEvent: String, Hashable, CaseIterable {
     case natsDisconnected = "41c89a78e9dc4fa081aa82508b17ad31"
     /// Messages for NATS did not fit in the bridge's outbox and were not sent.
     case natsOutboxOverflow = "450ea7c2b1b4454388d75cf6d44f7b87"
+    /// A NATS server refused the bridge's login (its credentials); local traffic goes on.
+    case natsAuthFailed = "c4ebb8827d2c4515a973ad8fe7aed1d3"
     /// A message from NATS could not be taken in, or the server refused the bridge's stream.
     case natsProblem = "2f9a50d0079d4d76b6fa793f7d10d73c"
 
