@@ -1,0 +1,93 @@
+import Foundation
+import NATSClient
+import NATSTestSupport
+import NIOCore
+import NotifyBus
+import Testing
+
+/// Real `notifyd` daemons on a secured real `nats-server` (issue 37): TLS with the server's certificate verified,
+/// a login from a file; a refused login is in the journal, on `STATUS=` and in `notify stats`, local traffic goes
+/// on, and a reload with the right secret connects.
+@Suite("Several hosts through a secured NATS (real nats-server and notifyd)", .timeLimit(.minutes(10)))
+struct FederationSecurityTests {
+    /// A file holding `text`, readable by its owner only.
+    static func secret(_ text: String, at path: String) {
+        _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
+    }
+
+    @Test("two hosts over TLS (a server that takes no plain text) with a password: a message crosses once, with its host; no secret in the log")
+    func tlsAndPassword() async throws {
+        let certificates = try TestCertificates()
+        let nats = try await NATSServerProcess.start(
+            configuration: """
+                tls { cert_file: "\(certificates.serverCertificate)", key_file: "\(certificates.serverKey)" }
+                authorization { user: "fleet", password: "correct horse" }
+                """
+        )
+        defer { nats.stop() }
+        let directory = try TemporaryDirectory()
+        Self.secret("correct horse\n", at: directory.path + "/password")
+        let login = [
+            "--nats", "tls://127.0.0.1:\(nats.port)", "--nats-tls-ca", certificates.authority,
+            "--nats-user", "fleet", "--nats-password-file", directory.path + "/password",
+        ]
+        let alpha = try await TestDaemon.start(arguments: ["--host-name", "alpha"] + login)
+        let beta = try await TestDaemon.start(arguments: ["--host-name", "beta"] + login)
+        for daemon in [alpha, beta] {
+            try await daemon.child.standardError.wait("a daemon to join NATS") { $0.contains("read the latest messages of other hosts") }
+        }
+        let onBeta = try await beta.client()
+        let subscription = try await onBeta.subscribe(to: [TopicPattern("secure.>")])
+        #expect(try await alpha.notify(["send", "secure.backup", "done"]).status == 0)
+        #expect(try await alpha.notify(["send", "secure.end", "end"]).status == 0)
+        let received = try await FederationTests.collect(subscription, until: "secure.end")
+        #expect(received.map { "\($0.topic.name) \($0.text ?? "") \($0.host ?? "-")" } == ["secure.backup done alpha", "secure.end end alpha"])
+        let stats = try await onBeta.stats()
+        #expect(stats["nats_connected"] == 1 && stats["nats_auth_failed"] == 0)
+        #expect(!alpha.log.contains("correct horse") && !beta.log.contains("correct horse"), "no secret in the log")
+        await onBeta.close()
+        _ = try await alpha.stop()
+        _ = try await beta.stop()
+    }
+
+    @Test("a wrong password: journal event, STATUS=, nats_auth_failed; local traffic goes on; a reload with the right one connects")
+    func refusedThenFixed() async throws {
+        let nats = try await NATSServerProcess.start(configuration: #"authorization { user: "fleet", password: "right" }"#)
+        defer { nats.stop() }
+        let directory = try TemporaryDirectory()
+        let password = directory.path + "/password"
+        Self.secret("wrong\n", at: password)
+        _ = FileManager.default.createFile(
+            atPath: directory.path + "/notifyd.conf",
+            contents: Data("[nats]\nservers = \(nats.url)\nhost-name = alpha\nuser = fleet\npassword-file = \(password)\n".utf8)
+        )
+        let listener = try NotifySocketListener(path: directory.path + "/notify.sock")
+        let alpha = try await TestDaemon.start(in: directory, environment: SystemdIntegrationTests.environment(["NOTIFY_SOCKET": listener.path]))
+        try await alpha.child.standardError.wait("the refused login in the log") {
+            $0.contains("refused the login (user fleet with a password)") && $0.contains("Authorization Violation")
+        }
+        #expect(!alpha.log.contains("wrong"), "the password is not in the log")
+        let status = try await listener.wait(for: "a STATUS= saying the login was refused") {
+            field("STATUS", in: $0)?.contains("NATS LOGIN REFUSED by \(nats.url)") == true
+        }
+        #expect(field("STATUS", in: status) != nil)
+        let client = try await alpha.client()
+        #expect(try await client.stats()["nats_auth_failed"] ?? 0 >= 1)
+        #expect(try await client.stats()["nats_connected"] == 0)
+        // Local traffic goes on.
+        #expect(try await alpha.notify(["send", "local.status", "fine"]).status == 0)
+        #expect(try await alpha.notify(["latest", "local.status"]).output.contains("fine"))
+
+        Self.secret("right\n", at: password)
+        alpha.child.signal(SIGHUP)
+        try await alpha.child.standardError.wait("the reload and a login") {
+            $0.contains("configuration reloaded") && $0.contains("connected to NATS at \(nats.url) as host alpha")
+        }
+        try await FederationTests.waitForCounter("nats_connected", toReach: 1, on: client)
+        _ = try await listener.wait(for: "a STATUS= naming the server") {
+            field("STATUS", in: $0)?.contains("; NATS \(nats.url): ") == true
+        }
+        await client.close()
+        _ = try await alpha.stop()
+    }
+}
