@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NATSTestSupport
 import Testing
@@ -112,6 +113,19 @@ struct NATSLoginTests {
         defer { nkeys.stop() }
         try await Self.roundTrip(nkeys.port, credentials: .nkey(seed))
         #expect(await Self.failure(nkeys.port, credentials: .nkey(stranger))?.isAuthorizationFailure == true)
+    }
+
+    @Test("a .creds file: its user, signed by an account the operator trusts, logs in; another account's user, or an expired one, is refused")
+    func credsFile() async throws {
+        let trusted = TestOperator()
+        let server = try await NATSServerProcess.start(configuration: trusted.serverConfiguration)
+        defer { server.stop() }
+        try await Self.roundTrip(server.port, credentials: try NATSCredentials(credsFile: trusted.creds()))
+        let stranger = TestOperator()
+        let untrusted = await Self.failure(server.port, credentials: try NATSCredentials(credsFile: stranger.creds()))
+        #expect(untrusted?.isAuthorizationFailure == true, "\(String(describing: untrusted))")
+        let expired = await Self.failure(server.port, credentials: try NATSCredentials(credsFile: trusted.creds(expiresAt: Int(Date().timeIntervalSince1970) - 60)))
+        #expect(expired?.isAuthorizationFailure == true, "\(String(describing: expired))")
     }
 
     @Test("TLS and a password together, as a managed NATS asks")
