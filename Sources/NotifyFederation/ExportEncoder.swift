@@ -2,7 +2,8 @@ package import NIOCore
 package import NotifyBus
 
 /// Writes a local publish as the NATS operations that export it: `HPUB <prefix>.<topic>` with the provenance
-/// headers, and for a retained one the same to `<prefix>-latest.<topic>` (the stream of latest messages). Straight
+/// headers, and for a retained one the same to `<prefix>-latest.<topic>` (the stream of latest messages). A `CLEAR`
+/// goes both ways too, with `Notifyd-Clear: 1` and no payload: in the stream it takes the cleared message's place. Straight
 /// into the outbox's buffer: no `String`, no headers value, no buffer of its own per message.
 package struct ExportEncoder {
     private let livePrefix: [UInt8]
@@ -40,7 +41,11 @@ package struct ExportEncoder {
         headers.writeDecimal(message.sequence)
         headers.writeStaticString("\r\nNotifyd-Time: ")
         headers.writeDecimal(message.time.microsecondsSinceEpoch)
-        headers.writeStaticString(message.retain ? "\r\nNotifyd-Retain: 1\r\n\r\n" : "\r\nNotifyd-Retain: 0\r\n\r\n")
+        if message.isClear {
+            headers.writeStaticString("\r\nNotifyd-Retain: 1\r\nNotifyd-Clear: 1\r\n\r\n")
+        } else {
+            headers.writeStaticString(message.retain ? "\r\nNotifyd-Retain: 1\r\n\r\n" : "\r\nNotifyd-Retain: 0\r\n\r\n")
+        }
         return headers.readableBytes + message.payload.readableBytes
     }
 

@@ -8,6 +8,8 @@ package import NotifyBus
 package struct ImportPath {
     package enum Outcome: Equatable {
         case published
+        /// Another host's `CLEAR`: the buffered message here was cleared, unless a newer one was there.
+        case cleared
         /// A repeat of a message taken in already: skipped, and counted in ``ImportFilter/repeats``.
         case repeated
         /// A message under this host's own name: its own, read back from the stream; or, live, another host's that
@@ -54,6 +56,12 @@ package struct ImportPath {
         case .take: break
         case .repeated: return .repeated
         case .refused(let why): return .refused(why)
+        }
+        if provenance.isClear {
+            // Its time decides against the buffered message here; the broker checks the access rules.
+            if let refusal = broker.clearImported(topic, at: provenance.time, replayed: replayed, through: importer) { return .refused(refusal.message) }
+            filter.taken(topic: topic, host: host, sequence: sequence, time: provenance.time, now: now)
+            return .cleared
         }
         let imported = ImportedMessage(
             topic: topic,

@@ -6,8 +6,8 @@ import Glibc
 #endif
 
 /// Where a message crossing NATS comes from: its host, its publisher there, its number and time, and whether it is
-/// retained, carried in NATS headers (`Notifyd-Host`, `Notifyd-Uid`, `Notifyd-Pid`, `Notifyd-Unit`, `Notifyd-Seq`,
-/// `Notifyd-Time`, `Notifyd-Retain`), one per field so that any NATS tool shows them.
+/// retained or a clear, carried in NATS headers (`Notifyd-Host`, `Notifyd-Uid`, `Notifyd-Pid`, `Notifyd-Unit`,
+/// `Notifyd-Seq`, `Notifyd-Time`, `Notifyd-Retain`, `Notifyd-Clear`), one per field so that any NATS tool shows them.
 package struct Provenance: Equatable {
     package var host: String?
     package var uid: UInt32 = 0
@@ -18,6 +18,8 @@ package struct Provenance: Equatable {
     /// True unless `Notifyd-Retain: 0`: a message some other NATS client published is kept as the topic's latest, as
     /// `notify send` keeps it.
     package var retain = true
+    /// `Notifyd-Clear: 1`: the origin cleared the topic's buffered message (``ExportedMessage/isClear``).
+    package var isClear = false
 
     /// The origin of a message some other NATS client published, without our headers.
     package static let unknownHost = "nats"
@@ -27,7 +29,8 @@ package struct Provenance: Equatable {
     package init(headers: NATSHeaders?, reusing known: Provenance? = nil) {
         guard let headers else { return }
         headers.forEachField { name, value in
-            // "Notifyd-" then one of Host, Uid, Pid, Unit, Seq, Time, Retain: told apart by length and first letter.
+            // "Notifyd-" then one of Host, Uid, Pid, Unit, Seq, Time, Retain, Clear: told apart by length and first
+            // letter.
             guard name.count >= 11, Self.hasPrefix(name) else { return }
             let first = name[8] | 0x20
             switch (name.count - 8, first) {
@@ -48,6 +51,8 @@ package struct Provenance: Equatable {
                 time = Self.number(value) ?? 0
             case (6, UInt8(ascii: "r")):
                 retain = !(value.count == 1 && value[0] == UInt8(ascii: "0"))
+            case (5, UInt8(ascii: "c")):
+                isClear = value.count == 1 && value[0] == UInt8(ascii: "1")
             default:
                 return
             }

@@ -217,6 +217,76 @@ struct FederationTests {
         try await alpha.stop()
     }
 
+    @Test("CLEAR crosses hosts both ways, and a host that restarts, or starts later, does not take a cleared topic back in")
+    func clearAcrossHosts() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let alpha = try await Self.startHost("alpha", servers: [nats])
+        let betaDirectory = try TemporaryDirectory()
+        let beta = try await Self.startHost("beta", servers: [nats], in: betaDirectory)
+        let onAlpha = try await alpha.client()
+        let onBeta = try await beta.client()
+        #expect(try await alpha.notify(["send", "fed.clear.a", "from alpha"]).status == 0)
+        #expect(try await alpha.notify(["send", "fed.clear.b", "also from alpha"]).status == 0)
+        #expect(try await alpha.notify(["send", "fed.clear.kept", "stays"]).status == 0)
+        try await Self.waitForCounter("nats_imported", toReach: 3, on: onBeta)
+        #expect(try await onBeta.latest(Topic("fed.clear.a"))?.text == "from alpha")
+
+        // Cleared where it was published: gone on the other host too.
+        #expect(try await alpha.notify(["clear", "fed.clear.a"]).status == 0)
+        try await Self.waitForCounter("nats_clears_imported", toReach: 1, on: onBeta)
+        #expect(try await onBeta.latest(Topic("fed.clear.a")) == nil)
+        // Cleared on a host that took it in: gone where it was published.
+        #expect(try await beta.notify(["clear", "fed.clear.b"]).status == 0)
+        try await Self.waitForCounter("nats_clears_imported", toReach: 1, on: onAlpha)
+        #expect(try await onAlpha.latest(Topic("fed.clear.b")) == nil)
+        #expect(try await onAlpha.latest(Topic("fed.clear.kept"))?.text == "stays")
+
+        // beta restarts from its state log (which holds none of them now), and gamma starts later: the stream of
+        // latest messages gives back the one kept and none of the cleared.
+        await onBeta.close()
+        try await beta.stop()
+        let again = try await Self.startHost("beta", servers: [nats], in: betaDirectory)
+        let gamma = try await Self.startHost("gamma", servers: [nats])
+        for host in [again, gamma] {
+            let client = try await host.client()
+            #expect(try await client.latest(Topic("fed.clear.kept"))?.text == "stays")
+            #expect(try await client.latest(Topic("fed.clear.a")) == nil)
+            #expect(try await client.latest(Topic("fed.clear.b")) == nil)
+            await client.close()
+        }
+        await onAlpha.close()
+        try await again.stop()
+        try await gamma.stop()
+        try await alpha.stop()
+    }
+
+    @Test("a host that was away while a topic was cleared clears its copy when it comes back")
+    func clearWhileAway() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let alpha = try await Self.startHost("alpha", servers: [nats])
+        let betaDirectory = try TemporaryDirectory()
+        let beta = try await Self.startHost("beta", servers: [nats], in: betaDirectory)
+        let onBeta = try await beta.client()
+        #expect(try await alpha.notify(["send", "fed.away", "soon cleared"]).status == 0)
+        try await Self.waitForCounter("nats_imported", toReach: 1, on: onBeta)
+        await onBeta.close()
+        try await beta.stop()
+
+        #expect(try await alpha.notify(["clear", "fed.away"]).status == 0)
+        let onAlpha = try await alpha.client()
+        try await Self.waitForCounter("nats_exported", toReach: 2, on: onAlpha)
+
+        let again = try await Self.startHost("beta", servers: [nats], in: betaDirectory)
+        let onAgain = try await again.client()
+        #expect(try await onAgain.latest(Topic("fed.away")) == nil, "its state log held alpha's message; the stream's clear is newer")
+        await onAgain.close()
+        await onAlpha.close()
+        try await again.stop()
+        try await alpha.stop()
+    }
+
     @Test("NATS killed and restarted: local traffic goes on, the outbox is sent in order, what overflowed is counted and logged")
     func outage() async throws {
         let nats = try await NATSServerProcess.start()

@@ -238,6 +238,23 @@ struct ProvenanceTests {
         expected.sequence = 42
         expected.time = 1_795_305_600_123_456
         #expect(Provenance(headers: received.headers) == expected)
+
+        // A clear: no payload, Notifyd-Clear on both subjects, read back as a clear.
+        var clear = message
+        clear.payload = ByteBuffer()
+        clear.isClear = true
+        var clearBuffer = ByteBuffer()
+        encoder.write(clear, into: &clearBuffer)
+        let clearHeaders = headers.replacingOccurrences(of: "Notifyd-Retain: 1\r\n\r\n", with: "Notifyd-Retain: 1\r\nNotifyd-Clear: 1\r\n\r\n")
+        let clearSize = clearHeaders.utf8.count
+        #expect(String(buffer: clearBuffer) == "HPUB fleet.backup.status \(clearSize) \(clearSize)\r\n\(clearHeaders)\r\nHPUB fleet-latest.backup.status \(clearSize) \(clearSize)\r\n\(clearHeaders)\r\n")
+        var clearWire = ByteBuffer(string: "HMSG fleet.backup.status 1 \(clearSize) \(clearSize)\r\n\(clearHeaders)\r\n")
+        guard case .message(let receivedClear)? = try NATSServerDecoder().decode(buffer: &clearWire) else {
+            Issue.record("no clear decoded")
+            return
+        }
+        expected.isClear = true
+        #expect(Provenance(headers: receivedClear.headers) == expected)
     }
 
     @Test("a message of another NATS client: no headers, retained, host unknown; names in any case")

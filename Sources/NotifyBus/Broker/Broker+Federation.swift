@@ -15,15 +15,27 @@ public struct ExportedMessage: Sendable {
     public var time: PublishTime
     /// Who published it.
     public var publisher: Publisher
+    /// Whether it is a `CLEAR` of the topic's buffered message rather than a message (its payload empty, its
+    /// sequence the topic's last here, its time the clear's, its publisher who cleared it).
+    public var isClear: Bool
 
     /// Creates an exported message (the broker makes them; tests too).
-    public init(topic: Topic, payload: ByteBuffer, retain: Bool, sequence: UInt64, time: PublishTime, publisher: Publisher) {
+    public init(
+        topic: Topic,
+        payload: ByteBuffer,
+        retain: Bool,
+        sequence: UInt64,
+        time: PublishTime,
+        publisher: Publisher,
+        isClear: Bool = false
+    ) {
         self.topic = topic
         self.payload = payload
         self.retain = retain
         self.sequence = sequence
         self.time = time
         self.publisher = publisher
+        self.isClear = isClear
     }
 }
 
@@ -169,6 +181,29 @@ extension Broker {
             return .refused(lastImportRefusal ?? ProtocolError(.limitReached, "the daemon refused it"))
         }
         return .published(sequence: sequence)
+    }
+
+    /// Clears `topic`'s buffered message here as another host's `CLEAR` at `time` (its clock, microseconds since
+    /// the epoch) asks, through `importer`: refused as a local clear by user `nobody` would be (access rules).
+    ///
+    /// Which of a message and a clear came last: NATS's order on the topic's subject, for a clear read live and a
+    /// message another host published (a message published after the clear would come after it); the times, for
+    /// a message of this host's own (it reached NATS on its own way) and for a clear read back from the stream of
+    /// latest messages (`replayed`), which may be older than a message taken in live meanwhile. A message that the
+    /// times say is newer stays. Returns why it was refused, or nil.
+    public func clearImported(_ topic: Topic, at time: UInt64, replayed: Bool, through importer: Session) -> ProtocolError? {
+        precondition(importer.isImporter, "clearImported needs the session of openImporter(peer:)")
+        if let denial = denial(.publish, of: topic, to: importer, id: nil) { return denial }
+        guard let state = topicTable[topic.name], let retained = state.retained else { return nil }
+        var frame = retained.frame
+        var decoder = ServerFrameDecoder(maxPayload: max(frame.readableBytes, 1))
+        if case .delivery(let held)? = try? decoder.decode(buffer: &frame), replayed || held.publisher.host == nil,
+            held.time.microsecondsSinceEpoch > time
+        {
+            return nil
+        }
+        dropRetained(of: state, by: importer)
+        return nil
     }
 
     /// Whether the buffered message of `message`'s topic here is `message` already (same origin host and

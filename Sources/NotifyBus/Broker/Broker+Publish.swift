@@ -87,17 +87,21 @@ extension Broker {
         )
     }
 
+    /// The time this batch's publishes (and clears) are stamped with: read from the clock once per batch, never
+    /// before an earlier one.
+    @inline(__always)
+    func batchStamp() -> PublishTime {
+        if let stamped = batchTime { return stamped }
+        let time = max(clock(), latestPublishTime)
+        latestPublishTime = time
+        batchTime = time
+        return time
+    }
+
     /// Publishes `payload` to `state`, `topic`'s state, once the publish is allowed.
     private func publish(to state: TopicState, _ topic: Topic, payload: UnsafeRawBufferPointer, options: PublishOptions, id: UInt64?, from session: Session) {
         state.sequence = max(state.sequence + 1, session.minimumSequence)
-        let time: PublishTime
-        if let stamped = batchTime {
-            time = stamped
-        } else {
-            time = max(clock(), latestPublishTime)
-            latestPublishTime = time
-            batchTime = time
-        }
+        let time = batchStamp()
         state.lastPublished = time
         state.published += 1
         counters.messagesIn += 1

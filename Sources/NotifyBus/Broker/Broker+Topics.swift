@@ -45,18 +45,40 @@ extension Broker {
         if let refusal = storageRefusal("it cannot save a clear for now; try again later", id: id) {
             return refuse(refusal, subject: topic.name, to: session)
         }
-        if let state = topicTable[topic.name], let retained = state.retained {
-            state.dropRetained()
-            topicTable.countRetained(topics: -1, payloadBytes: -retained.payloadSize, frameBytes: -retained.frameLength)
-            topicTable.listForgettable(state)
-            retained.owner.retainedBytes -= retained.payloadSize
-            retained.owner.retainedTopics -= 1
-            forgetIfEmpty(retained.owner)
-            markUnsaved(state)
-            onEvent?(.cleared(topic, by: session.peer))
-            awaitCommit(session)
+        let state = topicTable[topic.name]
+        if let state, state.retained != nil {
+            dropRetained(of: state, by: session)
+        }
+        if let exporter, !session.isImporter {
+            // Other hosts clear it too, and the stream of latest messages keeps the clear instead of the message,
+            // so that no host takes it back in: also when this host held nothing for the topic.
+            exporter(
+                ExportedMessage(
+                    topic: topic,
+                    payload: ByteBuffer(),
+                    retain: true,
+                    sequence: state?.sequence ?? 0,
+                    time: batchStamp(),
+                    publisher: session.publisher,
+                    isClear: true
+                )
+            )
         }
         replyOK(id, to: session)
+    }
+
+    /// Lets go of `state`'s buffered message, cleared by `session`: the user's quota, the state log, the event.
+    func dropRetained(of state: TopicState, by session: Session) {
+        guard let retained = state.retained else { return }
+        state.dropRetained()
+        topicTable.countRetained(topics: -1, payloadBytes: -retained.payloadSize, frameBytes: -retained.frameLength)
+        topicTable.listForgettable(state)
+        retained.owner.retainedBytes -= retained.payloadSize
+        retained.owner.retainedTopics -= 1
+        forgetIfEmpty(retained.owner)
+        markUnsaved(state)
+        onEvent?(.cleared(state.topic, by: session.peer))
+        awaitCommit(session)
     }
 
     /// The topics `peer` may read that match `pattern`, in name order, after `after`: one page (see

@@ -58,6 +58,8 @@ final class NATSBridge {
     private(set) var tooLarge: UInt64 = 0
     private var sameNameMessages: UInt64 = 0
     private(set) var imported: UInt64 = 0
+    /// Other hosts' `CLEAR`s taken in (applied, or outdated by a newer message here).
+    private(set) var clearsTakenIn: UInt64 = 0
     private(set) var importRefused: UInt64 = 0
     private(set) var connects: UInt64 = 0
     /// Logins a server refused, and the last refusal's sentence while no login has succeeded since.
@@ -405,6 +407,7 @@ final class NATSBridge {
         let now = PublishTime.now().microsecondsSinceEpoch
         switch importPath.take(message, topic: topic, replayed: replayed, into: broker, through: importer, now: now) {
         case .published: imported += 1
+        case .cleared: clearsTakenIn += 1
         case .repeated: return
         case .ownName:
             // Read back from the stream, it is this host's own; live (NATS sends this connection nothing of its
@@ -524,6 +527,7 @@ final class NATSBridge {
             .init(name: "nats_auth_failed", value: authFailed),
             .init(name: "nats_exported", value: outbox.confirmed),
             .init(name: "nats_imported", value: imported),
+            .init(name: "nats_clears_imported", value: clearsTakenIn),
             .init(name: "nats_import_refused", value: importRefused),
             .init(name: "nats_import_repeats", value: importPath.filter.repeats),
             .init(name: "nats_outbox_messages", value: UInt64(outbox.count)),

@@ -82,6 +82,77 @@ struct FederationHookTests {
         #expect(harness.broker.publishImported(try Self.imported("fed.big", "no", sequence: 2, retain: false), through: importer) == .published(sequence: 2))
     }
 
+    /// The text of `topic`'s buffered message, as `LATEST` answers it to `client`; nil when it holds none.
+    static func latest(_ topic: String, _ client: BrokerHarness.Client) throws -> String? {
+        client.send("LATEST \(topic)\n")
+        guard case .latest(_, let message)? = try client.received().first else { return nil }
+        return message.text
+    }
+
+    @Test("a local CLEAR is handed to the exporter as a clear (also of a topic held nowhere here); an imported one is not")
+    func exportsClears() throws {
+        let harness = BrokerHarness()
+        var exported: [ExportedMessage] = []
+        harness.broker.exporter = { exported.append($0) }
+        let client = harness.connect(uid: 1000, pid: 4242, unit: "job.service")
+        client.send("PUB fed.a 3\none\nCLEAR fed.a\nCLEAR fed.never\n")
+        #expect(exported.map { "\($0.topic.name) \($0.sequence) \($0.isClear) \(String(buffer: $0.payload))" } == [
+            "fed.a 1 false one", "fed.a 1 true ", "fed.never 0 true ",
+        ])
+        #expect(exported[1].publisher == Publisher(uid: 1000, pid: 4242, unit: "job.service") && exported[1].retain)
+        #expect(exported[1].time == exported[0].time, "a clear in the publish's batch has its time: not earlier")
+        #expect(try Self.latest("fed.a", client) == nil)
+
+        let importer = harness.broker.openImporter(peer: Self.importerPeer)
+        _ = harness.broker.publishImported(try Self.imported("fed.b", "theirs", sequence: 5), through: importer)
+        exported.removeAll()
+        #expect(harness.broker.clearImported(try Topic("fed.b"), at: harness.now + 10, replayed: false, through: importer) == nil)
+        #expect(exported.isEmpty, "another host's clear never goes back out")
+        #expect(try Self.latest("fed.b", client) == nil)
+    }
+
+    @Test("another host's clear: NATS's order for its messages live, the times for this host's own and for a clear read back")
+    func importedClears() throws {
+        let harness = BrokerHarness()
+        let client = harness.connect()
+        let importer = harness.broker.openImporter(peer: Self.importerPeer)
+        let topic = try Topic("fed.status")
+
+        // Another host's message, then a clear that NATS delivered after it: cleared, whatever the clocks say.
+        _ = harness.broker.publishImported(try Self.imported("fed.status", "theirs", sequence: 1), through: importer)
+        #expect(harness.broker.clearImported(topic, at: 1, replayed: false, through: importer) == nil)
+        #expect(try Self.latest("fed.status", client) == nil)
+
+        // Read back from the stream, a clear older than a message taken in since leaves it.
+        _ = harness.broker.publishImported(try Self.imported("fed.status", "newer", sequence: 2), through: importer)
+        #expect(harness.broker.clearImported(topic, at: harness.now - 100, replayed: true, through: importer) == nil)
+        #expect(try Self.latest("fed.status", client) == "newer")
+        #expect(harness.broker.clearImported(topic, at: harness.now + 100, replayed: true, through: importer) == nil)
+        #expect(try Self.latest("fed.status", client) == nil)
+
+        // This host's own message: the times decide, live or not.
+        client.send("PUB fed.status 4\nmine\n")
+        let published = harness.now
+        #expect(harness.broker.clearImported(topic, at: published - 1, replayed: false, through: importer) == nil)
+        #expect(try Self.latest("fed.status", client) == "mine", "a clear from before it leaves it")
+        #expect(harness.broker.clearImported(topic, at: published, replayed: false, through: importer) == nil)
+        #expect(try Self.latest("fed.status", client) == nil, "a clear at or after it clears it")
+    }
+
+    @Test("another host's clear is refused where user nobody may not publish, as its messages are")
+    func refusedClear() throws {
+        var configuration = BrokerConfiguration.default
+        let resolver = AccessRule.NameResolver(uid: { _ in nil }, gid: { _ in nil })
+        configuration.accessPolicy = AccessPolicy(rules: [try AccessRule(parsing: "deny publish system.> user:65534", name: "no-imports", resolver: resolver)])
+        let harness = BrokerHarness(configuration: configuration)
+        let client = harness.connect(uid: 0)
+        client.send("PUB system.state 2\nok\n")
+        let importer = harness.broker.openImporter(peer: PeerCredentials(pid: 1, uid: 65534, gid: 65534))
+        let refusal = harness.broker.clearImported(try Topic("system.state"), at: harness.now + 1, replayed: false, through: importer)
+        #expect(refusal?.code == .notPermitted, "\(String(describing: refusal))")
+        #expect(try Self.latest("system.state", client) == "ok")
+    }
+
     @Test("host names: letters, digits, dot, dash and underscore, 1 to 64 bytes")
     func hostNames() {
         #expect(ImportedMessage.isValidHostName("web-01.example_org"))
