@@ -50,6 +50,52 @@ struct FederationSecurityTests {
         _ = try await beta.stop()
     }
 
+    @Test("without the authority, a TLS server is refused and the log says why; nats:// to a TLS-only server takes TLS, never plain text")
+    func certificateChecks() async throws {
+        let certificates = try TestCertificates()
+        let nats = try await NATSServerProcess.start(
+            configuration: #"tls { cert_file: "\#(certificates.serverCertificate)", key_file: "\#(certificates.serverKey)" }"#
+        )
+        defer { nats.stop() }
+        let untrusting = try await TestDaemon.start(arguments: ["--host-name", "alpha", "--nats", "tls://127.0.0.1:\(nats.port)"])
+        try await untrusting.child.standardError.wait("the refused certificate in the log") {
+            $0.contains("cannot reach NATS at tls://127.0.0.1:\(nats.port)") && $0.contains("CERTIFICATE_VERIFY_FAILED")
+        }
+        #expect(try await untrusting.notify(["send", "local.x", "fine"]).status == 0, "local traffic goes on")
+        _ = try await untrusting.stop()
+
+        // nats:// names no TLS; the server's INFO requires it, so TLS it is (a plain-text CONNECT would be refused).
+        let alpha = try await TestDaemon.start(arguments: ["--host-name", "alpha", "--nats", nats.url, "--nats-tls-ca", certificates.authority])
+        let beta = try await TestDaemon.start(arguments: ["--host-name", "beta", "--nats", nats.url, "--nats-tls-ca", certificates.authority])
+        for daemon in [alpha, beta] {
+            try await daemon.child.standardError.wait("a daemon to join NATS") { $0.contains("read the latest messages of other hosts") }
+        }
+        let onBeta = try await beta.client()
+        let subscription = try await onBeta.subscribe(to: [TopicPattern("upgraded.>")])
+        #expect(try await alpha.notify(["send", "upgraded.end", "over TLS"]).status == 0)
+        #expect(try await FederationTests.collect(subscription, until: "upgraded.end").map { $0.host } == ["alpha"])
+        await onBeta.close()
+        _ = try await alpha.stop()
+        _ = try await beta.stop()
+    }
+
+    @Test("a secret file others may read: notifyd does not start (exit 78) and says why")
+    func openSecretFile() async throws {
+        let directory = try TemporaryDirectory()
+        let token = directory.path + "/token"
+        _ = FileManager.default.createFile(atPath: token, contents: Data("t0ken\n".utf8), attributes: [.posixPermissions: 0o644])
+        let refused = try ChildProcess(
+            Binaries.notifyd,
+            ["--socket", directory.path + "/s", "--state-dir", directory.path + "/state", "--config", "/dev/null", "--nats", "nats://127.0.0.1:1", "--nats-token-file", token]
+        )
+        #expect(try await refused.exitStatus() == 78)
+        try await refused.standardError.wait("the reason") {
+            $0.contains("--nats-token-file") && $0.contains("group or others may read it (mode 644)") && $0.contains("chmod 600")
+        }
+        #expect(!refused.standardError.text.contains("t0ken"))
+        #expect(!FileManager.default.fileExists(atPath: directory.path + "/s"), "nothing started")
+    }
+
     @Test("a wrong password: journal event, STATUS=, nats_auth_failed; local traffic goes on; a reload with the right one connects")
     func refusedThenFixed() async throws {
         let nats = try await NATSServerProcess.start(configuration: #"authorization { user: "fleet", password: "right" }"#)
