@@ -288,6 +288,21 @@ struct Notifyd: AsyncParsableCommand {
     var natsStreamReplicas: Int?
 
     @Option(
+        name: .customLong("nats-catch-up"),
+        help: ArgumentHelp(
+            "With --nats: how long a JetStream stream keeps every export for a host that is away, which takes in what it missed when it comes back (90s, 30m, 1h, 7d; 0 turns it off; default: 1h).",
+            valueName: "duration"
+        )
+    )
+    var natsCatchUp: String?
+
+    @Option(
+        name: .customLong("nats-catch-up-bytes"),
+        help: ArgumentHelp("With --nats: the most bytes that stream keeps; the oldest go first (default: 268435456).", valueName: "bytes")
+    )
+    var natsCatchUpBytes: Int?
+
+    @Option(
         name: .customLong("nats-tls-ca"),
         help: ArgumentHelp("With --nats: PEM file of the certificate authorities to trust for the NATS servers' certificates (default: the system's).", valueName: "file")
     )
@@ -395,7 +410,9 @@ struct Notifyd: AsyncParsableCommand {
             hostName: hostName,
             natsOutboxBytes: natsOutboxBytes,
             natsStreamReplicas: natsStreamReplicas,
-            natsSecurity: BridgeSecurity.Options(tlsCA: natsTlsCA, tlsCert: natsTlsCert, tlsKey: natsTlsKey, user: natsUser, passwordFile: natsPasswordFile, tokenFile: natsTokenFile, nkeyFile: natsNkeyFile, credentials: natsCredentials)
+            natsSecurity: BridgeSecurity.Options(tlsCA: natsTlsCA, tlsCert: natsTlsCert, tlsKey: natsTlsKey, user: natsUser, passwordFile: natsPasswordFile, tokenFile: natsTokenFile, nkeyFile: natsNkeyFile, credentials: natsCredentials),
+            natsCatchUp: natsCatchUp,
+            natsCatchUpBytes: natsCatchUpBytes
         )
         let configurationFile = checkedFile ?? config
         if checkConfig {

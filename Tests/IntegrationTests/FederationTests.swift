@@ -343,12 +343,17 @@ struct FederationTests {
         try await beta.stop()
     }
 
-    @Test("a 3-server cluster loses the server a host uses: the bridge fails over and nothing acknowledged is lost")
-    func clusterFailover() async throws {
+    /// Live only (no catch-up), and through the stream of exports, which in a cluster needs its 3 replicas to outlive
+    /// a server.
+    @Test(
+        "a 3-server cluster loses the server a host uses: the bridge fails over and nothing acknowledged is lost",
+        arguments: [["--nats-catch-up", "0"], ["--nats-stream-replicas", "3"]]
+    )
+    func clusterFailover(options: [String]) async throws {
         let cluster = try await NATSServerProcess.startCluster(count: 3)
         defer { for server in cluster { server.stop() } }
-        let alpha = try await Self.startHost("alpha", servers: cluster, waitForLatest: false)
-        let beta = try await Self.startHost("beta", servers: [cluster[1]], waitForLatest: false)
+        let alpha = try await Self.startHost("alpha", servers: cluster, arguments: options, waitForLatest: false)
+        let beta = try await Self.startHost("beta", servers: [cluster[1]], arguments: options, waitForLatest: false)
         #expect(alpha.log.contains("connected to NATS at \(cluster[0].url)"), "the first server of the list first")
         let onAlpha = try await alpha.client()
         let onBeta = try await beta.client()

@@ -45,7 +45,7 @@ struct BridgeSettingsTests {
         #expect(bridge.servers.map(\.description) == ["nats://a:4222", "nats://b:4223"])
         #expect(bridge.exports.map(\.text) == ["backup.>", "jobs.*"] && bridge.imports.map(\.text) == ["backup.>"])
         #expect(bridge.prefix == "fleet.notifyd" && bridge.hostName == "web-01" && bridge.outboxBytes == 1 << 20 && bridge.streamReplicas == 3)
-        #expect(settings.summary.hasSuffix("[nats]\nservers = nats://a:4222 nats://b:4223\nexport = backup.> jobs.*\nimport = backup.>\nprefix = fleet.notifyd\nhost-name = web-01\noutbox-bytes = 1048576\nstream-replicas = 3"))
+        #expect(settings.summary.hasSuffix("[nats]\nservers = nats://a:4222 nats://b:4223\nexport = backup.> jobs.*\nimport = backup.>\nprefix = fleet.notifyd\nhost-name = web-01\noutbox-bytes = 1048576\nstream-replicas = 3\ncatch-up = 3600s\ncatch-up-bytes = 268435456"))
 
         var overrides = DaemonSettingsTests.none
         overrides.natsServers = ["c"]

@@ -196,6 +196,11 @@ public final class NATSConnection: Sendable {
         handler.value.removeSubscription(sid)
     }
 
+    /// Writes `operations` and flushes them, without waiting for anything. On the event loop.
+    public func sendNow(_ operations: [NATSClientOperation]) {
+        handler.value.send(operations, written: nil)
+    }
+
     /// Queues `bytes` (operations encoded with ``NIOCore/ByteBuffer/writeNATSOperation(_:)``) without sending them
     /// yet. On the event loop.
     public func write(_ bytes: ByteBuffer) {

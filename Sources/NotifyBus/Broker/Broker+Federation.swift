@@ -206,6 +206,15 @@ extension Broker {
         return nil
     }
 
+    /// Tells every subscriber here that `count` messages of other hosts were lost before this host could take them
+    /// in (its bridge's catch-up stream no longer kept them): a `DROP $notifyd.dropped <count> 0 0`, as for messages
+    /// of topics it cannot name. Never silent, and never told to the importer.
+    public func announceMissedImports(count: UInt64) {
+        for session in openSessions where !session.isImporter && session.subscriptionCount > 0 {
+            noticeMissed(DropNotice(topic: DropNotice.manyTopics, count: count, firstSequence: 0, lastSequence: 0), id: nil, to: session)
+        }
+    }
+
     /// Whether the buffered message of `message`'s topic here is `message` already (same origin host and
     /// publisher, same bytes): so that the latest messages a bridge reads again after a restart or a reconnect are
     /// not delivered twice.

@@ -336,7 +336,7 @@ extension Broker {
         noticeMissed(DropNotice(topic: DropNotice.manyTopics, count: count, firstSequence: 0, lastSequence: 0), id: id, to: session)
     }
 
-    private func noticeMissed(_ dropped: DropNotice, id: UInt64?, to session: Session) {
+    func noticeMissed(_ dropped: DropNotice, id: UInt64?, to session: Session) {
         var notice = allocator.buffer(capacity: 64)
         notice.writeDropNotice(dropped, requestID: id)
         queue(notice, to: session)

@@ -58,6 +58,8 @@ struct DaemonSettings: Sendable, Equatable {
         var natsOutboxBytes: Int?
         var natsStreamReplicas: Int?
         var natsSecurity = BridgeSecurity.Options()
+        var natsCatchUp: String?
+        var natsCatchUpBytes: Int?
     }
 
     /// The configuration file used: `explicit`, else `notifyd.conf` in systemd's `$CONFIGURATION_DIRECTORY`
@@ -130,6 +132,8 @@ struct DaemonSettings: Sendable, Equatable {
             outboxBytes: overrides.natsOutboxBytes,
             streamReplicas: overrides.natsStreamReplicas,
             security: overrides.natsSecurity,
+            catchUp: overrides.natsCatchUp,
+            catchUpBytes: overrides.natsCatchUpBytes,
             section: section,
             path: path
         )

@@ -86,6 +86,14 @@ struct BridgeSettings: Sendable, Equatable {
     var streamReplicas = 1
     /// TLS and the login.
     var security = BridgeSecurity()
+    /// How long the stream of exports (`<prefix>_events`) keeps them for a host that is away, in seconds; 0: no
+    /// catch-up (imports are read live only).
+    var catchUpSeconds = BridgeSettings.defaultCatchUpSeconds
+    /// The most bytes that stream keeps.
+    var catchUpBytes = BridgeSettings.defaultCatchUpBytes
+
+    static let defaultCatchUpSeconds: Int64 = 3600
+    static let defaultCatchUpBytes = 256 << 20
 
     /// The TLS settings for `server`: the files of ``security``, required when its URL said `tls://`.
     func tls(for server: Server) -> NATSTLSSettings {
@@ -110,10 +118,15 @@ struct BridgeSettings: Sendable, Equatable {
         outboxBytes commandLineOutboxBytes: Int?,
         streamReplicas commandLineReplicas: Int? = nil,
         security commandLineSecurity: BridgeSecurity.Options = BridgeSecurity.Options(),
+        catchUp commandLineCatchUp: String? = nil,
+        catchUpBytes commandLineCatchUpBytes: Int? = nil,
         section: [String: (text: String, line: Int)],
         path: String
     ) throws -> BridgeSettings? {
-        let known = Set(["servers", "export", "import", "prefix", "host-name", "outbox-bytes", "stream-replicas"] + BridgeSecurity.keys.map(\.key))
+        let known = Set(
+            ["servers", "export", "import", "prefix", "host-name", "outbox-bytes", "stream-replicas", "catch-up", "catch-up-bytes"]
+                + BridgeSecurity.keys.map(\.key)
+        )
         if let unknown = section.filter({ !known.contains($0.key) }).min(by: { $0.value.line < $1.value.line }) {
             throw ConfigurationError(
                 path: path,
@@ -135,12 +148,13 @@ struct BridgeSettings: Sendable, Equatable {
                 ("--nats-export", !commandLineExports.isEmpty), ("--nats-import", !commandLineImports.isEmpty),
                 ("--nats-prefix", commandLinePrefix != nil), ("--host-name", commandLineHostName != nil),
                 ("--nats-outbox-bytes", commandLineOutboxBytes != nil), ("--nats-stream-replicas", commandLineReplicas != nil),
-                ("a --nats-tls-… or login option", !commandLineSecurity.isEmpty),
+                ("a --nats-tls-… or login option", !commandLineSecurity.isEmpty), ("--nats-catch-up", commandLineCatchUp != nil),
+                ("--nats-catch-up-bytes", commandLineCatchUpBytes != nil),
             ].filter(\.1).map(\.0)
             if let option = given.first {
                 throw BridgeSettingsError("\(option) needs a NATS server to share topics through: add --nats nats://HOST:PORT (or servers = under [nats])")
             }
-            let others = (["export", "import", "prefix", "host-name", "outbox-bytes", "stream-replicas"] + BridgeSecurity.keys.map(\.key))
+            let others = (["export", "import", "prefix", "host-name", "outbox-bytes", "stream-replicas", "catch-up", "catch-up-bytes"] + BridgeSecurity.keys.map(\.key))
                 .filter { section[$0] != nil }
             if let other = others.first {
                 throw failure(other, fromCommandLine: false, "[nats] sets \(other) but names no servers; add servers = nats://HOST:PORT")
@@ -206,6 +220,32 @@ struct BridgeSettings: Sendable, Equatable {
         guard (1...5).contains(replicas) else {
             throw failure("stream-replicas", fromCommandLine: commandLineReplicas != nil, "stream-replicas must be 1 to 5 (JetStream's limit), not \(replicas)")
         }
+        let catchUpText = commandLineCatchUp ?? section["catch-up"]?.text
+        var catchUpSeconds = defaultCatchUpSeconds
+        if let catchUpText {
+            guard let seconds = Self.seconds(catchUpText), seconds <= 365 * 86_400 else {
+                throw failure(
+                    "catch-up",
+                    fromCommandLine: commandLineCatchUp != nil,
+                    "catch-up must be a duration such as 90s, 30m, 1h or 7d (at most 365d; 0 turns it off), not \"\(catchUpText)\""
+                )
+            }
+            catchUpSeconds = seconds
+        }
+        var catchUpBytes = commandLineCatchUpBytes ?? defaultCatchUpBytes
+        if commandLineCatchUpBytes == nil, let text = section["catch-up-bytes"]?.text {
+            guard let number = Int(text) else {
+                throw failure("catch-up-bytes", fromCommandLine: false, "catch-up-bytes must be a whole number, not \"\(text)\"")
+            }
+            catchUpBytes = number
+        }
+        guard ((1 << 20)...(1 << 40)).contains(catchUpBytes) else {
+            throw failure(
+                "catch-up-bytes",
+                fromCommandLine: commandLineCatchUpBytes != nil,
+                "catch-up-bytes must be \(1 << 20) to \(1 << 40), not \(catchUpBytes)"
+            )
+        }
         return BridgeSettings(
             servers: servers,
             exports: try patterns("export", commandLineExports),
@@ -214,8 +254,27 @@ struct BridgeSettings: Sendable, Equatable {
             hostName: hostName,
             outboxBytes: outboxBytes,
             streamReplicas: replicas,
-            security: try BridgeSecurity.resolve(commandLineSecurity, section: section, path: path)
+            security: try BridgeSecurity.resolve(commandLineSecurity, section: section, path: path),
+            catchUpSeconds: catchUpSeconds,
+            catchUpBytes: catchUpBytes
         )
+    }
+
+    /// Seconds of a duration: a whole number with `s`, `m`, `h` or `d` after it, or none (seconds).
+    static func seconds(_ text: String) -> Int64? {
+        var digits = Substring(text)
+        var unit: Int64 = 1
+        switch digits.last {
+        case "s": unit = 1
+        case "m": unit = 60
+        case "h": unit = 3600
+        case "d": unit = 86_400
+        default: break
+        }
+        if digits.last?.isLetter == true { digits = digits.dropLast() }
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let number = Int64(digits), number >= 0 else { return nil }
+        let (total, overflow) = number.multipliedReportingOverflow(by: unit)
+        return overflow ? nil : total
     }
 
     /// The machine's hostname (gethostname(2)); `localhost` when it has none usable.
@@ -237,6 +296,8 @@ struct BridgeSettings: Sendable, Equatable {
         host-name = \(hostName)
         outbox-bytes = \(outboxBytes)
         stream-replicas = \(streamReplicas)
+        catch-up = \(catchUpSeconds == 0 ? "0" : "\(catchUpSeconds)s")
+        catch-up-bytes = \(catchUpBytes)
         """ + security.summary.map { "\n" + $0 }.joined()
     }
 }

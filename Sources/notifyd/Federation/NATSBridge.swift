@@ -60,6 +60,14 @@ final class NATSBridge {
     private(set) var imported: UInt64 = 0
     /// Other hosts' `CLEAR`s taken in (applied, or outdated by a newer message here).
     private(set) var clearsTakenIn: UInt64 = 0
+    /// This connection's reader of the stream of exports, with catch-up on (``CatchUpReader``).
+    private var catchUp: CatchUpReader?
+    /// Messages taken in from the stream of exports before it reached the present: what was missed while away.
+    private(set) var caughtUp: UInt64 = 0
+    /// Messages the stream no longer kept when this host came back: announced to its subscribers as dropped.
+    private(set) var catchUpMissed: UInt64 = 0
+    /// Whether catch-up is on but the server has no JetStream: imports are read live, and what is missed is missed.
+    private var catchUpUnavailable = false
     private(set) var importRefused: UInt64 = 0
     private(set) var connects: UInt64 = 0
     /// Logins a server refused, and the last refusal's sentence while no login has succeeded since.
@@ -100,6 +108,7 @@ final class NATSBridge {
     func reconfigure(_ newer: BridgeSettings) {
         let reconnects = newer.servers != settings.servers || newer.prefix != settings.prefix || newer.imports != settings.imports
             || newer.hostName != settings.hostName || newer.security != settings.security
+            || newer.catchUpSeconds != settings.catchUpSeconds || newer.catchUpBytes != settings.catchUpBytes
         settings = newer
         outbox.limit = newer.outboxBytes
         encoder = ExportEncoder(prefix: newer.prefix, hostName: newer.hostName)
@@ -120,6 +129,7 @@ final class NATSBridge {
         broker.exporter = nil
         broker.extraCounters = nil
         broker.close(importer)
+        stopCatchUp()
         isStopped = true
         generation += 1
         guard let connection else {
@@ -181,18 +191,16 @@ final class NATSBridge {
         connects += 1
         failedAttempts = 0
         loginRefused = nil
+        catchUpUnavailable = false
         connectedAt = .now()
-        // Only until the stream is known to exist: later connections need not wait for JetStream to answer.
-        isReady = streamIsKnown
+        // Only until the stream is known to exist: later connections need not wait for JetStream to answer, but
+        // with catch-up each waits until the stream of exports is there to keep what it sends.
+        isReady = streamIsKnown && settings.catchUpSeconds == 0
         // Weakly: a connection being closed may call back after a reload has let go of the bridge.
         connection.setOnClosed { [weak self] error in self?.disconnected(error, generation: generation) }
         connection.setOnWritable { [weak self] in self?.scheduleSend() }
-        let subjectPrefix = settings.prefix + "."
-        for pattern in settings.imports {
-            connection.subscribe(to: subjectPrefix + pattern.text) { [weak self] message in
-                self?.receive(message, subjectPrefix: subjectPrefix, replayed: false)
-            }
-        }
+        // With catch-up, other hosts' messages come through this host's consumer of the stream (readLatest).
+        if settings.catchUpSeconds == 0 { subscribeLive(over: connection) }
         // Said once the server has the subscriptions: from then on, what any host publishes reaches this one.
         let subscribed = eventLoop.makePromise(of: Void.self)
         connection.flush(confirmed: subscribed)
@@ -257,6 +265,7 @@ final class NATSBridge {
     private func disconnected(_ error: NATSError, generation: UInt64) {
         guard generation == self.generation else { return }
         let server = currentServer
+        stopCatchUp()
         connection = nil
         self.generation += 1
         outbox.resendUnconfirmed()
@@ -294,6 +303,7 @@ final class NATSBridge {
     }
 
     private func drop(_ connection: NATSConnection?, reason: String) {
+        stopCatchUp()
         generation += 1
         outbox.resendUnconfirmed()
         if let connection {
@@ -399,7 +409,9 @@ final class NATSBridge {
 
     // MARK: Import
 
-    private func receive(_ message: NATSMessage, subjectPrefix: String, replayed: Bool) {
+    /// Takes in a message read from NATS. `replayed`: read back from the stream of latest messages (a message the
+    /// broker holds already is a repeat); `fromStream`: read from a stream, where this host's own messages are too.
+    private func receive(_ message: NATSMessage, subjectPrefix: String, replayed: Bool, fromStream: Bool? = nil) {
         guard message.subject.utf8.starts(with: subjectPrefix.utf8),
             let topic = try? Topic(String(message.subject.utf8.dropFirst(subjectPrefix.utf8.count))!)
         else { return }
@@ -412,7 +424,7 @@ final class NATSBridge {
         case .ownName:
             // Read back from the stream, it is this host's own; live (NATS sends this connection nothing of its
             // own), it is another host's that goes by this one's name.
-            if !replayed { noteSameName() }
+            if !(fromStream ?? replayed) { noteSameName() }
             return
         case .refused(let why): return noteRefused(topic, why)
         }
@@ -448,31 +460,60 @@ final class NATSBridge {
 
     // MARK: Latest across hosts
 
-    /// The stream that keeps each topic's latest retained message (made if missing), then, for each import
-    /// pattern, its latest messages read into the broker.
+    /// Subscribes to other hosts' messages as NATS delivers them, without the stream: catch-up off, or no JetStream.
+    private func subscribeLive(over connection: NATSConnection) {
+        let subjectPrefix = settings.prefix + "."
+        for pattern in settings.imports {
+            connection.subscribe(to: subjectPrefix + pattern.text) { [weak self] message in
+                self?.receive(message, subjectPrefix: subjectPrefix, replayed: false)
+            }
+        }
+    }
+
+    /// The stream that keeps each topic's latest retained message and, with catch-up, the stream of exports (each
+    /// made if missing); then, with catch-up, what this host missed, read from its consumer until the present; then,
+    /// for each import pattern, the latest messages read into the broker (after catch-up: a topic's latest is then
+    /// no newer than what came through the consumer, so it brings only what the stream of exports no longer keeps).
     private func readLatest(over connection: NATSConnection, generation: UInt64, attempt: Int = 1) {
         let stream = JetStreamLatest(prefix: settings.prefix, replicas: settings.streamReplicas)
+        let events = settings.catchUpSeconds > 0 && !catchUpUnavailable ? JetStreamEvents(settings: settings) : nil
         let patterns = settings.imports
         let bridge = NIOLoopBound(self, eventLoop: eventLoop)
         let eventLoop = self.eventLoop
         Task {
             var streamFailure: (any Error)?
+            var position: JetStreamEvents.Position?
             do {
                 try await stream.ensureStream(over: connection)
+                if let events {
+                    try await events.ensureStream(over: connection)
+                    position = try await events.ensureConsumer(over: connection)
+                }
             } catch {
                 streamFailure = error
             }
-            // Exports waited for this step, made or not: without JetStream they go out all the same.
+            // Exports waited for this step. Without catch-up they go out made or not (without JetStream all the
+            // same); with it, only into the stream of exports (a server just restarted may take messages before it
+            // has its streams back, and they would be in no stream), unless the server has no JetStream at all.
             let made = streamFailure == nil
+            let noJetStream = (streamFailure as? JetStreamError)?.description.contains("not enabled") == true
             eventLoop.execute {
                 guard generation == bridge.value.generation else { return }
                 if made { bridge.value.streamIsKnown = true }
+                if events != nil, noJetStream { bridge.value.withoutCatchUp(over: connection) }
+                guard events == nil || made || noJetStream else { return }
                 guard !bridge.value.isReady else { return }
                 bridge.value.isReady = true
                 bridge.value.scheduleSend()
             }
             do {
                 if let streamFailure { throw streamFailure }
+                if let events, let position {
+                    let caughtUp = try await eventLoop.submit {
+                        bridge.value.startCatchUp(events, at: position, over: connection, generation: generation)
+                    }.get()
+                    try await caughtUp.get()
+                }
                 for pattern in patterns {
                     try await stream.replay(pattern: pattern, over: connection) { message in
                         guard generation == bridge.value.generation else { return }
@@ -508,6 +549,66 @@ final class NATSBridge {
         }
     }
 
+    // MARK: Catch-up
+
+    /// Starts reading this host's consumer of the stream of exports; returns when it will have reached the present.
+    private func startCatchUp(
+        _ events: JetStreamEvents,
+        at position: JetStreamEvents.Position,
+        over connection: NATSConnection,
+        generation: UInt64
+    ) -> EventLoopFuture<Void> {
+        if let catchUp { return catchUp.caughtUp.futureResult }  // a retry of the latest messages: it runs already
+        if position.missed > 0 {
+            catchUpMissed += position.missed
+            broker.announceMissedImports(count: position.missed)
+            broker.flush()
+            logger.log(
+                .natsProblem,
+                .warning,
+                "\(position.missed) messages of NATS stream \(events.streamName) were gone before this host read them (older than catch-up = \(settings.catchUpSeconds) s, or past catch-up-bytes): this host's subscribers were told of the drop",
+                ["dropped": "\(position.missed)"]
+            )
+        }
+        let subjectPrefix = settings.prefix + "."
+        let importedBefore = imported
+        let reader = CatchUpReader(connection: connection, events: events, pending: position.pending) { [weak self] message in
+            guard let self, generation == self.generation else { return }
+            let before = imported
+            receive(message, subjectPrefix: subjectPrefix, replayed: false, fromStream: true)
+            if catchUp?.isCaughtUp == false { caughtUp += imported - before }
+        }
+        catchUp = reader
+        reader.caughtUp.futureResult.assumeIsolated().whenSuccess { [weak self] in
+            guard let self, generation == self.generation else { return }
+            logger.log(
+                .natsConnected,
+                .notice,
+                "caught up with NATS stream \(events.streamName) as consumer \(events.consumerName)\(position.isNew ? " (new)" : ""): \(imported - importedBefore) messages of other hosts taken in"
+            )
+        }
+        reader.start()
+        return reader.caughtUp.futureResult
+    }
+
+    /// Catch-up is on but the server has no JetStream: other hosts' messages are read live, and said so once.
+    private func withoutCatchUp(over connection: NATSConnection) {
+        guard !catchUpUnavailable else { return }
+        catchUpUnavailable = true
+        logger.log(
+            .natsProblem,
+            .warning,
+            "NATS has no JetStream: no catch-up (what other hosts publish while this host is away is missed); other hosts' messages are read live"
+        )
+        subscribeLive(over: connection)
+    }
+
+    /// Lets go of the connection's reader of the stream, acknowledging what it took in.
+    private func stopCatchUp() {
+        catchUp?.stop()
+        catchUp = nil
+    }
+
     // MARK: Reporting
 
     /// The server of the list being used or tried now.
@@ -528,6 +629,9 @@ final class NATSBridge {
             .init(name: "nats_exported", value: outbox.confirmed),
             .init(name: "nats_imported", value: imported),
             .init(name: "nats_clears_imported", value: clearsTakenIn),
+            .init(name: "nats_caught_up", value: caughtUp),
+            .init(name: "nats_catch_up_lag", value: catchUp?.lag ?? 0),
+            .init(name: "nats_catch_up_missed", value: catchUpMissed),
             .init(name: "nats_import_refused", value: importRefused),
             .init(name: "nats_import_repeats", value: importPath.filter.repeats),
             .init(name: "nats_outbox_messages", value: UInt64(outbox.count)),

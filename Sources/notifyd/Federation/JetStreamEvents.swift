@@ -1,0 +1,117 @@
+import NATSClient
+import NIOCore
+import NotifyBus
+
+/// The JetStream stream that keeps every export for a while (`<prefix>_events`, subjects `<prefix>.>`: the live
+/// subjects themselves, so an export is written once), and this host's durable pull consumer of it, named after the
+/// host: what another host published while this one was away waits there until it comes back (README, "Catch-up").
+struct JetStreamEvents: Sendable {
+    let prefix: String
+    /// How long the stream keeps a message, in seconds.
+    let maxAge: Int64
+    /// The most bytes it keeps; the oldest go first.
+    let maxBytes: Int
+    var replicas = 1
+    /// This host's name, which its consumer is named after.
+    let hostName: String
+    /// The subject its consumer reads: `<prefix>.<pattern>` for a single import pattern, else `<prefix>.>` (the
+    /// bridge filters; nats-server 2.9 takes one filter per consumer).
+    let filterSubject: String
+
+    init(settings: BridgeSettings) {
+        prefix = settings.prefix
+        maxAge = settings.catchUpSeconds
+        maxBytes = settings.catchUpBytes
+        replicas = settings.streamReplicas
+        hostName = settings.hostName
+        filterSubject = settings.prefix + "." + (settings.imports.count == 1 ? settings.imports[0].text : ">")
+    }
+
+    var streamName: String { String(prefix.map { $0 == "." ? "_" : $0 }) + "_events" }
+    /// A durable name has no `.`, `*`, `>` or space: a host name's dots become underscores.
+    var consumerName: String { String(hostName.map { $0 == "." ? "_" : $0 }) }
+
+    /// Where this host's consumer stands when the connection starts.
+    struct Position: Equatable {
+        /// Whether the consumer was made now (this host never read the stream before, or its consumer was removed).
+        var isNew: Bool
+        /// Messages the stream no longer keeps that the consumer had not reached: aged out, or pushed out by the
+        /// byte bound, while this host was away.
+        var missed: UInt64
+        /// Messages waiting for it.
+        var pending: UInt64
+    }
+
+    /// Makes the stream, or finds it made by another host (with another configuration: used as it is).
+    func ensureStream(over connection: NATSConnection) async throws {
+        let nanoseconds = maxAge * 1_000_000_000
+        // The window in which JetStream drops a repeated Nats-Msg-Id must not be longer than the stream keeps.
+        let duplicateWindow = min(nanoseconds, 120 * 1_000_000_000)
+        let body = """
+            {"name":\(JSONScan.quoted(streamName)),"subjects":[\(JSONScan.quoted(prefix + ".>"))],"retention":"limits",\
+            "max_age":\(nanoseconds),"max_bytes":\(maxBytes),"discard":"old","storage":"file","num_replicas":\(replicas),\
+            "duplicate_window":\(duplicateWindow)}
+            """
+        do {
+            _ = try await JetStreamAPI(connection).request("STREAM.CREATE." + streamName, body: body, timeout: .seconds(2))
+        } catch let error as JetStreamError where error.code == 10058 {
+            return
+        }
+    }
+
+    /// Makes this host's durable consumer, or finds it, and says where it stands. A consumer of another filter (the
+    /// import patterns changed) is made again.
+    func ensureConsumer(over connection: NATSConnection) async throws -> Position {
+        let api = JetStreamAPI(connection)
+        var isNew = false
+        var info: String
+        do {
+            info = try await api.request("CONSUMER.INFO.\(streamName).\(consumerName)", body: "")
+            if JSONScan.string("filter_subject", in: info) != filterSubject {
+                _ = try await api.request("CONSUMER.DELETE.\(streamName).\(consumerName)", body: "")
+                info = try await create(api)
+                isNew = true
+            }
+        } catch let error as JetStreamError where error.code == 10014 {
+            // No such consumer: this host's first time, or its consumer was removed.
+            info = try await create(api)
+            isNew = true
+        }
+        let streamInfo = try await api.request("STREAM.INFO." + streamName, body: "")
+        let firstKept = UInt64(max(0, JSONScan.integer("first_seq", in: streamInfo) ?? 0))
+        let acknowledged = UInt64(max(0, Self.ackFloor(in: info) ?? 0))
+        let pending = UInt64(max(0, JSONScan.integer("num_pending", in: info) ?? 0))
+        // The consumer reads on from past its acknowledged floor; what is gone between the two was never read.
+        let missed = !isNew && firstKept > acknowledged + 1 ? firstKept - acknowledged - 1 : 0
+        return Position(isNew: isNew, missed: missed, pending: pending)
+    }
+
+    private func create(_ api: JetStreamAPI) async throws -> String {
+        let body = """
+            {"stream_name":\(JSONScan.quoted(streamName)),"config":{"durable_name":\(JSONScan.quoted(consumerName)),\
+            "deliver_policy":"new","ack_policy":"all","ack_wait":30000000000,"max_ack_pending":\(Self.batch * 4),\
+            "max_deliver":-1,"filter_subject":\(JSONScan.quoted(filterSubject)),"replay_policy":"instant",\
+            "max_waiting":16}}
+            """
+        return try await api.request("CONSUMER.DURABLE.CREATE.\(streamName).\(consumerName)", body: body)
+    }
+
+    /// Messages asked for by one pull request.
+    static let batch = 1_000
+    /// How long a pull request waits on the server for messages before it ends (and another is sent).
+    static let pullExpiry = TimeAmount.seconds(5)
+
+    /// The subject a pull request goes to.
+    var nextSubject: String { "$JS.API.CONSUMER.MSG.NEXT.\(streamName).\(consumerName)" }
+
+    /// The body of a pull request: a batch, waiting at most ``pullExpiry`` for it.
+    static var pullBody: ByteBuffer {
+        ByteBuffer(string: #"{"batch":\#(batch),"expires":\#(pullExpiry.nanoseconds)}"#)
+    }
+
+    /// The stream sequence of the consumer's acknowledged floor, from its info.
+    static func ackFloor(in info: String) -> Int? {
+        guard let range = info.firstRange(of: #""ack_floor":"#) else { return nil }
+        return JSONScan.integer("stream_seq", in: String(info[range.upperBound...]))
+    }
+}
