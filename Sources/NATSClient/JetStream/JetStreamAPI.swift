@@ -60,7 +60,8 @@ public enum JSONScan {
         return nil
     }
 
-    /// The first string after `"key":`, its escapes undone for `\"` and `\\`.
+    /// The first string after `"key":`, its escapes undone: `\"`, `\\`, `\/` and `\uXXXX` (Go writes `<`, `>` and
+    /// `&` as `\u003c`, `\u003e`, `\u0026`; a subject's `>` comes back so).
     public static func string(_ key: String, in json: String) -> String? {
         guard let start = valueStart(key, in: json), json.utf8[start] == UInt8(ascii: "\"") else { return nil }
         var text: [UInt8] = []
@@ -68,6 +69,15 @@ public enum JSONScan {
         var escaped = false
         while index < json.utf8.endIndex {
             let byte = json.utf8[index]
+            if escaped, byte == UInt8(ascii: "u"), let end = json.utf8.index(index, offsetBy: 5, limitedBy: json.utf8.endIndex),
+                let scalar = UInt32(String(decoding: json.utf8[json.utf8.index(after: index)..<end], as: UTF8.self), radix: 16)
+                    .flatMap(Unicode.Scalar.init)
+            {
+                text.append(contentsOf: Array(String(Character(scalar)).utf8))
+                escaped = false
+                index = end
+                continue
+            }
             if escaped {
                 text.append(byte)
                 escaped = false

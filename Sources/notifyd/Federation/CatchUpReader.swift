@@ -15,6 +15,10 @@ final class CatchUpReader {
     private let eventLoop: any EventLoop
     /// Takes a message in: the bridge's import path.
     private let take: (NATSMessage) -> Void
+    /// Told how many messages the stream no longer had when the reader came to them (a jump in its numbers).
+    private let missed: (UInt64) -> Void
+    /// The stream sequence number of the last message read.
+    private var readThrough: UInt64
     /// Succeeds when the reader reaches the present: nothing older waits for it in the stream.
     let caughtUp: EventLoopPromise<Void>
     private var subscription: String?
@@ -30,12 +34,20 @@ final class CatchUpReader {
     private(set) var lag: UInt64
     private(set) var isCaughtUp = false
 
-    init(connection: NATSConnection, events: JetStreamEvents, pending: UInt64, take: @escaping (NATSMessage) -> Void) {
+    init(
+        connection: NATSConnection,
+        events: JetStreamEvents,
+        at position: JetStreamEvents.Position,
+        take: @escaping (NATSMessage) -> Void,
+        missed: @escaping (UInt64) -> Void
+    ) {
         self.connection = connection
         self.events = events
         self.eventLoop = connection.eventLoop
         self.take = take
-        self.lag = pending
+        self.missed = missed
+        self.lag = position.pending
+        self.readThrough = position.readThrough
         self.caughtUp = connection.eventLoop.makePromise(of: Void.self)
     }
 
@@ -93,6 +105,12 @@ final class CatchUpReader {
         requested -= 1
         if let pending = JetStreamLatest.pendingAfter(message) { lag = UInt64(max(0, pending)) }
         if let reply = message.replyTo { lastToAcknowledge = reply }
+        if let sequence = JetStreamEvents.streamSequence(of: message) {
+            // Every message of the stream comes to this consumer: a number skipped is one gone before it was read
+            // (aged out, or pushed out by the byte bound, while this host was slow or away). A redelivery is older.
+            if sequence > readThrough + 1, readThrough > 0 { missed(sequence - readThrough - 1) }
+            readThrough = max(readThrough, sequence)
+        }
         take(message)
         if lag == 0 { reachPresent() }
         scheduleAcknowledge()

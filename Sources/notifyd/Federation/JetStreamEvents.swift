@@ -14,9 +14,9 @@ struct JetStreamEvents: Sendable {
     var replicas = 1
     /// This host's name, which its consumer is named after.
     let hostName: String
-    /// The subject its consumer reads: `<prefix>.<pattern>` for a single import pattern, else `<prefix>.>` (the
-    /// bridge filters; nats-server 2.9 takes one filter per consumer).
-    let filterSubject: String
+    /// The subject its consumer reads: the whole stream, so that a jump in the stream's sequence numbers is a loss
+    /// (the bridge keeps what it imports).
+    var filterSubject: String { prefix + ".>" }
 
     init(settings: BridgeSettings) {
         prefix = settings.prefix
@@ -24,7 +24,6 @@ struct JetStreamEvents: Sendable {
         maxBytes = settings.catchUpBytes
         replicas = settings.streamReplicas
         hostName = settings.hostName
-        filterSubject = settings.prefix + "." + (settings.imports.count == 1 ? settings.imports[0].text : ">")
     }
 
     var streamName: String { String(prefix.map { $0 == "." ? "_" : $0 }) + "_events" }
@@ -40,6 +39,8 @@ struct JetStreamEvents: Sendable {
         var missed: UInt64
         /// Messages waiting for it.
         var pending: UInt64
+        /// The stream sequence number the consumer reads on after: the next one it gets should be the one after.
+        var readThrough: UInt64
     }
 
     /// Makes the stream, or finds it made by another host (with another configuration: used as it is).
@@ -59,8 +60,8 @@ struct JetStreamEvents: Sendable {
         }
     }
 
-    /// Makes this host's durable consumer, or finds it, and says where it stands. A consumer of another filter (the
-    /// import patterns changed) is made again.
+    /// Makes this host's durable consumer, or finds it, and says where it stands. A consumer of another filter (made
+    /// by an earlier version) is made again.
     func ensureConsumer(over connection: NATSConnection) async throws -> Position {
         let api = JetStreamAPI(connection)
         var isNew = false
@@ -68,9 +69,11 @@ struct JetStreamEvents: Sendable {
         do {
             info = try await api.request("CONSUMER.INFO.\(streamName).\(consumerName)", body: "")
             if JSONScan.string("filter_subject", in: info) != filterSubject {
+                // Made again where the old one stood: nothing it had not read is skipped.
+                let floor = UInt64(max(0, Self.ackFloor(in: info) ?? 0))
                 _ = try await api.request("CONSUMER.DELETE.\(streamName).\(consumerName)", body: "")
-                info = try await create(api)
-                isNew = true
+                _ = try await create(api, after: floor)
+                info = try await api.request("CONSUMER.INFO.\(streamName).\(consumerName)", body: "")
             }
         } catch let error as JetStreamError where error.code == 10014 {
             // No such consumer: this host's first time, or its consumer was removed.
@@ -83,13 +86,18 @@ struct JetStreamEvents: Sendable {
         let pending = UInt64(max(0, JSONScan.integer("num_pending", in: info) ?? 0))
         // The consumer reads on from past its acknowledged floor; what is gone between the two was never read.
         let missed = !isNew && firstKept > acknowledged + 1 ? firstKept - acknowledged - 1 : 0
-        return Position(isNew: isNew, missed: missed, pending: pending)
+        let lastKept = UInt64(max(0, JSONScan.integer("last_seq", in: streamInfo) ?? 0))
+        // A new consumer starts with what comes next; an old one after its floor, or after what is gone.
+        let readThrough = isNew ? lastKept : max(acknowledged, firstKept > 0 ? firstKept - 1 : 0)
+        return Position(isNew: isNew, missed: missed, pending: pending, readThrough: readThrough)
     }
 
-    private func create(_ api: JetStreamAPI) async throws -> String {
+    /// Makes the consumer: from the next message, or from the one after stream sequence `after`.
+    private func create(_ api: JetStreamAPI, after: UInt64? = nil) async throws -> String {
+        let start = after.map { #""deliver_policy":"by_start_sequence","opt_start_seq":\#($0 + 1)"# } ?? #""deliver_policy":"new""#
         let body = """
             {"stream_name":\(JSONScan.quoted(streamName)),"config":{"durable_name":\(JSONScan.quoted(consumerName)),\
-            "deliver_policy":"new","ack_policy":"all","ack_wait":30000000000,"max_ack_pending":\(Self.batch * 4),\
+            \(start),"ack_policy":"all","ack_wait":30000000000,"max_ack_pending":\(Self.batch * 4),\
             "max_deliver":-1,"filter_subject":\(JSONScan.quoted(filterSubject)),"replay_policy":"instant",\
             "max_waiting":16}}
             """
@@ -107,6 +115,18 @@ struct JetStreamEvents: Sendable {
     /// The body of a pull request: a batch, waiting at most ``pullExpiry`` for it.
     static var pullBody: ByteBuffer {
         ByteBuffer(string: #"{"batch":\#(batch),"expires":\#(pullExpiry.nanoseconds)}"#)
+    }
+
+    /// The stream sequence number of a message a consumer delivered, from its reply subject (as
+    /// ``JetStreamLatest/pendingAfter(_:)`` reads the pending count).
+    static func streamSequence(of message: NATSMessage) -> UInt64? {
+        guard let reply = message.replyTo, reply.hasPrefix("$JS.ACK.") else { return nil }
+        let tokens = reply.split(separator: ".", omittingEmptySubsequences: false)
+        switch tokens.count {
+        case 9: return UInt64(tokens[5])
+        case 12...: return UInt64(tokens[7])
+        default: return nil
+        }
     }
 
     /// The stream sequence of the consumer's acknowledged floor, from its info.

@@ -31,16 +31,20 @@ struct JetStreamLatest: Sendable {
 
     /// Reads the latest message of every subject matching `pattern` (through an ephemeral push consumer that
     /// delivers the last message per subject, then is gone), calling `receive` on the event loop with each.
+    /// `waiting` is handed, on the event loop, the promise the replay waits on, so that its owner can fail it when
+    /// it lets go of the connection (a promise left pending when the event loop shuts down is a leak).
     func replay(
         pattern: TopicPattern,
         over connection: NATSConnection,
+        waiting: @escaping @Sendable (EventLoopPromise<Void>) -> Void,
         receive: @escaping @Sendable (NATSMessage) -> Void
     ) async throws {
         let eventLoop = connection.eventLoop
         let inbox = "_INBOX.\(UInt64.random(in: 1...UInt64.max))"
         let done = eventLoop.makePromise(of: Void.self)
         let sid = try await eventLoop.submit {
-            connection.subscribe(to: inbox) { message in
+            waiting(done)
+            return connection.subscribe(to: inbox) { message in
                 receive(message)
                 if Self.pendingAfter(message) == 0 { done.succeed(()) }
             }

@@ -66,6 +66,9 @@ final class NATSBridge {
     private(set) var caughtUp: UInt64 = 0
     /// Messages the stream no longer kept when this host came back: announced to its subscribers as dropped.
     private(set) var catchUpMissed: UInt64 = 0
+    /// The replays of the latest messages under way on this connection (done ones too, until it ends): failed when it
+    /// is let go of, so that none waits for ever.
+    private var replays: [EventLoopPromise<Void>] = []
     /// Whether catch-up is on but the server has no JetStream: imports are read live, and what is missed is missed.
     private var catchUpUnavailable = false
     private(set) var importRefused: UInt64 = 0
@@ -515,7 +518,7 @@ final class NATSBridge {
                     try await caughtUp.get()
                 }
                 for pattern in patterns {
-                    try await stream.replay(pattern: pattern, over: connection) { message in
+                    try await stream.replay(pattern: pattern, over: connection, waiting: { bridge.value.replays.append($0) }) { message in
                         guard generation == bridge.value.generation else { return }
                         bridge.value.receive(message, subjectPrefix: stream.subjectRoot + ".", replayed: true)
                     }
@@ -559,25 +562,24 @@ final class NATSBridge {
         generation: UInt64
     ) -> EventLoopFuture<Void> {
         if let catchUp { return catchUp.caughtUp.futureResult }  // a retry of the latest messages: it runs already
-        if position.missed > 0 {
-            catchUpMissed += position.missed
-            broker.announceMissedImports(count: position.missed)
-            broker.flush()
-            logger.log(
-                .natsProblem,
-                .warning,
-                "\(position.missed) messages of NATS stream \(events.streamName) were gone before this host read them (older than catch-up = \(settings.catchUpSeconds) s, or past catch-up-bytes): this host's subscribers were told of the drop",
-                ["dropped": "\(position.missed)"]
-            )
-        }
+        if position.missed > 0 { noteMissed(position.missed, in: events) }
         let subjectPrefix = settings.prefix + "."
         let importedBefore = imported
-        let reader = CatchUpReader(connection: connection, events: events, pending: position.pending) { [weak self] message in
-            guard let self, generation == self.generation else { return }
-            let before = imported
-            receive(message, subjectPrefix: subjectPrefix, replayed: false, fromStream: true)
-            if catchUp?.isCaughtUp == false { caughtUp += imported - before }
-        }
+        let reader = CatchUpReader(
+            connection: connection,
+            events: events,
+            at: position,
+            take: { [weak self] message in
+                guard let self, generation == self.generation else { return }
+                let before = imported
+                receive(message, subjectPrefix: subjectPrefix, replayed: false, fromStream: true)
+                if catchUp?.isCaughtUp == false { caughtUp += imported - before }
+            },
+            missed: { [weak self] count in
+                guard let self, generation == self.generation else { return }
+                noteMissed(count, in: events)
+            }
+        )
         catchUp = reader
         reader.caughtUp.futureResult.assumeIsolated().whenSuccess { [weak self] in
             guard let self, generation == self.generation else { return }
@@ -589,6 +591,20 @@ final class NATSBridge {
         }
         reader.start()
         return reader.caughtUp.futureResult
+    }
+
+    /// Messages of the stream of exports gone before this host read them: its subscribers are told (a `DROP`), the
+    /// journal says so, and `nats_catch_up_missed` counts them.
+    private func noteMissed(_ count: UInt64, in events: JetStreamEvents) {
+        catchUpMissed += count
+        broker.announceMissedImports(count: count)
+        broker.flush()
+        logger.log(
+            .natsProblem,
+            .warning,
+            "\(count) messages of NATS stream \(events.streamName) were gone before this host read them (older than catch-up = \(settings.catchUpSeconds) s, or past catch-up-bytes): this host's subscribers were told of the drop",
+            ["dropped": "\(count)"]
+        )
     }
 
     /// Catch-up is on but the server has no JetStream: other hosts' messages are read live, and said so once.
@@ -603,10 +619,14 @@ final class NATSBridge {
         subscribeLive(over: connection)
     }
 
-    /// Lets go of the connection's reader of the stream, acknowledging what it took in.
+    /// Lets go of the connection's reader of the stream, acknowledging what it took in, and of the replays of the
+    /// latest messages under way on it.
     private func stopCatchUp() {
         catchUp?.stop()
         catchUp = nil
+        let stopped = replays
+        replays.removeAll()
+        for replay in stopped { replay.fail(NATSError("the connection was let go of")) }
     }
 
     // MARK: Reporting

@@ -1,0 +1,104 @@
+import Foundation
+import NATSClient
+import NATSTestSupport
+import NIOCore
+import NotifyBus
+import Testing
+
+/// Catch-up across hosts (issue 37) with real `notifyd` daemons and a real `nats-server`: a host that was away takes
+/// in what it missed, once, in order, into its topics' histories; what the stream no longer kept is announced.
+@Suite("Catch-up after an absence (real nats-server and notifyd)", .timeLimit(.minutes(10)))
+struct CatchUpTests {
+    @Test("a host stopped while another publishes 1,000 acknowledged messages takes them all in when it is back: a subscriber resuming with --since gets each once, in order")
+    func stoppedHostCatchesUp() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let history = ["--history-messages", "5000"]
+        let alpha = try await FederationTests.startHost("alpha", servers: [nats], arguments: history)
+        let betaDirectory = try TemporaryDirectory()
+        let beta = try await FederationTests.startHost("beta", servers: [nats], arguments: history, in: betaDirectory)
+        #expect(try await alpha.notify(["send", "catch.before", "seen live"]).status == 0)
+        let onBeta = try await beta.client()
+        try await FederationTests.waitForCounter("nats_imported", toReach: 1, on: onBeta)
+        await onBeta.close()
+        try await beta.stop()
+
+        let onAlpha = try await alpha.client()
+        let topic = try Topic("catch.m")
+        for index in 1...1_000 {
+            _ = try await onAlpha.publishAcknowledged("\(index)", to: topic, retain: false)
+        }
+        try await FederationTests.waitForCounter("nats_exported", toReach: 1_001, on: onAlpha)
+
+        let again = try await FederationTests.startHost("beta", servers: [nats], arguments: history, in: betaDirectory)
+        let onAgain = try await again.client()
+        let stats = try await onAgain.stats()
+        #expect(stats["nats_caught_up"] == 1_000, "\(stats)")
+        #expect(stats["nats_imported"] == 1_000)
+        #expect(stats["nats_catch_up_lag"] == 0)
+        #expect(stats["nats_catch_up_missed"] == 0)
+        let resumed = try await again.notify(["subscribe", "catch.m", "--since", "0", "--count", "1000", "--format", "raw"])
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        let expected: [String] = (1...1_000).map { String($0) }
+        let lines: [String] = resumed.output.split(separator: "\n").map { String($0) }
+        #expect(lines == expected, "all of them, in order, once")
+
+        // Live again: the next message comes once, and nothing before it again.
+        let live = try await onAgain.subscribe(to: [TopicPattern("catch.>")])
+        #expect(try await alpha.notify(["send", "catch.after", "live"]).status == 0)
+        let received = try await FederationTests.collect(live, until: "catch.after")
+        #expect(received.map(\.topic.name) == ["catch.after"])
+        #expect(try await onAgain.stats()["nats_imported"] == 1_001)
+        await onAgain.close()
+        await onAlpha.close()
+        try await again.stop()
+        try await alpha.stop()
+    }
+
+    @Test("a host cut off from NATS for longer than catch-up: what the stream no longer kept is announced to its subscribers as a drop, never silent")
+    func absenceLongerThanCatchUp() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let link = try TCPRelay(to: nats.port)
+        let catchUp = ["--nats-catch-up", "2s"]
+        let alpha = try await FederationTests.startHost("alpha", servers: [nats], arguments: catchUp)
+        let beta = try await TestDaemon.start(arguments: ["--host-name", "beta", "--nats", link.url] + catchUp)
+        try await beta.child.standardError.wait("beta to join NATS") { $0.contains("read the latest messages of other hosts") }
+        let onBeta = try await beta.client()
+        let watcher = try startNotify(["subscribe", "gap.>", "--format", "json"], socket: beta.socketPath)
+        try await BackpressureTests.waitForSubscriptions(1, on: onBeta)
+        #expect(try await alpha.notify(["send", "gap.first", "seen"]).status == 0)
+        try await watcher.standardOutput.wait("the first message at beta") { $0.contains("gap.first") }
+
+        link.cut()
+        try await withDeadline(.seconds(30), waitingFor: "beta to see NATS gone") {
+            while try await onBeta.stats()["nats_connected"] != 0 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        for index in 1...10 {
+            #expect(try await alpha.notify(["send", "gap.m", "\(index)", "--no-retain"]).status == 0)
+        }
+        // Until the stream has let them go: then nothing of them can be caught up.
+        let observer = try await NATSConnection.connect(host: "127.0.0.1", port: nats.port, name: "observer")
+        try await withDeadline(.seconds(30), waitingFor: "the stream to age its messages out") {
+            while true {
+                let info = try await JetStreamAPI(observer).request("STREAM.INFO.notifyd_events", body: "")
+                if JSONScan.integer("messages", in: info) == 0, (JSONScan.integer("last_seq", in: info) ?? 0) >= 11 { return }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        await observer.close()
+        link.restore()
+        try await watcher.standardOutput.wait("the drop at beta's subscriber") { $0.contains(#""dropped""#) }
+        let drop = try #require(watcher.standardOutput.lines.first { $0.contains(#""dropped""#) })
+        #expect(drop.contains(#""count":10"#) && drop.contains("$notifyd.dropped"), "\(drop)")
+        #expect(!watcher.standardOutput.text.contains(#""topic":"gap.m""#), "none of them came")
+        #expect(try await onBeta.stats()["nats_catch_up_missed"] == 10)
+        #expect(beta.log.contains("10 messages of NATS stream notifyd_events were gone before this host read them"))
+
+        watcher.signal(SIGTERM)
+        _ = try await watcher.exitStatus()
+        await onBeta.close()
+        try await beta.stop()
+        try await alpha.stop()
+    }
+}
