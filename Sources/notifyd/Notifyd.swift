@@ -56,9 +56,11 @@ struct Notifyd: AsyncParsableCommand {
             limits), their deliveries naming the origin host (--host-name). $… and user.… topics never cross; \
             nothing is sent back or taken in twice. Retained messages are also kept in a JetStream stream, so a \
             host that starts later answers `notify latest` with \
-            the fleet's latest. While NATS is unreachable, local traffic goes on and exports wait in a bounded \
+            the fleet's latest; every export is kept for --nats-catch-up (1h by default) in another, which each host \
+            reads through a durable consumer of its own, so a host that was away takes in what it missed, in order, \
+            and is told (a DROP) of what was older than the stream keeps. A CLEAR crosses too. While NATS is unreachable, local traffic goes on and exports wait in a bounded \
             outbox (--nats-outbox-bytes); what does not fit is counted (notify stats) and logged. The [nats] keys: \
-            servers, export, import, prefix, host-name, outbox-bytes, stream-replicas, and for TLS and logins tls-ca, \
+            servers, export, import, prefix, host-name, outbox-bytes, stream-replicas, catch-up, catch-up-bytes, and for TLS and logins tls-ca, \
             tls-cert, tls-key, user, password-file, token-file, nkey-file, credentials (secrets from files readable by \
             their owner only; a tls:// server, or one that requires it, is reached over TLS only); SIGHUP applies them. \
             See the README's "Several hosts".

@@ -67,6 +67,10 @@ struct BridgeSettingsTests {
         ("[nats]\nservers = a\ncluster = b\n", "line 3", "unknown setting \"cluster\""),
         ("[nats]\nexport = a.>\n", "line 2", "names no servers"),
         ("[nats]\nservers = a\nstream-replicas = 7\n", "line 3", "stream-replicas must be 1 to 5"),
+        ("[nats]\nservers = a\ncatch-up = 5x\n", "line 3", "catch-up must be a duration"),
+        ("[nats]\nservers = a\ncatch-up = -1h\n", "line 3", "catch-up must be a duration"),
+        ("[nats]\nservers = a\ncatch-up = 400d\n", "line 3", "at most 365d"),
+        ("[nats]\nservers = a\ncatch-up-bytes = 10\n", "line 3", "catch-up-bytes must be"),
     ])
     func refused(text: String, line: String, problem: String) async throws {
         let file = File(text)
@@ -76,6 +80,22 @@ struct BridgeSettingsTests {
         } catch {
             #expect("\(error)".contains(line) && "\(error)".contains(problem), "\(error)")
         }
+    }
+
+    @Test("catch-up: 1 hour and 256 MiB by default; durations in s, m, h, d or bare seconds; 0 turns it off")
+    func catchUp() async throws {
+        var overrides = DaemonSettingsTests.none
+        overrides.natsServers = ["a"]
+        let defaults = try #require(try await DaemonSettings.load(overrides: overrides, configurationFile: "/dev/null").bridge)
+        #expect(defaults.catchUpSeconds == 3600 && defaults.catchUpBytes == 256 << 20)
+        for (text, seconds) in [("90s", 90), ("30m", 1800), ("2h", 7200), ("7d", 604_800), ("45", 45), ("0", 0)] as [(String, Int64)] {
+            overrides.natsCatchUp = text
+            let bridge = try #require(try await DaemonSettings.load(overrides: overrides, configurationFile: "/dev/null").bridge)
+            #expect(bridge.catchUpSeconds == seconds, "\(text)")
+        }
+        let file = File("[nats]\nservers = a\ncatch-up = 10m\ncatch-up-bytes = 1048576\n")
+        let fromFile = try #require(try await DaemonSettings.load(overrides: DaemonSettingsTests.none, configurationFile: file.path).bridge)
+        #expect(fromFile.catchUpSeconds == 600 && fromFile.catchUpBytes == 1 << 20)
     }
 
     @Test("a bridge option on the command line without a server is an error, not ignored")

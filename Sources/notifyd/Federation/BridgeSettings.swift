@@ -269,6 +269,7 @@ struct BridgeSettings: Sendable, Equatable {
         case "m": unit = 60
         case "h": unit = 3600
         case "d": unit = 86_400
+        case let last? where !last.isNumber: return nil
         default: break
         }
         if digits.last?.isLetter == true { digits = digits.dropLast() }
