@@ -35,8 +35,11 @@ public final class NATSServerProcess: Sendable {
         }
     }
 
-    /// `nats://127.0.0.1:<port>`.
-    public var url: String { "nats://127.0.0.1:\(port)" }
+    /// The address it listens on (loopback unless given).
+    public let address: String
+
+    /// `nats://<address>:<port>`.
+    public var url: String { "nats://\(address):\(port)" }
 
     /// Starts the server and waits (at most `timeout`) until it says where it listens (and, in a cluster, until
     /// JetStream is ready, which needs a leader). `configuration` is nats-server configuration text (its `tls { … }`
@@ -46,6 +49,7 @@ public final class NATSServerProcess: Sendable {
         store: String? = nil,
         cluster: ClusterMembership? = nil,
         configuration: String? = nil,
+        address: String = "127.0.0.1",
         timeout: Duration = .seconds(30)
     ) async throws -> NATSServerProcess {
         let candidates = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"]
@@ -55,7 +59,7 @@ public final class NATSServerProcess: Sendable {
         let directory = store ?? FileManager.default.temporaryDirectory.appendingPathComponent("nats-\(UUID().uuidString)").path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
-        var arguments = ["-a", "127.0.0.1", "-p", port.map(String.init) ?? "-1", "-js", "-sd", directory]
+        var arguments = ["-a", address, "-p", port.map(String.init) ?? "-1", "-js", "-sd", directory]
         if let configuration {
             let file = directory + ".conf"
             try configuration.write(toFile: file, atomically: true, encoding: .utf8)
@@ -64,8 +68,8 @@ public final class NATSServerProcess: Sendable {
         if let cluster {
             arguments += [
                 "-n", cluster.serverName, "--cluster_name", cluster.clusterName,
-                "--cluster", "nats://127.0.0.1:\(cluster.routePort)",
-                "--routes", cluster.routePorts.filter { $0 != cluster.routePort }.map { "nats://127.0.0.1:\($0)" }.joined(separator: ","),
+                "--cluster", "nats://\(address):\(cluster.routePort)",
+                "--routes", cluster.routePorts.filter { $0 != cluster.routePort }.map { "nats://\(address):\($0)" }.joined(separator: ","),
             ]
         }
         process.arguments = arguments
@@ -90,7 +94,7 @@ public final class NATSServerProcess: Sendable {
             }
         }
         try process.run()
-        let marker = "Listening for client connections on 127.0.0.1:"
+        let marker = "Listening for client connections on \(address):"
         let port = try await withThrowingTaskGroup(of: Int?.self) { group in
             group.addTask {
                 for await line in lines {
@@ -112,16 +116,16 @@ public final class NATSServerProcess: Sendable {
             process.terminate()
             throw Failure(description: "nats-server did not say where it listens within \(timeout)")
         }
-        return NATSServerProcess(port: port, process: process, store: directory, ownsStore: store == nil)
+        return NATSServerProcess(port: port, address: address, process: process, store: directory, ownsStore: store == nil)
     }
 
     /// Starts `count` servers routed to each other as one cluster, each with JetStream and its own store.
-    public static func startCluster(count: Int, name: String = "notifyd-test") async throws -> [NATSServerProcess] {
+    public static func startCluster(count: Int, name: String = "notifyd-test", address: String = "127.0.0.1") async throws -> [NATSServerProcess] {
         let routePorts = try (0..<count).map { _ in try freePort() }
         var servers: [NATSServerProcess] = []
         for (index, routePort) in routePorts.enumerated() {
             let membership = ClusterMembership(clusterName: name, serverName: "\(name)-\(index)", routePort: routePort, routePorts: routePorts)
-            servers.append(try await start(cluster: membership))
+            servers.append(try await start(cluster: membership, address: address))
         }
         return servers
     }
@@ -143,8 +147,9 @@ public final class NATSServerProcess: Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    private init(port: Int, process: Process, store: String, ownsStore: Bool) {
+    private init(port: Int, address: String, process: Process, store: String, ownsStore: Bool) {
         self.port = port
+        self.address = address
         self.process = process
         self.store = store
         self.ownsStore = ownsStore

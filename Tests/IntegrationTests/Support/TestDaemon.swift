@@ -12,9 +12,10 @@ final class TestDaemon: Sendable {
     static func start(
         in directory: TemporaryDirectory? = nil,
         arguments: [String] = [],
-        environment: [String: String]? = nil
+        environment: [String: String]? = nil,
+        namespace: String? = nil
     ) async throws -> TestDaemon {
-        let daemon = try launch(in: directory ?? TemporaryDirectory(), arguments: arguments, environment: environment)
+        let daemon = try launch(in: directory ?? TemporaryDirectory(), arguments: arguments, environment: environment, namespace: namespace)
         try await daemon.waitUntilListening()
         return daemon
     }
@@ -23,13 +24,21 @@ final class TestDaemon: Sendable {
     static func launch(
         in directory: TemporaryDirectory,
         arguments: [String] = [],
-        environment: [String: String]? = nil
+        environment: [String: String]? = nil,
+        namespace: String? = nil
     ) throws -> TestDaemon {
         try Binaries.checkBuilt()
-        return try TestDaemon(directory: directory, socketPath: directory.path + "/notifyd.sock", arguments: arguments, environment: environment)
+        return try TestDaemon(
+            directory: directory,
+            socketPath: directory.path + "/notifyd.sock",
+            arguments: arguments,
+            environment: environment,
+            namespace: namespace
+        )
     }
 
-    private init(directory: TemporaryDirectory, socketPath: String, arguments: [String], environment: [String: String]?) throws {
+    /// `namespace`: a network namespace to run it in (`ip netns exec`, which becomes the daemon: signals reach it).
+    private init(directory: TemporaryDirectory, socketPath: String, arguments: [String], environment: [String: String]?, namespace: String?) throws {
         self.directory = directory
         self.socketPath = socketPath
         // Its own state directory and configuration file, so no test sees another's (or the machine's) state.
@@ -38,7 +47,11 @@ final class TestDaemon: Sendable {
             _ = FileManager.default.createFile(atPath: configuration, contents: Data("# test daemon\n".utf8))
         }
         let own = ["--socket", socketPath, "--state-dir", directory.path + "/state", "--config", configuration]
-        child = try ChildProcess(Binaries.notifyd, own + arguments, environment: environment)
+        if let namespace {
+            child = try ChildProcess("/usr/sbin/ip", ["netns", "exec", namespace, Binaries.notifyd] + own + arguments, environment: environment)
+        } else {
+            child = try ChildProcess(Binaries.notifyd, own + arguments, environment: environment)
+        }
     }
 
     var configurationPath: String { directory.path + "/notifyd.conf" }
