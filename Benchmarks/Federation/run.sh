@@ -15,7 +15,8 @@
 # Throughput: COUNT 16-byte messages, paced by a 4 MiB window (as the anchors); latency: one message at a time.
 #
 # Environment: NOTIFYD, NOTIFY (default: the release builds), ANCHORS (default /work/shared/anchors), RUN (scratch,
-# default /tmp/notifyd-federation-bench), REPS, COUNT, LAT_MSGS. Build first:
+# default /tmp/notifyd-federation-bench), REPS, COUNT, LAT_MSGS; BRIDGE_OPTIONS, more options for both linked
+# daemons (BRIDGE_OPTIONS="--nats-catch-up 0": live only, without the stream of exports). Build first:
 #   swift build -c release --product notifyd && swift build -c release --product notify
 set -euo pipefail
 
@@ -67,8 +68,10 @@ start_daemon() { # name, then options
 	PIDS+=("$!")
 }
 # The outbox holds a whole window of exports (262,144 messages of about 200 bytes encoded).
-start_daemon alpha --nats "$URL" --host-name alpha --nats-outbox-bytes 268435456
-start_daemon beta --nats "$URL" --host-name beta
+# shellcheck disable=SC2086
+start_daemon alpha --nats "$URL" --host-name alpha --nats-outbox-bytes 268435456 ${BRIDGE_OPTIONS:-}
+# shellcheck disable=SC2086
+start_daemon beta --nats "$URL" --host-name beta ${BRIDGE_OPTIONS:-}
 start_daemon lone
 for name in alpha beta; do wait_for 20 grep -q 'read the latest messages' "$RUN/$name.log"; done
 wait_for 20 test -S "$RUN/lone.sock"
