@@ -365,13 +365,13 @@ struct ImportFilterTests {
 /// How the bridge reads JetStream's replies.
 @Suite("JetStream replies", .timeLimit(.minutes(3)))
 struct JetStreamReplyTests {
-    @Test("the pending count of a push consumer's message, in both forms of its reply subject")
-    func pending() {
-        func message(_ reply: String?) -> NATSMessage { NATSMessage(subject: "notifyd-latest.a", sid: "1", replyTo: reply, payload: ByteBuffer()) }
-        #expect(JetStreamLatest.pendingAfter(message("$JS.ACK.s.c.1.5.1.1700000000.3")) == 3)
-        #expect(JetStreamLatest.pendingAfter(message("$JS.ACK.domain.hash.s.c.1.5.1.1700000000.0.rnd")) == 0)
-        #expect(JetStreamLatest.pendingAfter(message("_INBOX.x")) == nil)
-        #expect(JetStreamLatest.pendingAfter(message(nil)) == nil)
+    @Test("the stream sequence and pending count of a consumer's message, in both forms of its reply subject")
+    func delivery() {
+        #expect(JetStreamDelivery(replySubject: "$JS.ACK.s.c.1.5.1.1700000000.3") == JetStreamDelivery(streamSequence: 5, pending: 3))
+        #expect(JetStreamDelivery(replySubject: "$JS.ACK.domain.hash.s.c.1.7.1.1700000000.0.rnd") == JetStreamDelivery(streamSequence: 7, pending: 0))
+        #expect(JetStreamDelivery(replySubject: "$JS.ACK.s.c.1.x.1.1700000000.3") == nil)
+        #expect(JetStreamDelivery(replySubject: "_INBOX.x") == nil)
+        #expect(JetStreamDelivery(replySubject: nil) == nil)
     }
 
     @Test("stream and subject names from the prefix")

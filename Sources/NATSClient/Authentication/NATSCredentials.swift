@@ -50,13 +50,13 @@ public enum NATSCredentials: Sendable, Equatable, CustomStringConvertible {
     public func connectFields(nonce: String?) throws(NATSError) -> String {
         switch self {
         case .userPassword(let user, let password):
-            return #","user":\#(JSONText.quoted(user)),"pass":\#(JSONText.quoted(password))"#
+            return #","user":\#(JSONScan.quoted(user)),"pass":\#(JSONScan.quoted(password))"#
         case .token(let token):
-            return #","auth_token":\#(JSONText.quoted(token))"#
+            return #","auth_token":\#(JSONScan.quoted(token))"#
         case .nkey(let seed):
-            return #","nkey":\#(JSONText.quoted(seed.publicKey)),"sig":\#(JSONText.quoted(try signature(seed, nonce)))"#
+            return #","nkey":\#(JSONScan.quoted(seed.publicKey)),"sig":\#(JSONScan.quoted(try signature(seed, nonce)))"#
         case .userJWT(let jwt, let seed):
-            return #","jwt":\#(JSONText.quoted(jwt)),"sig":\#(JSONText.quoted(try signature(seed, nonce)))"#
+            return #","jwt":\#(JSONScan.quoted(jwt)),"sig":\#(JSONScan.quoted(try signature(seed, nonce)))"#
         }
     }
 
@@ -89,26 +89,5 @@ public enum NATSCredentials: Sendable, Equatable, CustomStringConvertible {
         case .nkey: "NKey"
         case .userJWT: "credentials file"
         }
-    }
-}
-
-/// JSON string literals for the options of `CONNECT`.
-enum JSONText {
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }

@@ -91,7 +91,7 @@ public final class NATSConnection: Sendable {
                 throw error
             }
         }
-        var options = #"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1,"lang":"swift","version":"0.1","echo":\#(echo),"name":\#(JSONText.quoted(name)),"tls_required":\#(tls.isRequired)"#
+        var options = #"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1,"lang":"swift","version":"0.1","echo":\#(echo),"name":\#(JSONScan.quoted(name)),"tls_required":\#(tls.isRequired)"#
         do {
             options += try credentials?.connectFields(nonce: JSONScan.string("nonce", in: serverInfo)) ?? ""
         } catch {

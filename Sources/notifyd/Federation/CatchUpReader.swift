@@ -103,9 +103,10 @@ final class CatchUpReader {
             return
         }
         requested -= 1
-        if let pending = JetStreamLatest.pendingAfter(message) { lag = UInt64(max(0, pending)) }
+        let delivery = JetStreamDelivery(replySubject: message.replyTo)
+        if let delivery { lag = delivery.pending }
         if let reply = message.replyTo { lastToAcknowledge = reply }
-        if let sequence = JetStreamEvents.streamSequence(of: message) {
+        if let sequence = delivery?.streamSequence {
             // Every message of the stream comes to this consumer: a number skipped is one gone before it was read
             // (aged out, or pushed out by the byte bound, while this host was slow or away). A redelivery is older.
             if sequence > readThrough + 1, readThrough > 0 { missed(sequence - readThrough - 1) }

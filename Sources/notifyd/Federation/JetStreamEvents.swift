@@ -117,18 +117,6 @@ struct JetStreamEvents: Sendable {
         ByteBuffer(string: #"{"batch":\#(batch),"expires":\#(pullExpiry.nanoseconds)}"#)
     }
 
-    /// The stream sequence number of a message a consumer delivered, from its reply subject (as
-    /// ``JetStreamLatest/pendingAfter(_:)`` reads the pending count).
-    static func streamSequence(of message: NATSMessage) -> UInt64? {
-        guard let reply = message.replyTo, reply.hasPrefix("$JS.ACK.") else { return nil }
-        let tokens = reply.split(separator: ".", omittingEmptySubsequences: false)
-        switch tokens.count {
-        case 9: return UInt64(tokens[5])
-        case 12...: return UInt64(tokens[7])
-        default: return nil
-        }
-    }
-
     /// The stream sequence of the consumer's acknowledged floor, from its info.
     static func ackFloor(in info: String) -> Int? {
         guard let range = info.firstRange(of: #""ack_floor":"#) else { return nil }

@@ -46,7 +46,7 @@ struct JetStreamLatest: Sendable {
             waiting(done)
             return connection.subscribe(to: inbox) { message in
                 receive(message)
-                if Self.pendingAfter(message) == 0 { done.succeed(()) }
+                if JetStreamDelivery(replySubject: message.replyTo)?.pending == 0 { done.succeed(()) }
             }
         }.get()
         defer { eventLoop.execute { connection.unsubscribe(sid) } }
@@ -64,18 +64,5 @@ struct JetStreamLatest: Sendable {
         }
         defer { timeout.cancel() }
         try await done.futureResult.get()
-    }
-
-    /// How many messages a consumer still has for its subscriber after `message`, from the reply subject JetStream
-    /// gives it: `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>`, or the newer
-    /// form with a domain and an account hash before the stream and a token after the pending count.
-    static func pendingAfter(_ message: NATSMessage) -> Int? {
-        guard let reply = message.replyTo, reply.hasPrefix("$JS.ACK.") else { return nil }
-        let tokens = reply.split(separator: ".", omittingEmptySubsequences: false)
-        switch tokens.count {
-        case 9: return Int(tokens[8])
-        case 12...: return Int(tokens[10])
-        default: return nil
-        }
     }
 }
