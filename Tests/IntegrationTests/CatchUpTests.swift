@@ -101,4 +101,25 @@ struct CatchUpTests {
         try await beta.stop()
         try await alpha.stop()
     }
+
+    @Test("a stream of exports that cannot be made (another stream has its subjects): each host says why and goes on live")
+    func streamCannotBeMade() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let admin = try await NATSConnection.connect(host: "127.0.0.1", port: nats.port, name: "admin")
+        _ = try await JetStreamAPI(admin).request("STREAM.CREATE.theirs", body: #"{"name":"theirs","subjects":["notifyd.>"],"storage":"memory"}"#)
+        await admin.close()
+        let alpha = try await FederationTests.startHost("alpha", servers: [nats])
+        let beta = try await FederationTests.startHost("beta", servers: [nats])
+        for host in [alpha, beta] {
+            #expect(host.log.contains("the stream of exports cannot be used") && host.log.contains("other hosts' messages are read live"), "\(host.log)")
+        }
+        let onBeta = try await beta.client()
+        let subscription = try await onBeta.subscribe(to: [TopicPattern("taken.>")])
+        #expect(try await alpha.notify(["send", "taken.end", "live"]).status == 0)
+        #expect(try await FederationTests.collect(subscription, until: "taken.end").map { $0.host } == ["alpha"])
+        await onBeta.close()
+        try await alpha.stop()
+        try await beta.stop()
+    }
 }

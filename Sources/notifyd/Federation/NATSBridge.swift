@@ -534,9 +534,18 @@ final class NATSBridge {
                 }
             } catch {
                 // A cluster that has just formed answers "temporarily unavailable" until it has a leader: try again,
-                // less and less often, while the connection lasts.
+                // less and less often, while the connection lasts. Exports wait for the stream of exports for three
+                // tries (7 s); then this connection goes on without catch-up, rather than hold them longer.
+                let setUp = position != nil
                 eventLoop.execute {
                     guard generation == bridge.value.generation else { return }
+                    if events != nil, !setUp, attempt >= 3 {
+                        bridge.value.withoutCatchUp(over: connection, because: "the stream of exports cannot be used: \(error)")
+                        if !bridge.value.isReady {
+                            bridge.value.isReady = true
+                            bridge.value.scheduleSend()
+                        }
+                    }
                     bridge.value.logger.log(
                         .natsProblem,
                         attempt == 1 ? .warning : .debug,
@@ -607,14 +616,15 @@ final class NATSBridge {
         )
     }
 
-    /// Catch-up is on but the server has no JetStream: other hosts' messages are read live, and said so once.
-    private func withoutCatchUp(over connection: NATSConnection) {
+    /// Catch-up is on but the server has no JetStream, or the stream of exports cannot be made (its subjects taken by
+    /// another stream, say): other hosts' messages are read live on this connection, and said so once.
+    private func withoutCatchUp(over connection: NATSConnection, because reason: String = "NATS has no JetStream") {
         guard !catchUpUnavailable else { return }
         catchUpUnavailable = true
         logger.log(
             .natsProblem,
             .warning,
-            "NATS has no JetStream: no catch-up (what other hosts publish while this host is away is missed); other hosts' messages are read live"
+            "\(reason): no catch-up on this connection (what other hosts publish while this host is away is missed); other hosts' messages are read live"
         )
         subscribeLive(over: connection)
     }
