@@ -1,0 +1,87 @@
+import Logging
+import NATSClient
+import NotifyFederation
+import NIOCore
+import NotifyBus
+
+/// The export path: local publishes into the outbox, and the outbox to NATS as it takes them.
+extension NATSBridge {
+    func export(_ message: ExportedMessage) {
+        let topic = message.topic
+        // Every client of the NATS server reads what is exported: only what nobody may read here goes (a rule that
+        // lets user:nobody read a topic exports it).
+        switch exports.exportDecision(for: topic, policy: broker.configuration.accessPolicy, reader: exportReader) {
+        case .export: break
+        case .notSelected: return
+        case .notReadable:
+            notReadable += 1
+            return
+        }
+        // A message over the server's max_payload would make it close the connection, again at every resend.
+        let size = encoder.prepare(message)
+        guard size <= serverMaxPayload else {
+            tooLarge += 1
+            if tooLarge == 1 || tooLarge % 1_000 == 0 {
+                logger.log(
+                    .natsOutboxOverflow,
+                    .error,
+                    "a message of \(topic) is not sent to other hosts: with its headers it is \(size) bytes, over the NATS server's max_payload (\(serverMaxPayload)); \(tooLarge) so far",
+                    ["topic": "\(topic)"]
+                )
+            }
+            return
+        }
+        guard outbox.append(uid: message.publisher.uid, encode: { encoder.writePrepared(message, into: &$0) }) else {
+            reportOverflow(uid: message.publisher.uid)
+            return
+        }
+        if connection != nil { scheduleSend() }
+    }
+
+    /// Sends what waits once the current batch of work is done: the batch's exports go out as one chunk, one write and
+    /// one flush, not one per message.
+    func scheduleSend() {
+        guard !sendIsScheduled else { return }
+        sendIsScheduled = true
+        eventLoop.assumeIsolated().execute { [self] in
+            sendIsScheduled = false
+            guard drain(), let connection else { return }
+            let mark = outbox.sentThrough
+            let generation = self.generation
+            let confirmed = eventLoop.makePromise(of: Void.self)
+            connection.flush(confirmed: confirmed)
+            confirmed.futureResult.assumeIsolated().whenSuccess { [self] in
+                guard generation == self.generation else { return }
+                outbox.confirm(through: mark)
+            }
+        }
+    }
+
+    /// Writes what waits while the connection takes it (without flushing); returns whether it wrote anything.
+    @discardableResult
+    func drain() -> Bool {
+        guard let connection, isReady else { return false }
+        var wrote = false
+        while connection.isWritable, let message = outbox.nextUnsent() {
+            connection.write(message)
+            wrote = true
+        }
+        return wrote
+    }
+
+    func reportOverflow(uid: UInt32) {
+        // Once per 1,000 at most after the first: an outage under load must not flood the journal.
+        let dropped = outbox.dropped
+        guard dropped == 1 || dropped - overflowReported >= 1_000 else { return }
+        overflowReported = dropped
+        let full = outbox.lastRefusalWasShare
+            ? "the NATS outbox is full for uid \(uid) (its messages hold their share of the outbox's \(outbox.limit) bytes)"
+            : "the NATS outbox is full (\(outbox.bytes) of \(outbox.limit) bytes)"
+        logger.log(
+            .natsOutboxOverflow,
+            .error,
+            "\(full): \(dropped) messages not sent to other hosts so far, \(outbox.droppedOverShare) of them over their uid's share",
+            ["dropped": "\(dropped)", "uid": "\(uid)"]
+        )
+    }
+}
