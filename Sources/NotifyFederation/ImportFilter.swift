@@ -46,6 +46,11 @@ package struct ImportFilter {
         return .take
     }
 
+    /// Whether a message of `topic` was noted as taken in (since the table last started over).
+    package func knows(_ topic: Topic) -> Bool {
+        lastTaken[topic] != nil
+    }
+
     /// Counts a message skipped as a repeat for a reason of the caller's (the broker holds it already).
     package mutating func noteRepeat() {
         repeats += 1

@@ -52,6 +52,11 @@ package struct ImportPath {
         // A host that is not a host name is the broker's to refuse (publishImported), with the other claims.
         guard host != hostName else { return .ownName }
         let sequence = provenance.sequence
+        // What this host took in before it started (its state log holds it) counts as taken: a message sent to it
+        // again (a stream's redelivery of what was not acknowledged when the daemon stopped) is then a repeat.
+        if !filter.knows(topic), let newest = broker.newestImported(of: topic) {
+            filter.taken(topic: topic, host: newest.host, sequence: newest.sequence, time: newest.time, now: now)
+        }
         switch filter.decide(topic: topic, host: host, sequence: sequence, time: provenance.time, now: now) {
         case .take: break
         case .repeated: return .repeated

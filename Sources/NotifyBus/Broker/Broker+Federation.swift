@@ -206,6 +206,27 @@ extension Broker {
         return nil
     }
 
+    /// The newest message of `topic` here (in its history, or buffered) when another host published it: that host,
+    /// its number here and when it was taken in (microseconds since the epoch). What a bridge that starts again
+    /// knows of what it took in before, so that a message sent to it again is not taken in twice.
+    public func newestImported(of topic: Topic) -> (host: String, sequence: UInt64, time: UInt64)? {
+        guard let state = topicTable[topic.name] else { return nil }
+        var newest: ByteBuffer?
+        var newestSequence: UInt64 = 0
+        if let history = state.history, let sequence = history.newestSequence, let entry = history.entry(sequence: sequence) {
+            var frame = ByteBuffer()
+            history.writeFrame(of: entry, topic: topic.name, into: &frame)
+            (newest, newestSequence) = (frame, sequence)
+        }
+        if let retained = state.retained, retained.sequence > newestSequence {
+            newest = retained.frame
+        }
+        guard var frame = newest else { return nil }
+        var decoder = ServerFrameDecoder(maxPayload: max(frame.readableBytes, 1))
+        guard case .delivery(let held)? = try? decoder.decode(buffer: &frame), let host = held.host else { return nil }
+        return (host, held.sequence, held.time.microsecondsSinceEpoch)
+    }
+
     /// Tells every subscriber here that `count` messages of other hosts were lost before this host could take them
     /// in (its bridge's catch-up stream no longer kept them): a `DROP $notifyd.dropped <count> 0 0`, as for messages
     /// of topics it cannot name. Never silent, and never told to the importer.
