@@ -91,6 +91,9 @@ struct CatchUpTests {
         try await watcher.standardOutput.wait("the drop at beta's subscriber") { $0.contains(#""dropped""#) }
         let drop = try #require(watcher.standardOutput.lines.first { $0.contains(#""dropped""#) })
         #expect(drop.contains(#""count":10"#) && drop.contains("$notifyd.dropped"), "\(drop)")
+        // A message after them, once it is there, shows that none of them is still on its way.
+        #expect(try await alpha.notify(["send", "gap.after", "after"]).status == 0)
+        try await watcher.standardOutput.wait("the message after them") { $0.contains("gap.after") }
         #expect(!watcher.standardOutput.text.contains(#""topic":"gap.m""#), "none of them came")
         #expect(try await onBeta.stats()["nats_catch_up_missed"] == 10)
         #expect(beta.log.contains("10 messages of NATS stream notifyd_events were gone before this host read them"))
@@ -121,5 +124,37 @@ struct CatchUpTests {
         await onBeta.close()
         try await alpha.stop()
         try await beta.stop()
+    }
+
+    @Test("a host stopped for longer than catch-up: once it is back, a subscriber resuming from before is told of the drop")
+    func stoppedLongerThanCatchUp() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let catchUp = ["--nats-catch-up", "2s"]
+        let alpha = try await FederationTests.startHost("alpha", servers: [nats], arguments: catchUp)
+        let betaDirectory = try TemporaryDirectory()
+        let beta = try await FederationTests.startHost("beta", servers: [nats], arguments: catchUp, in: betaDirectory)
+        let stoppedAt = PublishTime.now().rfc3339
+        try await beta.stop()
+        for index in 1...10 {
+            #expect(try await alpha.notify(["send", "gone.m", "\(index)", "--no-retain"]).status == 0)
+        }
+        let observer = try await NATSConnection.connect(host: "127.0.0.1", port: nats.port, name: "observer")
+        try await withDeadline(.seconds(30), waitingFor: "the stream to age its messages out") {
+            while true {
+                let info = try await JetStreamAPI(observer).request("STREAM.INFO.notifyd_events", body: "")
+                if JSONScan.integer("messages", in: info) == 0, (JSONScan.integer("last_seq", in: info) ?? 0) >= 10 { return }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        await observer.close()
+        let again = try await FederationTests.startHost("beta", servers: [nats], arguments: catchUp, in: betaDirectory)
+        #expect(again.log.contains("10 messages of NATS stream notifyd_events were gone before this host read them"))
+        // Without --count, --timeout ends it with 0.
+        let resumed = try await again.notify(["subscribe", "gone.>", "--since", stoppedAt, "--format", "json", "--timeout", "1"])
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.output.contains(#""dropped""#) && resumed.output.contains(#""count":10"#), "\(resumed.output)")
+        try await again.stop()
+        try await alpha.stop()
     }
 }

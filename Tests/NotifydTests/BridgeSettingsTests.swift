@@ -374,9 +374,19 @@ struct JetStreamReplyTests {
         #expect(JetStreamDelivery(replySubject: nil) == nil)
     }
 
-    @Test("stream and subject names from the prefix")
-    func names() {
+    @Test("stream, subject and consumer names from the prefix and the host name")
+    func names() throws {
         let latest = JetStreamLatest(prefix: "fleet.notifyd")
         #expect(latest.streamName == "fleet_notifyd_latest" && latest.subjectRoot == "fleet.notifyd-latest")
+        func events(_ host: String) throws -> JetStreamEvents {
+            var settings = try #require(try BridgeSettings.resolve(servers: ["a"], exports: [], imports: [], prefix: "fleet.notifyd", hostName: host, outboxBytes: nil, section: [:], path: "-"))
+            settings.catchUpSeconds = 60
+            return JetStreamEvents(settings: settings)
+        }
+        let dotted = try events("web.01")
+        #expect(dotted.streamName == "fleet_notifyd_events" && dotted.filterSubject == "fleet.notifyd.>")
+        #expect(dotted.consumerName == "web_2E01")
+        #expect(try events("web_01").consumerName == "web_5F01", "no two host names share a consumer")
+        #expect(try events("web-01").consumerName == "web-01")
     }
 }

@@ -121,7 +121,7 @@ final class NATSChannelHandler: ChannelInboundHandler {
     var failureReason: NATSError? { failure }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        let sentence = error is NIOSSLError || error is BoringSSLError
+        let sentence = error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError
             ? "TLS with the NATS server failed (its certificate, name or protocol): \(error)"
             : "the connection to the NATS server failed: \(error)"
         failure = failure ?? NATSError(sentence)

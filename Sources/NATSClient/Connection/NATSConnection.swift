@@ -10,14 +10,17 @@ import NIOPosix
 public final class NATSConnection: Sendable {
     /// The server's `INFO`, as the JSON it sent on connect.
     public let serverInfo: String
+    /// Whether the connection runs over TLS.
+    public let usesTLS: Bool
     /// The event loop the connection runs on; the methods marked "on the event loop" are called there only.
     public var eventLoop: any EventLoop { channel.eventLoop }
     private let channel: any Channel
     private let handler: NIOLoopBound<NATSChannelHandler>
     private let nextSID = NIOLockedValueBox(1)
 
-    private init(serverInfo: String, channel: any Channel, handler: NIOLoopBound<NATSChannelHandler>) {
+    private init(serverInfo: String, usesTLS: Bool, channel: any Channel, handler: NIOLoopBound<NATSChannelHandler>) {
         self.serverInfo = serverInfo
+        self.usesTLS = usesTLS
         self.channel = channel
         self.handler = handler
     }
@@ -75,9 +78,10 @@ public final class NATSConnection: Sendable {
         } catch {
             throw NATSError("\(host):\(port) sent no NATS INFO within \(timeout.nanoseconds / 1_000_000_000) s: \(error)")
         }
-        let connection = NATSConnection(serverInfo: serverInfo, channel: channel, handler: handler)
         let serverOffersTLS = JSONScan.boolean("tls_required", in: serverInfo) == true || JSONScan.boolean("tls_available", in: serverInfo) == true
-        if tls.isRequired || JSONScan.boolean("tls_required", in: serverInfo) == true {
+        let usesTLS = tls.isRequired || JSONScan.boolean("tls_required", in: serverInfo) == true
+        let connection = NATSConnection(serverInfo: serverInfo, usesTLS: usesTLS, channel: channel, handler: handler)
+        if usesTLS {
             guard serverOffersTLS else {
                 channel.close(promise: nil)
                 throw NATSError("\(host):\(port) offers no TLS, and the URL asks for it (tls://): not connecting in plain text")

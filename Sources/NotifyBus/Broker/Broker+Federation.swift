@@ -230,7 +230,13 @@ extension Broker {
     /// Tells every subscriber here that `count` messages of other hosts were lost before this host could take them
     /// in (its bridge's catch-up stream no longer kept them): a `DROP $notifyd.dropped <count> 0 0`, as for messages
     /// of topics it cannot name. Never silent, and never told to the importer.
+    ///
+    /// A subscriber that resumes later (`since=` a time before it, or number 0) is told too, for as long as the daemon
+    /// runs: the lost messages may have been of any topic, after any point it resumes from.
     public func announceMissedImports(count: UInt64) {
+        let now = clock()
+        missedImports = (missedImports ?? 0).saturatingAdd(count)
+        missedImportsNewest = now
         for session in openSessions where !session.isImporter && session.subscriptionCount > 0 {
             noticeMissed(DropNotice(topic: DropNotice.manyTopics, count: count, firstSequence: 0, lastSequence: 0), id: nil, to: session)
         }

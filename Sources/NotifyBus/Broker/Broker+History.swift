@@ -241,6 +241,7 @@ extension Broker {
             // A point past the topic's number: it was numbered again from 1 since (its state was lost, or it was
             // forgotten longer ago than the daemon remembers), and all it has now is new to the subscriber.
             if point > state.sequence { noticeUnremembered(id: id, to: target.session) }
+            if point == 0 { noticeMissedImports(for: pattern, id: id, to: target.session) }
             let after = point > state.sequence ? 0 : point
             guard after < state.sequence else { return }
             replayHistory(of: state, id: id, to: target) { history, body in
@@ -287,7 +288,16 @@ extension Broker {
                 }
             }
             if othersMissed > 0 { noticeMissed(count: othersMissed, id: id, to: target.session) }
+            if missedImportsNewest > time { noticeMissedImports(for: pattern, id: id, to: target.session) }
         }
+    }
+
+    /// Tells a subscriber resuming from before it that messages of other hosts were lost before this daemon took them
+    /// in (``announceMissedImports(count:)``): which topics they were of it cannot tell. Never for a pattern of this
+    /// host's own topics (`$…`, `user.…`), which no other host's message can be of.
+    private func noticeMissedImports(for pattern: TopicPattern, id: UInt64?, to session: Session) {
+        guard let missed = missedImports, !pattern.text.hasPrefix("$"), !pattern.text.hasPrefix("user.") else { return }
+        noticeMissed(count: missed, id: id, to: session)
     }
 
     /// Tells a subscriber resuming `name` after `point`, a topic the daemon does not have, what it missed if the

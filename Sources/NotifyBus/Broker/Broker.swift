@@ -119,6 +119,10 @@ public final class Broker {
     /// loop handles before that read is flushed, so the stamp is about when its first message was read. A topic
     /// forgotten and numbered again gets a later time all the same (`timeMovesOnAfterForgetting`).
     @exclusivity(unchecked) var batchTime: PublishTime?
+    /// Messages of other hosts lost before this daemon could take them in (its bridge's catch-up stream no longer
+    /// kept them), and when the last such loss was found: told to subscribers that resume from before it.
+    var missedImports: UInt64?
+    var missedImportsNewest = PublishTime(microsecondsSinceEpoch: 0)
     @exclusivity(unchecked) var counters: BrokerStatistics
 
     // The state log.

@@ -27,8 +27,19 @@ struct JetStreamEvents: Sendable {
     }
 
     var streamName: String { String(prefix.map { $0 == "." ? "_" : $0 }) + "_events" }
-    /// A durable name has no `.`, `*`, `>` or space: a host name's dots become underscores.
-    var consumerName: String { String(hostName.map { $0 == "." ? "_" : $0 }) }
+    /// A durable name has no `.`, `*`, `>` or space: a host name's `.` is written `_2E`, and its `_` `_5F`, so that no
+    /// two host names (`a.b`, `a_b`) share a consumer.
+    var consumerName: String {
+        var name = ""
+        for character in hostName {
+            switch character {
+            case ".": name += "_2E"
+            case "_": name += "_5F"
+            default: name.append(character)
+            }
+        }
+        return name
+    }
 
     /// Where this host's consumer stands when the connection starts.
     struct Position: Equatable {

@@ -227,6 +227,7 @@ extension NATSBridge {
     /// Lets go of the connection's reader of the stream, acknowledging what it took in, and of the replays of the
     /// latest messages under way on it.
     func stopCatchUp() {
+        if let catchUp { lastCatchUpLag = catchUp.lag }
         catchUp?.stop()
         catchUp = nil
         let stopped = replays

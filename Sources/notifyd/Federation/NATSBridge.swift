@@ -62,6 +62,8 @@ final class NATSBridge {
     var clearsTakenIn: UInt64 = 0
     /// This connection's reader of the stream of exports, with catch-up on (``CatchUpReader``).
     var catchUp: CatchUpReader?
+    /// The lag the last reader saw, shown while there is none (disconnected: what waits is at least that).
+    var lastCatchUpLag: UInt64 = 0
     /// Messages taken in from the stream of exports before it reached the present: what was missed while away.
     var caughtUp: UInt64 = 0
     /// Messages the stream no longer kept when this host came back: announced to its subscribers as dropped.
@@ -192,6 +194,11 @@ final class NATSBridge {
         self.connection = connection
         serverMaxPayload = JSONScan.integer("max_payload", in: connection.serverInfo).map { max(1, $0) } ?? serverMaxPayload
         connects += 1
+        if !connection.usesTLS, let credentials = settings.security.credentials, case .userPassword = credentials {
+            warnPlainText(credentials, to: server)
+        } else if !connection.usesTLS, let credentials = settings.security.credentials, case .token = credentials {
+            warnPlainText(credentials, to: server)
+        }
         failedAttempts = 0
         loginRefused = nil
         catchUpUnavailable = false
@@ -289,6 +296,16 @@ final class NATSBridge {
         scheduleReconnect()
     }
 
+    /// A password or token went to `server` without TLS, where anyone on the path reads it (an NKey or a `.creds`
+    /// login sends only a signature): said on each such connection, so the fix (`tls://`) is not missed.
+    func warnPlainText(_ credentials: NATSCredentials, to server: BridgeSettings.Server) {
+        logger.log(
+            .natsProblem,
+            .warning,
+            "the NATS login (\(credentials.kind)) went to \(server) in plain text: anyone on the way can read it; use a tls:// server, or an NKey or .creds login"
+        )
+    }
+
     /// A server refused the login: counted, in the journal (the first of a run and every hundredth), and on `STATUS=`
     /// until a login succeeds. The bridge goes on trying, with backoff: the credentials may be fixed by a reload.
     func loginRefused(by server: BridgeSettings.Server, _ error: NATSError) {
@@ -350,7 +367,7 @@ final class NATSBridge {
             .init(name: "nats_imported", value: imported),
             .init(name: "nats_clears_imported", value: clearsTakenIn),
             .init(name: "nats_caught_up", value: caughtUp),
-            .init(name: "nats_catch_up_lag", value: catchUp?.lag ?? 0),
+            .init(name: "nats_catch_up_lag", value: catchUp?.lag ?? lastCatchUpLag),
             .init(name: "nats_catch_up_missed", value: catchUpMissed),
             .init(name: "nats_import_refused", value: importRefused),
             .init(name: "nats_import_repeats", value: importPath.filter.repeats),

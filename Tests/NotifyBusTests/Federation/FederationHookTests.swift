@@ -153,6 +153,40 @@ struct FederationHookTests {
         #expect(try Self.latest("system.state", client) == "ok")
     }
 
+    @Test("messages of other hosts lost before they were taken in: a DROP to every subscriber now, and to one resuming from before later")
+    func missedImports() throws {
+        let harness = BrokerHarness()
+        let live = harness.connect()
+        live.send("SUB fed.>\n")
+        _ = try live.received()
+        let before = harness.now
+        harness.broker.announceMissedImports(count: 7)
+        harness.broker.flush()
+        let told = try live.received().compactMap { frame -> DropNotice? in
+            if case .dropped(let notice) = frame { return notice }
+            return nil
+        }
+        #expect(told.map(\.count) == [7] && told.first?.isAboutManyTopics == true)
+
+        func dropsOnResume(_ request: String) throws -> [UInt64] {
+            let client = harness.connect()
+            client.send(request)
+            return try client.received().compactMap { frame -> UInt64? in
+                switch frame {
+                case .dropped(let notice), .missed(_, let notice): return notice.isAboutManyTopics ? notice.count : nil
+                default: return nil
+                }
+            }
+        }
+        let earlier = PublishTime(microsecondsSinceEpoch: before - 1_000_000).rfc3339
+        let later = PublishTime(microsecondsSinceEpoch: harness.now + 1_000_000).rfc3339
+        #expect(try dropsOnResume("SUB fed.> since=\(earlier)\n") == [7], "resuming from before the loss")
+        #expect(try dropsOnResume("SUB fed.> since=\(later)\n").isEmpty, "resuming from after it")
+        #expect(try dropsOnResume("SUB user.1000.> since=\(earlier)\n").isEmpty, "no other host's message is of this host's own topics")
+        harness.connect().send("PUB fed.one 1\nx\n")
+        #expect(try dropsOnResume("SUB fed.one since=0\n") == [7], "resuming a topic from its start")
+    }
+
     @Test("host names: letters, digits, dot, dash and underscore, 1 to 64 bytes")
     func hostNames() {
         #expect(ImportedMessage.isValidHostName("web-01.example_org"))
