@@ -229,6 +229,7 @@ let package = Package(
                 "NotifyBus",
                 "NATSClient",
                 "NotifyFederation",
+                "NATSTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -137,4 +137,38 @@ struct FederationSecurityTests {
         await client.close()
         _ = try await alpha.stop()
     }
+
+    @Test("two hosts log in with NKeys made for the test, each its own seed file; a seed the server does not know is a refused login")
+    func nkeyLogins() async throws {
+        let alphaSeed = try NKeySeed(kind: .user, privateKey: (0..<32).map { _ in UInt8.random(in: 0...255) })
+        let betaSeed = try NKeySeed(kind: .user, privateKey: (0..<32).map { _ in UInt8.random(in: 0...255) })
+        let stranger = try NKeySeed(kind: .user, privateKey: (0..<32).map { _ in UInt8.random(in: 0...255) })
+        let nats = try await NATSServerProcess.start(
+            configuration: #"authorization { users = [ { nkey: "\#(alphaSeed.publicKey)" }, { nkey: "\#(betaSeed.publicKey)" } ] }"#
+        )
+        defer { nats.stop() }
+        let directory = try TemporaryDirectory()
+        var daemons: [TestDaemon] = []
+        for (name, seed) in [("alpha", alphaSeed), ("beta", betaSeed)] {
+            let file = directory.path + "/\(name).nk"
+            Self.secret(seed.text + "\n", at: file)
+            daemons.append(try await TestDaemon.start(arguments: ["--host-name", name, "--nats", nats.url, "--nats-nkey-file", file]))
+        }
+        for daemon in daemons {
+            try await daemon.child.standardError.wait("a daemon to join NATS") { $0.contains("read the latest messages of other hosts") }
+        }
+        let onBeta = try await daemons[1].client()
+        let subscription = try await onBeta.subscribe(to: [TopicPattern("nkey.>")])
+        #expect(try await daemons[0].notify(["send", "nkey.end", "signed"]).status == 0)
+        #expect(try await FederationTests.collect(subscription, until: "nkey.end").map { $0.host } == ["alpha"])
+        #expect(!daemons[0].log.contains("in plain text"), "an NKey login sends only a signature")
+
+        let file = directory.path + "/stranger.nk"
+        Self.secret(stranger.text + "\n", at: file)
+        let refused = try await TestDaemon.start(arguments: ["--host-name", "gamma", "--nats", nats.url, "--nats-nkey-file", file])
+        try await refused.child.standardError.wait("the refused login") { $0.contains("refused the login (NKey \(stranger.publicKey))") }
+        #expect(!refused.log.contains(stranger.text), "the seed is in no log")
+        await onBeta.close()
+        for daemon in daemons + [refused] { try await daemon.stop() }
+    }
 }

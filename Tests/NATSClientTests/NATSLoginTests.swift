@@ -96,7 +96,9 @@ struct NATSLoginTests {
 
     @Test("user and password, token, NKey: the right one logs in, a wrong one is a refused login")
     func logins() async throws {
-        let passwords = try await NATSServerProcess.start(configuration: #"authorization { user: "fleet", password: "s3cret \"quoted\"" }"#)
+        let passwords = try await NATSServerProcess.start(
+            configuration: #"authorization { users = [ { user: "fleet", password: "s3cret \"quoted\"" }, { user: "other", password: "x" } ] }"#
+        )
         defer { passwords.stop() }
         try await Self.roundTrip(passwords.port, credentials: .userPassword(user: "fleet", password: #"s3cret "quoted""#))
         let wrongPassword = await Self.failure(passwords.port, credentials: .userPassword(user: "fleet", password: "guess"))

@@ -1,5 +1,6 @@
 import Foundation
 import NATSClient
+import NATSTestSupport
 import Testing
 
 @testable import notifyd
@@ -101,6 +102,23 @@ struct BridgeSecurityTests {
         } throws: { error in
             "\(error)".contains(problem) && !"\(error)".contains("not-a-seed")
         }
+    }
+
+    @Test("a TLS file replaced under the same name is a change (a reload takes a new connection); the same contents are not")
+    func tlsFilesChange() async throws {
+        let first = try TestCertificates()
+        let second = try TestCertificates()
+        let authority = File("")
+        try FileManager.default.removeItem(atPath: authority.path)
+        try FileManager.default.copyItem(atPath: first.authority, toPath: authority.path)
+        var overrides = DaemonSettingsTests.none
+        overrides.natsServers = ["tls://a"]
+        overrides.natsSecurity.tlsCA = authority.path
+        let before = try await Self.load(overrides)
+        #expect(try await Self.load(overrides) == before, "read again, unchanged")
+        try FileManager.default.removeItem(atPath: authority.path)
+        try FileManager.default.copyItem(atPath: second.authority, toPath: authority.path)
+        #expect(try await Self.load(overrides) != before, "another authority under the same name")
     }
 
     @Test("credentials in a URL are refused, saying where they go instead")

@@ -36,6 +36,9 @@ struct BridgeSecurity: Sendable, Equatable {
     /// TLS as the options set it; whether a server requires it comes from its URL (`tls://`).
     var tls = NATSTLSSettings()
     var credentials: NATSCredentials?
+    /// A digest of the TLS files' contents as read now: a certificate replaced under the same name is a change too,
+    /// which a reload applies with a new connection. (A hash of this process's: compared, never kept.)
+    var tlsFilesDigest = 0
 
     /// The `[nats]` keys, each the command line's option without `--nats-`.
     static let keys: [(key: String, option: String)] = [
@@ -120,6 +123,12 @@ struct BridgeSecurity: Sendable, Equatable {
         } catch {
             throw failure(options.tlsCA != nil ? "tls-ca" : "tls-cert", "\(error)")
         }
+        var digest = Hasher()
+        for file in [options.tlsCA, options.tlsCert, options.tlsKey].compactMap({ $0 }) {
+            // Read as the TLS layer just did; one that cannot be read now was refused above.
+            digest.combine((try? SecretFile.contents(of: file)) ?? [])
+        }
+        security.tlsFilesDigest = digest.finalize()
         return security
     }
 

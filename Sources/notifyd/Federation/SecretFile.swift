@@ -32,6 +32,14 @@ enum SecretFile {
     /// The text of `path`, checked as ``check(_:holding:)`` does, without the line breaks it ends with.
     static func read(_ path: String, holding what: String) throws(BridgeSettingsError) -> String {
         try check(path, holding: what)
+        var bytes = try contents(of: path, holding: what)
+        while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { bytes.removeLast() }
+        guard !bytes.isEmpty else { throw BridgeSettingsError("\(path) (the \(what)) is empty") }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The bytes of `path`, at most ``largest``.
+    static func contents(of path: String, holding what: String = "file") throws(BridgeSettingsError) -> [UInt8] {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw BridgeSettingsError("\(path) (the \(what)) cannot be read: \(String(cString: strerror(errno)))")
@@ -51,8 +59,6 @@ enum SecretFile {
                 throw BridgeSettingsError("\(path) (the \(what)) is over \(largest) bytes: not a secret file")
             }
         }
-        while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { bytes.removeLast() }
-        guard !bytes.isEmpty else { throw BridgeSettingsError("\(path) (the \(what)) is empty") }
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 }
