@@ -9,6 +9,20 @@ import Testing
 /// in what it missed, once, in order, into its topics' histories; what the stream no longer kept is announced.
 @Suite("Catch-up after an absence (real nats-server and notifyd)", .timeLimit(.minutes(10)))
 struct CatchUpTests {
+    /// Waits until the stream of exports has let go of every message through stream number `last`: what it held of
+    /// them can no longer be caught up.
+    static func waitUntilAgedOut(_ nats: NATSServerProcess, through last: Int) async throws {
+        let observer = try await NATSConnection.connect(host: "127.0.0.1", port: nats.port, name: "observer")
+        try await withDeadline(.seconds(30), waitingFor: "the stream to age its messages out") {
+            while true {
+                let info = try await JetStreamAPI(observer).request("STREAM.INFO.notifyd_events", body: "")
+                if JSONScan.integer("messages", in: info) == 0, (JSONScan.integer("last_seq", in: info) ?? 0) >= last { return }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        await observer.close()
+    }
+
     @Test("a host stopped while another publishes 1,000 acknowledged messages takes them all in when it is back: a subscriber resuming with --since gets each once, in order")
     func stoppedHostCatchesUp() async throws {
         let nats = try await NATSServerProcess.start()
@@ -78,15 +92,7 @@ struct CatchUpTests {
             #expect(try await alpha.notify(["send", "gap.m", "\(index)", "--no-retain"]).status == 0)
         }
         // Until the stream has let them go: then nothing of them can be caught up.
-        let observer = try await NATSConnection.connect(host: "127.0.0.1", port: nats.port, name: "observer")
-        try await withDeadline(.seconds(30), waitingFor: "the stream to age its messages out") {
-            while true {
-                let info = try await JetStreamAPI(observer).request("STREAM.INFO.notifyd_events", body: "")
-                if JSONScan.integer("messages", in: info) == 0, (JSONScan.integer("last_seq", in: info) ?? 0) >= 11 { return }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
-        await observer.close()
+        try await Self.waitUntilAgedOut(nats, through: 11)
         link.restore()
         try await watcher.standardOutput.wait("the drop at beta's subscriber") { $0.contains(#""dropped""#) }
         let drop = try #require(watcher.standardOutput.lines.first { $0.contains(#""dropped""#) })
@@ -139,15 +145,7 @@ struct CatchUpTests {
         for index in 1...10 {
             #expect(try await alpha.notify(["send", "gone.m", "\(index)", "--no-retain"]).status == 0)
         }
-        let observer = try await NATSConnection.connect(host: "127.0.0.1", port: nats.port, name: "observer")
-        try await withDeadline(.seconds(30), waitingFor: "the stream to age its messages out") {
-            while true {
-                let info = try await JetStreamAPI(observer).request("STREAM.INFO.notifyd_events", body: "")
-                if JSONScan.integer("messages", in: info) == 0, (JSONScan.integer("last_seq", in: info) ?? 0) >= 10 { return }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
-        await observer.close()
+        try await Self.waitUntilAgedOut(nats, through: 10)
         let again = try await FederationTests.startHost("beta", servers: [nats], arguments: catchUp, in: betaDirectory)
         #expect(again.log.contains("10 messages of NATS stream notifyd_events were gone before this host read them"))
         // Without --count, --timeout ends it with 0.

@@ -374,6 +374,16 @@ struct JetStreamReplyTests {
         #expect(JetStreamDelivery(replySubject: nil) == nil)
     }
 
+    @Test("messages skipped between two stream numbers: none before the first read or for a redelivery, and no overflow whatever numbers a peer puts in a reply subject")
+    func skipped() {
+        #expect(JetStreamEvents.skipped(after: 0, to: 9) == 0, "nothing read yet")
+        #expect(JetStreamEvents.skipped(after: 4, to: 5) == 0)
+        #expect(JetStreamEvents.skipped(after: 4, to: 9) == 4)
+        #expect(JetStreamEvents.skipped(after: 9, to: 4) == 0, "a redelivery")
+        #expect(JetStreamEvents.skipped(after: .max, to: .max) == 0)
+        #expect(JetStreamEvents.skipped(after: 1, to: .max) == UInt64.max - 2)
+    }
+
     @Test("stream, subject and consumer names from the prefix and the host name")
     func names() throws {
         let latest = JetStreamLatest(prefix: "fleet.notifyd")

@@ -126,7 +126,7 @@ struct BridgeSecurity: Sendable, Equatable {
         var digest = Hasher()
         for file in [options.tlsCA, options.tlsCert, options.tlsKey].compactMap({ $0 }) {
             // Read as the TLS layer just did; one that cannot be read now was refused above.
-            digest.combine((try? SecretFile.contents(of: file)) ?? [])
+            digest.combine((try? SecretFile.contents(of: file, atMost: 16 << 20)) ?? [])
         }
         security.tlsFilesDigest = digest.finalize()
         return security

@@ -109,7 +109,8 @@ final class CatchUpReader {
         if let sequence = delivery?.streamSequence {
             // Every message of the stream comes to this consumer: a number skipped is one gone before it was read
             // (aged out, or pushed out by the byte bound, while this host was slow or away). A redelivery is older.
-            if sequence > readThrough + 1, readThrough > 0 { missed(sequence - readThrough - 1) }
+            let skipped = JetStreamEvents.skipped(after: readThrough, to: sequence)
+            if skipped > 0 { missed(skipped) }
             readThrough = max(readThrough, sequence)
         }
         take(message)

@@ -128,6 +128,14 @@ struct JetStreamEvents: Sendable {
         ByteBuffer(string: #"{"batch":\#(batch),"expires":\#(pullExpiry.nanoseconds)}"#)
     }
 
+    /// How many stream numbers lie between `readThrough` (the last read; 0 before any) and `sequence` (the next read):
+    /// messages gone before they were read. The numbers come from the server's reply subjects, where any client of
+    /// the server could put any number: no arithmetic here can overflow.
+    static func skipped(after readThrough: UInt64, to sequence: UInt64) -> UInt64 {
+        guard readThrough > 0, sequence > readThrough else { return 0 }
+        return sequence - readThrough - 1
+    }
+
     /// The stream sequence of the consumer's acknowledged floor, from its info.
     static func ackFloor(in info: String) -> Int? {
         guard let range = info.firstRange(of: #""ack_floor":"#) else { return nil }

@@ -200,7 +200,8 @@ extension NATSBridge {
     /// Messages of the stream of exports gone before this host read them: its subscribers are told (a `DROP`), the
     /// journal says so, and `nats_catch_up_missed` counts them.
     func noteMissed(_ count: UInt64, in events: JetStreamEvents) {
-        catchUpMissed += count
+        let (sum, overflow) = catchUpMissed.addingReportingOverflow(count)
+        catchUpMissed = overflow ? .max : sum
         broker.announceMissedImports(count: count)
         broker.flush()
         logger.log(

@@ -38,8 +38,8 @@ enum SecretFile {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// The bytes of `path`, at most ``largest``.
-    static func contents(of path: String, holding what: String = "file") throws(BridgeSettingsError) -> [UInt8] {
+    /// The bytes of `path`, at most `limit` (a secret's ``largest``; a CA bundle may be larger).
+    static func contents(of path: String, holding what: String = "file", atMost limit: Int = largest) throws(BridgeSettingsError) -> [UInt8] {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw BridgeSettingsError("\(path) (the \(what)) cannot be read: \(String(cString: strerror(errno)))")
@@ -55,8 +55,8 @@ enum SecretFile {
             }
             if count == 0 { break }
             bytes += chunk[0..<count]
-            guard bytes.count <= largest else {
-                throw BridgeSettingsError("\(path) (the \(what)) is over \(largest) bytes: not a secret file")
+            guard bytes.count <= limit else {
+                throw BridgeSettingsError("\(path) (the \(what)) is over \(limit) bytes")
             }
         }
         return bytes
