@@ -45,11 +45,21 @@ struct SeveralHostsTests {
             _ = try await onAlpha.publishAcknowledged("\(index)", to: topic, retain: false)
         }
         try await Self.waitForCounter("nats_exported", toReach: 1_001, on: onAlpha)
-        try await Self.waitForCounter("nats_imported", toReach: 1_001, on: onGamma)
+        do {
+            try await Self.waitForCounter("nats_imported", toReach: 1_001, on: onGamma)
+        } catch {
+            Issue.record("gamma's log:\n\(gamma.log)\ngamma's counters: \(try await onGamma.stats())")
+            throw error
+        }
         #expect(try await onBeta.stats()["nats_imported"] == 1, "nothing reaches a host whose link is down")
 
         try network.restore("beta")
-        try await Self.waitForCounter("nats_imported", toReach: 1_001, on: onBeta)
+        do {
+            try await Self.waitForCounter("nats_imported", toReach: 1_001, on: onBeta)
+        } catch {
+            Issue.record("beta's log:\n\(beta.log)\nbeta's counters: \(try await onBeta.stats())")
+            throw error
+        }
         let expected: [String] = (1...1_000).map { String($0) }
         for host in [beta, gamma] {
             // One more than there are: the subscriber waits for it in vain (exit 124), so nothing else is there.
