@@ -20,7 +20,7 @@ struct FederationSecurityTests {
         let certificates = try TestCertificates()
         let nats = try await NATSServerProcess.start(
             configuration: """
-                tls { cert_file: "\(certificates.serverCertificate)", key_file: "\(certificates.serverKey)" }
+                \(certificates.serverTLSBlock())
                 authorization { user: "fleet", password: "correct horse" }
                 """
         )
@@ -55,7 +55,7 @@ struct FederationSecurityTests {
     func certificateChecks() async throws {
         let certificates = try TestCertificates()
         let nats = try await NATSServerProcess.start(
-            configuration: #"tls { cert_file: "\#(certificates.serverCertificate)", key_file: "\#(certificates.serverKey)" }"#
+            configuration: certificates.serverTLSBlock()
         )
         defer { nats.stop() }
         let untrusting = try await TestDaemon.start(arguments: ["--host-name", "alpha", "--nats", "tls://127.0.0.1:\(nats.port)"])

@@ -34,21 +34,10 @@ struct NATSLoginTests {
         }
     }
 
-    static func tlsBlock(_ certificates: TestCertificates, verifyClients: Bool = false, other: Bool = false) -> String {
-        """
-        tls {
-          cert_file: "\(other ? certificates.otherNameCertificate : certificates.serverCertificate)"
-          key_file: "\(other ? certificates.otherNameKey : certificates.serverKey)"
-          ca_file: "\(certificates.authority)"
-          verify: \(verifyClients)
-        }
-        """
-    }
-
     @Test("tls:// against a server with TLS, trusting its authority: connected by address and by name")
     func tlsConnects() async throws {
         let certificates = try TestCertificates()
-        let server = try await NATSServerProcess.start(configuration: Self.tlsBlock(certificates))
+        let server = try await NATSServerProcess.start(configuration: certificates.serverTLSBlock())
         defer { server.stop() }
         let tls = NATSTLSSettings(isRequired: true, certificateAuthorityFile: certificates.authority)
         try await Self.roundTrip(server.port, tls: tls)
@@ -60,14 +49,14 @@ struct NATSLoginTests {
     @Test("a certificate of another authority, of another name, or TLS asked of a server without it: refused, never plain text")
     func tlsRefusals() async throws {
         let certificates = try TestCertificates()
-        let server = try await NATSServerProcess.start(configuration: Self.tlsBlock(certificates))
+        let server = try await NATSServerProcess.start(configuration: certificates.serverTLSBlock())
         defer { server.stop() }
         let stranger = await Self.failure(server.port, tls: NATSTLSSettings(isRequired: true, certificateAuthorityFile: certificates.strangerAuthority))
         #expect(stranger?.description.contains("CERTIFICATE_VERIFY_FAILED") == true, "\(String(describing: stranger))")
         let systemStore = await Self.failure(server.port, tls: NATSTLSSettings(isRequired: true))
         #expect(systemStore?.description.contains("CERTIFICATE_VERIFY_FAILED") == true, "a test authority is in no system store: \(String(describing: systemStore))")
 
-        let otherName = try await NATSServerProcess.start(configuration: Self.tlsBlock(certificates, other: true))
+        let otherName = try await NATSServerProcess.start(configuration: certificates.serverTLSBlock(otherName: true))
         defer { otherName.stop() }
         let mismatch = await Self.failure(otherName.port, host: "localhost", tls: NATSTLSSettings(isRequired: true, certificateAuthorityFile: certificates.authority))
         #expect(mismatch?.description.contains("TLS with the NATS server failed") == true && mismatch?.description.contains("localhost") == true, "a certificate for elsewhere.invalid does not vouch for localhost: \(String(describing: mismatch))")
@@ -82,7 +71,7 @@ struct NATSLoginTests {
     @Test("a server that verifies its clients takes one with a certificate of its authority, and no other")
     func clientCertificate() async throws {
         let certificates = try TestCertificates()
-        let server = try await NATSServerProcess.start(configuration: Self.tlsBlock(certificates, verifyClients: true))
+        let server = try await NATSServerProcess.start(configuration: certificates.serverTLSBlock(verifyClients: true))
         defer { server.stop() }
         var tls = NATSTLSSettings(isRequired: true, certificateAuthorityFile: certificates.authority)
         let withoutCertificate = await Self.failure(server.port, tls: tls)
@@ -134,7 +123,7 @@ struct NATSLoginTests {
     @Test("TLS and a password together, as a managed NATS asks")
     func tlsAndPassword() async throws {
         let certificates = try TestCertificates()
-        let server = try await NATSServerProcess.start(configuration: Self.tlsBlock(certificates) + "\n" + #"authorization { user: "fleet", password: "pw" }"#)
+        let server = try await NATSServerProcess.start(configuration: certificates.serverTLSBlock() + "\n" + #"authorization { user: "fleet", password: "pw" }"#)
         defer { server.stop() }
         try await Self.roundTrip(
             server.port,

@@ -18,6 +18,21 @@ public final class TestCertificates: Sendable {
     /// Another authority, which signed none of these: a client trusting it must refuse the server.
     public var strangerAuthority: String { directory + "/stranger-ca.pem" }
 
+    /// nats-server's `tls { … }` block for the server certificate (or the other name's). Its handshake timeout is
+    /// raised from the server's 2 s: a debug build's BoringSSL on a machine busy with the whole suite can take longer,
+    /// and the server then closes mid-handshake (seen in CI as `EOF during handshake`), which is not what a test checks.
+    public func serverTLSBlock(otherName: Bool = false, verifyClients: Bool = false) -> String {
+        """
+        tls {
+          cert_file: "\(otherName ? otherNameCertificate : serverCertificate)"
+          key_file: "\(otherName ? otherNameKey : serverKey)"
+          ca_file: "\(authority)"
+          verify: \(verifyClients)
+          timeout: 30
+        }
+        """
+    }
+
     public init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("certs-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

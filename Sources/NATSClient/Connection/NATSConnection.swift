@@ -91,8 +91,9 @@ public final class NATSConnection: Sendable {
                     try channel.pipeline.syncOperations.addHandler(try tls.makeHandler(host: host), position: .first)
                 }.get()
             } catch {
+                // The server may close before TLS is set up (its handshake timeout on a busy host): say so, by name.
                 channel.close(promise: nil)
-                throw error
+                throw error as? NATSError ?? NATSError("\(host):\(port) closed the connection before TLS could start: \(error)")
             }
         }
         var options = #"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1,"lang":"swift","version":"0.1","echo":\#(echo),"name":\#(JSONScan.quoted(name)),"tls_required":\#(tls.isRequired)"#
