@@ -109,10 +109,11 @@ done
 doc=$stage/usr/share/doc/notifyd
 install -D -m 0644 README.md "$doc/README.md"
 install -D -m 0644 PROTOCOL.md "$doc/PROTOCOL.md"
+for page in docs/*.md; do install -D -m 0644 "$page" "$doc/$page"; done
 install -D -m 0644 packaging/systemd/system/nats-network.conf "$doc/examples/nats-network.conf"
 install -D -m 0644 packaging/debian/copyright "$doc/copyright"
 gzip -9n -c packaging/debian/changelog >"$doc/changelog.gz"
-gzip -9n "$doc/README.md" "$doc/PROTOCOL.md"
+gzip -9n "$doc/README.md" "$doc/PROTOCOL.md" "$doc"/docs/*.md
 
 # Package metadata: dependencies from the libraries the binaries link.
 install -d "$stage/DEBIAN"

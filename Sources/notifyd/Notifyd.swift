@@ -63,7 +63,7 @@ struct Notifyd: AsyncParsableCommand {
             servers, export, import, prefix, host-name, outbox-bytes, stream-replicas, catch-up, catch-up-bytes, and for TLS and logins tls-ca, \
             tls-cert, tls-key, user, password-file, token-file, nkey-file, credentials (secrets from files readable by \
             their owner only; a tls:// server, or one that requires it, is reached over TLS only); SIGHUP applies them. \
-            See the README's "Several hosts".
+            See docs/federation.md (installed under /usr/share/doc/notifyd).
 
             SIGTERM or SIGINT stops the daemon gracefully: it stops accepting, sends every connection what it is \
             owed (at most 5 seconds each), saves its state, and removes the socket it created.

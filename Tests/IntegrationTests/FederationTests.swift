@@ -321,7 +321,7 @@ struct FederationTests {
         try await alpha.child.standardError.wait("the overflow in the journal") { $0.contains("the NATS outbox is full") }
 
         // Beta first, then alpha: alpha's outbox must find beta subscribed (core NATS keeps nothing for a host that
-        // is away; README, "Several hosts").
+        // is away; docs/federation.md).
         alpha.child.signal(SIGSTOP)
         let restarted = try await NATSServerProcess.start(port: nats.port, store: nats.store)
         defer { restarted.stop() }

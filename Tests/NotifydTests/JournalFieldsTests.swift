@@ -71,12 +71,12 @@ struct JournalFieldsTests {
         #expect(line == "2026-11-22T00:00:00Z notifyd info: listening (socket=/run/x.sock)\n")
     }
 
-    @Test("every kind of event has its own 128-bit message id, and the README's table lists it")
+    @Test("every kind of event has its own 128-bit message id, and the table in docs/configuration.md lists it")
     func messageIDs() throws {
         let all = DaemonEvent.allCases
-        let readme = try String(contentsOfFile: Self.packageRoot + "/README.md", encoding: .utf8)
+        let page = try String(contentsOfFile: Self.packageRoot + "/docs/configuration.md", encoding: .utf8)
         for event in all {
-            #expect(readme.contains("`\(event.rawValue)`"), "README.md lacks the MESSAGE_ID of \(event)")
+            #expect(page.contains("`\(event.rawValue)`"), "docs/configuration.md lacks the MESSAGE_ID of \(event)")
         }
         #expect(Set(all.map(\.rawValue)).count == all.count)
         for event in all {

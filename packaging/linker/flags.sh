@@ -3,7 +3,7 @@
 # notifyd (scratch SCRATCH) and notify (scratch SCRATCH-cli), laid out by the order files in ORDERS (by default
 # packaging/linker, where they are kept). Run from the repository's root.
 #
-# Both are linked so that start-up touches as few of their pages as it can (README.md, "Performance": idle RSS
+# Both are linked so that start-up touches as few of their pages as it can (docs/performance.md: idle RSS
 # and `notify send` peak RSS):
 # - by lld, each function in its own section, in the order of packaging/linker/notifyd.order and notify.order: the
 #   functions a start (and a first client, or one `notify send`) runs, in the order they first run, written by
@@ -18,11 +18,11 @@
 #   the Swift runtime uses, without the shared library's 1 MiB of pages touched by its own start-up.
 # Both are also built without the runtime's dynamic exclusivity checks (-enforce-exclusivity=unchecked), for every
 # module: the daemon's own state on the publish path is marked @exclusivity(unchecked) already, and what was left
-# were the checks inside NIO's ByteBuffer, inlined into the broker's code, some 5% of a small publish (README.md,
-# "Performance"). Debug builds, which every test runs, keep them, so an overlapping access a test reaches still
+# were the checks inside NIO's ByteBuffer, inlined into the broker's code, some 5% of a small publish (docs/performance.md,
+# "No exclusivity checks"). Debug builds, which every test runs, keep them, so an overlapping access a test reaches still
 # traps there. Not in Package.swift: unsafe flags there would stop other packages from depending on NotifyBus.
 # notify is linked fully static (glibc too): without a dynamic loader resolving libstdc++ against its thousands of
-# exported symbols, each `notify send` is faster (README.md, "Run as a service", has the measured figures). It needs
+# exported symbols, each `notify send` is faster (docs/service.md has the measured figures). It needs
 # nothing from NSS. notifyd links libsystemd, so it stays dynamic for the C libraries.
 packaged_build_flags() {
   local scratch=$1 orders=${2:-$PWD/packaging/linker} linker=$PWD/packaging/linker

@@ -32,7 +32,8 @@ for path in lib/systemd/system/notifyd.socket lib/systemd/system/notifyd.service
             usr/lib/systemd/user/notifyd.socket usr/lib/systemd/user/notifyd.service \
             usr/lib/sysusers.d/notifyd.conf etc/notifyd/notifyd.conf \
             usr/share/doc/notifyd/copyright usr/share/doc/notifyd/changelog.gz \
-            usr/share/doc/notifyd/README.md.gz usr/share/doc/notifyd/PROTOCOL.md.gz; do
+            usr/share/doc/notifyd/README.md.gz usr/share/doc/notifyd/PROTOCOL.md.gz \
+            usr/share/doc/notifyd/docs/service.md.gz usr/share/doc/notifyd/docs/guarantees.md.gz; do
   check "$path is there" test -s "$root/$path"
 done
 check "the system socket is /run/notifyd/notifyd.sock" grep -qx 'ListenStream=/run/notifyd/notifyd.sock' "$root/lib/systemd/system/notifyd.socket"

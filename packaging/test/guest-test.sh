@@ -44,7 +44,7 @@ thread_priority_complaints() { journal -o cat | grep -c 'Failed to set thread pr
 usr_mount_options() { awk '$5=="/usr" {usr=$6} $5=="/" {root=$6} END {print (usr ? usr : root)}' "/proc/$1/mountinfo"; }
 
 if [ "$E2E_PHASE" = install ]; then
-  # README.md, "Run as a service", as written (apt in place of sudo apt: the checks run as root).
+  # README.md, "Run it as a service", as written (apt in place of sudo apt: the checks run as root).
   check  "apt install ./notifyd.deb installs the package" sh -c 'cd /e2e/in && apt install -y ./notifyd.deb'
   expect "postinst enabled notifyd.socket" enabled systemctl is-enabled notifyd.socket
   expect "postinst started notifyd.socket" active systemctl is-active notifyd.socket
@@ -131,10 +131,10 @@ done
 expect_match "the system call filter is an allow-list" '^[^~].* epoll_wait ' systemctl show -P SystemCallFilter notifyd.service
 systemd-analyze security --no-pager notifyd.service >"$(dirname "$E2E_RESULTS")/security.txt" 2>&1
 exposure=$(sed -n 's/.*Overall exposure level for notifyd.service: \([0-9.]*\).*/\1/p' "$(dirname "$E2E_RESULTS")/security.txt")
-# At most the figure README.md states ("Run as a service"), read from the README the package installs.
-readme_exposure=$(zcat /usr/share/doc/notifyd/README.md.gz | sed -n 's/.*rates it \*\*\([0-9.]*\) SAFE\*\*.*/\1/p' | head -n 1)
-check  "the installed README states the exposure (${readme_exposure:-none found})" test -n "$readme_exposure"
-check  "systemd-analyze security: exposure ${exposure:-unknown}, at most the README's $readme_exposure" \
+# At most the figure docs/service.md states, read from the page the package installs.
+readme_exposure=$(zcat /usr/share/doc/notifyd/docs/service.md.gz | sed -n 's/.*rates it \*\*\([0-9.]*\) SAFE\*\*.*/\1/p' | head -n 1)
+check  "the installed docs/service.md states the exposure (${readme_exposure:-none found})" test -n "$readme_exposure"
+check  "systemd-analyze security: exposure ${exposure:-unknown}, at most docs/service.md's $readme_exposure" \
   awk -v e="${exposure:-99}" -v most="${readme_exposure:-0}" 'BEGIN { exit !(e + 0 <= most + 0) }'
 
 pid=$(systemctl show -P MainPID notifyd.service)

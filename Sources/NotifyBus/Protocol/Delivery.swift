@@ -43,8 +43,8 @@ public struct Publisher: Sendable, Hashable {
     public var pid: Int32
     /// The publisher's systemd unit, when it runs in one and the daemon could tell.
     public var unit: String?
-    /// The host it was published on, for a message another host's daemon sent on (federation, see the README's
-    /// "Several hosts"); nil for one published on the daemon's own host. The uid, pid and unit are that host's.
+    /// The host it was published on, for a message another host's daemon sent on (federation, see
+    /// docs/federation.md); nil for one published on the daemon's own host. The uid, pid and unit are that host's.
     public var host: String?
 
     /// Creates a publisher identity.

@@ -361,7 +361,7 @@ extension NotifyServer {
     /// How big a buffer a connection reads into. NIO keeps a connection's receive buffer, at the largest size it was
     /// asked for, from its first read until the connection closes, and most connections are idle subscribers that
     /// sent a line or two: so the first is 64 bytes (NIO's default is 2 KiB; 256 cost each idle subscriber 193 bytes
-    /// more, see README "Per connection"), and one that fills its buffer gets twice that next, up to 64 KiB for a
+    /// more, see docs/performance.md, "Per connection"), and one that fills its buffer gets twice that next, up to 64 KiB for a
     /// busy publisher.
     static var receiveAllocator: AdaptiveRecvByteBufferAllocator {
         AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 64, maximum: 64 << 10)
