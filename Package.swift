@@ -34,9 +34,34 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
+        // What both sides of the socket share: topic names and patterns, the subscription index, the wire
+        // protocol's requests and frames with their codecs. No I/O.
+        .target(
+            name: "NotifyProtocol",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The daemon's core, without I/O: topics and their histories, sessions, fan-out, access rules, the state
+        // log. For notifyd, the fuzzers, the benchmarks and the tests; a service that imports NotifyBus compiles
+        // none of it (issue 38).
+        .target(
+            name: "NotifyBroker",
+            dependencies: [
+                "NotifyProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The library services import: the client, the in-process Messenger, and (re-exported) the protocol's
+        // names, so `import NotifyBus` is all a service writes.
         .target(
             name: "NotifyBus",
             dependencies: [
+                "NotifyProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -83,7 +108,8 @@ let package = Package(
         .target(
             name: "NotifyFederation",
             dependencies: [
-                "NotifyBus",
+                "NotifyProtocol",
+                "NotifyBroker",
                 "NATSClient",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -99,6 +125,7 @@ let package = Package(
         .executableTarget(
             name: "notifyd",
             dependencies: [
+                "NotifyBroker",
                 "NotifyBus",
                 "NATSClient",
                 "NotifyFederation",
@@ -128,6 +155,7 @@ let package = Package(
         .executableTarget(
             name: "NotifyBusBenchmarks",
             dependencies: [
+                "NotifyBroker",
                 "NotifyBus",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -137,6 +165,7 @@ let package = Package(
         .executableTarget(
             name: "notifyd-load",
             dependencies: [
+                "NotifyBroker",
                 "NotifyBus",
                 "NotifyCenter",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -151,6 +180,7 @@ let package = Package(
         .executableTarget(
             name: "notifybus-fuzz",
             dependencies: [
+                "NotifyBroker",
                 "NotifyBus",
                 "FuzzSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -161,6 +191,7 @@ let package = Package(
         .executableTarget(
             name: "notifyd-import-fuzz",
             dependencies: [
+                "NotifyBroker",
                 "NotifyBus",
                 "NotifyFederation",
                 "NATSClient",
@@ -182,6 +213,7 @@ let package = Package(
         .testTarget(
             name: "NotifyBusTests",
             dependencies: [
+                "NotifyBroker",
                 "NotifyBus",
                 "NotifyBench",
                 "TestSupport",
@@ -225,6 +257,7 @@ let package = Package(
         .testTarget(
             name: "NotifydTests",
             dependencies: [
+                "NotifyBroker",
                 "notifyd",
                 "NotifyBus",
                 "NATSClient",
@@ -239,6 +272,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
+                "NotifyBroker",
                 "NotifyBus",
                 "NotifyCenter",
                 "NATSClient",

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NotifyBus
+import NotifyBroker
 
 /// What a publish costs the broker, one subscriber, 16-byte payloads, without sockets: with and without history,
 /// with and without the state log. The figures the README's "What history costs" breaks down. Then 1 KiB payloads

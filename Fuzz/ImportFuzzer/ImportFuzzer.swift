@@ -2,6 +2,7 @@ import FuzzSupport
 import NATSClient
 import NIOCore
 import NotifyBus
+import NotifyBroker
 import NotifyFederation
 
 #if canImport(Glibc)

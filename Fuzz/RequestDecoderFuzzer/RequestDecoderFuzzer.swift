@@ -1,6 +1,7 @@
 import FuzzSupport
 import NIOCore
 import NotifyBus
+import NotifyBroker
 
 #if canImport(Glibc)
 import Glibc

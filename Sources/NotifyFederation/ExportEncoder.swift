@@ -1,5 +1,6 @@
 package import NIOCore
-package import NotifyBus
+import NotifyProtocol
+package import NotifyBroker
 
 /// Writes a local publish as the NATS operations that export it: `HPUB <prefix>.<topic>` with the provenance
 /// headers, and for a retained one the same to `<prefix>-latest.<topic>` (the stream of latest messages). A `CLEAR`

@@ -1,4 +1,4 @@
-package import NotifyBus
+package import NotifyProtocol
 
 /// What the bridge decides about a message from NATS before the broker sees it: taken in, skipped as a repeat of
 /// one taken in already (a resend after a reconnect, the stream read again), or refused for a time this host does

@@ -1,5 +1,6 @@
 package import NATSClient
-package import NotifyBus
+package import NotifyProtocol
+package import NotifyBroker
 
 /// What this host does with a message another host published, as read from NATS: its provenance read from the
 /// headers (``Provenance``), checked (``ImportFilter``), and published here through the broker's importer session,

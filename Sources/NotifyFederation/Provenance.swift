@@ -1,5 +1,6 @@
 package import NATSClient
-import NotifyBus
+import NotifyProtocol
+import NotifyBroker
 
 #if canImport(Glibc)
 import Glibc

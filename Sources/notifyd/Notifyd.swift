@@ -3,6 +3,7 @@ public import Logging
 import NIOCore
 import NIOPosix
 import NotifyBus
+import NotifyBroker
 import ServiceLifecycle
 import UnixSignals
 
@@ -367,122 +368,7 @@ struct Notifyd: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
-        if reload {
-            let outcome = await ReloadRequest.run(socketPath: SocketPath.resolve(explicit: socket))
-            if let sentence = outcome.sentence { writeToStandardError("notifyd: \(sentence)") }
-            if outcome != .applied { throw ExitCode(outcome.exitStatus) }
-            return
-        }
-        let levelSetting = LogLevelSetting(logLevel ?? .info)
-        let toJournal = JournalLogHandler.standardErrorIsJournal()
-        LoggingSystem.bootstrap { _ -> any LogHandler in
-            toJournal
-                ? JournalLogHandler(identifier: "notifyd", levelSetting: levelSetting)
-                : StandardErrorLogHandler(identifier: "notifyd", levelSetting: levelSetting)
-        }
-        let logger = Logger(label: "notifyd")
-        let overrides = DaemonSettings.Overrides(
-            socket: socket,
-            stateDirectory: stateDirectory,
-            logLevel: logLevel,
-            syncPolicy: sync,
-            maxPayload: maxPayload,
-            maxSubscriptions: maxSubscriptions,
-            maxTopics: maxTopics,
-            maxQueuedMessages: maxQueuedMessages,
-            maxQueuedBytes: maxQueuedBytes,
-            maxTopicLength: maxTopicLength,
-            maxConnections: maxConnections,
-            maxConnectionsPerUser: maxConnectionsPerUser,
-            maxRetainedBytes: maxRetainedBytes,
-            maxRetainedBytesPerUser: maxRetainedBytesPerUser,
-            maxSubscriptionsPerUser: maxSubscriptionsPerUser,
-            maxQueuedBytesPerUser: maxQueuedBytesPerUser,
-            maxQueuedBytesTotal: maxQueuedBytesTotal,
-            maxRetainedTopicsPerUser: maxRetainedTopicsPerUser,
-            maxUnreadBytesPerUser: maxUnreadBytesPerUser,
-            maxUnreadBytesTotal: maxUnreadBytesTotal,
-            historyMessages: historyMessages,
-            historyBytes: historyBytes,
-            natsServers: natsServers,
-            natsExports: natsExports,
-            natsImports: natsImports,
-            natsPrefix: natsPrefix,
-            hostName: hostName,
-            natsOutboxBytes: natsOutboxBytes,
-            natsStreamReplicas: natsStreamReplicas,
-            natsSecurity: BridgeSecurity.Options(tlsCA: natsTlsCA, tlsCert: natsTlsCert, tlsKey: natsTlsKey, user: natsUser, passwordFile: natsPasswordFile, tokenFile: natsTokenFile, nkeyFile: natsNkeyFile, credentials: natsCredentials),
-            natsCatchUp: natsCatchUp,
-            natsCatchUpBytes: natsCatchUpBytes
-        )
-        let configurationFile = checkedFile ?? config
-        if checkConfig {
-            do {
-                let checked = try await DaemonSettings.load(overrides: overrides, configurationFile: configurationFile)
-                let (path, isExplicit) = DaemonSettings.configurationPath(explicit: configurationFile)
-                let exists = access(path, F_OK) == 0
-                print("# \(path): \(exists || isExplicit ? "usable" : "absent, so the defaults apply")")
-                print(checked.summary)
-                return
-            } catch {
-                writeToStandardError("notifyd: \(error)")
-                throw ExitCode(78)
-            }
-        }
-        let settings: DaemonSettings
-        do {
-            settings = try await DaemonSettings.load(overrides: overrides, configurationFile: configurationFile)
-        } catch {
-            logger.log(.startFailed, .critical, "\(error)", ["reason": "configuration"])
-            throw ExitCode(78)
-        }
-        levelSetting.current = settings.logLevel
-        let openFiles = FileDescriptorLimit.raiseToMaximum()
-        if openFiles < UInt64(settings.broker.maxConnections) + 64 {
-            logger.log(
-                .openFilesLimited,
-                .warning,
-                "open files are limited to \(openFiles), fewer than max-connections (\(settings.broker.maxConnections)) needs; raise LimitNOFILE= or lower max-connections"
-            )
-        }
-
-        // Before the event loop's thread exists, so that it allocates from the heap the idle trim reaches.
-        MemoryTrimmer.keepFreedMemoryWhileBusy()
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let server = NotifyServer(
-            settings: settings,
-            reloadSettings: { try await DaemonSettings.load(overrides: overrides, configurationFile: configurationFile) },
-            levelSetting: levelSetting,
-            eventLoop: group.next(),
-            logger: logger
-        )
-        let services = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [server],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger
-            )
-        )
-        do {
-            try await services.run()
-        } catch let error as SocketFileError {
-            logger.log(.startFailed, .critical, "\(error.description)", ["reason": "socket"])
-            try? await group.shutdownGracefully()
-            throw ExitCode(73)
-        } catch let error as StateLogError {
-            logger.log(.startFailed, .critical, "state directory: \(error.description)", ["reason": "state"])
-            try? await group.shutdownGracefully()
-            throw ExitCode(73)
-        }
-        try await group.shutdownGracefully()
-    }
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 extension StateLog.SyncPolicy: ExpressibleByArgument {}
-
-/// Writes `line` and a line break to stderr at once, for the modes that end before logging is set up.
-private func writeToStandardError(_ line: String) {
-    _ = (line + "\n").utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
-}

@@ -5,6 +5,7 @@ import Testing
 import TestSupport
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 
 /// The library's publishing against a real notifyd (issue 36): fire-and-forget publishes gathered and written once
 /// per turn of the connection's event loop, acknowledged ones from many tasks sharing that write path, and a bound

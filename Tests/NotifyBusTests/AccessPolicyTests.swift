@@ -1,6 +1,8 @@
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 @Suite("Access policy", .timeLimit(.minutes(3)))
 struct AccessPolicyTests {

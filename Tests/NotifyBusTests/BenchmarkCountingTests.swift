@@ -9,6 +9,7 @@ import Musl
 
 @testable import NotifyBench
 @testable import NotifyBus
+@testable import NotifyProtocol
 import TestSupport
 
 /// `notify bench`'s accounting on bytes alone: the frame scanner, the tally of deliveries, drops and replies, the

@@ -3,6 +3,7 @@ import NIOEmbedded
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 
 /// The client's side of backpressure, without a socket: a subscription that fills up pauses the daemon's deliveries,
 /// stops the reading at its hard limit, reads on for a reply, and drops and announces what comes past its limit then.

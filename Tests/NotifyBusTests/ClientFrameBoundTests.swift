@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 
 /// What a client holds of a frame whose end does not come: whatever is at the socket, one frame's worth at most.
 @Suite("Client frame bound (no socket)", .timeLimit(.minutes(3)))

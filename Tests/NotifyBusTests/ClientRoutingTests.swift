@@ -3,6 +3,7 @@ import NIOEmbedded
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 
 /// How the client hands a delivery to its local subscriptions, without a socket: each matching one once, and the
 /// topics it remembers the subscriptions of forgotten whenever the subscriptions change.

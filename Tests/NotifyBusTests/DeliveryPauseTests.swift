@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// `OPT pause` and `OPT resume` (protocol 2): how a client whose consumer fell behind holds its deliveries back at
 /// the daemon while it still reads its replies.

@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// What a connection that keeps up costs the broker: no queue until a frame must wait.
 @Suite("Idle sessions", .timeLimit(.minutes(3)))

@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// A publisher's last topic, remembered per connection so a run of publishes to one topic skips the table's lookup.
 @Suite("Last topic per connection", .timeLimit(.minutes(3)))

@@ -2,6 +2,7 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 import TestSupport
 
 /// What the decoder should produce for one frame: a request, or an error with its code.

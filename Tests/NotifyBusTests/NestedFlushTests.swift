@@ -1,7 +1,9 @@
 import NIOCore
+@testable import NotifyBroker
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 
 /// A flush writes to connections, and a connection that takes its writes can become writable again in the middle of
 /// it: the daemon then carries out that connection's held-back requests and flushes again, inside the first flush.

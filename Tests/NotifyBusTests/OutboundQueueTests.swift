@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 @Suite("Slow subscribers (broker, no socket)", .timeLimit(.minutes(3)))
 struct OutboundQueueTests {

@@ -3,6 +3,7 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 import TestSupport
 
 @Suite("Protocol round trips", .timeLimit(.minutes(3)))

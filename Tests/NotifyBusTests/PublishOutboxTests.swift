@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 
 /// The client's buffer of fire-and-forget publishes, without a socket: bounded, in order, and usable after a
 /// publisher waiting for room was cancelled.

@@ -2,6 +2,7 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 
 /// The decoder reads `PUB <its last topic> <size>\n` and the payload without its general line parser; every frame,
 /// whole or cut anywhere, must decode exactly as it does the general way (no socket).

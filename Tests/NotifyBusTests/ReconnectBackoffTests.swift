@@ -1,6 +1,7 @@
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 import TestSupport
 
 /// The pauses of a client between attempts to reconnect (issue 34, 8), without a socket.

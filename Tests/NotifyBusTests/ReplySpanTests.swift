@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// Replies and replayed messages join their connection's span of the batch, as deliveries do: NIO keeps about 50
 /// bytes per pending write in a ring that never shrinks, so a run of small frames must be one write, not one each.

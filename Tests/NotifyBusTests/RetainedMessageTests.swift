@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// A topic's buffered message: one block per topic, replaced in place while the messages keep their size (a topic
 /// without history; with one, see ``SharedRetainedMessageTests``).

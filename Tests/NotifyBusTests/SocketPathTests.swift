@@ -3,6 +3,7 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 
 @Suite("Socket path", .timeLimit(.minutes(3)))
 struct SocketPathTests {

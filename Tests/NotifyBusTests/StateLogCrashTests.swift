@@ -4,6 +4,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// The README's promises for rewrites of the log (recovery from damage, compaction): the new log is synced before it
 /// replaces the old one, the damaged one is kept under a name of its own first, so a crash at any step loses

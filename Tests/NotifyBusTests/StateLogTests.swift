@@ -3,6 +3,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 import TestSupport
 
 @Suite("State log", .timeLimit(.minutes(3)))

@@ -1,6 +1,8 @@
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 import TestSupport
 
 /// Each topic caches the sessions its messages go to; those caches are bounded together, and the stale ones are let

@@ -1,6 +1,8 @@
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 import TestSupport
 
 @Suite("Subscription index", .timeLimit(.minutes(3)))

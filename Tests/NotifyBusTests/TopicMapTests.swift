@@ -1,6 +1,8 @@
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 import TestSupport
 
 /// The broker's topics by name: an open-addressing table that must agree with a dictionary, whatever the order of

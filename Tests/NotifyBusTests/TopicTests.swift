@@ -1,6 +1,7 @@
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 
 @Suite("Topic names and patterns", .timeLimit(.minutes(3)))
 struct TopicTests {

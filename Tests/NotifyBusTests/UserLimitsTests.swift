@@ -1,6 +1,8 @@
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 @Suite("Limits per user (broker, no socket)", .timeLimit(.minutes(3)))
 struct UserLimitsTests {

@@ -2,6 +2,7 @@ import Foundation
 import NATSClient
 import NIOCore
 import NotifyBus
+import NotifyBroker
 import Testing
 
 @testable import notifyd

@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOEmbedded
 import NotifyBus
+import NotifyBroker
 import Testing
 
 @testable import notifyd

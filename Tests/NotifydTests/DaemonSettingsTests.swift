@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import NotifyBus
+import NotifyBroker
 import Testing
 
 @testable import notifyd

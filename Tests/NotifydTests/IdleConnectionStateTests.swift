@@ -1,6 +1,7 @@
 import NIOCore
 import NIOEmbedded
 import NotifyBus
+import NotifyBroker
 import Testing
 
 @testable import notifyd

@@ -1,6 +1,7 @@
 import NATSClient
 import NIOCore
 import NotifyBus
+import NotifyBroker
 import NotifyFederation
 import Testing
 

@@ -7,6 +7,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import NotifyProtocol
 
 /// Every client's connection to the daemon (``NotifyConnection``, ``NotifyClient``, the bench's connections), made
 /// here and closed on exec. ``NotifyClient`` hands it to NIO connected, because NIO makes its sockets without

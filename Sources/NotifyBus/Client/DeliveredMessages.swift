@@ -1,3 +1,5 @@
+import NotifyProtocol
+
 /// What a ``ResumingSubscription`` delivered: the last message of each topic, by sequence number and time, so that
 /// the replay after a reconnect is not delivered twice and a drop notice names only what was really missed; and
 /// where to resume.

@@ -1,4 +1,5 @@
 import NIOCore
+import NotifyProtocol
 
 extension ClientChannelHandler {
     /// A subscription of this client: its patterns and the stream its events go to.

@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import NotifyProtocol
 
 /// Why a ``NotifyClient`` call failed.
 public struct NotifyClientError: Error, Sendable, CustomStringConvertible {

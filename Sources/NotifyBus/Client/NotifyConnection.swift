@@ -7,6 +7,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import NotifyProtocol
 
 /// A blocking connection to notifyd for one-shot work: publish a message, read or clear a buffered one, read the
 /// counters, and exit.

@@ -1,4 +1,5 @@
 import Synchronization
+import NotifyProtocol
 
 /// What a subscription receives: a message, or the notice that messages were dropped because the subscriber fell
 /// behind.

@@ -1,6 +1,7 @@
 internal import DequeModule
 import NIOCore
 import Synchronization
+import NotifyProtocol
 
 /// The fire-and-forget publishes of one connection on their way out: ``NotifyClient/publish(_:to:retain:)-(ByteBuffer,_,_)``
 /// encodes each into this buffer from the caller's task and returns; the connection's event loop writes what

@@ -1,3 +1,5 @@
+import NotifyProtocol
+
 /// The pauses of a client that connects again after losing its connection: from 50 ms, doubling up to 2 s, each
 /// with jitter, so that the clients of a daemon that restarts do not all come back in the same millisecond.
 ///

@@ -1,4 +1,5 @@
 import NIOCore
+import NotifyProtocol
 
 /// Who waits for the reply to a request: a promise of the connection's event loop, or the task of an acknowledged
 /// publish that went through the outbox, resumed without a promise between.

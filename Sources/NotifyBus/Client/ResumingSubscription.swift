@@ -1,4 +1,5 @@
 import NIOConcurrencyHelpers
+import NotifyProtocol
 
 /// A subscription that outlives its connections: when the daemon goes away (stopped, restarted, upgraded, crashed)
 /// it connects again, backing off from 50 ms to at most 2 s between attempts (with jitter, and starting over only

@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import NotifyProtocol
 
 /// Where the daemon listens, decided the same way by `notifyd` and `notify` so that they meet without configuration.
 public enum SocketPath {

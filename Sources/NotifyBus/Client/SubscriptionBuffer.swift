@@ -1,5 +1,6 @@
 import NIOCore
 import Synchronization
+import NotifyProtocol
 
 /// How much a subscription holds for its consumer before the connection stops taking more from the daemon.
 ///

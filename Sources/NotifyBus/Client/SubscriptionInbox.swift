@@ -1,4 +1,5 @@
 import Synchronization
+import NotifyProtocol
 
 /// The events of one subscription on their way from the connection's event loop to its consumer.
 ///

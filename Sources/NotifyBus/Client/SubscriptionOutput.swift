@@ -1,3 +1,5 @@
+import NotifyProtocol
+
 /// Where a subscription's events go: the inbox of a ``NotifySubscription``, or a function that takes them in the
 /// order they arrive on the connection (``NotifyClient/subscribe(to:latestFirst:gauge:sink:finished:)``).
 ///

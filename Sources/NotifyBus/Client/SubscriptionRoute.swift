@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import NotifyProtocol
 
 /// Where a subscription of a client that reconnects is reached: the handler of the connection it is on and its id
 /// there, both of which change when it is carried over to a new connection. Its consumer ends it, and says it caught

@@ -1,5 +1,6 @@
 internal import DequeModule
 import Synchronization
+import NotifyProtocol
 
 /// A thread-safe, in-process notification center for one kind of message: the Observer/Messenger pattern that
 /// notifyd offers across processes, for use inside one.
@@ -33,7 +34,7 @@ import Synchronization
 /// A closure observer stops when its token is cancelled or deallocated, an object observer when the object is
 /// deallocated.
 public final class Messenger<Message: Sendable>: Sendable {
-    private struct Pending {
+    struct Pending {
         let message: Message
         let sequence: UInt64
         /// Who sent it (``send(_:from:)``): not handed back to it, and what observers of one sender look for.
@@ -42,7 +43,7 @@ public final class Messenger<Message: Sendable>: Sendable {
         var target: ObjectIdentifier? = nil
     }
 
-    private struct State {
+    struct State {
         /// Registrations in the order they were added.
         var registrations: [ObserverRegistration<Message>] = []
         /// Messages sent but not yet handed out, oldest first.
@@ -64,7 +65,7 @@ public final class Messenger<Message: Sendable>: Sendable {
         var isFinished = false
     }
 
-    private let state: Mutex<State>
+    let state: Mutex<State>
     private let dropped = Atomic<Int>(0)
 
     /// Creates a messenger.
@@ -83,187 +84,6 @@ public final class Messenger<Message: Sendable>: Sendable {
     deinit {
         let registrations = state.withLock { $0.registrations }
         for registration in registrations { registration.onMessengerGone?() }
-    }
-
-    // MARK: - Observer objects
-
-    /// Registers `observer`, held weakly, for the messages sent from now on, those for which `isIncluded` returns
-    /// true when given; with `latestFirst`, it is handed ``latest`` first; with `sender`, it gets only the
-    /// messages sent from it (``send(_:from:)``: NotificationCenter's `object:`).
-    public func add<Observer: MessengerObserver>(
-        _ observer: Observer,
-        latestFirst: Bool = false,
-        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
-        from sender: AnyObject? = nil
-    ) where Observer.Message == Message {
-        add(observer, filter: isIncluded, latestFirst: latestFirst, sender: sender.map(ObjectIdentifier.init))
-    }
-
-    /// Registers `observer`, held weakly, for the messages sent from now on that equal `value`.
-    public func add<Observer: MessengerObserver>(
-        _ observer: Observer,
-        equalTo value: Message
-    ) where Observer.Message == Message, Message: Equatable {
-        add(observer, filter: { $0 == value }, latestFirst: false, sender: nil)
-    }
-
-    private func add<Observer: MessengerObserver>(
-        _ observer: Observer,
-        filter: (@Sendable (Message) -> Bool)?,
-        latestFirst: Bool,
-        sender: ObjectIdentifier?
-    ) where Observer.Message == Message {
-        register(
-            identity: ObjectIdentifier(observer),
-            filter: filter,
-            observerExists: { [weak observer] in observer != nil },
-            latestFirst: latestFirst,
-            sender: sender
-        ) { [weak observer] message in
-            guard let observer else { return false }
-            observer.receive(message)
-            return true
-        }
-    }
-
-    /// Removes every registration of `observer` (an observer object or an ``ObservationToken``), at once.
-    ///
-    /// After `remove` returns, no delivery on this thread or started later calls the observer again; a call
-    /// already running on another thread finishes.
-    /// - Returns: whether anything was registered for `observer`.
-    @discardableResult
-    public func remove(_ observer: AnyObject) -> Bool {
-        let identity = ObjectIdentifier(observer)
-        let removed = state.withLock { state in
-            let before = state.registrations.count
-            state.registrations.removeAll { registration in
-                guard registration.identity == identity else { return false }
-                registration.state.store(.removed, ordering: .releasing)
-                return true
-            }
-            return state.registrations.count != before
-        }
-        // A token is done with: what it holds besides its registration (a main-actor observer's buffer) goes too.
-        if removed, let token = observer as? ObservationToken { token.cancel() }
-        return removed
-    }
-
-    /// Marks every registration of `observer` as disposed: it is not called again, and it is dropped from the list
-    /// before the next message is sent.
-    public func dispose(_ observer: AnyObject) {
-        let identity = ObjectIdentifier(observer)
-        state.withLock { state in
-            for registration in state.registrations where registration.identity == identity {
-                registration.state.store(.disposed, ordering: .releasing)
-                state.needsSweep = true
-            }
-        }
-    }
-
-    // MARK: - Closure observers
-
-    /// Calls `handler` with the messages sent from now on, those for which `isIncluded` returns true when given,
-    /// until the returned token is cancelled or deallocated. With `latestFirst`, it is called with
-    /// ``latest`` first (before `observe` returns, unless a delivery is under way); with `sender`, only with the
-    /// messages sent from it (``send(_:from:)``: NotificationCenter's `object:`).
-    public func observe(
-        latestFirst: Bool = false,
-        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
-        from sender: AnyObject? = nil,
-        _ handler: @escaping @Sendable (Message) -> Void
-    ) -> ObservationToken {
-        observe(filter: isIncluded, latestFirst: latestFirst, sender: sender.map(ObjectIdentifier.init), handler)
-    }
-
-    /// The same, with `handler` run on the main actor, for observers on the UI side: each message is handed to
-    /// the main actor in order, and `handler` runs there, one message at a time, after `send` returned. Until the
-    /// main actor takes them, messages wait in a buffer as ``messages(latestFirst:where:from:bufferingPolicy:)``
-    /// describes.
-    public func observeOnMainActor(
-        latestFirst: Bool = false,
-        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
-        from sender: AnyObject? = nil,
-        bufferingPolicy: AsyncStream<Message>.Continuation.BufferingPolicy = .unbounded,
-        _ handler: @escaping @MainActor @Sendable (Message) -> Void
-    ) -> ObservationToken {
-        let (stream, continuation) = AsyncStream.makeStream(of: Message.self, bufferingPolicy: bufferingPolicy)
-        // The token is the registration's own, so that `remove(token)` and `send(_:from: token)` name it as they
-        // name any closure observer's.
-        let token = observe(
-            filter: isIncluded,
-            latestFirst: latestFirst,
-            sender: sender.map(ObjectIdentifier.init),
-            onCancel: { continuation.finish() }
-) { [weak self] message in self?.yield(message, to: continuation) }
-        Task { @MainActor [weak token] in
-            for await message in stream {
-                // What waited in the buffer is not handed out once the observer is removed.
-                guard let token, !token.isCancelled else { return }
-                handler(message)
-            }
-        }
-        return token
-    }
-
-    /// Calls `handler` with the messages sent from now on, selected as ``observe(latestFirst:where:from:_:)`` selects
-    /// them, for as long as `owner` exists: an observer kept by its owner's life, not by a token, as keyed closure
-    /// observers are. Once `owner` is deallocated the handler is not called again and the registration goes before
-    /// the next message is sent; ``remove(_:)`` of `owner` ends it sooner (with every other registration of it).
-    /// `owner` is held weakly: a handler that captures it strongly keeps it alive for as long as the messenger.
-    public func observe(
-        owner: AnyObject,
-        latestFirst: Bool = false,
-        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
-        from sender: AnyObject? = nil,
-        _ handler: @escaping @Sendable (Message) -> Void
-    ) {
-        let owner = WeakReference(owner)
-        register(
-            identity: owner.identity,
-            filter: isIncluded,
-            observerExists: { owner.object != nil },
-            latestFirst: latestFirst,
-            sender: sender.map(ObjectIdentifier.init)
-        ) { message in
-            guard owner.object != nil else { return false }
-            handler(message)
-            return true
-        }
-    }
-
-    /// Calls `handler` with the messages sent from now on that equal `value`, until the returned token is cancelled
-    /// or deallocated.
-    public func observe(
-        equalTo value: Message,
-        _ handler: @escaping @Sendable (Message) -> Void
-    ) -> ObservationToken where Message: Equatable {
-        observe(filter: { $0 == value }, latestFirst: false, sender: nil, handler)
-    }
-
-    private func observe(
-        filter: (@Sendable (Message) -> Bool)?,
-        latestFirst: Bool,
-        sender: ObjectIdentifier?,
-        onMessengerGone: (@Sendable () -> Void)? = nil,
-        onCancel: (@Sendable () -> Void)? = nil,
-        _ handler: @escaping @Sendable (Message) -> Void
-    ) -> ObservationToken {
-        let token = ObservationToken()
-        let registration = register(
-            identity: ObjectIdentifier(token),
-            filter: filter,
-            onMessengerGone: onMessengerGone,
-            latestFirst: latestFirst,
-            sender: sender
-        ) {
-            handler($0)
-            return true
-        }
-        token.arm { [weak self] in
-            self?.unregister(registration)
-            onCancel?()
-        }
-        return token
     }
 
     // MARK: - Sending
@@ -350,7 +170,7 @@ public final class Messenger<Message: Sendable>: Sendable {
             latestFirst: latestFirst,
             sender: sender.map(ObjectIdentifier.init),
             onMessengerGone: { continuation.finish() }
-) { [weak self] message in self?.yield(message, to: continuation) }
+        ) { [weak self] message in self?.yield(message, to: continuation) }
         continuation.onTermination = { _ in token.cancel() }
         // A finish() between the check above and the registration did not see this one.
         if state.withLock({ $0.isFinished }) { continuation.finish() }
@@ -358,7 +178,7 @@ public final class Messenger<Message: Sendable>: Sendable {
     }
 
     /// Hands `message` to a stream's buffer, counting it when a bounded buffer drops it.
-    private func yield(_ message: Message, to continuation: AsyncStream<Message>.Continuation) {
+    func yield(_ message: Message, to continuation: AsyncStream<Message>.Continuation) {
         if case .dropped = continuation.yield(message) { dropped.add(1, ordering: .relaxed) }
     }
 
@@ -390,7 +210,7 @@ public final class Messenger<Message: Sendable>: Sendable {
     // MARK: - Internals
 
     @discardableResult
-    private func register(
+    func register(
         identity: ObjectIdentifier,
         filter: (@Sendable (Message) -> Bool)?,
         onMessengerGone: (@Sendable () -> Void)? = nil,
@@ -426,7 +246,7 @@ public final class Messenger<Message: Sendable>: Sendable {
         return registration
     }
 
-    private func unregister(_ registration: ObserverRegistration<Message>) {
+    func unregister(_ registration: ObserverRegistration<Message>) {
         registration.state.store(.removed, ordering: .releasing)
         state.withLock { state in
             state.registrations.removeAll { $0 === registration }
@@ -479,7 +299,7 @@ public final class Messenger<Message: Sendable>: Sendable {
 
 /// A weak reference that may cross threads: reading a weak reference is safe from any thread, and the object is only
 /// compared for being there, never used.
-private final class WeakReference: @unchecked Sendable {
+final class WeakReference: @unchecked Sendable {
     weak var object: AnyObject?
     let identity: ObjectIdentifier
 

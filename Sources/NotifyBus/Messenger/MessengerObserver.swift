@@ -1,3 +1,5 @@
+import NotifyProtocol
+
 /// An object that receives a ``Messenger``'s messages: the Observer of the Observer pattern.
 ///
 /// A messenger holds its observers weakly: registering an object does not keep it alive, and once it is

@@ -1,4 +1,5 @@
 import Synchronization
+import NotifyProtocol
 
 /// Keeps a closure observer registered: cancel it, or let it be deallocated, and delivery stops.
 ///

@@ -1,4 +1,5 @@
 import Synchronization
+import NotifyProtocol
 
 /// One registration in a ``Messenger``: who is called, with which messages, and whether it still counts.
 final class ObserverRegistration<Message: Sendable>: Sendable {

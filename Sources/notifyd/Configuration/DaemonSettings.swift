@@ -1,6 +1,7 @@
 import Configuration
 import Logging
 import NotifyBus
+import NotifyBroker
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import NotifyBus
+import NotifyBroker
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 import NATSClient
 import NotifyBus
+import NotifyBroker
 
 #if canImport(Glibc)
 import Glibc

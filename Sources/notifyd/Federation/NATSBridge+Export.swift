@@ -3,6 +3,7 @@ import NATSClient
 import NotifyFederation
 import NIOCore
 import NotifyBus
+import NotifyBroker
 
 /// The export path: local publishes into the outbox, and the outbox to NATS as it takes them.
 extension NATSBridge {

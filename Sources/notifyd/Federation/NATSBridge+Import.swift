@@ -1,4 +1,5 @@
 import Logging
+import NotifyBroker
 import NATSClient
 import NotifyFederation
 import NIOCore

@@ -3,6 +3,7 @@ import NATSClient
 import NotifyFederation
 import NIOCore
 import NotifyBus
+import NotifyBroker
 
 /// The daemon's link to a NATS cluster: local publishes go out as NATS messages, other hosts' come in as local
 /// publishes stamped with their origin (README, "Several hosts").

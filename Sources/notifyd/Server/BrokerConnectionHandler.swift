@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NotifyBus
+import NotifyBroker
 
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NotifyBus
+import NotifyBroker
 
 /// A session's frames, written to its NIO channel.
 ///

@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import NotifyBus
+import NotifyBroker
 import ServiceLifecycle
 import UnixSignals
 

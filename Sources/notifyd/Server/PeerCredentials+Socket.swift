@@ -1,5 +1,6 @@
 import NIOCore
 import NotifyBus
+import NotifyBroker
 
 #if canImport(Glibc)
 import Glibc

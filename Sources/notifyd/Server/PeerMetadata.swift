@@ -1,5 +1,6 @@
 import Logging
 import NotifyBus
+import NotifyBroker
 
 extension PeerCredentials {
     /// The peer as log fields: `PEER_UID`, `PEER_PID` and, when known, `PEER_UNIT` in the journal.

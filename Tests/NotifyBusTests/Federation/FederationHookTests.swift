@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// What the broker offers a federation bridge, without sockets: local publishes handed out, other hosts' messages
 /// taken in with their origin, never handed back out.

@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// Another host's message is a claim from whoever reached the NATS server: what the broker takes in of it is
 /// bounded as a local client's publish is, and nothing it claims can trap the daemon, break its clients or its

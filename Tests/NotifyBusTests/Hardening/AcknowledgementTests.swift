@@ -3,6 +3,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// Issue 14, "Acknowledged data": an `OK` means the message is in the state log; when the log cannot be written it
 /// is an error, never an `OK`.

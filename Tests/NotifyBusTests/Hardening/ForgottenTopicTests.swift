@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// Issue 34, 7: a topic that --max-topics forgets while its history holds messages loses them, and every loss is
 /// announced: a subscriber that resumes it is told, by number and by time, across a restart too; and the topic,

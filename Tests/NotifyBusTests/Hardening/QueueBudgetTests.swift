@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// Issue 14, "Stalled subscribers multiply memory": what waits for one uid's connections, and for all, is bounded,
 /// not only what waits for each connection.

@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// Issue 14, "Crash": no broker work runs inside a fan-out. A subscriber disconnected for falling behind is closed
 /// at the end of the batch, so the publishes it had held back are carried out then, not inside the publish that

@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 import TestSupport
 
 /// Issue 14: what the topic table costs, and what forgetting a topic may take from its subscribers.

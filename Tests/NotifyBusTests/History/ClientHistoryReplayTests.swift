@@ -3,6 +3,7 @@ import NIOEmbedded
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 
 /// A subscription that resumes from history on a connection where another subscription already holds its pattern:
 /// live messages reach the connection while its replay is still coming.

@@ -2,6 +2,7 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 
 /// What a resuming subscription remembers of what it delivered (no socket): replays recognized, notices trimmed,
 /// and the table bounded however many topics it sees.

@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 import TestSupport
 
 /// What each topic's history keeps, and what it costs whom (broker, no socket).

@@ -3,6 +3,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// A topic's history survives a restart and a crash, as its buffered message does (broker and state log, no socket).
 @Suite("History on disk (broker, no socket)", .timeLimit(.minutes(3)))

@@ -6,6 +6,8 @@ import Glibc
 import TestSupport
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// `SUB … since=`: the history after a sequence number or a time, then live messages, and a `DROP` notice first for
 /// what the history no longer holds (broker, no socket).

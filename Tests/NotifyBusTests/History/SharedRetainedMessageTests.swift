@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 import TestSupport
 
 /// A topic with history holds its buffered message once: as its history's record while the history keeps it, in a

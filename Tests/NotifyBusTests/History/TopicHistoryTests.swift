@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 import TestSupport
 
 @Suite("A topic's history (no broker)", .timeLimit(.minutes(3)))

@@ -2,6 +2,8 @@ import NIOCore
 import Testing
 
 @testable import NotifyBus
+@testable import NotifyBroker
+@testable import NotifyProtocol
 
 /// A transport that keeps what the broker wrote, as the buffers it was handed (so tests can tell a shared buffer).
 final class RecordingTransport: SessionTransport {

@@ -2,6 +2,7 @@ import NIOCore
 import NIOEmbedded
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 
 /// A local subscription of a client handler whose events a test reads afterwards: for tests of the handler without
 /// a socket.

@@ -1,6 +1,7 @@
 import NIOCore
 
 @testable import NotifyBus
+@testable import NotifyProtocol
 import TestSupport
 
 /// Random but valid protocol values, for round-trip tests.

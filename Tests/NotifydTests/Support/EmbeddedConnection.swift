@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOEmbedded
 import NotifyBus
+import NotifyBroker
 
 @testable import notifyd
 

@@ -1,0 +1,318 @@
+public import NIOCore
+public import NotifyProtocol
+
+/// A publish: checked, numbered in its topic (made in the ``TopicTable`` if new), encoded once into the batch,
+/// handed to each subscriber (``subscribers(of:)``, then the output in Broker+Output.swift), and kept as the topic's
+/// buffered message if retained.
+extension Broker {
+    /// Carries out a `PUB` whose payload is still in the buffer it was read into (`buffer`, at the frame's range):
+    /// the daemon's hot path, which makes no ``Request`` and no slice of the receive buffer. A publish that must
+    /// wait (the session holds back, its socket is full) is made a request then, and waits as any other does.
+    public func handlePublish(_ frame: PublishFrame, in buffer: ByteBuffer, from session: Session) {
+        guard admits(from: session, holding: .request(frame.request(in: buffer))) else { return }
+        buffer.withVeryUnsafeBytes { bytes in
+            publish(frame.topic, payload: UnsafeRawBufferPointer(rebasing: bytes[frame.payload]), options: frame.options, id: frame.id, from: session)
+        }
+    }
+
+    /// Publishes `payload`, lent for the call.
+    func publish(_ topic: Topic, payload: UnsafeRawBufferPointer, options: PublishOptions, id: UInt64?, from session: Session) {
+        // A run of publishes to one topic skips the table's lookup, and while the configuration stays the same, the
+        // access rules' decision too (see ``Session/lastPublishedTopic``). Borrowed from the session, which holds it
+        // through the publish: a reference counted per message is a tenth of a small publish's time.
+        if session.lastPublishAllowedGeneration == configurationGeneration, let last = session.lastPublishedTopicPointer {
+            let published = last._withUnsafeGuaranteedRef { state in
+                guard !state.isForgotten, state.topic == topic else { return false }
+                if let refusal = refusal(toRetain: options.retain, topic, payloadSize: payload.count, id: id, by: session.account) {
+                    refuse(refusal, subject: topic.name, to: session)
+                } else {
+                    publish(to: state, topic, payload: payload, options: options, id: id, from: session)
+                }
+                return true
+            }
+            if published { return }
+        }
+        if let denial = denial(.publish, of: topic, to: session, id: id) {
+            return refuse(denial, subject: topic.name, to: session)
+        }
+        if let refusal = refusal(toRetain: options.retain, topic, payloadSize: payload.count, id: id, by: session.account) {
+            return refuse(refusal, subject: topic.name, to: session)
+        }
+        var made = session.lastPublishedTopic
+        if made.map({ $0.isForgotten || $0.topic != topic }) ?? true {
+            var work = 0
+            made = topicTable.state(
+                for: topic,
+                work: &work,
+                isKept: { index.hasExactSubscribers(to: $0.topic.name) },
+                forgotten: {
+                    // Sessions that still hold it as their last topic must not keep its subscribers alive through it.
+                    dropSubscriberList(of: $0)
+                    settleHistory()
+                    historyLedger.forget($0)
+                    timeMovesOnAfterForgetting()
+                }
+            )
+            workDone &+= work
+            session.lastPublishedTopic = made
+        }
+        session.lastPublishAllowedGeneration = configurationGeneration
+        guard let state = made else {
+            let sentence = "the daemon already tracks \(configuration.maxTopics) topics that all hold a buffered message or have subscribers by name"
+                + " (its limit); clear some (notify clear, CLEAR), or publish to a topic it tracks without retaining"
+                + " (notify send --no-retain, noretain)"
+            return refuse(ProtocolError(.limitReached, sentence, requestID: id), subject: topic.name, to: session)
+        }
+        publish(to: state, topic, payload: payload, options: options, id: id, from: session)
+    }
+
+    /// Makes the next message's time later than every time given out: a topic forgotten is numbered again from 1,
+    /// and a client tells its new messages from repeats of the old by their times (a message no newer than the last
+    /// of its topic by both number and time is one it had), so they must not share the old messages' time, as
+    /// messages of one batch otherwise do (``batchTime``).
+    private func timeMovesOnAfterForgetting() {
+        latestPublishTime = PublishTime(microsecondsSinceEpoch: latestPublishTime.microsecondsSinceEpoch.saturatingAdd(1))
+        batchTime = nil
+    }
+
+    /// Why a publish that asks to be retained is refused whole: over a limit on buffered messages, or while the
+    /// state log cannot be written.
+    private func refusal(toRetain retain: Bool, _ topic: Topic, payloadSize: Int, id: UInt64?, by account: UserAccount) -> ProtocolError? {
+        guard retain else { return nil }
+        if let refusal = retainRefusal(topic, payloadSize: payloadSize, by: account) {
+            return ProtocolError(.limitReached, refusal, requestID: id)
+        }
+        return storageRefusal(
+            "it keeps no new buffered messages for now; publish without retaining (notify send --no-retain, noretain), or try again later",
+            id: id
+        )
+    }
+
+    /// The time this batch's publishes (and clears) are stamped with: read from the clock once per batch, never
+    /// before an earlier one.
+    @inline(__always)
+    func batchStamp() -> PublishTime {
+        if let stamped = batchTime { return stamped }
+        let time = max(clock(), latestPublishTime)
+        latestPublishTime = time
+        batchTime = time
+        return time
+    }
+
+    /// Publishes `payload` to `state`, `topic`'s state, once the publish is allowed.
+    private func publish(to state: TopicState, _ topic: Topic, payload: UnsafeRawBufferPointer, options: PublishOptions, id: UInt64?, from session: Session) {
+        state.sequence = max(state.sequence + 1, session.minimumSequence)
+        let time = batchStamp()
+        state.lastPublished = time
+        state.published += 1
+        counters.messagesIn += 1
+        counters.bytesIn += UInt64(payload.count)
+
+        // Encoded once, into the batch; every subscriber is handed the same bytes.
+        // The encoder's own bound: a smaller guess would let the frame grow the buffer, copying the whole batch.
+        let frameSize = ByteBuffer.maximumMessageFrameSize(topic: topic.name, unit: session.unitField, payloadSize: payload.count)
+        if !batch.hasRoom(for: frameSize) {
+            // What the histories take in is still in the batch's buffer.
+            settleHistory()
+            for session in sessionsToFlush { writeSpan(of: session) }
+            batch.restart(minimumCapacity: frameSize, allocator: allocator)
+        }
+        let sequence = state.sequence
+        let frame = batch.append { buffer in
+            buffer.writeMessageFrame(
+                .delivery,
+                requestID: nil,
+                topic: topic.name,
+                sequence: sequence,
+                time: time,
+                uid: session.publisher.uid,
+                pid: session.publisher.pid,
+                unitField: session.unitField,
+                payload: payload
+            )
+        }
+
+        // Each subscriber borrowed from the list, which is held through the loop: a reference counted per delivery
+        // would be a tenth of a small one's cost.
+        subscribers(of: state).withUnsafeBufferPointer { targets in
+            for target in targets.indices {
+                Unmanaged.passUnretained(targets[target].session)._withUnsafeGuaranteedRef { subscriber in
+                    guard subscriber !== session || session.receivesOwnMessages else { return }
+                    deliver(frame, of: state, sequence: sequence, payloadSize: payload.count, to: subscriber, overflow: targets[target].overflow)
+                }
+            }
+        }
+
+        recordHistory(frame, of: state, sequence: sequence, time: time, payloadSize: payload.count, by: session.account)
+        if let exporter, !session.isImporter {
+            // A copy: the bridge keeps it until NATS has it, and the payload's bytes are only lent.
+            let copy = ByteBuffer(bytes: payload)
+            exporter(ExportedMessage(topic: topic, payload: copy, retain: options.retain, sequence: sequence, time: time, publisher: session.publisher))
+        }
+
+        if options.retain {
+            let owner = session.account
+            // Whose buffered message this one replaces, when another uid's: its account may be forgotten, last.
+            var previousOwner: UserAccount?
+            // The block first: the common case, a topic republished within a batch, reads no history. Borrowed, as
+            // the state is: nothing here lets go of the block (forgetting an account, which settles the batch and
+            // may, waits until the end).
+            if let pointer = state.retainedBlockPointer {
+                pointer._withUnsafeGuaranteedRef { block in
+                    let payloadSize = block.payloadSize
+                    topicTable.countRetained(topics: 0, payloadBytes: -payloadSize, frameBytes: -block.frameLength)
+                    if block.isOwned(by: owner) {
+                        owner.retainedBytes -= payloadSize
+                    } else {
+                        let previous = block.owner
+                        previous.retainedBytes -= payloadSize
+                        block.owner = owner
+                        moveRetainedTopic(from: previous, to: owner)
+                        previousOwner = previous
+                    }
+                }
+            } else if state.retainedInHistory != 0 {
+                previousOwner = replaceSharedRetained(of: state, by: owner)
+                // The new message is in a block until the batch settles: its history may not keep it.
+                state.retainedInHistory = 0
+            } else {
+                topicTable.countRetained(topics: 1, payloadBytes: 0, frameBytes: 0)
+                owner.retainedTopics += 1
+            }
+            if let pointer = state.retainedBlockPointer, pointer._withUnsafeGuaranteedRef({ $0.fits(frame.count) }) {
+                pointer._withUnsafeGuaranteedRef { block in
+                    batch.withBytes(frame) { block.replace(with: $0, payloadSize: payload.count, sequence: sequence) }
+                }
+            } else {
+                state.retainedBlock = batch.withBytes(frame) {
+                    RetainedMessage.make(frame: $0, payloadSize: payload.count, sequence: sequence, owner: owner)
+                }
+            }
+            owner.retainedBytes += payload.count
+            topicTable.countRetained(topics: 0, payloadBytes: payload.count, frameBytes: frame.count)
+            if stateLog != nil {
+                markUnsaved(state)
+                state.persistedSequence = max(state.persistedSequence, state.sequence)
+            }
+            // Last, with the topic whole: it settles the batch so far if the account is left empty (its own
+            // messages may be on their way into histories), which may move this message into its history.
+            if let previousOwner { forgetIfEmpty(previousOwner) }
+        } else if let stateLog, state.sequence > state.persistedSequence {
+            state.persistedSequence = state.sequence + Broker.sequenceReserve
+            stateLog.appendSequence(topic.name, state.persistedSequence)
+        }
+        if options.acknowledge {
+            // An OK means the message is where the README says: a retained one, with a log, in it. (One sent
+            // without retaining is promised delivery only, which it had.)
+            if options.retain { awaitCommit(session) }
+            replyOK(id, value: state.sequence, to: session)
+        }
+    }
+
+    /// Takes `state`'s buffered message, a record of its history, off the counts, as one by `owner` replaces it.
+    /// Once per topic and batch at most, and out of line: inlined, its search of the history made the whole of
+    /// ``publish(_:payload:options:id:from:)`` some 7% slower, history or not.
+    /// - Returns: the previous message's publisher, when not `owner`.
+    @inline(never)
+    private func replaceSharedRetained(of state: TopicState, by owner: UserAccount) -> UserAccount? {
+        // The record itself, not ``TopicState/retained``: no reference counted on the way.
+        guard let previous = state.history?.entry(sequence: state.retainedInHistory) else { return nil }
+        topicTable.countRetained(topics: 0, payloadBytes: -previous.payloadSize, frameBytes: -previous.length)
+        previous.owner.retainedBytes -= previous.payloadSize
+        guard previous.owner !== owner else { return nil }
+        moveRetainedTopic(from: previous.owner, to: owner)
+        return previous.owner
+    }
+
+    /// Counts a topic's buffered message against `owner` instead of `previousOwner`, whose message it replaces.
+    /// The caller then lets go of `previousOwner`'s account if that left it empty (``forgetIfEmpty(_:)``).
+    private func moveRetainedTopic(from previousOwner: UserAccount, to owner: UserAccount) {
+        previousOwner.retainedTopics -= 1
+        owner.retainedTopics += 1
+    }
+
+    /// Why buffering `payloadSize` bytes as `topic`'s latest message by `account` would break
+    /// ``BrokerConfiguration/maxRetainedBytes``, ``BrokerConfiguration/maxRetainedBytesPerUser`` or
+    /// ``BrokerConfiguration/maxRetainedTopicsPerUser``, if it would:
+    /// such a publish is refused whole, so the publisher learns that it was not kept.
+    func retainRefusal(_ topic: Topic, payloadSize: Int, by account: UserAccount) -> String? {
+        // Far from the limits, as usual, this costs no lookup of the topic.
+        if topicTable.retainedBytes + UInt64(payloadSize) <= UInt64(configuration.maxRetainedBytes),
+            account.retainedBytes + payloadSize <= configuration.maxRetainedBytesPerUser,
+            account.retainedTopics < configuration.maxRetainedTopicsPerUser
+        {
+            return nil
+        }
+        let replaced = topicTable[topic.name]?.retained
+        if account.retainedTopics >= configuration.maxRetainedTopicsPerUser && replaced?.owner !== account {
+            return "uid \(account.uid) already has buffered messages in \(configuration.maxRetainedTopicsPerUser) topics (the limit"
+                + " per user); clear some of its topics (notify clear, CLEAR), or publish without retaining (notify send --no-retain, noretain)"
+        }
+        let after = topicTable.retainedBytes - UInt64(replaced?.payloadSize ?? 0) + UInt64(payloadSize)
+        if after > UInt64(configuration.maxRetainedBytes) {
+            return "buffering this \(payloadSize)-byte message would take the daemon past \(configuration.maxRetainedBytes) bytes"
+                + " of buffered messages (its limit); clear some (notify clear, CLEAR), or publish without retaining (notify send --no-retain, noretain)"
+        }
+        let ownReplaced = replaced?.owner === account ? replaced?.payloadSize ?? 0 : 0
+        if account.retainedBytes - ownReplaced + payloadSize > configuration.maxRetainedBytesPerUser {
+            return "buffering this \(payloadSize)-byte message would take uid \(account.uid) past"
+                + " \(configuration.maxRetainedBytesPerUser) bytes of buffered messages it published (the limit per user);"
+                + " clear some of its topics (notify clear, CLEAR), or publish without retaining (notify send --no-retain, noretain)"
+        }
+        return nil
+    }
+
+    /// The sessions that receive `state`'s messages, each once with its strictest overflow policy, recomputed only
+    /// after subscriptions changed.
+    func subscribers(of state: TopicState) -> [SubscriberTarget] {
+        if state.subscribersGeneration == wildcardGeneration { return state.subscribers }
+        matchStamp &+= 1
+        let stamp = matchStamp
+        var list: [SubscriberTarget] = []
+        let policy = configuration.accessPolicy
+        index.forEachMatch(of: state.topic) { subscription in
+            let session = subscription.session
+            // A wildcard may match topics its connection may not read: they are never delivered to it.
+            guard policy.allows(.read, topic: state.topic, peer: session.peer) else { return }
+            if session.matchStamp != stamp {
+                session.matchStamp = stamp
+                session.matchPosition = list.count
+                list.append(SubscriberTarget(session: session, overflow: subscription.overflow))
+            } else {
+                list[session.matchPosition].overflow = .strictest(list[session.matchPosition].overflow, subscription.overflow)
+            }
+        }
+        cachedSubscriberEntries += list.count - state.subscribers.count
+        state.subscribers = list
+        state.subscribersGeneration = wildcardGeneration
+        workDone &+= list.count / 64
+        let bound = configuration.maxCachedSubscriberEntries
+        if cachedSubscriberEntries > bound {
+            // Wildcard subscribers times topics has no bound of its own. Stale lists go first; if that is not enough,
+            // every other list does. A walk of the topics once per that many entries made, and each list one walk of
+            // the index when next needed.
+            workDone &+= releaseStaleSubscriberLists()
+            if cachedSubscriberEntries > bound {
+                workDone &+= topicTable.forEach(matching: nil) { if $0 !== state { dropSubscriberList(of: $0) } }
+            }
+        }
+        return list
+    }
+
+    /// Forgets `state`'s cached subscriber list, and the sessions it holds, until its next publish makes it again.
+    func dropSubscriberList(of state: TopicState) {
+        cachedSubscriberEntries -= state.subscribers.count
+        state.invalidateSubscribers()
+    }
+
+    /// Lets go of the subscriber lists that changes to wildcard subscriptions made stale, and of the closed sessions
+    /// they hold: each would otherwise stay until its topic's next publish, which may never come. Walks every topic
+    /// (see ``releaseIdleMemory()``).
+    /// - Returns: the walk's cost as work.
+    @discardableResult
+    func releaseStaleSubscriberLists() -> Int {
+        topicTable.forEach(matching: nil) { state in
+            if state.subscribersGeneration != wildcardGeneration { dropSubscriberList(of: state) }
+        }
+    }
+}

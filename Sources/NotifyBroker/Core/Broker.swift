@@ -1,0 +1,318 @@
+import NIOCore
+public import NotifyProtocol
+
+/// The heart of notifyd: topics, subscriptions, buffered latest messages, sequence numbers and fan-out, without
+/// any I/O. The daemon feeds it decoded requests and gives it a ``SessionTransport`` per connection; tests do the
+/// same with buffers.
+///
+/// ## Threading
+/// A broker and its sessions belong to one thread (the daemon's single event loop). No method is thread-safe, and
+/// none needs a lock: that is what keeps the per-message path short. The same holds for every part below.
+///
+/// ## Where things are
+/// This file holds the broker's state and the dispatch of requests; each concern is an extension of its own:
+/// - `Broker+Publish.swift`: a publish, from its checks to the fan-out and the buffered message.
+/// - `Broker+Subscriptions.swift`: `SUB` and `UNSUB`, and the replay of `SUB … latest`.
+/// - `Broker+Topics.swift`: `LATEST`, `CLEAR` and `TOPICS`. `Broker+Access.swift`: denials and `EXPLAIN`.
+/// - `Broker+Output.swift`: replies and deliveries to connections, their queues, and ``flush()``.
+/// - `Broker+Connections.swift`: connections and per-user accounts. `Broker+Persistence.swift`: the state log.
+///
+/// A publish goes one way through them: ``handle(_:from:)`` → `publish` (Broker+Publish) → its topic in the
+/// ``TopicTable`` → its frame encoded once into the ``DeliveryBatch`` → each subscriber's span of the batch, or its
+/// ``OutboundQueue`` (Broker+Output) → the ``SessionTransport`` at ``flush()``.
+///
+/// ## Data structures
+/// - `topicTable`: topic name -> `TopicState` (sequence, buffered message, counters, cached subscriber list), with
+///   the totals and the limit on topics (``TopicTable``).
+/// - `index`: pattern -> subscriptions (each knows its session and overflow policy), answering which sessions a
+///   topic's messages go to.
+/// - `Session.subscriptions`: session -> subscriptions, the other direction, kept in step with `index` by
+///   `subscribe`, `unsubscribe` and `close` only.
+/// - Each topic caches the sessions its messages go to, so a publish normally costs one hash lookup plus one write
+///   per subscriber. A change to a literal subscription empties that one topic's cache at once; a change to a
+///   wildcard subscription bumps `wildcardGeneration`, and every cache is recomputed from `index` on its topic's
+///   next publish. Closed sessions drop their transport, so a stale cache never keeps a connection alive; the caches
+///   together hold about ``BrokerConfiguration/maxCachedSubscriberEntries`` entries (the last list made may go past
+///   it), and the stale ones are let go when the daemon is idle (``releaseIdleMemory()``).
+///
+/// ## Batching and slow subscribers
+/// Frames are written to sessions as work is done and sent by ``flush()``, which the daemon calls once per batch of
+/// reads: many deliveries to one subscriber cost one flush. A session whose socket cannot take more gets its frames
+/// in its ``OutboundQueue`` instead, bounded by ``BrokerConfiguration/maxQueuedMessages`` and
+/// ``BrokerConfiguration/maxQueuedBytes``; ``writabilityChanged(_:)`` drains it. So a subscriber that does not read
+/// never holds up a publisher or another subscriber, and costs the daemon at most its bounds.
+///
+/// ## Persistence
+/// With a ``StateLog`` attached, every buffered message and a ceiling of every topic's sequence number are
+/// appended to it as they change, and the batch's records are written before the batch's replies are sent. A
+/// sequence ceiling is written ahead in steps of ``sequenceReserve``, so messages that are not retained cost one
+/// write per thousand; after a crash a topic continues above its ceiling (a gap, never a repeat), after a clean
+/// ``saveState()`` exactly where it was.
+public final class Broker {
+    /// The limits enforced; see ``reconfigure(_:)``.
+    @exclusivity(unchecked) public internal(set) var configuration: BrokerConfiguration
+
+    /// A uid's primary and supplementary groups, for `EXPLAIN` about another uid; without it such a uid is taken
+    /// to have the gid of the same number and no supplementary groups.
+    @exclusivity(unchecked) public var groupsOfUser: ((UInt32) -> (gid: UInt32, groups: [UInt32])?)?
+
+    /// Called with events worth logging; the broker's thread calls it.
+    @exclusivity(unchecked) public var onEvent: ((BrokerEvent) -> Void)?
+    /// Called with each message published here (not one carried in from another host), once accepted and delivered:
+    /// the daemon's federation bridge sends them on. Nil (the default) costs the publish path one check.
+    @exclusivity(unchecked) public var exporter: ((ExportedMessage) -> Void)?
+    /// Counters of the daemon's own, added to the broker's in `STATS` replies (the federation bridge's).
+    @exclusivity(unchecked) public var extraCounters: (() -> [ServerStats.Counter])?
+    /// The last import's host and unit, and the unit field made of them.
+    @exclusivity(unchecked) var lastImportUnit: (host: String, unit: String?, field: String)?
+    /// Why the importer's last publish was refused, for ``publishImported(_:through:)`` to say.
+    @exclusivity(unchecked) var lastImportRefusal: ProtocolError?
+
+    // The state touched per message is marked `@exclusivity(unchecked)` here, in `TopicState` and in `Session`: all of
+    // it is owned by the broker's one thread and never accessed overlapping, and the runtime's checks of class
+    // properties cost a sixth of a publish (profiled with perf on 1→1 16-byte publishes).
+
+    // Topics and subscriptions.
+    @exclusivity(unchecked) var topicTable: TopicTable
+    let index = SubscriptionIndex<Subscription>()
+    /// Bumped by a change to a wildcard subscription: every topic's cached subscriber list is stale then.
+    @exclusivity(unchecked) var wildcardGeneration: UInt64 = 0
+    /// Entries in the topics' cached subscriber lists, stale ones included, bounded by
+    /// ``BrokerConfiguration/maxCachedSubscriberEntries``.
+    @exclusivity(unchecked) var cachedSubscriberEntries = 0
+    /// Who pays for the topics' history.
+    @exclusivity(unchecked) var historyLedger = HistoryLedger()
+    /// Messages of this batch on their way into their topics' histories (see ``settleHistory()``).
+    @exclusivity(unchecked) var pendingHistory = PendingHistory()
+    /// Bumped by every configuration applied, so that each topic looks up its history limits again.
+    @exclusivity(unchecked) var configurationGeneration: UInt64 = 0
+    /// Marks the sessions already in a subscriber list being built, so each is in it once.
+    @exclusivity(unchecked) var matchStamp: UInt64 = 0
+
+    // Connections and users.
+    @exclusivity(unchecked) var openSessions: Set<Session> = []
+    /// What each uid holds, for the limits per user; only uids that hold something are here.
+    @exclusivity(unchecked) var accounts: [UInt32: UserAccount] = [:]
+    @exclusivity(unchecked) var nextSessionID: UInt64 = 1
+    @exclusivity(unchecked) var greeting: ByteBuffer
+    /// Bytes read from all connections and not carried out yet (see ``holdUnread(_:for:)``).
+    @exclusivity(unchecked) var unreadBytesTotal = 0
+
+    // Output of the current batch.
+    let allocator = ByteBufferAllocator()
+    @exclusivity(unchecked) var batch: DeliveryBatch
+    @exclusivity(unchecked) var sessionsToFlush: [Session] = []
+    /// The accounts whose connections were replayed history in this batch (``UserAccount/replayedBytes``).
+    @exclusivity(unchecked) var accountsReplayedTo: [UserAccount] = []
+    /// Subscribers disconnected in this batch for falling behind under `disconnect`, with their connections: closed
+    /// by ``flush()``, never in the middle of the fan-out that overflowed them. Closing a connection runs work of its
+    /// own (its held-back publishes; the daemon's handler flushes), which must not run inside another publish.
+    @exclusivity(unchecked) var disconnecting: [(session: Session, transport: any SessionTransport)] = []
+
+    let clock: () -> PublishTime
+    /// The latest time a message was stamped with, here or (restored from the state log) before a restart: no
+    /// message is stamped earlier, so a clock set back cannot make a resume by time skip what came after.
+    @exclusivity(unchecked) var latestPublishTime = PublishTime(microsecondsSinceEpoch: 0)
+    /// The time every publish of this batch is stamped with, read from the clock at its first and cleared by
+    /// ``flush()``. Publishes read together are told apart by their sequence numbers, not their times, and a read
+    /// of the clock per message was a tenth of a small publish's cost. A batch is one turn of one connection's reads
+    /// in the daemon (a thousand small requests at most), or a read of messages from NATS with what else the event
+    /// loop handles before that read is flushed, so the stamp is about when its first message was read. A topic
+    /// forgotten and numbered again gets a later time all the same (`timeMovesOnAfterForgetting`).
+    @exclusivity(unchecked) var batchTime: PublishTime?
+    /// Messages of other hosts lost before this daemon could take them in (its bridge's catch-up stream no longer
+    /// kept them), and when the last such loss was found: told to subscribers that resume from before it.
+    var missedImports: UInt64?
+    var missedImportsNewest = PublishTime(microsecondsSinceEpoch: 0)
+    @exclusivity(unchecked) var counters: BrokerStatistics
+
+    // The state log.
+    @exclusivity(unchecked) var stateLog: StateLog?
+    /// Set when a write to the state log failed: a flush rewrites the log from memory, not before
+    /// `stateRetryTime` (backing off, so a full disk does not cost a full rewrite per batch).
+    @exclusivity(unchecked) var stateNeedsRewrite = false
+    /// Why the state log cannot be written, while it cannot: retained publishes are refused meanwhile.
+    @exclusivity(unchecked) public internal(set) var stateProblem: String?
+    @exclusivity(unchecked) var stateRetryTime: UInt64 = 0
+    @exclusivity(unchecked) var stateRetryDelay: UInt64 = 0
+    /// Sessions whose acknowledgements wait for this batch's commit (see ``Session/awaitsCommit``).
+    @exclusivity(unchecked) var sessionsAwaitingCommit: [Session] = []
+    /// Topics whose buffered message changed in this batch. Only their final state is logged, at the batch's end:
+    /// a topic published to a thousand times in one read batch costs one record, not a thousand.
+    @exclusivity(unchecked) var unsavedTopics: [TopicState] = []
+    /// Topics whose history kept messages in this batch. What each history still holds at the batch's end is logged
+    /// then: a burst that runs through a history many times over costs the log one history's worth, not the burst.
+    @exclusivity(unchecked) var unloggedHistories: [TopicState] = []
+
+    /// How far ahead of a topic's sequence number the state log's ceiling is written.
+    public static let sequenceReserve = StateLog.sequenceReserve
+
+    /// Work done since the broker started, in units of about one request: a request costs one, and one that walks
+    /// the topic table one more per 64 topics it walks. The daemon reads a connection in turns of a fixed amount of
+    /// it, so that one client's burst of costly requests does not keep everyone else (and the watchdog) waiting.
+    @exclusivity(unchecked) public internal(set) var workDone = 0
+
+    /// A figure that changes whenever the broker does anything: a request, a message in or out (a queue drained
+    /// included), a connection opened or closed. The daemon gives memory back once it stopped changing
+    /// (``releaseIdleMemory()``): what a subscriber's leaving or catching up left to let go of is let go of too.
+    public var activity: Int {
+        workDone &+ Int(truncatingIfNeeded: counters.messagesIn &+ counters.messagesOut &+ counters.connectionsTotal)
+            &+ counters.connections
+    }
+
+    /// The length of the list of topics it may forget, for tests: it stays within the number of topics.
+    var forgettableTopicCount: Int { topicTable.forgettableCount }
+
+    /// What the broker holds now and has done since it started.
+    public var statistics: BrokerStatistics {
+        var current = counters
+        current.subscriptions = index.count
+        current.topics = topicTable.count
+        current.retainedTopics = topicTable.retainedTopics
+        current.retainedBytes = topicTable.retainedBytes
+        current.historyMessages = historyLedger.messages
+        current.historyBytes = historyLedger.payloadBytes
+        return current
+    }
+
+    /// Creates a broker.
+    /// - Parameters:
+    ///   - configuration: the limits to enforce.
+    ///   - clock: the time stamped on publishes; tests pass their own.
+    public init(configuration: BrokerConfiguration = .default, clock: @escaping () -> PublishTime = PublishTime.now) {
+        self.configuration = configuration
+        self.clock = clock
+        self.counters = BrokerStatistics(startTime: clock())
+        self.topicTable = TopicTable(maxTopics: configuration.maxTopics)
+        self.greeting = Broker.greeting(for: configuration)
+        self.batch = DeliveryBatch(allocator: allocator)
+    }
+
+    /// A daemon never lets go of its broker, but a program or a test that embeds one does: its objects hold one
+    /// another (an account, the order of the histories it pays for, whose topics hold their publishers' accounts;
+    /// a topic, the sessions it delivers to, which hold their accounts), and those rings would outlive it.
+    deinit {
+        for account in accounts.values { account.historyOrder.removeAll() }
+        for state in topicTable.all { state.invalidateSubscribers() }
+    }
+
+    /// Applies new limits: to new connections (the greeting and frame sizes they are told), and to what every
+    /// connection asks from now on (subscriptions beyond a lowered limit are kept, new ones refused). A new access
+    /// policy decides every operation from now on, deliveries to subscriptions already made included.
+    public func reconfigure(_ configuration: BrokerConfiguration) {
+        settleHistory()
+        let policyChanged = configuration.accessPolicy != self.configuration.accessPolicy
+        self.configuration = configuration
+        topicTable.maxTopics = configuration.maxTopics
+        configurationGeneration &+= 1
+        applyHistoryLimits()
+        greeting = Broker.greeting(for: configuration)
+        // The cached subscriber lists were filtered by the old policy: subscriptions already made now deliver what
+        // the new one lets them read, no more and no less; and what waits in the queues for a topic a connection may
+        // no longer read is not sent either.
+        if policyChanged {
+            wildcardGeneration &+= 1
+            let policy = configuration.accessPolicy
+            for session in openSessions where !session.outboxIsEmpty {
+                changingOutbox(of: session) { $0.removeDeliveries { !policy.allows(.read, topic: $0, peer: session.peer) } }
+            }
+        }
+    }
+
+    /// Counts a reload of the daemon's configuration once the daemon is done with it: applied, or refused because
+    /// the file could not be used. Whoever asked for it learns from `STATS` that it is over, and how it went.
+    public func recordReload(applied: Bool) {
+        if applied { counters.reloads += 1 } else { counters.reloadsFailed += 1 }
+    }
+
+    static func greeting(for configuration: BrokerConfiguration) -> ByteBuffer {
+        var greeting = ByteBuffer()
+        greeting.writeGreeting(ServerGreeting(limits: configuration.protocolLimits))
+        return greeting
+    }
+
+    // MARK: - Requests
+
+    /// Carries out one decoded frame from `session`, queuing its replies and deliveries; or, while its connection
+    /// does not take replies, keeps it until ``writabilityChanged(_:)`` (see ``Session/isHoldingBack``).
+    ///
+    /// Holding back is what bounds a client that sends requests and never reads: its replies could be many times
+    /// the size of its requests (a `TOPICS` is a few bytes, its answer may be megabytes).
+    public func handle(_ decoded: DecodedRequest, from session: Session) {
+        guard admits(from: session, holding: decoded) else { return }
+        carryOut(decoded, from: session)
+    }
+
+    /// Counts a request as work and says whether to carry it out now: not for a session that is closing, and not
+    /// while its connection does not take replies, or holds unread replies past its uid's (or the daemon's) budget
+    /// of queued bytes, when the request (`held`, made only then) waits its turn: replies are never dropped, so
+    /// what bounds them is that a connection that does not read them gets no more requests carried out.
+    @inline(__always)
+    func admits(from session: Session, holding held: @autoclosure () -> DecodedRequest) -> Bool {
+        workDone &+= 1
+        guard !session.isClosed, !session.closesAfterFlush else { return false }
+        if session.isHoldingBack || !session.transportIsWritable || writeBufferIsOverBudget(session) {
+            session.heldBack.append(held())
+            return false
+        }
+        return true
+    }
+
+    func carryOut(_ decoded: DecodedRequest, from session: Session) {
+        guard !session.isClosed, !session.closesAfterFlush else { return }
+        switch decoded {
+        case .request(let request):
+            handle(request, from: session)
+        case .failure(let error):
+            refuse(error, subject: nil, to: session)
+            if error.closesConnection { session.closesAfterFlush = true }
+        }
+    }
+
+    func handle(_ request: Request, from session: Session) {
+        let id = request.id
+        // Every request but a publish may read a history or its counts: they must be whole.
+        if !pendingHistory.isEmpty, !request.command.isPublish { settleHistory() }
+        switch request.command {
+        case .publish(let topic, let payload, let options):
+            payload.withUnsafeReadableBytes { publish(topic, payload: $0, options: options, id: id, from: session) }
+        case .subscribe(let pattern, let options):
+            subscribe(session, to: pattern, options: options, id: id)
+        case .unsubscribe(let pattern):
+            unsubscribe(session, from: pattern, id: id)
+        case .latest(let topic):
+            latest(topic, id: id, for: session)
+        case .clear(let topic):
+            clear(topic, id: id, for: session)
+        case .history(let topic, let count):
+            history(topic, count: count, id: id, for: session)
+        case .topics(let pattern, let after):
+            var reply = allocator.buffer(capacity: 64)
+            reply.writeTopics(requestID: id, topicInfos(matching: pattern, after: after, readableBy: session.peer))
+            queue(reply, to: session)
+        case .stats:
+            var reply = allocator.buffer(capacity: 256)
+            var stats = statistics.counters(now: clock())
+            if let extraCounters { stats.counters += extraCounters() }
+            reply.writeStats(requestID: id, stats)
+            queue(reply, to: session)
+        case .explain(let topic, let uid):
+            explain(topic, uid: uid, id: id, for: session)
+        case .ping:
+            var reply = allocator.buffer(capacity: 32)
+            reply.writePong(requestID: id)
+            queue(reply, to: session)
+        case .setEcho(let echo):
+            session.receivesOwnMessages = echo
+            replyOK(id, to: session)
+        case .setDeliveriesPaused(let paused):
+            session.pausesDeliveries = paused
+            if !paused, let transport = session.transport, transport.isWritable {
+                // What waited goes out before the OK, as it would have without the pause.
+                writeSpan(of: session)
+                drainOutbox(of: session, into: transport)
+            }
+            replyOK(id, to: session)
+        }
+    }
+}

@@ -1,0 +1,355 @@
+import NIOCore
+import NotifyProtocol
+
+/// Each topic's history: what a publish leaves in it, and who pays for it (see ``TopicHistory`` and
+/// ``HistoryLedger``).
+extension Broker {
+    /// The history limits of `state`, as the configuration in force says.
+    func historyLimits(of state: TopicState) -> HistoryLimits {
+        let generation = UInt32(truncatingIfNeeded: configurationGeneration)
+        if state.historyRuleGeneration != generation {
+            state.historyRule = configuration.historyRule(of: state.topic)
+            state.historyRuleGeneration = generation
+        }
+        return configuration.historyLimits(rule: state.historyRule)
+    }
+
+    /// Notes the message just published (its frame in the batch) for its topic's history, charged to its publisher;
+    /// ``settleHistory()`` takes it in.
+    func recordHistory(_ frame: Range<Int>, of state: TopicState, sequence: UInt64, time: PublishTime, payloadSize: Int, by owner: UserAccount) {
+        if state.history == nil {
+            guard !historyLimits(of: state).isOff else { return }
+            makeHistory(of: state, before: sequence, time: time)
+        }
+        pendingHistory.append(.init(
+            topic: .passUnretained(state),
+            frame: frame,
+            sequence: sequence,
+            time: time,
+            payloadSize: payloadSize,
+            owner: .passUnretained(owner)
+        ))
+        // While the log cannot be written, the rewrite that mends it writes every history whole: noting each
+        // message meanwhile would only pile up in memory.
+        guard stateLog != nil, !stateNeedsRewrite else { return }
+        // The commit logs it, or the number of the last message the history skipped.
+        state.persistedSequence = max(state.persistedSequence, sequence)
+        if !state.historyIsUnlogged {
+            state.historyIsUnlogged = true
+            unloggedHistories.append(state)
+        }
+    }
+
+    /// Takes the batch's messages noted so far into their topics' histories: those each history will still hold
+    /// once all are in, counted against the budgets; the rest only as gone (see ``PendingHistory``). Runs before
+    /// anything reads a history, before a topic is forgotten, and before the batch's buffer starts over.
+    func settleHistory() {
+        guard !pendingHistory.isEmpty else { return }
+        let largestPayload = min(configuration.maxRetainedBytesPerUser, configuration.maxRetainedBytes)
+        pendingHistory.decide(limits: { historyLimits(of: $0) }, largestPayload: largestPayload)
+        for message in pendingHistory.messages where message.fate != .superseded {
+            message.topic._withUnsafeGuaranteedRef { state in settle(message, of: state) }
+        }
+        pendingHistory.removeAll()
+    }
+
+    /// Takes one message of the batch into `state`'s history, or notes it gone (see ``settleHistory()``).
+    private func settle(_ message: PendingHistory.Message, of state: TopicState) {
+        if message.fate == .passed {
+            // It and everything before it are gone: the history starts again after it.
+            makeHistory(of: state, before: message.firstGone, time: message.time)
+            state.history!.skip(sequence: message.sequence, firstGone: message.firstGone, time: message.time) {
+                historyLedger.released($0, from: state)
+            }
+            return
+        }
+        // Borrowed, not retained: the account outlives the batch (see ``PendingHistory``), and a reference counted
+        // per message is what settling in bulk is there to save.
+        let kept = message.owner._withUnsafeGuaranteedRef { owner in
+            batch.withBytes(message.frame) { frame in
+                keepInHistory(
+                    frame,
+                    lineStart: message.lineStart,
+                    of: state,
+                    sequence: message.sequence,
+                    time: message.time,
+                    payloadSize: message.payloadSize,
+                    by: owner,
+                    limits: historyLimits(of: state)
+                )
+            }
+        }
+        // The history just took in the very message the block holds: it holds it from now on.
+        if kept, state.retainedBlock?.sequence == message.sequence { state.shareRetained(asRecord: message.sequence) }
+    }
+
+    /// Lets go of `state`'s buffered message's block when its history holds the same message, as after a restart:
+    /// the history's record is the buffered message from then on (``TopicState/retainedInHistory``), until the
+    /// history lets it go.
+    func shareRetained(of state: TopicState) {
+        guard let block = state.retainedBlock, let history = state.history, let entry = history.entry(sequence: block.sequence),
+            entry.payloadSize == block.payloadSize, entry.owner === block.owner
+        else { return }
+        // The same number is the same message, but for a log read after damage: the bytes decide.
+        let same = block.withFrame { held in
+            history.withFrame(of: entry, topic: state.topic.name) { kept in held.count == kept.count && ByteKey.equalBytes(held, kept) }
+        }
+        if same { state.shareRetained(asRecord: entry.sequence) }
+    }
+
+    /// Makes `state`'s history if it has none yet: what the topic had before `sequence`, published no later than
+    /// `time`, is history no longer held.
+    private func makeHistory(of state: TopicState, before sequence: UInt64, time: PublishTime) {
+        guard state.history == nil else { return }
+        state.history = TopicHistory()
+        if sequence > 1 { state.history!.noteEvicted(through: sequence - 1, time: time) }
+    }
+
+    /// Appends to the log what each history kept in this batch and still holds, and the number of each topic's
+    /// last message if its history skipped it: every message a history keeps is in the log before anyone is sent
+    /// it, and after a crash the topic goes on from its last number exactly, with no gap a resuming subscriber
+    /// would be told of for nothing. What a history let go of within the batch is not logged at all.
+    func logUnloggedHistories(_ log: StateLog) {
+        for state in unloggedHistories {
+            var newest: UInt64 = 0
+            state.historyIsUnlogged = false
+            if let history = state.history {
+                newest = history.loggedThrough
+                let name = state.topic.name
+                history.forEachEntry(after: newest) { entry in
+                    // Written into the log's buffer from the ring, not put together in a copy first.
+                    log.appendHistory { history.writeFrame(of: entry, topic: name, into: &$0) }
+                    newest = entry.sequence
+                }
+                history.loggedThrough = newest
+            }
+            // A history let go of since (turned off, say) logs its topic's number all the same.
+            if newest < state.sequence { log.appendSequence(state.topic.name, state.sequence) }
+        }
+        unloggedHistories.removeAll(keepingCapacity: true)
+    }
+
+    /// Keeps a message in `state`'s history, charged to `owner`, within `limits` and the budgets.
+    /// - Returns: whether it was kept.
+    @discardableResult
+    private func keepInHistory(
+        _ frame: UnsafeRawBufferPointer,
+        lineStart: Int,
+        of state: TopicState,
+        sequence: UInt64,
+        time: PublishTime,
+        payloadSize: Int,
+        by owner: UserAccount,
+        limits: HistoryLimits
+    ) -> Bool {
+        makeHistory(of: state, before: sequence, time: time)
+        guard payloadSize <= min(configuration.maxRetainedBytesPerUser, configuration.maxRetainedBytes) else {
+            // No budget takes it: it is skipped, and the history starts again after it.
+            state.history!.skip(sequence: sequence, time: time) { historyLedger.released($0, from: state) }
+            return false
+        }
+        assert(
+            lineStart == 0 || lineStart == TopicHistory.lineStart(of: frame, topic: state.topic.name, sequence: sequence, time: time),
+            "a frame's line start is not what the daemon writes for its topic, number and time"
+        )
+        let kept = state.history!.append(
+            frame,
+            lineStart: lineStart,
+            sequence: sequence,
+            time: time,
+            payloadSize: payloadSize,
+            owner: owner,
+            limits: limits
+        ) { historyLedger.released($0, from: state) }
+        guard kept else { return false }
+        historyLedger.kept(sequence, payloadSize: payloadSize, frameSize: frame.count, in: state, by: owner)
+        historyLedger.trim(for: owner, maxPerUser: configuration.maxRetainedBytesPerUser, maxTotal: configuration.maxRetainedBytes)
+        return true
+    }
+
+    /// Applies the history limits and budgets of a new configuration to the histories kept: a history turned off is
+    /// let go of, one over its new limits or over the new budgets loses its oldest messages. A reload is rare, so
+    /// walking every topic then is fine.
+    func applyHistoryLimits() {
+        for state in topicTable.all where state.history != nil {
+            let limits = historyLimits(of: state)
+            if limits.isOff {
+                historyLedger.forget(state)
+                continue
+            }
+            while let history = state.history, !history.isEmpty, history.count > limits.messages || history.bytes > limits.bytes {
+                historyLedger.released(state.history!.removeOldest()!, from: state)
+            }
+        }
+        // By uid, so that what a reload lets go does not depend on a dictionary's order: one uid's oldest run in a
+        // topic may take another's older messages of that topic with it.
+        historyLedger.trim(
+            forAll: accounts.values.sorted { $0.uid < $1.uid },
+            maxPerUser: configuration.maxRetainedBytesPerUser,
+            maxTotal: configuration.maxRetainedBytes
+        )
+    }
+
+    /// Restores `state`'s history from the log's frames, oldest first, within the limits and budgets in force.
+    ///
+    /// Only the newest unbroken run of numbers is kept: a topic forgotten and numbered again from 1, or records lost
+    /// to damage, leave a log whose frames go back or skip, and a history must be one run for a resume to be told
+    /// exactly what it misses.
+    func restoreHistory(_ frames: [ByteBuffer], of state: TopicState, decoder: inout ServerFrameDecoder) {
+        let limits = historyLimits(of: state)
+        guard !limits.isOff else { return }
+        var run: [(frame: ByteBuffer, delivery: Delivery)] = []
+        for frame in frames {
+            var input = frame
+            guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input) else { continue }
+            if let last = run.last, delivery.sequence != last.delivery.sequence + 1 { run.removeAll() }
+            run.append((frame, delivery))
+        }
+        // Only the newest can stay: the rest would be let go again at once.
+        for (frame, delivery) in run.suffix(limits.messages) {
+            let owner = account(charging: delivery.publisher)
+            _ = frame.withUnsafeReadableBytes {
+                keepInHistory(
+                    $0,
+                    lineStart: TopicHistory.lineStart(of: $0, topic: state.topic.name, sequence: delivery.sequence, time: delivery.time),
+                    of: state,
+                    sequence: delivery.sequence,
+                    time: delivery.time,
+                    payloadSize: delivery.payload.readableBytes,
+                    by: owner,
+                    limits: limits
+                )
+            }
+            state.lastPublished = max(state.lastPublished ?? delivery.time, delivery.time)
+        }
+        // What it restored is in the log already.
+        if state.history != nil { state.history!.loggedThrough = state.history!.newestSequence ?? 0 }
+    }
+}
+
+extension Broker {
+    /// Sends a subscription that resumes (`SUB … since=`) what the history of each topic it matches holds after
+    /// `since`, as `LAST` frames with the request's id, each topic's preceded by a `DROP` notice of what its history
+    /// no longer holds. Nothing runs between this and the `OK`, so live messages follow without a gap or a repeat.
+    func replayHistory(matching pattern: TopicPattern, since: ResumePoint, id: UInt64?, to target: SubscriberTarget) {
+        let peer = target.session.peer
+        switch since {
+        case .sequence(let point):
+            // A name: the decoder refuses a sequence number for a pattern with wildcards.
+            guard let state = topicTable[pattern.text] else {
+                return noticeForgotten(pattern.text, after: point, id: id, to: target.session)
+            }
+            // A point past the topic's number: it was numbered again from 1 since (its state was lost, or it was
+            // forgotten longer ago than the daemon remembers), and all it has now is new to the subscriber.
+            if point > state.sequence { noticeUnremembered(id: id, to: target.session) }
+            if point == 0 { noticeMissedImports(for: pattern, id: id, to: target.session) }
+            let after = point > state.sequence ? 0 : point
+            guard after < state.sequence else { return }
+            replayHistory(of: state, id: id, to: target) { history, body in
+                let lastMissed = (history?.firstSequence(after: after) ?? state.sequence + 1) - 1
+                if lastMissed > after { noticeMissed((after + 1)...lastMissed, of: state.topic, id: id, to: target.session) }
+                history?.forEach(after: after, topic: state.topic.name, body)
+            }
+        case .time(let time):
+            // Notices are replies, which are never dropped: past a bound, one about many topics counts the rest.
+            var notices = 0
+            var othersMissed: UInt64 = 0
+            let notice = { (missed: ClosedRange<UInt64>, topic: Topic) in
+                notices += 1
+                if notices <= DropTally.topicLimit {
+                    self.noticeMissed(missed, of: topic, id: id, to: target.session)
+                } else {
+                    othersMissed = othersMissed.saturatingAdd(missed.size)
+                }
+            }
+            workDone &+= topicTable.forEach(matching: pattern) { state in
+                guard configuration.accessPolicy.allows(.read, topic: state.topic, peer: peer) else { return }
+                replayHistory(of: state, id: id, to: target) { history, body in
+                    // Which of the messages it no longer holds came after `time` it cannot tell: all are announced.
+                    if let history, let evicted = history.lastEvicted, evicted.time > time,
+                        history.firstEvicted <= evicted.sequence
+                    {
+                        notice(history.firstEvicted...evicted.sequence, state.topic)
+                    } else if history == nil, state.sequence > 0, (state.lastPublished ?? .distantFuture) > time {
+                        // No history: it cannot replay a thing, and without a time (after a restart) may have missed all.
+                        notice(1...state.sequence, state.topic)
+                    }
+                    history?.forEach(after: time, topic: state.topic.name, body)
+                }
+            }
+            if !topicTable.forgottenTopics.isEmpty {
+                // Topics forgotten to make room (max-topics): all they had may be what the subscriber missed.
+                let forgotten = topicTable.forgottenTopics
+                workDone &+= forgotten.forEach(matching: pattern) { topic, entry in
+                    guard entry.newest > time, configuration.accessPolicy.allows(.read, topic: topic, peer: peer) else { return }
+                    notice(1...entry.sequence, topic)
+                }
+                if forgotten.unremembered.newest > time {
+                    othersMissed = othersMissed.saturatingAdd(forgotten.unremembered.messages)
+                }
+            }
+            if othersMissed > 0 { noticeMissed(count: othersMissed, id: id, to: target.session) }
+            if missedImportsNewest > time { noticeMissedImports(for: pattern, id: id, to: target.session) }
+        }
+    }
+
+    /// Tells a subscriber resuming from before it that messages of other hosts were lost before this daemon took them
+    /// in (``announceMissedImports(count:)``): which topics they were of it cannot tell. Never for a pattern of this
+    /// host's own topics (`$…`, `user.…`), which no other host's message can be of.
+    private func noticeMissedImports(for pattern: TopicPattern, id: UInt64?, to session: Session) {
+        guard let missed = missedImports, !pattern.text.hasPrefix("$"), !pattern.text.hasPrefix("user.") else { return }
+        noticeMissed(count: missed, id: id, to: session)
+    }
+
+    /// Tells a subscriber resuming `name` after `point`, a topic the daemon does not have, what it missed if the
+    /// topic was forgotten to make room: its messages after the point (or, forgotten longer ago than the daemon
+    /// remembers names, every message of forgotten topics it no longer remembers).
+    private func noticeForgotten(_ name: String, after point: UInt64, id: UInt64?, to session: Session) {
+        guard !topicTable.forgottenTopics.isEmpty else { return }
+        if let entry = topicTable.forgottenTopics[name] {
+            guard point < entry.sequence, let topic = try? Topic(name) else { return }
+            noticeMissed((point + 1)...entry.sequence, of: topic, id: id, to: session)
+        } else if point > 0 {
+            noticeUnremembered(id: id, to: session)
+        }
+    }
+
+    /// Tells a resuming subscriber that topics the daemon forgot, and no longer remembers by name, had messages it
+    /// may have missed: a `DROP` about many topics, when there were any.
+    private func noticeUnremembered(id: UInt64?, to session: Session) {
+        let messages = topicTable.forgottenTopics.unremembered.messages
+        if messages > 0 { noticeMissed(count: messages, id: id, to: session) }
+    }
+
+    /// Runs `replay` with the topic's history and a function that sends one of its messages.
+    private func replayHistory(
+        of state: TopicState,
+        id: UInt64?,
+        to target: SubscriberTarget,
+        _ replay: (TopicHistory?, (TopicHistory.Entry, UnsafeRawBufferPointer) -> Void) -> Void
+    ) {
+        replay(state.history) { entry, frame in
+            workDone &+= 1
+            let last = lastFrame(id: id, messageFrame: frame)
+            self.replay(last, of: state, sequence: entry.sequence, payloadSize: entry.payloadSize, to: target)
+        }
+    }
+
+    /// Tells a resuming subscriber that the messages `missed` of `topic` are not in its history: a `DROP` with the
+    /// `SUB`'s id, so that a client hands it to the subscription that asked.
+    private func noticeMissed(_ missed: ClosedRange<UInt64>, of topic: Topic, id: UInt64?, to session: Session) {
+        let dropped = DropNotice(topic: topic, count: missed.size, firstSequence: missed.lowerBound, lastSequence: missed.upperBound)
+        noticeMissed(dropped, id: id, to: session)
+    }
+
+    /// The same about `count` messages of topics past the bound on notices (``DropNotice/manyTopics``).
+    private func noticeMissed(count: UInt64, id: UInt64?, to session: Session) {
+        noticeMissed(DropNotice(topic: DropNotice.manyTopics, count: count, firstSequence: 0, lastSequence: 0), id: id, to: session)
+    }
+
+    func noticeMissed(_ dropped: DropNotice, id: UInt64?, to session: Session) {
+        var notice = allocator.buffer(capacity: 64)
+        notice.writeDropNotice(dropped, requestID: id)
+        queue(notice, to: session)
+    }
+}

@@ -1,0 +1,188 @@
+import NIOCore
+import NotifyProtocol
+
+/// The broker's side of the state log: what is restored at start, what each batch appends and commits before its
+/// replies leave, and how a failed write is answered (see ``StateLog``).
+extension Broker {
+    /// Restores the topics the log remembers and keeps the log up to date from now on. Call it once, before the
+    /// first connection.
+    public func attach(_ log: StateLog, restoring contents: StateLog.Contents) {
+        var decoder = ServerFrameDecoder()
+        for (name, record) in contents.topics {
+            guard let topic = try? Topic(name) else { continue }
+            let state = TopicState(topic: topic)
+            state.sequence = record.sequence
+            state.persistedSequence = record.sequence
+            if let frame = record.retainedFrame {
+                var input = frame
+                if case .delivery(let delivery)? = try? decoder.decode(buffer: &input) {
+                    let owner = account(charging: delivery.publisher)
+                    owner.retainedBytes += delivery.payload.readableBytes
+                    owner.retainedTopics += 1
+                    state.retainedBlock = RetainedMessage.make(
+                        frame: frame,
+                        payloadSize: delivery.payload.readableBytes,
+                        sequence: delivery.sequence,
+                        owner: owner
+                    )
+                    state.lastPublished = delivery.time
+                }
+            }
+            topicTable.restore(state)
+            if !record.history.isEmpty {
+                restoreHistory(record.history, of: state, decoder: &decoder)
+                shareRetained(of: state)
+            }
+            if let time = state.lastPublished { latestPublishTime = max(latestPublishTime, time) }
+        }
+        for (name, forgotten) in contents.forgotten {
+            topicTable.restoreForgotten(name, sequence: forgotten.sequence, time: forgotten.time)
+            // Their messages' times count too: publish times never go back, even for a topic made again.
+            if forgotten.time != .distantFuture { latestPublishTime = max(latestPublishTime, forgotten.time) }
+        }
+        stateLog = log
+    }
+
+    /// Writes the exact state to the log, compacted: on a clean shutdown, so a restart continues without gaps.
+    public func saveState() throws {
+        guard let stateLog else { return }
+        settleHistory()
+        logUnsavedTopics(stateLog)
+        try stateLog.commit()
+        try compactState(stateLog)
+    }
+
+    /// The pause before the first rewrite of a log that could not be written, in microseconds; each failed rewrite
+    /// doubles it, up to ``longestStateRetryPause``.
+    static let firstStateRetryPause: UInt64 = 100_000
+    /// The longest pause between two rewrites of a log that cannot be written (half a minute, in microseconds): a
+    /// full disk costs a rewrite of the whole state at most that often, and a disk given room again is used again
+    /// within it.
+    static let longestStateRetryPause: UInt64 = 30_000_000
+
+    /// Rewrites the state log now if it could not be written and its pause has passed (see
+    /// ``BrokerEvent/stateNotSaved(_:retryingIn:)``). Every batch tries as well; the daemon calls this when a pause
+    /// ends, so that a log is saved again, and the service says so, without waiting for the next client.
+    public func retrySavingState() {
+        guard stateNeedsRewrite else { return }
+        flush()
+    }
+
+    /// Writes the batch's state records; runs before the batch's replies go out.
+    /// - Returns: whether they are in the log (true without a log).
+    func commitState() -> Bool {
+        guard let stateLog else { return true }
+        let now = clock().microsecondsSinceEpoch
+        do {
+            if stateNeedsRewrite {
+                guard now >= stateRetryTime else { return false }
+                try compactState(stateLog)
+                stateNeedsRewrite = false
+                stateProblem = nil
+                stateRetryDelay = 0
+                onEvent?(.stateSavedAgain)
+            } else {
+                logUnsavedTopics(stateLog)
+                try stateLog.commit()
+                stateLog.setLiveSize(topicTable.retainedFrameBytes + topicTable.count * 48 + historyLedger.frameBytes)
+                if stateLog.wantsCompaction { try compactState(stateLog) }
+            }
+            return true
+        } catch {
+            stateNeedsRewrite = true
+            stateProblem = "\(error)"
+            stateRetryDelay = min(max(2 * stateRetryDelay, Broker.firstStateRetryPause), Broker.longestStateRetryPause)
+            stateRetryTime = now + stateRetryDelay
+            onEvent?(.stateNotSaved("\(error)", retryingIn: .microseconds(Int64(stateRetryDelay))))
+            return false
+        }
+    }
+
+    /// Lets out the acknowledgements that waited for the commit, or, when it failed, withdraws them: what waited
+    /// for such a session is dropped, and it is told why and closed, so that no `OK` stands for what is not in the
+    /// log.
+    func settleAcknowledgements(committed: Bool) {
+        guard !sessionsAwaitingCommit.isEmpty else { return }
+        let sessions = sessionsAwaitingCommit
+        sessionsAwaitingCommit.removeAll(keepingCapacity: true)
+        for session in sessions {
+            session.awaitsCommit = false
+            guard let transport = session.transport else { continue }
+            if committed {
+                if transport.isWritable { drainOutbox(of: session, into: transport) }
+                continue
+            }
+            discardOutbox(of: session)
+            var error = allocator.buffer(capacity: 200)
+            error.writeError(ProtocolError(
+                .storage,
+                "the daemon could not write its state log (\(stateProblem ?? "unknown")), so what it acknowledged on this"
+                    + " connection in its last batch may not be saved; the connection is closed: check, and send again"
+            ))
+            transport.write(error)
+            session.closesAfterFlush = true
+            markForFlush(session)
+        }
+    }
+
+    /// Holds what is sent to `session` from now on in this batch until the batch's records are in the log.
+    func awaitCommit(_ session: Session) {
+        guard stateLog != nil, !session.awaitsCommit else { return }
+        writeSpan(of: session)
+        session.awaitsCommit = true
+        sessionsAwaitingCommit.append(session)
+    }
+
+    /// Appends the final state of each topic whose buffered message or history changed since the last commit.
+    func logUnsavedTopics(_ log: StateLog) {
+        logUnloggedHistories(log)
+        for state in unsavedTopics {
+            state.isUnsaved = false
+            if let retained = state.retained {
+                retained.withFrame { log.appendRetained($0) }
+            } else {
+                log.appendCleared(state.topic.name)
+            }
+        }
+        unsavedTopics.removeAll(keepingCapacity: true)
+    }
+
+    /// Notes that `state`'s buffered message changed, to be logged at the end of the batch.
+    func markUnsaved(_ state: TopicState) {
+        guard stateLog != nil, !state.isUnsaved else { return }
+        state.isUnsaved = true
+        unsavedTopics.append(state)
+    }
+
+    func compactState(_ log: StateLog) throws {
+        settleHistory()
+        for state in unsavedTopics { state.isUnsaved = false }
+        unsavedTopics.removeAll(keepingCapacity: true)
+        for state in unloggedHistories { state.historyIsUnlogged = false }
+        unloggedHistories.removeAll(keepingCapacity: true)
+        try log.compact { snapshot in
+            for state in topicTable.all {
+                state.history?.forEach(last: nil, topic: state.topic.name) { _, frame in snapshot.appendHistory(frame) }
+                state.retained?.withFrame { snapshot.appendRetained($0) }
+                snapshot.appendSequence(state.topic.name, state.sequence)
+            }
+            // A topic forgotten to make room is remembered across a restart, with its number and last time.
+            let forgotten = topicTable.forgottenTopics
+            forgotten.forEachEntry { name, entry in snapshot.appendForgotten(name, entry.sequence, entry.newest) }
+            if forgotten.unremembered.messages > 0 {
+                snapshot.appendForgotten(ForgottenTopics.unrememberedName, forgotten.unremembered.messages, forgotten.unremembered.newest)
+            }
+        }
+        for state in topicTable.all {
+            state.persistedSequence = state.sequence
+            if state.history != nil { state.history!.loggedThrough = state.history!.newestSequence ?? 0 }
+        }
+    }
+
+    /// The `ERR storage` for a change the state log must hold, while the log cannot be written: `consequence` says
+    /// what that means for the request.
+    func storageRefusal(_ consequence: String, id: UInt64?) -> ProtocolError? {
+        guard stateLog != nil, let stateProblem else { return nil }
+        return ProtocolError(.storage, "the daemon cannot write its state log (\(stateProblem)), so \(consequence)", requestID: id)
+    }
+}

@@ -1,0 +1,186 @@
+internal import DequeModule
+import Synchronization
+import NotifyProtocol
+
+/// Observing: observer objects held weakly, closures held by a token or kept by their owner's life, and their
+/// removal.
+extension Messenger {
+    /// Registers `observer`, held weakly, for the messages sent from now on, those for which `isIncluded` returns
+    /// true when given; with `latestFirst`, it is handed ``latest`` first; with `sender`, it gets only the
+    /// messages sent from it (``send(_:from:)``: NotificationCenter's `object:`).
+    public func add<Observer: MessengerObserver>(
+        _ observer: Observer,
+        latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        from sender: AnyObject? = nil
+    ) where Observer.Message == Message {
+        add(observer, filter: isIncluded, latestFirst: latestFirst, sender: sender.map(ObjectIdentifier.init))
+    }
+
+    /// Registers `observer`, held weakly, for the messages sent from now on that equal `value`.
+    public func add<Observer: MessengerObserver>(
+        _ observer: Observer,
+        equalTo value: Message
+    ) where Observer.Message == Message, Message: Equatable {
+        add(observer, filter: { $0 == value }, latestFirst: false, sender: nil)
+    }
+
+    func add<Observer: MessengerObserver>(
+        _ observer: Observer,
+        filter: (@Sendable (Message) -> Bool)?,
+        latestFirst: Bool,
+        sender: ObjectIdentifier?
+    ) where Observer.Message == Message {
+        register(
+            identity: ObjectIdentifier(observer),
+            filter: filter,
+            observerExists: { [weak observer] in observer != nil },
+            latestFirst: latestFirst,
+            sender: sender
+        ) { [weak observer] message in
+            guard let observer else { return false }
+            observer.receive(message)
+            return true
+        }
+    }
+
+    /// Removes every registration of `observer` (an observer object or an ``ObservationToken``), at once.
+    ///
+    /// After `remove` returns, no delivery on this thread or started later calls the observer again; a call
+    /// already running on another thread finishes.
+    /// - Returns: whether anything was registered for `observer`.
+    @discardableResult
+    public func remove(_ observer: AnyObject) -> Bool {
+        let identity = ObjectIdentifier(observer)
+        let removed = state.withLock { state in
+            let before = state.registrations.count
+            state.registrations.removeAll { registration in
+                guard registration.identity == identity else { return false }
+                registration.state.store(.removed, ordering: .releasing)
+                return true
+            }
+            return state.registrations.count != before
+        }
+        // A token is done with: what it holds besides its registration (a main-actor observer's buffer) goes too.
+        if removed, let token = observer as? ObservationToken { token.cancel() }
+        return removed
+    }
+
+    /// Marks every registration of `observer` as disposed: it is not called again, and it is dropped from the list
+    /// before the next message is sent.
+    public func dispose(_ observer: AnyObject) {
+        let identity = ObjectIdentifier(observer)
+        state.withLock { state in
+            for registration in state.registrations where registration.identity == identity {
+                registration.state.store(.disposed, ordering: .releasing)
+                state.needsSweep = true
+            }
+        }
+    }
+
+    // MARK: - Closure observers
+
+    /// Calls `handler` with the messages sent from now on, those for which `isIncluded` returns true when given,
+    /// until the returned token is cancelled or deallocated. With `latestFirst`, it is called with
+    /// ``latest`` first (before `observe` returns, unless a delivery is under way); with `sender`, only with the
+    /// messages sent from it (``send(_:from:)``: NotificationCenter's `object:`).
+    public func observe(
+        latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        from sender: AnyObject? = nil,
+        _ handler: @escaping @Sendable (Message) -> Void
+    ) -> ObservationToken {
+        observe(filter: isIncluded, latestFirst: latestFirst, sender: sender.map(ObjectIdentifier.init), handler)
+    }
+
+    /// The same, with `handler` run on the main actor, for observers on the UI side: each message is handed to
+    /// the main actor in order, and `handler` runs there, one message at a time, after `send` returned. Until the
+    /// main actor takes them, messages wait in a buffer as ``messages(latestFirst:where:from:bufferingPolicy:)``
+    /// describes.
+    public func observeOnMainActor(
+        latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        from sender: AnyObject? = nil,
+        bufferingPolicy: AsyncStream<Message>.Continuation.BufferingPolicy = .unbounded,
+        _ handler: @escaping @MainActor @Sendable (Message) -> Void
+    ) -> ObservationToken {
+        let (stream, continuation) = AsyncStream.makeStream(of: Message.self, bufferingPolicy: bufferingPolicy)
+        // The token is the registration's own, so that `remove(token)` and `send(_:from: token)` name it as they
+        // name any closure observer's.
+        let token = observe(
+            filter: isIncluded,
+            latestFirst: latestFirst,
+            sender: sender.map(ObjectIdentifier.init),
+            onCancel: { continuation.finish() }
+        ) { [weak self] message in self?.yield(message, to: continuation) }
+        Task { @MainActor [weak token] in
+            for await message in stream {
+                // What waited in the buffer is not handed out once the observer is removed.
+                guard let token, !token.isCancelled else { return }
+                handler(message)
+            }
+        }
+        return token
+    }
+
+    /// Calls `handler` with the messages sent from now on, selected as ``observe(latestFirst:where:from:_:)`` selects
+    /// them, for as long as `owner` exists: an observer kept by its owner's life, not by a token, as keyed closure
+    /// observers are. Once `owner` is deallocated the handler is not called again and the registration goes before
+    /// the next message is sent; ``remove(_:)`` of `owner` ends it sooner (with every other registration of it).
+    /// `owner` is held weakly: a handler that captures it strongly keeps it alive for as long as the messenger.
+    public func observe(
+        owner: AnyObject,
+        latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        from sender: AnyObject? = nil,
+        _ handler: @escaping @Sendable (Message) -> Void
+    ) {
+        let owner = WeakReference(owner)
+        register(
+            identity: owner.identity,
+            filter: isIncluded,
+            observerExists: { owner.object != nil },
+            latestFirst: latestFirst,
+            sender: sender.map(ObjectIdentifier.init)
+        ) { message in
+            guard owner.object != nil else { return false }
+            handler(message)
+            return true
+        }
+    }
+
+    /// Calls `handler` with the messages sent from now on that equal `value`, until the returned token is cancelled
+    /// or deallocated.
+    public func observe(
+        equalTo value: Message,
+        _ handler: @escaping @Sendable (Message) -> Void
+    ) -> ObservationToken where Message: Equatable {
+        observe(filter: { $0 == value }, latestFirst: false, sender: nil, handler)
+    }
+
+    func observe(
+        filter: (@Sendable (Message) -> Bool)?,
+        latestFirst: Bool,
+        sender: ObjectIdentifier?,
+        onMessengerGone: (@Sendable () -> Void)? = nil,
+        onCancel: (@Sendable () -> Void)? = nil,
+        _ handler: @escaping @Sendable (Message) -> Void
+    ) -> ObservationToken {
+        let token = ObservationToken()
+        let registration = register(
+            identity: ObjectIdentifier(token),
+            filter: filter,
+            onMessengerGone: onMessengerGone,
+            latestFirst: latestFirst,
+            sender: sender
+        ) {
+            handler($0)
+            return true
+        }
+        token.arm { [weak self] in
+            self?.unregister(registration)
+            onCancel?()
+        }
+        return token
+    }
+}
