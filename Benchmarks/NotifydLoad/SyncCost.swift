@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import NIOCore
 import NotifyBus
+import Synchronization
 
 /// What `sync = always` costs against the default `sync = never`, for acknowledged retained publishes.
 struct SyncCost: ParsableCommand {
@@ -19,10 +20,12 @@ struct SyncCost: ParsableCommand {
     @Option(help: "Publishes per measurement.") var messages = 2_000
     @Option(help: "Runs per policy (median reported).") var runs = 3
     @Option(help: "Where the daemons keep their state: the file system whose fsync is measured.") var directory = "/var/tmp"
+    @Option(help: "Connections publishing at once in the third measurement.") var publishers = 64
 
     func run() throws {
         print("sync-cost: \(messages) acknowledged retained 16 B publishes, state in \(directory), \(runs) runs per policy")
         var results: [String: (oneAtATime: [Double], pipelined: [Double])] = [:]
+        var concurrent: [String: (rate: [Double], readerP99: [Double], readerAloneP99: [Double])] = [:]
         for round in 0..<runs {
             for policy in round % 2 == 0 ? ["never", "always"] : ["always", "never"] {
                 var template = Array("\(directory)/notifyd-sync-XXXXXX".utf8CString)
@@ -52,13 +55,74 @@ struct SyncCost: ParsableCommand {
                 print("  run \(round + 1) sync=\(policy): \(String(format: "%.1f", each)) µs per acknowledged publish one at a time, \(rate(pipelined)) msg/s pipelined")
                 results[policy, default: ([], [])].oneAtATime.append(each)
                 results[policy, default: ([], [])].pipelined.append(pipelined)
+
+                let many = try manyPublishers(socketPath: daemon.socketPath)
+                print("  run \(round + 1) sync=\(policy): \(publishers) publishers \(rate(many.rate)) acknowledged msg/s; a reader's p99 \(String(format: "%.0f", many.readerP99)) µs meanwhile, \(String(format: "%.0f", many.readerAloneP99)) µs alone")
+                concurrent[policy, default: ([], [], [])].rate.append(many.rate)
+                concurrent[policy, default: ([], [], [])].readerP99.append(many.readerP99)
+                concurrent[policy, default: ([], [], [])].readerAloneP99.append(many.readerAloneP99)
             }
         }
         for policy in ["never", "always"] {
             let result = results[policy]!
             print("sync=\(policy): median \(String(format: "%.1f", median(result.oneAtATime))) µs per acknowledged publish one at a time, \(rate(median(result.pipelined))) msg/s pipelined")
         }
+        for policy in ["never", "always"] {
+            let result = concurrent[policy]!
+            print("sync=\(policy): median \(rate(median(result.rate))) acknowledged msg/s from \(publishers) publishers; a reader's p99 \(String(format: "%.0f", median(result.readerP99))) µs meanwhile, \(String(format: "%.0f", median(result.readerAloneP99))) µs alone")
+        }
         let ratio = median(results["always"]!.oneAtATime) / median(results["never"]!.oneAtATime)
         print("sync=always costs \(String(format: "%.1f", ratio))× the time of sync=never per acknowledged publish one at a time")
+    }
+
+    /// `messages` acknowledged publishes from `publishers` connections at once, each one at a time, while a reader
+    /// asks for a buffered message over and over; the reader's round trips measured alone first.
+    private func manyPublishers(socketPath: String) throws -> (rate: Double, readerP99: Double, readerAloneP99: Double) {
+        let reader = try NotifyConnection(to: socketPath)
+        _ = try reader.publishAcknowledged(ByteBuffer(string: "r"), to: Topic("sync.reader"))
+        func readerRoundTrips(until done: () -> Bool, atLeast: Int) throws -> [Double] {
+            var durations: [Double] = []
+            while durations.count < atLeast || !done() {
+                let start = ContinuousClock.now
+                _ = try reader.latest(Topic("sync.reader"))
+                durations.append(seconds(ContinuousClock.now - start) * 1e6)
+            }
+            return durations
+        }
+        let alone = try readerRoundTrips(until: { true }, atLeast: 2_000)
+        let each = max(1, messages / publishers)
+        let finished = Atomic<Int>(0)
+        let failed = Atomic<Bool>(false)
+        let payload = ByteBuffer(string: String(repeating: "s", count: 16))
+        // Each publisher connects on its own thread, then all start together.
+        let ready = DispatchSemaphore(value: 0)
+        let go = DispatchSemaphore(value: 0)
+        for index in 0..<publishers {
+            let sender = Thread {
+                do {
+                    let connection = try NotifyConnection(to: socketPath)
+                    ready.signal()
+                    go.wait()
+                    for message in 0..<each { _ = try connection.publishAcknowledged(payload, to: Topic("sync.c\(index).t\(message % 10)")) }
+                } catch {
+                    failed.store(true, ordering: .relaxed)
+                    ready.signal()
+                }
+                finished.add(1, ordering: .releasing)
+            }
+            sender.start()
+        }
+        for _ in 0..<publishers { ready.wait() }
+        let start = ContinuousClock.now
+        for _ in 0..<publishers { go.signal() }
+        let meanwhile = try readerRoundTrips(until: { finished.load(ordering: .acquiring) == publishers }, atLeast: 1)
+        let elapsed = seconds(ContinuousClock.now - start)
+        guard !failed.load(ordering: .relaxed) else { throw LoadError("a publisher's connection failed") }
+        return (Double(each * publishers) / elapsed, percentile(meanwhile, 0.99), percentile(alone, 0.99))
+    }
+
+    private func percentile(_ values: [Double], _ fraction: Double) -> Double {
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
     }
 }

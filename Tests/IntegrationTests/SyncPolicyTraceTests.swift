@@ -9,7 +9,9 @@ import Testing
 struct SyncPolicyTraceTests {
     /// One system call of the trace that matters here.
     enum Call: Equatable {
-        case logWrite, logSync, acknowledgement
+        /// A write to the log; an `fsync` of it begun, and ended (one after the other when strace saw it whole, apart
+        /// when another thread's call came in between); an `OK` sent.
+        case logWrite, logSyncBegun, logSyncEnded, acknowledgement
     }
 
     @Test("sync = always: every OK is written after the fsync of the log write before it; sync = never: no fsync of the log while publishes are acknowledged", arguments: ["always", "never"])
@@ -19,7 +21,7 @@ struct SyncPolicyTraceTests {
         let socket = directory.path + "/notifyd.sock"
         _ = FileManager.default.createFile(atPath: directory.path + "/notifyd.conf", contents: Data("# test daemon\n".utf8))
         let traced = try ChildProcess("/usr/bin/strace", [
-            "-f", "-qq", "-s", "48", "-o", trace, "-e", "trace=openat,close,write,writev,sendmsg,fsync,fdatasync",
+            "-f", "-qq", "-s", "48", "-o", trace, "-e", "trace=openat,close,fcntl,write,writev,sendmsg,fsync,fdatasync",
             Binaries.notifyd, "--socket", socket, "--state-dir", directory.path + "/state",
             "--config", directory.path + "/notifyd.conf", "--sync", policy,
         ])
@@ -42,15 +44,18 @@ struct SyncPolicyTraceTests {
             "one OK per notify send, seen in the trace; its lines with OK or state.log: \(text.split(separator: "\n").filter { $0.contains("OK") || $0.contains("state.log") }.prefix(20))"
         )
         if policy == "always" {
+            // The publishes come one at a time: each OK's record is the last log write before it, and a sync of the
+            // log (on the daemon's sync thread) must have begun after that write and ended before the OK.
             for index in acknowledgements {
-                let thread = calls[index].thread
-                let before = calls[..<index].last { $0.thread == thread && $0.call != .acknowledgement }
-                #expect(before?.call == .logSync, "the log was synced after its last write, before this OK: \(calls[..<index].suffix(4))")
+                let lastWrite = try #require(calls[..<index].lastIndex { $0.call == .logWrite }, "a log write before the OK")
+                let begun = calls[lastWrite..<index].firstIndex { $0.call == .logSyncBegun }
+                let ended = begun.flatMap { begun in calls[begun..<index].firstIndex { $0.call == .logSyncEnded && $0.thread == calls[begun].thread } }
+                #expect(ended != nil, "a sync of the log began after its last write and ended before this OK: \(calls[lastWrite...index])")
             }
-            #expect(calls.count { $0.call == .logSync } >= publishes, "one sync per batch at least")
+            #expect(calls.count { $0.call == .logSyncEnded } >= publishes, "one sync per acknowledged publish at least")
         } else {
             let during = calls[(acknowledgements.first ?? 0)...(acknowledgements.last ?? 0)]
-            #expect(!during.contains { $0.call == .logSync }, "sync = never syncs no log write of a batch")
+            #expect(!during.contains { $0.call == .logSyncBegun }, "sync = never syncs no log write of a batch")
             #expect(during.contains { $0.call == .logWrite }, "the log is written all the same")
         }
     }
@@ -66,8 +71,26 @@ struct SyncPolicyTraceTests {
             12345 writev(17, [{iov_base="#2 OK 2\\n", iov_len=8}], 1) = 8
             """
         let calls = try Self.calls(in: trace, logPath: "/s/state.log")
-        #expect(calls.map(\.call) == [.logWrite, .logSync, .acknowledgement, .logWrite, .acknowledgement])
-        #expect(calls.map(\.thread) == [7929, 7929, 7929, 12345, 12345])
+        #expect(calls.map(\.call) == [.logWrite, .logSyncBegun, .logSyncEnded, .acknowledgement, .logWrite, .acknowledgement])
+        #expect(calls.map(\.thread) == [7929, 7929, 7929, 7929, 12345, 12345])
+    }
+
+    @Test("the trace follows the log's descriptor into a duplicate, and an fsync another thread's call interrupts")
+    func readsSyncsOnAnotherThread() throws {
+        let trace = """
+            100 openat(AT_FDCWD, "/s/state.log", O_WRONLY|O_APPEND|O_CLOEXEC) = 13
+            100 write(13, "x", 1) = 1
+            100 fcntl(13, F_DUPFD_CLOEXEC, 0) = 21
+            101 fsync(21 <unfinished ...>
+            100 write(17, "#9 PONG\\n", 8) = 8
+            101 <... fsync resumed>) = 0
+            101 close(21) = 0
+            100 write(16, "#1 OK 1\\n", 8) = 8
+            101 fsync(22) = 0
+            """
+        let calls = try Self.calls(in: trace, logPath: "/s/state.log")
+        #expect(calls.map(\.call) == [.logWrite, .logSyncBegun, .logSyncEnded, .acknowledgement])
+        #expect(calls.map(\.thread) == [100, 101, 101, 100])
     }
 
     /// The first child of process `pid`.
@@ -77,9 +100,12 @@ struct SyncPolicyTraceTests {
     }
 
     /// The log writes, log syncs and acknowledgements of a `strace -f` trace, in order, each with its thread. The log's
-    /// descriptors are followed through the trace (a compaction opens it again; a closed number may be reused).
+    /// descriptors are followed through the trace (a compaction opens it again, the sync thread gets a duplicate; a
+    /// closed number may be reused).
     static func calls(in trace: String, logPath: String) throws -> [(thread: Int, call: Call)] {
         var logDescriptors: Set<Int> = []
+        /// Threads in an `fsync` of the log that strace shows as unfinished until its `resumed` line.
+        var syncsUnfinished: Set<Int> = []
         var calls: [(thread: Int, call: Call)] = []
         let acknowledgement = try Regex(#"^(write|writev|sendmsg)\((\d+), .*"(#\d+ )?OK[ \\]"#)
         for line in trace.split(separator: "\n") {
@@ -89,16 +115,24 @@ struct SyncPolicyTraceTests {
             // short pids, once found no call at all here.
             let call = fields[1].drop(while: { $0 == " " })
             let descriptor = call.firstMatch(of: #/^\w+\((\d+)/#).flatMap { Int($0.1) }
-            if call.hasPrefix("openat("), call.contains("\"\(logPath)\""), call.contains("O_APPEND"),
-                let opened = call.firstMatch(of: #/= (\d+)$/#).flatMap({ Int($0.1) })
-            {
-                logDescriptors.insert(opened)
+            let returned = call.firstMatch(of: #/= (\d+)$/#).flatMap { Int($0.1) }
+            if call.hasPrefix("openat("), call.contains("\"\(logPath)\""), call.contains("O_APPEND"), let returned {
+                logDescriptors.insert(returned)
+            } else if call.hasPrefix("fcntl("), call.contains("F_DUPFD"), let descriptor, logDescriptors.contains(descriptor), let returned {
+                logDescriptors.insert(returned)  // the daemon's sync thread syncs a duplicate of the log's descriptor
             } else if call.hasPrefix("close("), let descriptor {
                 logDescriptors.remove(descriptor)
             } else if call.hasPrefix("write("), let descriptor, logDescriptors.contains(descriptor) {
                 calls.append((thread, .logWrite))
             } else if call.hasPrefix("fsync(") || call.hasPrefix("fdatasync("), let descriptor, logDescriptors.contains(descriptor) {
-                calls.append((thread, .logSync))
+                calls.append((thread, .logSyncBegun))
+                if call.hasSuffix("<unfinished ...>") {
+                    syncsUnfinished.insert(thread)
+                } else {
+                    calls.append((thread, .logSyncEnded))
+                }
+            } else if call.hasPrefix("<... fsync resumed>") || call.hasPrefix("<... fdatasync resumed>"), syncsUnfinished.remove(thread) != nil {
+                calls.append((thread, .logSyncEnded))
             } else if call.firstMatch(of: acknowledgement) != nil {
                 calls.append((thread, .acknowledgement))
             }

@@ -176,6 +176,7 @@ extension Broker {
     /// Ends every connection for shutdown: each one is sent what is queued for it and an `ERR unavailable`, then
     /// closed.
     public func shutdown() {
+        finishSyncs()
         for session in openSessions {
             // What is queued goes out as far as the connection takes it; the transport's close gives it a while.
             writeSpan(of: session)

@@ -137,6 +137,16 @@ public final class Broker {
     @exclusivity(unchecked) var stateRetryDelay: UInt64 = 0
     /// Sessions whose acknowledgements wait for this batch's commit (see ``Session/awaitsCommit``).
     @exclusivity(unchecked) var sessionsAwaitingCommit: [Session] = []
+    /// Where the log's `fsync` runs under `sync = always`; nil: on this thread, before the batch's replies leave.
+    /// Set before the first connection.
+    public var stateSyncer: (any StateLogSyncer)?
+    /// How many syncs were handed to ``stateSyncer``, and the number of the one under way.
+    @exclusivity(unchecked) var syncsStarted: UInt64 = 0
+    @exclusivity(unchecked) var syncUnderWay: UInt64?
+    /// Sessions whose acknowledgements wait for a sync (``Session/awaitedSync``).
+    @exclusivity(unchecked) var syncWaiters: [Session] = []
+    /// Whether records were written after the sync under way began: another follows it.
+    @exclusivity(unchecked) var writtenSinceSync = false
     /// Topics whose buffered message changed in this batch. Only their final state is logged, at the batch's end:
     /// a topic published to a thousand times in one read batch costs one record, not a thousand.
     @exclusivity(unchecked) var unsavedTopics: [TopicState] = []
@@ -251,7 +261,9 @@ public final class Broker {
     func admits(from session: Session, holding held: @autoclosure () -> DecodedRequest) -> Bool {
         workDone &+= 1
         guard !session.isClosed, !session.closesAfterFlush else { return false }
-        if session.isHoldingBack || !session.transportIsWritable || writeBufferIsOverBudget(session) {
+        // A session whose OK waits for the state log's sync sends nothing more until it is synced: its next requests
+        // go in the next sync, however fast it pipelines (no session outruns the group commit and starves).
+        if session.isHoldingBack || session.waitsForSync || !session.transportIsWritable || writeBufferIsOverBudget(session) {
             session.heldBack.append(held())
             return false
         }

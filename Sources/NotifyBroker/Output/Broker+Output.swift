@@ -19,7 +19,7 @@ extension Broker {
         // The log is written before any of the batch's frames leave, even with sync=never and no acknowledgement
         // waiting: what a subscriber is sent must survive a kill -9 of the daemon, or a restart would number
         // another message as one it saw, and the history it resumes from would lack one it was sent.
-        settleAcknowledgements(committed: commitState())
+        settleAcknowledgements(commitState())
         // A transport's flush can make its connection writable again, and what that sets off (held-back requests
         // carried out, a nested flush) writes to sessions of this list: so every span goes out and every mark is
         // cleared before the first transport flush (a session written to from then on is marked again, and its span
@@ -291,7 +291,15 @@ extension Broker {
         guard let transport = session.transport, transport.isWritable else { return }
         writeSpan(of: session)
         drainOutbox(of: session, into: transport)
-        while transport.isWritable, session.transport != nil, !writeBufferIsOverBudget(session), let request = session.heldBack.popFirst() {
+        carryOutHeldBack(of: session)
+    }
+
+    /// Carries out the requests a session held back, in order, while its connection takes their replies and no
+    /// acknowledgement of it waits for the state log's sync.
+    func carryOutHeldBack(of session: Session) {
+        while let transport = session.transport, transport.isWritable, !session.waitsForSync, !writeBufferIsOverBudget(session),
+            let request = session.heldBack.popFirst()
+        {
             carryOut(request, from: session)
         }
     }

@@ -68,14 +68,23 @@ extension Broker {
         flush()
     }
 
+    /// What became of a batch's state records.
+    enum CommitOutcome {
+        /// In the log (or no log): the batch's acknowledgements may go.
+        case committed
+        /// Not written: the acknowledgements that waited for them are withdrawn.
+        case failed
+        /// Written, and being synced by the ``stateSyncer``: the acknowledgements wait for it.
+        case syncing
+    }
+
     /// Writes the batch's state records; runs before the batch's replies go out.
-    /// - Returns: whether they are in the log (true without a log).
-    func commitState() -> Bool {
-        guard let stateLog else { return true }
+    func commitState() -> CommitOutcome {
+        guard let stateLog else { return .committed }
         let now = clock().microsecondsSinceEpoch
         do {
             if stateNeedsRewrite {
-                guard now >= stateRetryTime else { return false }
+                guard now >= stateRetryTime else { return .failed }
                 try compactState(stateLog)
                 stateNeedsRewrite = false
                 stateProblem = nil
@@ -83,29 +92,55 @@ extension Broker {
                 onEvent?(.stateSavedAgain)
             } else {
                 logUnsavedTopics(stateLog)
-                try stateLog.commit()
+                let syncDue = try stateLog.write()
                 stateLog.setLiveSize(topicTable.retainedFrameBytes + topicTable.count * 48 + historyLedger.frameBytes)
-                if stateLog.wantsCompaction { try compactState(stateLog) }
+                // A compaction writes and syncs a whole new log: what this batch wrote is durable with it.
+                if stateLog.wantsCompaction {
+                    try compactState(stateLog)
+                } else if syncDue {
+                    if stateSyncer != nil { return .syncing }
+                    try stateLog.sync()
+                }
             }
-            return true
+            return .committed
         } catch {
-            stateNeedsRewrite = true
-            stateProblem = "\(error)"
-            stateRetryDelay = min(max(2 * stateRetryDelay, Broker.firstStateRetryPause), Broker.longestStateRetryPause)
-            stateRetryTime = now + stateRetryDelay
-            onEvent?(.stateNotSaved("\(error)", retryingIn: .microseconds(Int64(stateRetryDelay))))
-            return false
+            noteStateNotSaved(error, now: now)
+            return .failed
         }
+    }
+
+    /// Records that the log could not be written or synced: the next batches rewrite it, backing off.
+    func noteStateNotSaved(_ error: any Error, now: UInt64) {
+        stateNeedsRewrite = true
+        stateProblem = "\(error)"
+        stateRetryDelay = min(max(2 * stateRetryDelay, Broker.firstStateRetryPause), Broker.longestStateRetryPause)
+        stateRetryTime = now + stateRetryDelay
+        onEvent?(.stateNotSaved("\(error)", retryingIn: .microseconds(Int64(stateRetryDelay))))
     }
 
     /// Lets out the acknowledgements that waited for the commit, or, when it failed, withdraws them: what waited
     /// for such a session is dropped, and it is told why and closed, so that no `OK` stands for what is not in the
     /// log.
-    func settleAcknowledgements(committed: Bool) {
-        guard !sessionsAwaitingCommit.isEmpty else { return }
+    func settleAcknowledgements(_ outcome: CommitOutcome) {
+        guard !sessionsAwaitingCommit.isEmpty else {
+            if outcome == .syncing { startSyncIfDue() }
+            return
+        }
         let sessions = sessionsAwaitingCommit
         sessionsAwaitingCommit.removeAll(keepingCapacity: true)
+        for session in sessions { session.inCommitList = false }
+        switch outcome {
+        case .syncing: awaitSync(sessions)
+        case .committed: settle(sessions, committed: true)
+        case .failed: settle(sessions, committed: false)
+        }
+    }
+
+    /// Lets out what `sessions` held for their acknowledgements (`committed`), or withdraws it: what waited is
+    /// dropped, and each is told why and closed. A session still waiting for an earlier sync keeps waiting.
+    func settle(_ sessions: [Session], committed: Bool) {
         for session in sessions {
+            if committed, session.waitsForSync { continue }
             session.awaitsCommit = false
             guard let transport = session.transport else { continue }
             if committed {
@@ -127,9 +162,10 @@ extension Broker {
 
     /// Holds what is sent to `session` from now on in this batch until the batch's records are in the log.
     func awaitCommit(_ session: Session) {
-        guard stateLog != nil, !session.awaitsCommit else { return }
-        writeSpan(of: session)
+        guard stateLog != nil, !session.inCommitList else { return }
+        if !session.awaitsCommit { writeSpan(of: session) }
         session.awaitsCommit = true
+        session.inCommitList = true
         sessionsAwaitingCommit.append(session)
     }
 

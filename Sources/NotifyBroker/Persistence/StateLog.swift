@@ -84,7 +84,9 @@ public final class StateLog {
     /// Set by tests, for the task they run in, to see the steps of a rewrite, play a crash after one of them, or
     /// play a directory whose `fsync` fails.
     @TaskLocal static var probe: RewriteProbe?
-    private var descriptor: CInt
+    /// The log's open file, for a ``StateLogSyncer`` to `fsync`. It changes when the log is compacted, which the broker
+    /// does not do while a sync of it is under way.
+    public private(set) var descriptor: CInt
     private let lockDescriptor: CInt
     /// The secret this log's records are sealed with.
     private let key: RecordKey
@@ -233,15 +235,36 @@ public final class StateLog {
     /// - Throws: ``StateLogError``; the records of this batch are then lost from disk (the broker still has
     ///   them and will write them with its next compaction).
     public func commit() throws {
-        guard pending.readableBytes > 0 else { return }
+        if try write() { try sync() }
+    }
+
+    /// Writes what was appended since the last commit, with one `write`, and leaves its `fsync` to the caller.
+    /// - Returns: whether an `fsync` is due (``SyncPolicy/always``, and something was written): ``sync()`` here, or
+    ///   elsewhere on ``descriptor`` followed by ``noteSynced()``.
+    /// - Throws: ``StateLogError``, as ``commit()``.
+    public func write() throws -> Bool {
+        guard pending.readableBytes > 0 else { return false }
         defer { pending.clear() }
         if let injectedWriteError { throw StateLogError.system("cannot write \(path)", injectedWriteError) }
         try StateLog.writeAll(descriptor, pending, path: path)
         fileSize += pending.readableBytes
-        if syncPolicy == .always {
-            syncs += 1
-            guard fsync(descriptor) == 0 else { throw StateLogError.system("cannot sync \(path)", errno) }
-        }
+        return syncPolicy == .always
+    }
+
+    /// Makes what was written durable (`fsync`), on the caller's thread.
+    public func sync() throws {
+        syncs += 1
+        guard fsync(descriptor) == 0 else { throw StateLogError.system("cannot sync \(path)", errno) }
+    }
+
+    /// Counts an `fsync` of ``descriptor`` made elsewhere (a ``StateLogSyncer``'s thread).
+    public func noteSynced() {
+        syncs += 1
+    }
+
+    /// The sentence for an `fsync` that failed with `code`.
+    public func syncFailure(_ code: CInt) -> StateLogError {
+        StateLogError.system("cannot sync \(path)", code)
     }
 
     /// Rewrites the log from `topics` (name, state): into `state.log.tmp`, synced, then renamed over `state.log`,

@@ -108,6 +108,12 @@ public final class Session: Hashable {
     /// Whether an acknowledgement that the state log must back (`OK` of a retained `PUB … ack`, or of a `CLEAR`)
     /// waits in ``outbox`` for the batch's commit, with everything sent to the session after it.
     @exclusivity(unchecked) var awaitsCommit = false
+    /// Whether the session is in ``Broker/sessionsAwaitingCommit``, for this batch's commit.
+    @exclusivity(unchecked) var inCommitList = false
+    /// Whether the session's acknowledgements wait for the state log's sync by a ``StateLogSyncer``: the one
+    /// numbered ``awaitedSync``, or a later one.
+    @exclusivity(unchecked) var waitsForSync = false
+    @exclusivity(unchecked) var awaitedSync: UInt64 = 0
     /// Whether the client paused its deliveries (`OPT pause`): they wait in ``outbox`` under their overflow policy,
     /// as if the socket took nothing, while replies still go out.
     @exclusivity(unchecked) var pausesDeliveries = false

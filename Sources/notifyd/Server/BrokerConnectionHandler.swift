@@ -30,6 +30,8 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     @exclusivity(unchecked) private var transport: ChannelTransport?
     /// Set while requests already read wait for this connection's next turn (see ``workPerTurn``).
     @exclusivity(unchecked) private var waitsForTurn = false
+    /// Whether reading stopped because the broker held back requests of this connection.
+    @exclusivity(unchecked) private var readingHeldBack = false
     /// Where the current turn ends, in broker work: one turn spans all the reads of one read loop (NIO may read a
     /// socket several times before its `channelReadComplete`); nil between turns.
     @exclusivity(unchecked) private var turnEnds: Int?
@@ -228,7 +230,15 @@ final class BrokerConnectionHandler: ChannelInboundHandler {
     /// Reads while the connection takes what it is sent, and its requests are not waiting for their turn.
     private func updateReading(context: ChannelHandlerContext) {
         let reading = context.channel.isWritable && session?.isHoldingBack != true && !waitsForTurn
+        readingHeldBack = !reading && session?.isHoldingBack == true
         try? context.channel.syncOptions?.setOption(.autoRead, value: reading)
+    }
+
+    /// Reads again if reading stopped for requests the broker held back and it has carried them out since: after a
+    /// sync of the state log that they waited for, say (the transport asks at each flush).
+    func resumeReadingIfReleased(context: ChannelHandlerContext) {
+        guard readingHeldBack, session?.isHoldingBack != true else { return }
+        updateReading(context: context)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -58,6 +58,7 @@ final class ChannelTransport: SessionTransport {
     func flush() {
         guard !isClosing else { return }
         context.flush()
+        handler?.resumeReadingIfReleased(context: context)
         guard nioBufferedBytes > 0 || unmeasuredBytes >= ChannelTransport.measureEvery else { return }
         measure()
         if nioBufferedBytes > 0 && !watchesBuffer { watchBuffer() }

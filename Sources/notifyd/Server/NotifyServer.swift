@@ -93,6 +93,8 @@ struct NotifyServer: Service {
                 logger.log(.stateProblem, .error, "could not save the state on shutdown: \(error)")
             }
         }.get()
+        let syncThread = try await eventLoop.submit { state.value.broker.stateSyncer as? StateLogSyncThread }.get()
+        await syncThread?.stop()
         logger.log(.stopped, .notice, "stopped")
     }
 
@@ -109,6 +111,7 @@ struct NotifyServer: Service {
             let broker = Broker(configuration: settings.broker)
             broker.groupsOfUser = { systemGroups(ofUser: $0) }
             broker.attach(log, restoring: contents)
+            if settings.syncPolicy == .always { broker.stateSyncer = StateLogSyncThread(eventLoop: eventLoop) }
             let state = ServerState(broker: broker)
             broker.onEvent = { [unowned state] event in
                 state.log(event, logger: logger)
