@@ -32,6 +32,8 @@ let package = Package(
         // The NATS bridge's TLS (issue 37), and the Ed25519 signatures of its NKey and JWT logins.
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        // `swift package generate-documentation`: the DocC of NotifyBus and NotifyCenter (script/docs, run by script/test).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // What both sides of the socket share: topic names and patterns, the subscription index, the wire
@@ -75,6 +77,7 @@ let package = Package(
             name: "NotifyCenter",
             dependencies: [
                 "NotifyBus",
+                "NotifyProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],

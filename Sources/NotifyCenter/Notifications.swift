@@ -3,8 +3,8 @@ import NotifyBus
 /// A typed subscription: the notifications of one type, decoded, as they come, with messages that did not decode
 /// and notices of drops in their places among them: `for try await event in notifications`.
 ///
-/// It holds what the subscription it is made of holds (at most its ``SubscriptionBufferLimits``; the daemon keeps
-/// the rest, see ``NotifyClient/subscribe(to:latestFirst:since:overflow:buffer:)``), and inherits its reconnect and
+/// It holds what the subscription it is made of holds (at most its ``/NotifyBus/SubscriptionBufferLimits``; the daemon keeps
+/// the rest, see ``/NotifyBus/NotifyClient/subscribe(to:latestFirst:since:overflow:buffer:)``), and inherits its reconnect and
 /// resume: across a restart of the daemon it goes on after the last notification it delivered.
 public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
     public typealias Element = NotificationEvent<Message>
@@ -29,7 +29,7 @@ public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
         }
     }
 
-    /// How many messages wait for the consumer now, and their bytes (see ``NotifySubscription/buffered``).
+    /// How many messages wait for the consumer now, and their bytes (see ``/NotifyBus/NotifySubscription/buffered``).
     public var buffered: (events: Int, bytes: Int) { subscription.buffered }
 
     /// Only the notifications: a message that does not decode ends the sequence with its

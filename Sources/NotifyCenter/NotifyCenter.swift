@@ -1,7 +1,7 @@
 public import NotifyBus
 import Synchronization
 
-/// A notification center for a whole host, for Swift programs: the in-process ``Messenger`` across processes,
+/// A notification center for a whole host, for Swift programs: the in-process ``/NotifyBus/Messenger`` across processes,
 /// through notifyd, with typed notifications (``NotifyMessage``).
 ///
 /// ```swift
@@ -14,9 +14,9 @@ import Synchronization
 /// }
 /// ```
 ///
-/// What ``Messenger`` offers, with the same names where the meaning is the same, and where it differs across
+/// What ``/NotifyBus/Messenger`` offers, with the same names where the meaning is the same, and where it differs across
 /// processes:
-/// - Observers are closures kept by an ``ObservationToken`` (cancelled when it is deallocated) or objects held
+/// - Observers are closures kept by an ``/NotifyBus/ObservationToken`` (cancelled when it is deallocated) or objects held
 ///   weakly (``add(_:topics:latestFirst:where:from:onUndecodable:)``), selected by value, by predicate or by
 ///   sender.
 /// - Observers of a center are called one at a time, never concurrently, in one order: the order in which the
@@ -31,7 +31,7 @@ import Synchronization
 /// - ``remove(_:)`` stops an observer's deliveries at once; one already handed to it finishes. There is no
 ///   `dispose`: removal costs the same from anywhere.
 ///
-/// It is backed by one ``NotifyClient``: its connection, its bounded buffers and the daemon's backpressure, and its
+/// It is backed by one ``/NotifyBus/NotifyClient``: its connection, its bounded buffers and the daemon's backpressure, and its
 /// reconnect: across a restart of the daemon each observer goes on after the last notification it received, from
 /// the daemon's history, and is handed none it had (a post whose acknowledgement was lost with the connection is
 /// made again, so it may arrive twice: at least once). The observers and streams of one center share its
@@ -50,10 +50,11 @@ public final class NotifyCenter: Sendable {
     private let ownPosts: OwnPosts?
 
     /// A center over `client`, which keeps its echo setting: it hears its own posts as the client does
-    /// (``NotifyClient/receivesOwnPublishes``). A client told `setEcho(false)` makes a center that does not, as
+    /// (``/NotifyBus/NotifyClient/receivesOwnPublishes``). A client told `setEcho(false)` makes a center that does not, as
     /// ``connect(to:receivesOwnPosts:reconnectWithin:onUndecodable:onDropped:onEnded:)`` makes by default: its own
     /// posts are then left out also of what a subscription resumes with after a reconnect.
     /// - Parameters:
+    ///   - client: the connection the center posts and observes through.
     ///   - onUndecodable: what is done with a message on an observer's topics that does not decode as its type,
     ///     unless the observer says otherwise; by default a line on standard error.
     ///   - onDropped: what is done with the daemon's notice that messages for an observer were dropped (it fell
@@ -94,13 +95,23 @@ public final class NotifyCenter: Sendable {
         self.onEnded = onEnded ?? { StandardError.write("notifycenter: \($0)") }
     }
 
-    /// Connects to the daemon (see ``NotifyClient/connect(to:group:reconnectWithin:)`` for the socket and the
-    /// reconnect).
+    /// Connects to the daemon (see ``/NotifyBus/NotifyClient/connect(to:group:reconnectWithin:publishBuffer:)``
+    /// for the socket and the reconnect).
     /// - Parameters:
+    ///   - socketPath: the daemon's socket; by default found as `notify` finds it.
     ///   - receivesOwnPosts: whether this center's observers hear what it posts itself (no, as with
-    ///     ``Messenger/send(_:from:)``). The daemon leaves them out, and after a reconnect the center leaves out
-    ///     those its subscriptions resume with from the daemon's history: every acknowledged ``post(_:retain:)``
-    ///     of its last 4,096; one sent without acknowledgement (``send(_:retain:)``) may come back then.
+    ///     ``/NotifyBus/Messenger/send(_:from:)``). The daemon leaves them out, and after a reconnect the center
+    ///     leaves out those its subscriptions resume with from the daemon's history: every acknowledged
+    ///     ``post(_:retain:)`` of its last 4,096; one sent without acknowledgement (``send(_:retain:)``) may come
+    ///     back then.
+    ///   - reconnectWithin: how long a call waits for the daemon to come back when the connection is lost; nil
+    ///     does not reconnect.
+    ///   - onUndecodable: what is done with a message on an observer's topics that does not decode as its type;
+    ///     by default a line on standard error.
+    ///   - onDropped: what is done with the daemon's notice that messages for an observer were dropped; by default
+    ///     a line on standard error.
+    ///   - onEnded: what is done when an observer's subscription ends by itself; by default a line on standard
+    ///     error.
     public static func connect(
         to socketPath: String? = nil,
         receivesOwnPosts: Bool = false,
@@ -135,7 +146,7 @@ public final class NotifyCenter: Sendable {
 
     /// Posts `message` without waiting for an acknowledgement, as `Messenger.send` does: for a stream of
     /// notifications where each round trip would cost more than the post. A refusal by the daemon is thrown by a
-    /// later call of ``NotifyClient/flush()`` on ``client``.
+    /// later call of ``/NotifyBus/NotifyClient/flush()`` on ``client``.
     public func send<Message: NotifyMessage>(_ message: Message, retain: Bool = true) async throws {
         try await client.publish(Message.codec.encode(message), to: message.topic, retain: retain)
     }

@@ -30,7 +30,7 @@ public import NotifyBus
 public protocol NotifyMessage: Sendable {
     /// The topic of this type's notifications, or the root of the topics its values derive.
     static var topic: Topic { get }
-    /// What a subscription to every notification of this type follows: ``topic`` itself unless the type says
+    /// What a subscription to every notification of this type follows: ``topic-type.property`` itself unless the type says
     /// otherwise.
     static var topics: TopicPattern { get }
     /// How values are turned into payloads and back.

@@ -11,6 +11,7 @@ public struct ObservationEnded: Error, Sendable, CustomStringConvertible {
     /// Why its subscription ended, as the connection said; nil when it closed without an error.
     public var reason: (any Error)?
 
+    /// Describes the end of an observation of `topics`, decoded as `messageType`, for `reason`.
     public init(topics: TopicPattern, messageType: String, reason: (any Error)?) {
         self.topics = topics
         self.messageType = messageType

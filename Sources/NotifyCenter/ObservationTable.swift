@@ -6,7 +6,7 @@ import Synchronization
 /// observers, one at a time, in that order.
 ///
 /// The queue is bounded by the observations' gauges: an event counts in its subscription's gauge until it is taken
-/// out here, and a full gauge holds the connection back (see ``NotifyClient``'s backpressure).
+/// out here, and a full gauge holds the connection back (see ``/NotifyBus/NotifyClient``'s backpressure).
 final class ObservationTable: Sendable {
     /// One observer's subscription, and what to do with its events.
     struct Observation {

@@ -39,6 +39,7 @@ public struct UndecodableNotification: Error, Sendable, CustomStringConvertible 
     /// What the codec said.
     public var reason: String
 
+    /// Describes `delivery`, which did not decode as `expectedType` for `reason`.
     public init(delivery: Delivery, expectedType: String, reason: String) {
         self.delivery = delivery
         self.expectedType = expectedType
@@ -57,14 +58,17 @@ public enum NotificationEvent<Message: Sendable>: Sendable {
     case notification(Received<Message>)
     /// A message on its topics that did not decode as the type.
     case undecodable(UndecodableNotification)
-    /// Messages dropped for this subscriber, or no longer in the history it resumed from (see ``DropNotice``).
+    /// Messages dropped for this subscriber, or no longer in the history it resumed from (see
+    /// ``/NotifyProtocol/DropNotice``).
     case dropped(DropNotice)
 }
 
 /// Whose notifications an observer wants: NotificationCenter's `object:` across processes. Each field left nil
 /// matches anyone, but a uid, pid or unit with no host means this host's publisher (see ``matches(_:)``).
 public struct Sender: Sendable, Hashable {
+    /// The publisher's uid, as the kernel reported it to its host's daemon.
     public var uid: UInt32?
+    /// The publisher's process id on its host.
     public var pid: Int32?
     /// The systemd unit, as the daemon read it from the publisher's cgroup.
     public var unit: String?
@@ -73,6 +77,7 @@ public struct Sender: Sendable, Hashable {
     /// Only this host's publishers (true), only other hosts' (false), or either (nil).
     public var isLocal: Bool?
 
+    /// A sender that matches a publisher agreeing with every field given.
     public init(uid: UInt32? = nil, pid: Int32? = nil, unit: String? = nil, host: String? = nil, isLocal: Bool? = nil) {
         self.uid = uid
         self.pid = pid

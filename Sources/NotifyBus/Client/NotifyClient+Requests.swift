@@ -15,7 +15,10 @@ extension NotifyClient {
     /// ``connect(to:group:reconnectWithin:publishBuffer:)``) that the socket has not taken, it waits until it does:
     /// a daemon that stopped reading holds a publisher back, and nothing is dropped. An error the daemon sends back
     /// is thrown by the next ``flush()``, which also waits until the daemon has handled everything published before.
-    /// - Parameter retain: whether the message becomes the topic's buffered latest message.
+    /// - Parameters:
+    ///   - payload: the message, any bytes up to the daemon's `max-payload`.
+    ///   - topic: where it is published.
+    ///   - retain: whether the message becomes the topic's buffered latest message.
     public func publish(_ payload: ByteBuffer, to topic: Topic, retain: Bool = true) async throws {
         try checkSize(payload)
         try await withConnection { link in try await link.outbox.append(CollectionOfOne(payload), to: topic, retain: retain) }
@@ -74,11 +77,11 @@ extension NotifyClient {
     /// With `latestFirst`, the buffered message of each matching topic comes first, then live ones, with no gap and
     /// no repeat in between. With `since` (a daemon of protocol 3), what each matching topic's history holds after
     /// that point comes first instead, after a ``SubscriptionEvent/dropped(_:)`` for what it no longer holds. The subscription holds at most `buffer` for a consumer that falls behind; past it, the
-    /// daemon keeps the rest and `overflow` says what it does when that is full too (see ``OverflowPolicy``); what
+    /// daemon keeps the rest and `overflow` says what it does when that is full too (see ``/NotifyProtocol/OverflowPolicy``); what
     /// it drops is announced as ``SubscriptionEvent/dropped(_:)``. Subscriptions of one client share its
     /// connection: while one of them is full, the others wait too (take a client per independent consumer).
     /// The subscription ends when the sequence is no longer iterated (the daemon is told). When the connection is
-    /// lost, a client that reconnects carries it over and resumes it (see ``connect(to:group:reconnectWithin:)``;
+    /// lost, a client that reconnects carries it over and resumes it (see ``connect(to:group:reconnectWithin:publishBuffer:)``;
     /// with a daemon of protocol 3); one that does not ends it with the error.
     public func subscribe(
         to patterns: [TopicPattern],

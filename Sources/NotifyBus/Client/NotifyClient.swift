@@ -16,7 +16,7 @@ import NotifyProtocol
 ///
 /// All methods may be called from any task; requests are sent in call order on one connection, and the daemon
 /// handles them in that order. Errors thrown are ``NotifyClientError``s. When the daemon goes away (a restart, an
-/// upgrade), the client connects again by itself on its next call (see ``connect(to:group:reconnectWithin:)``).
+/// upgrade), the client connects again by itself on its next call (see ``connect(to:group:reconnectWithin:publishBuffer:)``).
 public final class NotifyClient: Sendable {
     /// The socket this client connected to.
     public let socketPath: String
@@ -78,7 +78,7 @@ public final class NotifyClient: Sendable {
     /// connection at once, however long the daemon takes to come back (as long as they are iterated), and resume
     /// from the daemon's history after the last message each delivered, leaving out what they had: each message
     /// once, in order, and a ``SubscriptionEvent/dropped(_:)`` for what the history no longer holds (one under
-    /// ``OverflowPolicy/disconnect`` that the daemon closed for falling behind ends instead, as it asked). The first
+    /// ``/NotifyProtocol/OverflowPolicy/disconnect`` that the daemon closed for falling behind ends instead, as it asked). The first
     /// connection is not retried: a daemon that is not there is an error at once.
     /// - Parameters:
     ///   - socketPath: the socket; nil resolves it as ``SocketPath/resolveForClient(explicit:environment:uid:)`` says.

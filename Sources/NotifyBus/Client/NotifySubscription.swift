@@ -6,7 +6,7 @@ import NotifyProtocol
 public enum SubscriptionEvent: Sendable, Hashable {
     /// A message published to a matching topic.
     case message(Delivery)
-    /// Messages of a matching topic were dropped for this connection (see ``OverflowPolicy``).
+    /// Messages of a matching topic were dropped for this connection (see ``/NotifyProtocol/OverflowPolicy``).
     case dropped(DropNotice)
 }
 
@@ -22,7 +22,7 @@ package protocol EventsAtHand: AsyncIteratorProtocol where Element == Subscripti
 /// The events of a subscription, as they come: `for try await event in subscription`.
 ///
 /// The client holds at most ``SubscriptionBufferLimits`` of them for a consumer that is slower than the publishers;
-/// past that, the daemon keeps the rest under the subscription's ``OverflowPolicy``, and what it drops arrives as
+/// past that, the daemon keeps the rest under the subscription's ``/NotifyProtocol/OverflowPolicy``, and what it drops arrives as
 /// ``SubscriptionEvent/dropped(_:)`` in its place among the messages.
 ///
 /// What one read of the connection brings is handed to the consumer at once, and its iterator goes through that

@@ -3,7 +3,7 @@ import NotifyProtocol
 
 /// A subscription that outlives its connections: when the daemon goes away (stopped, restarted, upgraded, crashed)
 /// it connects again, backing off from 50 ms to at most 2 s between attempts (with jitter, and starting over only
-/// after a connection lasted 10 s: see ``ReconnectBackoff``), subscribes again, and resumes after
+/// after a connection lasted 10 s: see `ReconnectBackoff`), subscribes again, and resumes after
 /// the last message it delivered, from the topics' history (`SUB … since=`). Its consumer sees one sequence: each
 /// message once, in order per topic, and a ``SubscriptionEvent/dropped(_:)`` for what the history no longer held.
 ///
@@ -16,7 +16,7 @@ import NotifyProtocol
 /// messages of other topics published in the same microsecond are not skipped), or after the moment it first
 /// subscribed. Messages it already delivered are recognized by their topic and sequence number and not delivered
 /// again. It ends when its consumer stops iterating, and throws only for what reconnecting cannot mend (a
-/// refusal: a pattern the user may not read, say; or, under ``OverflowPolicy/disconnect``, being disconnected for
+/// refusal: a pattern the user may not read, say; or, under ``/NotifyProtocol/OverflowPolicy/disconnect``, being disconnected for
 /// falling behind, which the daemon does without a word, as a crash would: such a subscription reconnects only
 /// when the daemon said it was going away). Each iterator has its own connection.
 public struct ResumingSubscription: AsyncSequence, Sendable {
@@ -40,9 +40,12 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
 
     /// Creates the subscription; it connects when iterated.
     /// - Parameters:
-    ///   - socketPath: the daemon's socket, as for ``NotifyClient/connect(to:group:)``.
+    ///   - socketPath: the daemon's socket, as for ``NotifyClient/connect(to:group:reconnectWithin:publishBuffer:)``.
+    ///   - patterns: the topics and patterns to follow.
     ///   - latestFirst: start with the buffered message of each matching topic (the first connection only).
     ///   - since: start from the history after this point (the first connection only).
+    ///   - overflow: what the daemon does when this subscriber falls behind.
+    ///   - buffer: how much the subscription holds for a consumer slower than the publishers.
     ///   - onConnectionChange: called when the connection is lost and when the subscription resumed.
     public init(
         socketPath: String? = nil,
@@ -66,6 +69,8 @@ public struct ResumingSubscription: AsyncSequence, Sendable {
         Iterator(subscription: self)
     }
 
+    /// Connects at its first `next()`, and again whenever the connection is lost, resuming after the last event it
+    /// returned.
     public struct Iterator: AsyncIteratorProtocol, EventsAtHand {
         let subscription: ResumingSubscription
         private let connection = Connection()

@@ -6,7 +6,7 @@ import NotifyProtocol
 ///
 /// A subscription's events wait in the client until its consumer takes them. Once they reach either high-water
 /// mark, the client asks the daemon to hold this connection's deliveries back (`OPT pause`), so that they queue in
-/// the daemon under the subscription's ``OverflowPolicy`` and what the daemon drops is announced in order with
+/// the daemon under the subscription's ``/NotifyProtocol/OverflowPolicy`` and what the daemon drops is announced in order with
 /// `DROP`; replies still come. Once the consumer is back under both low-water marks, the deliveries flow again
 /// (`OPT resume`). Whatever the daemon does, a subscription holds at most twice the high-water marks, plus what the
 /// read that crossed them brought (at most 64 KiB of frames) and the drop notices below: there the client stops

@@ -32,6 +32,7 @@ public struct DropNotice: Sendable, Hashable {
     /// The sequence numbers of the first and last dropped; `count` is smaller than the range when the dropped
     /// messages were not consecutive (some of the range were delivered).
     public var firstSequence: UInt64
+    /// The sequence number of the last message dropped (see ``firstSequence``).
     public var lastSequence: UInt64
 
     /// Creates a notice.

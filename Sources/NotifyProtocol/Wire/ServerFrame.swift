@@ -124,10 +124,12 @@ public struct AccessExplanation: Sendable, Hashable {
     public struct Decision: Sendable, Hashable {
         /// `publish` or `read`.
         public var access: String
+        /// Whether the uid may do it.
         public var isAllowed: Bool
         /// The deciding rule, as a sentence.
         public var rule: String
 
+        /// Creates a decision, as the daemon's answer says it.
         public init(access: String, isAllowed: Bool, rule: String) {
             self.access = access
             self.isAllowed = isAllowed
@@ -137,8 +139,10 @@ public struct AccessExplanation: Sendable, Hashable {
 
     /// The uid the decisions are for.
     public var uid: UInt32
+    /// One decision per access asked about: publishing, then reading.
     public var decisions: [Decision]
 
+    /// Creates an answer, as the daemon's `EXPLAIN` reply says it.
     public init(uid: UInt32, decisions: [Decision]) {
         self.uid = uid
         self.decisions = decisions
