@@ -39,6 +39,14 @@ struct StateLogSyncerTests {
             harness.broker.attach(log, restoring: contents)
             harness.broker.stateSyncer = syncer
         }
+
+        /// A connection subscribed to `t.>`, and one to publish.
+        func subscriberAndPublisher() throws -> (BrokerHarness.Client, BrokerHarness.Client) {
+            let subscriber = harness.connect()
+            subscriber.send("#1 SUB t.>\n")
+            _ = try subscriber.received()
+            return (subscriber, harness.connect())
+        }
     }
 
     static func oks(_ frames: [ServerFrame]) -> [UInt64] {
@@ -48,10 +56,7 @@ struct StateLogSyncerTests {
     @Test("an OK waits for its sync; meanwhile other connections' deliveries and replies are not held by it")
     func acknowledgementWaitsAloneForTheDisk() throws {
         let setup = try Setup()
-        let subscriber = setup.harness.connect()
-        subscriber.send("#1 SUB t.>\n")
-        _ = try subscriber.received()
-        let publisher = setup.harness.connect()
+        let (subscriber, publisher) = try setup.subscriberAndPublisher()
 
         publisher.send("#2 PUB t.a 1 ack\nx\n")
         #expect(try publisher.received().isEmpty, "no OK before the sync ended")
@@ -103,10 +108,7 @@ struct StateLogSyncerTests {
     @Test("a failed sync withdraws every waiting acknowledgement (ERR storage, connection closed); other connections go on")
     func failedSync() throws {
         let setup = try Setup()
-        let subscriber = setup.harness.connect()
-        subscriber.send("#1 SUB t.>\n")
-        _ = try subscriber.received()
-        let publisher = setup.harness.connect()
+        let (subscriber, publisher) = try setup.subscriberAndPublisher()
         publisher.send("#2 PUB t.a 1 ack\nx\n")
         _ = try subscriber.received()
 
