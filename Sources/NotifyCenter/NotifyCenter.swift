@@ -1,4 +1,5 @@
-public import NotifyBus
+// `import NotifyCenter` is all a service writes: the client's names (Topic, NotifyClient, …) come with it.
+@_exported public import NotifyBus
 import Synchronization
 
 /// A notification center for a whole host, for Swift programs: the in-process ``/NotifyBus/Messenger`` across processes,

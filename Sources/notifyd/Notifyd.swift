@@ -110,7 +110,7 @@ struct Notifyd: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "When buffered messages reach the disk: never (the kernel writes them out; they survive the daemon's death) or always (an fsync per batch; they survive power loss). Default: never.",
+            "When buffered messages reach the disk: never (the kernel writes them out; they survive the daemon's death) or always (an fsync, on a thread of its own, before an acknowledgement leaves; they survive power loss). Default: never.",
             valueName: "policy"
         )
     )

@@ -138,4 +138,21 @@ struct StateLogSyncerTests {
         setup.syncer.end()  // the thread's sync ends late: nothing more is sent
         #expect(try publisher.received().isEmpty)
     }
+
+    @Test("a connection that goes away while its OK waits for a sync: what it published stands, and the sync's end sends nothing to it")
+    func publisherLeavesDuringSync() throws {
+        let setup = try Setup()
+        let (subscriber, publisher) = try setup.subscriberAndPublisher()
+        publisher.send("#2 PUB t.a 1 ack\nx\n")
+        #expect(try subscriber.deliveries() == ["x"])
+        setup.harness.broker.close(publisher.session)
+
+        setup.syncer.end()
+        #expect(try publisher.received().isEmpty)
+        let reader = setup.harness.connect()
+        reader.send("#3 LATEST t.a\n")
+        let latest = try reader.received().compactMap { frame -> String? in if case .latest(_, let message) = frame { message.text } else { nil } }
+        #expect(latest == ["x"], "the publish stands")
+        #expect(setup.syncer.underWay == 0)
+    }
 }

@@ -20,6 +20,10 @@ extension Broker {
         // waiting: what a subscriber is sent must survive a kill -9 of the daemon, or a restart would number
         // another message as one it saw, and the history it resumes from would lack one it was sent.
         settleAcknowledgements(commitState())
+        // A sync made in place (no descriptor to spare for the syncer) carries out what its connections held back,
+        // which writes records of its own: they are committed in this flush too. Each round takes held requests, so
+        // the rounds end.
+        while !sessionsAwaitingCommit.isEmpty { settleAcknowledgements(commitState()) }
         // A transport's flush can make its connection writable again, and what that sets off (held-back requests
         // carried out, a nested flush) writes to sessions of this list: so every span goes out and every mark is
         // cleared before the first transport flush (a session written to from then on is marked again, and its span

@@ -39,9 +39,10 @@ extension Broker {
         // The syncer gets a descriptor of its own, which a compaction closing the log's cannot pull from under it.
         let duplicate = fcntl(stateLog.descriptor, F_DUPFD_CLOEXEC, 0)
         guard duplicate >= 0, let stateSyncer else {
-            // No descriptor to spare (or no syncer): sync here, as without a syncer.
-            if duplicate >= 0 { POSIX.close(duplicate) }
-            syncEnded(number, failure: fsync(stateLog.descriptor) == 0 ? nil : errno)
+            // No descriptor to spare (or no syncer): sync here, as without a syncer. This runs within a flush, which
+            // sends what it lets out.
+            if duplicate >= 0 { _ = POSIX.close(duplicate) }
+            settleSync(number, failure: fsync(stateLog.descriptor) == 0 ? nil : errno)
             return
         }
         stateSyncer.sync(duplicate) { [weak self] failure in
@@ -53,6 +54,16 @@ extension Broker {
     /// begins the next sync if more was written meanwhile.
     func syncEnded(_ number: UInt64, failure: CInt?) {
         guard syncUnderWay == number else { return }  // finished already, at shutdown
+        settleSync(number, failure: failure)
+        // The flush writes what that carried out, and begins the next sync if it waits for one; else the next sync
+        // begins here, for what was written while this one ran.
+        flush()
+        if syncUnderWay == nil, writtenSinceSync || !syncWaiters.isEmpty { startSyncIfDue() }
+    }
+
+    /// Lets out the acknowledgements that sync `number` covers, or withdraws them all, and carries out what their
+    /// connections sent meanwhile (without sending: a flush does).
+    func settleSync(_ number: UInt64, failure: CInt?) {
         syncUnderWay = nil
         stateLog?.noteSynced()
         var covered: [Session] = []
@@ -69,10 +80,6 @@ extension Broker {
         settle(covered, committed: failure == nil)
         // What they sent meanwhile waited: it is carried out now, and its acknowledgements go in the next sync.
         for session in covered where session.isHoldingBack { carryOutHeldBack(of: session) }
-        // The flush writes what that carried out, and begins the next sync if it waits for one; else the next sync
-        // begins here, for what was written while this one ran.
-        flush()
-        if syncUnderWay == nil, writtenSinceSync || !syncWaiters.isEmpty { startSyncIfDue() }
     }
 
     /// Syncs here and lets out every acknowledgement waiting for a sync: at shutdown, before connections are sent

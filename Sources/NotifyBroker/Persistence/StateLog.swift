@@ -13,9 +13,10 @@ public import NotifyProtocol
 /// (`state.log` in the state directory) so that they survive a restart and a crash.
 ///
 /// ## Durability
-/// The broker appends records as it works and calls ``commit()`` once per batch, before it sends any reply: an
-/// acknowledged publish has reached the kernel (one `write`) before its `OK` leaves, so it survives the daemon
-/// being killed. Surviving power loss as well takes `fsync`, which ``SyncPolicy`` chooses.
+/// The broker appends records as it works and writes them once per batch (``write()``), before it sends any frame:
+/// an acknowledged publish has reached the kernel (one `write`) before its `OK` leaves, so it survives the daemon
+/// being killed. Surviving power loss as well takes `fsync`, which ``SyncPolicy`` chooses: the broker's own
+/// (``sync()``, or ``commit()`` for both), or a ``StateLogSyncer``'s on a thread of its own.
 ///
 /// ## Safety
 /// Every record carries a length and a seal, a hash keyed with a secret drawn when the log was created and kept in
@@ -84,8 +85,7 @@ public final class StateLog {
     /// Set by tests, for the task they run in, to see the steps of a rewrite, play a crash after one of them, or
     /// play a directory whose `fsync` fails.
     @TaskLocal static var probe: RewriteProbe?
-    /// The log's open file, for a ``StateLogSyncer`` to `fsync`. It changes when the log is compacted, which the broker
-    /// does not do while a sync of it is under way.
+    /// The log's open file. A compaction replaces it, so a ``StateLogSyncer`` is handed a duplicate of its own.
     public private(set) var descriptor: CInt
     private let lockDescriptor: CInt
     /// The secret this log's records are sealed with.
@@ -394,73 +394,4 @@ public final class StateLog {
         liveSize = snapshot.written
     }
 
-    // MARK: - Files
-
-    private static func makeDirectory(_ directory: String) throws {
-        var components: [Substring] = []
-        for component in directory.split(separator: "/") {
-            components.append(component)
-            let partial = (directory.hasPrefix("/") ? "/" : "") + components.joined(separator: "/")
-            if mkdir(partial, 0o700) != 0 && errno != EEXIST {
-                throw StateLogError.system("cannot create the state directory \(partial)", errno)
-            }
-        }
-    }
-
-    private static func readFile(_ path: String) throws -> ByteBuffer? {
-        let file = POSIX.open(path, O_RDONLY | O_CLOEXEC)
-        if file < 0 {
-            if errno == ENOENT { return nil }
-            throw StateLogError.system("cannot read \(path)", errno)
-        }
-        defer { POSIX.close(file) }
-        var buffer = ByteBuffer()
-        while true {
-            var count = 0
-            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 1 << 16) { space in
-                count = POSIX.read(file, space.baseAddress!, space.count)
-                return max(count, 0)
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw StateLogError.system("cannot read \(path)", errno)
-            }
-            if count == 0 { return buffer }
-        }
-    }
-
-    private static func fileLength(_ path: String) throws -> Int {
-        var info = stat()
-        guard stat(path, &info) == 0 else { throw StateLogError.system("cannot stat \(path)", errno) }
-        return Int(info.st_size)
-    }
-
-    /// Keeps a damaged log under a name no other copy has (a second link to it: the log stays in place until the
-    /// recovered one replaces it), synced, and returns that name.
-    private static func keepAside(_ path: String) throws -> String {
-        let stem = "\(path).damaged-\(PublishTime.now().microsecondsSinceEpoch / 1_000_000)"
-        var aside = stem
-        var attempt = 1
-        while link(path, aside) != 0 {
-            guard errno == EEXIST, attempt < 1_000 else { throw StateLogError.system("cannot keep the damaged \(path) aside", errno) }
-            aside = "\(stem).\(attempt)"
-            attempt += 1
-        }
-        try syncDirectory(String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]))
-        try probe?.passed(.keptAside)
-        return aside
-    }
-
-    private static func writeAll(_ file: CInt, _ buffer: ByteBuffer, path: String) throws {
-        if let code = POSIX.writeAll(file, buffer) { throw StateLogError.system("cannot write \(path)", code) }
-    }
-
-    /// Syncs a directory, so that the names created and replaced in it survive a power loss.
-    private static func syncDirectory(_ directory: String) throws {
-        let file = POSIX.open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard file >= 0 else { throw StateLogError.system("cannot open the directory \(directory) to sync it", errno) }
-        defer { POSIX.close(file) }
-        guard fsync(file) == 0 else { throw StateLogError.system("cannot sync the directory \(directory)", errno) }
-        if let code = probe?.directorySyncError { throw StateLogError.system("cannot sync the directory \(directory)", code) }
-    }
 }
