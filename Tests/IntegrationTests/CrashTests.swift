@@ -42,10 +42,12 @@ struct CrashTests {
         }
     }
 
-    @Test("kill -9 under load: every topic's latest is its last acknowledged publish, and sequence numbers continue")
-    func killUnderLoad() async throws {
+    /// Under `sync = always` the acknowledgements wait for the sync thread, and a connection whose `OK` waits is not
+    /// read meanwhile: the same load must go on (no connection left unread) and keep the same promise.
+    @Test("kill -9 under load: every topic's latest is its last acknowledged publish, and sequence numbers continue", arguments: ["never", "always"])
+    func killUnderLoad(sync: String) async throws {
         let directory = try TemporaryDirectory()
-        let daemon = try await TestDaemon.start(in: directory)
+        let daemon = try await TestDaemon.start(in: directory, arguments: ["--sync", sync])
         let publishers = 8
         let topicsEach = 40
         let (progress, tick) = AsyncStream.makeStream(of: Void.self)
@@ -66,7 +68,7 @@ struct CrashTests {
             return try await group.reduce(into: []) { $0.append($1) }
         }
 
-        let restarted = try await TestDaemon.start(in: directory)
+        let restarted = try await TestDaemon.start(in: directory, arguments: ["--sync", sync])
         let client = try await restarted.client()
         var checked = 0
         for record in records {
@@ -101,6 +103,39 @@ struct CrashTests {
         }
         #expect(checked >= publishers * topicsEach / 2, "enough topics were under test: \(checked)")
         await client.close()
+        #expect(try await restarted.stop() == 0)
+    }
+
+    @Test("sync = always: 32 tasks pipelining acknowledged publishes on one connection all get their OKs (the connection is read again after each sync), and every last one survives kill -9")
+    func pipelinedUnderSyncAlways() async throws {
+        let directory = try TemporaryDirectory()
+        let daemon = try await TestDaemon.start(in: directory, arguments: ["--sync", "always"])
+        let client = try await daemon.client()
+        let tasks = 32
+        let each = 200
+        let last = try await withDeadline(.seconds(60), waitingFor: "\(tasks * each) acknowledged publishes") {
+            try await withThrowingTaskGroup(of: (String, UInt64).self) { group in
+                for task in 0..<tasks {
+                    group.addTask {
+                        var sequence: UInt64 = 0
+                        for count in 1...each { sequence = try await client.publishAcknowledged("#\(count)", to: Topic("pipe.t\(task)")) }
+                        return ("pipe.t\(task)", sequence)
+                    }
+                }
+                return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+            }
+        }
+        #expect(last.count == tasks && last.values.allSatisfy { $0 == UInt64(each) })
+        await client.close()
+        try await daemon.kill()
+
+        let restarted = try await TestDaemon.start(in: directory, arguments: ["--sync", "always"])
+        let reader = try await restarted.client()
+        for task in 0..<tasks {
+            let latest = try await reader.latest(Topic("pipe.t\(task)"))
+            #expect(latest?.text == "#\(each)" && latest?.sequence == UInt64(each), "pipe.t\(task): \(latest?.text ?? "none")")
+        }
+        await reader.close()
         #expect(try await restarted.stop() == 0)
     }
 }
