@@ -213,12 +213,36 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // Tests by target, like the code: the protocol's codecs and topics; the broker (through a recording
+        // transport, no socket); the client library and the Messenger.
+        .testTarget(
+            name: "NotifyProtocolTests",
+            dependencies: [
+                "NotifyProtocol",
+                "NotifyBench",
+                "TestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "NotifyBrokerTests",
+            dependencies: [
+                "NotifyBroker",
+                "NotifyProtocol",
+                "NotifyBus",
+                "TestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "NotifyBusTests",
             dependencies: [
-                "NotifyBroker",
                 "NotifyBus",
-                "NotifyBench",
+                "NotifyProtocol",
                 "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

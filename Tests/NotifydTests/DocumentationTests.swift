@@ -134,8 +134,8 @@ struct DocumentationTests {
 
     @Test("a link resolves against its page's directory: ../ climbs, / starts at the root")
     func linkResolution() {
-        #expect(Self.resolve("../Tests/NotifyBusTests/BrokerTests.swift", from: "docs/guarantees.md") == "Tests/NotifyBusTests/BrokerTests.swift")
-        #expect(Self.resolve("Tests/NotifyBusTests/BrokerTests.swift", from: "README.md") == "Tests/NotifyBusTests/BrokerTests.swift")
+        #expect(Self.resolve("../Tests/NotifyBrokerTests/BrokerTests.swift", from: "docs/guarantees.md") == "Tests/NotifyBrokerTests/BrokerTests.swift")
+        #expect(Self.resolve("Tests/NotifyBrokerTests/BrokerTests.swift", from: "README.md") == "Tests/NotifyBrokerTests/BrokerTests.swift")
         #expect(Self.resolve("./limits.md", from: "docs/guarantees.md") == "docs/limits.md")
         #expect(Self.resolve("/PROTOCOL.md", from: "docs/guarantees.md") == "PROTOCOL.md")
         #expect(Self.resolve("../Tests/X.swift", from: "README.md") == "../Tests/X.swift", "out of the root")
