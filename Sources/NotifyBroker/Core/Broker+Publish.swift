@@ -145,9 +145,11 @@ extension Broker {
 
         recordHistory(frame, of: state, sequence: sequence, time: time, payloadSize: payload.count, by: session.account)
         if let exporter, !session.isImporter {
-            // A copy: the bridge keeps it until NATS has it, and the payload's bytes are only lent.
-            let copy = ByteBuffer(bytes: payload)
-            exporter(ExportedMessage(topic: topic, payload: copy, retain: options.retain, sequence: sequence, time: time, publisher: session.publisher))
+            // The payload as it stands at the end of the frame every subscriber shares (`<payload>\n`): no copy of it
+            // is made for the bridge, which decides whether the message goes out and encodes only what does.
+            let payloadEnd = frame.upperBound - 1
+            let payloadInFrame = batch.lend(payloadEnd - payload.count..<payloadEnd)
+            exporter(ExportedMessage(topic: topic, payload: payloadInFrame, retain: options.retain, sequence: sequence, time: time, publisher: session.publisher))
         }
 
         if options.retain {

@@ -6,7 +6,8 @@ public import NotifyProtocol
 public struct ExportedMessage: Sendable {
     /// The topic it was published to.
     public var topic: Topic
-    /// The bytes published. A view of the request as read: copy what must outlive the call.
+    /// The bytes published: a slice of the frame the subscribers share, lent for the call (the bridge encodes what
+    /// it sends on at once); copy what must outlive it.
     public var payload: ByteBuffer
     /// Whether it became the topic's buffered message.
     public var retain: Bool

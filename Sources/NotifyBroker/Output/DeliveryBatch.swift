@@ -49,6 +49,13 @@ struct DeliveryBatch {
         return copy(range, allocator: allocator)
     }
 
+    /// The bytes in `range` as a slice of the buffer, lent for the length of a call: kept longer, it would make the
+    /// batch copy its buffer at its next append.
+    func lend(_ range: Range<Int>) -> ByteBuffer {
+        precondition(range.upperBound <= buffer.writerIndex, "frames of an earlier batch")
+        return buffer.getSlice(at: range.lowerBound, length: range.count)!
+    }
+
     /// Calls `body` with the bytes of the frames in `range`, which it must not keep.
     func withBytes<Result>(_ range: Range<Int>, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
         precondition(range.upperBound <= buffer.writerIndex, "frames of an earlier batch")
