@@ -33,6 +33,53 @@ struct HostileNATSTests {
 
     static var now: UInt64 { PublishTime.now().microsecondsSinceEpoch }
 
+    @Test("a message sent straight to the catch-up reader's inbox is not taken in, and the reply subject it names is not acknowledged")
+    func forgedIntoTheConsumersInbox() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let forger = try await Forger.connect(to: nats)
+        // Any client sees the reader's pull requests, and in them its inbox.
+        let pulls = try await forger.connection.subscribe(to: "$JS.API.CONSUMER.MSG.NEXT.>")
+        let acknowledgements = try await forger.connection.subscribe(to: "$JS.ACK.>")
+        let forgedReplies = try await forger.connection.subscribe(to: "forged.reply")
+        let beta = try await FederationTests.startHost("beta", servers: [nats])
+        let alpha = try await FederationTests.startHost("alpha", servers: [nats])
+        let inbox = try await withDeadline(.seconds(30), waitingFor: "beta's pull request") {
+            for try await pull in pulls where pull.subject.hasSuffix(".beta") {
+                if let replyTo = pull.replyTo { return replyTo }
+            }
+            throw NATSError("the pull requests ended")
+        }
+
+        var headers = NATSHeaders()
+        for (name, value) in [("Notifyd-Host", "mallory"), ("Notifyd-Seq", "1"), ("Notifyd-Time", "\(Self.now)")] { headers.append(name, value) }
+        try await forger.connection.publish(ByteBuffer(string: "forged"), to: inbox, headers: headers, replyTo: "forged.reply")
+        try await forger.connection.flush()
+        // Then a real export: its delivery is acknowledged after the forged message was dealt with (one connection,
+        // in order), so by then an acknowledgement of the forged one would have come first.
+        let onAlpha = try await alpha.client()
+        try await onAlpha.publishAcknowledged("real", to: Topic("demo.real"))
+        let betaAcknowledged = try await withDeadline(.seconds(30), waitingFor: "beta's acknowledgement of the real export") {
+            for try await acknowledgement in acknowledgements where acknowledgement.subject.contains(".beta.") { return true }
+            return false
+        }
+        #expect(betaAcknowledged)
+        let onBeta = try await beta.client()
+        try await FederationTests.waitForCounter("nats_imported", toReach: 1, on: onBeta)
+        let forgedReply = try await withDeadline(.seconds(5), waitingFor: "the forger's flush") { () -> String? in
+            try await forger.connection.publish(ByteBuffer(string: "end"), to: "forged.reply")
+            for try await reply in forgedReplies { return String(buffer: reply.payload) }
+            return nil
+        }
+        #expect(forgedReply == "end", "beta published nothing to the reply subject the forged message named")
+        #expect(try await onBeta.stats()["nats_imported"] == 1, "only the real export was taken in")
+        await onBeta.close()
+        await onAlpha.close()
+        await forger.close()
+        _ = try await alpha.stop()
+        _ = try await beta.stop()
+    }
+
     @Test("a forged Notifyd-Seq past 2^61 and a time a day ahead are refused; resumes, latest and a restart go on, and the real host is not silenced")
     func forgedNumbers() async throws {
         let nats = try await NATSServerProcess.start()

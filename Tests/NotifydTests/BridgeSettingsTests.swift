@@ -368,8 +368,8 @@ struct ImportFilterTests {
 struct JetStreamReplyTests {
     @Test("the stream sequence and pending count of a consumer's message, in both forms of its reply subject")
     func delivery() {
-        #expect(JetStreamDelivery(replySubject: "$JS.ACK.s.c.1.5.1.1700000000.3") == JetStreamDelivery(streamSequence: 5, pending: 3))
-        #expect(JetStreamDelivery(replySubject: "$JS.ACK.domain.hash.s.c.1.7.1.1700000000.0.rnd") == JetStreamDelivery(streamSequence: 7, pending: 0))
+        #expect(JetStreamDelivery(replySubject: "$JS.ACK.s.c.1.5.1.1700000000.3") == JetStreamDelivery(stream: "s", consumer: "c", streamSequence: 5, pending: 3))
+        #expect(JetStreamDelivery(replySubject: "$JS.ACK.domain.hash.s.c.1.7.1.1700000000.0.rnd") == JetStreamDelivery(stream: "s", consumer: "c", streamSequence: 7, pending: 0))
         #expect(JetStreamDelivery(replySubject: "$JS.ACK.s.c.1.x.1.1700000000.3") == nil)
         #expect(JetStreamDelivery(replySubject: "_INBOX.x") == nil)
         #expect(JetStreamDelivery(replySubject: nil) == nil)

@@ -102,17 +102,20 @@ final class CatchUpReader {
             }
             return
         }
+        // Any client of the server that learns the inbox can publish to it: only a delivery of this host's consumer
+        // is taken in, and only its reply subject is acknowledged (one of its own would have this daemon publish
+        // there, under its login).
+        guard let reply = message.replyTo, let delivery = JetStreamDelivery(replySubject: reply),
+            delivery.stream == events.streamName, delivery.consumer == events.consumerName
+        else { return }
         requested -= 1
-        let delivery = JetStreamDelivery(replySubject: message.replyTo)
-        if let delivery { lag = delivery.pending }
-        if let reply = message.replyTo { lastToAcknowledge = reply }
-        if let sequence = delivery?.streamSequence {
-            // Every message of the stream comes to this consumer: a number skipped is one gone before it was read
-            // (aged out, or pushed out by the byte bound, while this host was slow or away). A redelivery is older.
-            let skipped = JetStreamEvents.skipped(after: readThrough, to: sequence)
-            if skipped > 0 { missed(skipped) }
-            readThrough = max(readThrough, sequence)
-        }
+        lag = delivery.pending
+        lastToAcknowledge = reply
+        // Every message of the stream comes to this consumer: a number skipped is one gone before it was read (aged
+        // out, or pushed out by the byte bound, while this host was slow or away). A redelivery is older.
+        let skipped = JetStreamEvents.skipped(after: readThrough, to: delivery.streamSequence)
+        if skipped > 0 { missed(skipped) }
+        readThrough = max(readThrough, delivery.streamSequence)
         take(message)
         if lag == 0 { reachPresent() }
         scheduleAcknowledge()
