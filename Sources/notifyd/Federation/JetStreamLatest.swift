@@ -45,8 +45,10 @@ struct JetStreamLatest: Sendable {
         let sid = try await eventLoop.submit {
             waiting(done)
             return connection.subscribe(to: inbox) { message in
+                // Only what the stream delivers: the inbox is in the request any client of the server may see.
+                guard let delivery = JetStreamDelivery(replySubject: message.replyTo), delivery.stream == streamName else { return }
                 receive(message)
-                if JetStreamDelivery(replySubject: message.replyTo)?.pending == 0 { done.succeed(()) }
+                if delivery.pending == 0 { done.succeed(()) }
             }
         }.get()
         defer { eventLoop.execute { connection.unsubscribe(sid) } }
