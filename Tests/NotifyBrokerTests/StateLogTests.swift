@@ -389,7 +389,7 @@ struct StateLogRecoveryTests {
             body.writeInteger(sequence, endianness: .little)
             body.writeString(topic)
         case .cleared(let topic): body.writeString(topic)
-        case .forgotten: preconditionFailure("format 1 had no record of forgotten topics")
+        case .forgotten, .retainedInHistory: preconditionFailure("format 1 had no record of forgotten topics or retained history")
         }
         let kind = record.kind
         let checksum = body.withUnsafeReadableBytes { body in

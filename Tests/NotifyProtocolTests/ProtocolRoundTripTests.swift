@@ -43,6 +43,37 @@ struct ProtocolRoundTripTests {
         }
     }
 
+    @Test("the line start the encoder reports is the one MessageLineStart measures and writes, at every number length")
+    func lineStartReported() {
+        var random = SeededRandom(seed: SeededRandom.seed(default: 17))
+        for _ in 0..<200 {
+            let sequence = UInt64.random(in: 0...UInt64.max, using: &random) >> UInt64.random(in: 0...63, using: &random)
+            let time = UInt64.random(in: 0...UInt64.max, using: &random) >> UInt64.random(in: 0...63, using: &random)
+            let topic = String(repeating: "t", count: Int.random(in: 1...40, using: &random))
+            var frame = ByteBuffer()
+            var lineStart = -1
+            let written = frame.writeMessageFrame(
+                .delivery,
+                requestID: nil,
+                topic: topic,
+                sequence: sequence,
+                time: PublishTime(microsecondsSinceEpoch: time),
+                uid: 7,
+                pid: 8,
+                unitField: "-",
+                payload: UnsafeRawBufferPointer(start: nil, count: 0),
+                lineStart: &lineStart
+            )
+            #expect(written == frame.readableBytes)
+            #expect(lineStart == MessageLineStart.length(topicLength: topic.utf8.count, sequence: sequence, time: time))
+            let measured = frame.withUnsafeReadableBytes { bytes in
+                var name = topic
+                return name.withUTF8 { MessageLineStart.length(in: bytes, topic: UnsafeRawBufferPointer($0), sequence: sequence, time: time) }
+            }
+            #expect(lineStart == measured)
+        }
+    }
+
     @Test("random server frames survive encoding and decoding, split at random points")
     func serverFrames() throws {
         var random = SeededRandom(seed: SeededRandom.seed(default: 11))

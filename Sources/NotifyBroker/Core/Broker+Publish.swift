@@ -118,6 +118,7 @@ extension Broker {
             batch.restart(minimumCapacity: frameSize, allocator: allocator)
         }
         let sequence = state.sequence
+        var lineStart = 0
         let frame = batch.append { buffer in
             buffer.writeMessageFrame(
                 .delivery,
@@ -128,7 +129,8 @@ extension Broker {
                 uid: session.publisher.uid,
                 pid: session.publisher.pid,
                 unitField: session.unitField,
-                payload: payload
+                payload: payload,
+                lineStart: &lineStart
             )
         }
 
@@ -143,7 +145,15 @@ extension Broker {
             }
         }
 
-        recordHistory(frame, of: state, sequence: sequence, time: time, payloadSize: payload.count, by: session.account)
+        let historyIndex = recordHistory(
+            frame,
+            lineStart: lineStart,
+            of: state,
+            sequence: sequence,
+            time: time,
+            payloadSize: payload.count,
+            by: session.account
+        )
         if let exporter, !session.isImporter {
             // The payload as it stands at the end of the frame every subscriber shares (`<payload>\n`): no copy of it
             // is made for the bridge, which decides whether the message goes out and encodes only what does.
@@ -156,10 +166,13 @@ extension Broker {
             let owner = session.account
             // Whose buffered message this one replaces, when another uid's: its account may be forgotten, last.
             var previousOwner: UserAccount?
-            // The block first: the common case, a topic republished within a batch, reads no history. Borrowed, as
-            // the state is: nothing here lets go of the block (forgetting an account, which settles the batch and
-            // may, waits until the end).
-            if let pointer = state.retainedBlockPointer {
+            // Where the message it replaces is kept: in the batch (the common case with history, a topic republished
+            // within a batch), in a block, or in the history. The block is borrowed, as the state is: nothing here
+            // lets go of it before it is done with (forgetting an account, which settles the batch, waits until the
+            // end).
+            if let pending = state.pendingRetained {
+                previousOwner = replacePendingRetained(pendingHistory.messages[pending], by: owner)
+            } else if let pointer = state.retainedBlockPointer {
                 pointer._withUnsafeGuaranteedRef { block in
                     let payloadSize = block.payloadSize
                     topicTable.countRetained(topics: 0, payloadBytes: -payloadSize, frameBytes: -block.frameLength)
@@ -175,20 +188,22 @@ extension Broker {
                 }
             } else if state.retainedInHistory != 0 {
                 previousOwner = replaceSharedRetained(of: state, by: owner)
-                // The new message is in a block until the batch settles: its history may not keep it.
-                state.retainedInHistory = 0
             } else {
                 topicTable.countRetained(topics: 1, payloadBytes: 0, frameBytes: 0)
                 owner.retainedTopics += 1
             }
-            if let pointer = state.retainedBlockPointer, pointer._withUnsafeGuaranteedRef({ $0.fits(frame.count) }) {
+            if let historyIndex {
+                // A mark on its record of the history, which the batch's end takes in (or, if the history does not
+                // keep it, copies into a block then): no copy of it is made now.
+                state.retainPending(at: historyIndex)
+            } else if let pointer = state.retainedBlockPointer, pointer._withUnsafeGuaranteedRef({ $0.fits(frame.count) }) {
                 pointer._withUnsafeGuaranteedRef { block in
                     batch.withBytes(frame) { block.replace(with: $0, payloadSize: payload.count, sequence: sequence) }
                 }
             } else {
-                state.retainedBlock = batch.withBytes(frame) {
+                state.retainInBlock(batch.withBytes(frame) {
                     RetainedMessage.make(frame: $0, payloadSize: payload.count, sequence: sequence, owner: owner)
-                }
+                })
             }
             owner.retainedBytes += payload.count
             topicTable.countRetained(topics: 0, payloadBytes: payload.count, frameBytes: frame.count)
@@ -226,6 +241,19 @@ extension Broker {
         return previous.owner
     }
 
+    /// Takes `previous`, a topic's buffered message still waiting in the batch, off the counts, as one by `owner`
+    /// replaces it.
+    /// - Returns: the previous message's publisher, when not `owner`.
+    private func replacePendingRetained(_ previous: PendingHistory.Message, by owner: UserAccount) -> UserAccount? {
+        topicTable.countRetained(topics: 0, payloadBytes: -previous.payloadSize, frameBytes: -previous.frame.count)
+        return previous.owner._withUnsafeGuaranteedRef { previousOwner in
+            previousOwner.retainedBytes -= previous.payloadSize
+            guard previousOwner !== owner else { return nil }
+            moveRetainedTopic(from: previousOwner, to: owner)
+            return previousOwner
+        }
+    }
+
     /// Counts a topic's buffered message against `owner` instead of `previousOwner`, whose message it replaces.
     /// The caller then lets go of `previousOwner`'s account if that left it empty (``forgetIfEmpty(_:)``).
     private func moveRetainedTopic(from previousOwner: UserAccount, to owner: UserAccount) {
@@ -245,7 +273,7 @@ extension Broker {
         {
             return nil
         }
-        let replaced = topicTable[topic.name]?.retained
+        let replaced = topicTable[topic.name].flatMap { retained(of: $0) }
         if account.retainedTopics >= configuration.maxRetainedTopicsPerUser && replaced?.owner !== account {
             return "uid \(account.uid) already has buffered messages in \(configuration.maxRetainedTopicsPerUser) topics (the limit"
                 + " per user); clear some of its topics (notify clear, CLEAR), or publish without retaining (notify send --no-retain, noretain)"

@@ -106,11 +106,11 @@ extension Broker {
 
     func forEachRetained(matching pattern: TopicPattern, _ body: (TopicState, BufferedMessage) -> Void) {
         if pattern.isLiteral {
-            if let state = topicTable[pattern.text], let retained = state.retained { body(state, retained) }
+            if let state = topicTable[pattern.text], let retained = retained(of: state) { body(state, retained) }
             return
         }
         workDone &+= topicTable.forEach(matching: pattern) { state in
-            if let retained = state.retained { body(state, retained) }
+            if let retained = retained(of: state) { body(state, retained) }
         }
     }
 }

@@ -196,7 +196,7 @@ extension Broker {
     public func clearImported(_ topic: Topic, at time: UInt64, replayed: Bool, through importer: Session) -> ProtocolError? {
         precondition(importer.isImporter, "clearImported needs the session of openImporter(peer:)")
         if let denial = denial(.publish, of: topic, to: importer, id: nil) { return denial }
-        guard let state = topicTable[topic.name], let retained = state.retained else { return nil }
+        guard let state = topicTable[topic.name], let retained = retained(of: state) else { return nil }
         var frame = retained.frame
         var decoder = ServerFrameDecoder(maxPayload: max(frame.readableBytes, 1))
         if case .delivery(let held)? = try? decoder.decode(buffer: &frame), replayed || held.publisher.host == nil,
@@ -213,6 +213,7 @@ extension Broker {
     /// knows of what it took in before, so that a message sent to it again is not taken in twice.
     public func newestImported(of topic: Topic) -> (host: String, sequence: UInt64, time: UInt64)? {
         guard let state = topicTable[topic.name] else { return nil }
+        settleHistory()
         var newest: ByteBuffer?
         var newestSequence: UInt64 = 0
         if let history = state.history, let sequence = history.newestSequence, let entry = history.entry(sequence: sequence) {
@@ -220,7 +221,7 @@ extension Broker {
             history.writeFrame(of: entry, topic: topic.name, into: &frame)
             (newest, newestSequence) = (frame, sequence)
         }
-        if let retained = state.retained, retained.sequence > newestSequence {
+        if let retained = retained(of: state), retained.sequence > newestSequence {
             newest = retained.frame
         }
         guard var frame = newest else { return nil }
@@ -248,7 +249,7 @@ extension Broker {
     /// publisher, same bytes): so that the latest messages a bridge reads again after a restart or a reconnect are
     /// not delivered twice.
     public func holdsAlready(_ message: ImportedMessage) -> Bool {
-        guard let retained = topicTable[message.topic.name]?.retained else { return false }
+        guard let state = topicTable[message.topic.name], let retained = retained(of: state) else { return false }
         var frame = retained.frame
         var decoder = ServerFrameDecoder(maxPayload: max(frame.readableBytes, 1))
         guard case .delivery(let held)? = try? decoder.decode(buffer: &frame) else { return false }

@@ -14,21 +14,39 @@ extension Broker {
         return configuration.historyLimits(rule: state.historyRule)
     }
 
-    /// Notes the message just published (its frame in the batch) for its topic's history, charged to its publisher;
-    /// ``settleHistory()`` takes it in.
-    func recordHistory(_ frame: Range<Int>, of state: TopicState, sequence: UInt64, time: PublishTime, payloadSize: Int, by owner: UserAccount) {
+    /// Notes the message just published (its frame in the batch, its line start `lineStart` bytes long) for its
+    /// topic's history, charged to its publisher; ``settleHistory()`` takes it in.
+    /// - Returns: its index among the messages noted, or nil when its topic keeps no history.
+    func recordHistory(
+        _ frame: Range<Int>,
+        lineStart: Int,
+        of state: TopicState,
+        sequence: UInt64,
+        time: PublishTime,
+        payloadSize: Int,
+        by owner: UserAccount
+    ) -> Int? {
         if state.history == nil {
-            guard !historyLimits(of: state).isOff else { return }
+            guard !historyLimits(of: state).isOff else { return nil }
             makeHistory(of: state, before: sequence, time: time)
         }
+        let index = pendingHistory.messages.count
         pendingHistory.append(.init(
             topic: .passUnretained(state),
             frame: frame,
             sequence: sequence,
             time: time,
             payloadSize: payloadSize,
-            owner: .passUnretained(owner)
+            owner: .passUnretained(owner),
+            // A line start too long for a record's header (a topic name near 64 KiB) keeps the frame whole.
+            lineStart: UInt16(exactly: lineStart) ?? 0
         ))
+        noteUnlogged(state, through: sequence)
+        return index
+    }
+
+    /// Notes that `state`'s history has a message to log, numbered `sequence`.
+    private func noteUnlogged(_ state: TopicState, through sequence: UInt64) {
         // While the log cannot be written, the rewrite that mends it writes every history whole: noting each
         // message meanwhile would only pile up in memory.
         guard stateLog != nil, !stateNeedsRewrite else { return }
@@ -47,29 +65,33 @@ extension Broker {
         guard !pendingHistory.isEmpty else { return }
         let largestPayload = min(configuration.maxRetainedBytesPerUser, configuration.maxRetainedBytes)
         pendingHistory.decide(limits: { historyLimits(of: $0) }, largestPayload: largestPayload)
-        for message in pendingHistory.messages where message.fate != .superseded {
-            message.topic._withUnsafeGuaranteedRef { state in settle(message, of: state) }
+        for (index, message) in pendingHistory.messages.enumerated() {
+            message.topic._withUnsafeGuaranteedRef { state in
+                let kept = message.fate != .superseded && settle(message, of: state)
+                if state.pendingRetained == index { settleRetained(message, kept: kept, of: state) }
+            }
         }
         pendingHistory.removeAll()
     }
 
     /// Takes one message of the batch into `state`'s history, or notes it gone (see ``settleHistory()``).
-    private func settle(_ message: PendingHistory.Message, of state: TopicState) {
+    /// - Returns: whether the history took it in.
+    private func settle(_ message: PendingHistory.Message, of state: TopicState) -> Bool {
         if message.fate == .passed {
             // It and everything before it are gone: the history starts again after it.
             makeHistory(of: state, before: message.firstGone, time: message.time)
             state.history!.skip(sequence: message.sequence, firstGone: message.firstGone, time: message.time) {
                 historyLedger.released($0, from: state)
             }
-            return
+            return false
         }
         // Borrowed, not retained: the account outlives the batch (see ``PendingHistory``), and a reference counted
         // per message is what settling in bulk is there to save.
-        let kept = message.owner._withUnsafeGuaranteedRef { owner in
+        return message.owner._withUnsafeGuaranteedRef { owner in
             batch.withBytes(message.frame) { frame in
                 keepInHistory(
                     frame,
-                    lineStart: message.lineStart,
+                    lineStart: Int(message.lineStart),
                     of: state,
                     sequence: message.sequence,
                     time: message.time,
@@ -79,22 +101,20 @@ extension Broker {
                 )
             }
         }
-        // The history just took in the very message the block holds: it holds it from now on.
-        if kept, state.retainedBlock?.sequence == message.sequence { state.shareRetained(asRecord: message.sequence) }
     }
 
-    /// Lets go of `state`'s buffered message's block when its history holds the same message, as after a restart:
-    /// the history's record is the buffered message from then on (``TopicState/retainedInHistory``), until the
-    /// history lets it go.
-    func shareRetained(of state: TopicState) {
-        guard let block = state.retainedBlock, let history = state.history, let entry = history.entry(sequence: block.sequence),
-            entry.payloadSize == block.payloadSize, entry.owner === block.owner
-        else { return }
-        // The same number is the same message, but for a log read after damage: the bytes decide.
-        let same = block.withFrame { held in
-            history.withFrame(of: entry, topic: state.topic.name) { kept in held.count == kept.count && ByteKey.equalBytes(held, kept) }
+    /// Settles `state`'s buffered message, `message` of the batch: the history's record from now on when the
+    /// history took it in (`kept`), else a block of its own, copied from the batch while its bytes are still there.
+    private func settleRetained(_ message: PendingHistory.Message, kept: Bool, of state: TopicState) {
+        // Taken in, it is its history's newest record, unless a budget let it go at once (the ledger, which moves a
+        // buffered message it lets go of into a block, does not know a pending one).
+        if kept, state.history?.newestSequence == message.sequence { return state.retainInHistory(message.sequence) }
+        let block = message.owner._withUnsafeGuaranteedRef { owner in
+            batch.withBytes(message.frame) {
+                RetainedMessage.make(frame: $0, payloadSize: message.payloadSize, sequence: message.sequence, owner: owner)
+            }
         }
-        if same { state.shareRetained(asRecord: entry.sequence) }
+        state.retainInBlock(block)
     }
 
     /// Makes `state`'s history if it has none yet: what the topic had before `sequence`, published no later than
@@ -195,20 +215,23 @@ extension Broker {
     /// Only the newest unbroken run of numbers is kept: a topic forgotten and numbered again from 1, or records lost
     /// to damage, leave a log whose frames go back or skip, and a history must be one run for a resume to be told
     /// exactly what it misses.
-    func restoreHistory(_ frames: [ByteBuffer], of state: TopicState, decoder: inout ServerFrameDecoder) {
+    /// - Returns: the indices in `frames` of the messages the history holds now.
+    @discardableResult
+    func restoreHistory(_ frames: [ByteBuffer], of state: TopicState, decoder: inout ServerFrameDecoder) -> [Int] {
         let limits = historyLimits(of: state)
-        guard !limits.isOff else { return }
-        var run: [(frame: ByteBuffer, delivery: Delivery)] = []
-        for frame in frames {
+        guard !limits.isOff else { return [] }
+        var run: [(index: Int, delivery: Delivery)] = []
+        for (index, frame) in frames.enumerated() {
             var input = frame
             guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input) else { continue }
             if let last = run.last, delivery.sequence != last.delivery.sequence + 1 { run.removeAll() }
-            run.append((frame, delivery))
+            run.append((index, delivery))
         }
         // Only the newest can stay: the rest would be let go again at once.
-        for (frame, delivery) in run.suffix(limits.messages) {
+        let kept = run.suffix(limits.messages)
+        for (index, delivery) in kept {
             let owner = account(charging: delivery.publisher)
-            _ = frame.withUnsafeReadableBytes {
+            _ = frames[index].withUnsafeReadableBytes {
                 keepInHistory(
                     $0,
                     lineStart: TopicHistory.lineStart(of: $0, topic: state.topic.name, sequence: delivery.sequence, time: delivery.time),
@@ -222,8 +245,10 @@ extension Broker {
             }
             state.lastPublished = max(state.lastPublished ?? delivery.time, delivery.time)
         }
+        guard let history = state.history else { return [] }
         // What it restored is in the log already.
-        if state.history != nil { state.history!.loggedThrough = state.history!.newestSequence ?? 0 }
+        history.loggedThrough = history.newestSequence ?? 0
+        return kept.filter { history.contains($0.delivery.sequence) }.map(\.index)
     }
 }
 

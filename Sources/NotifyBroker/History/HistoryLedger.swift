@@ -114,10 +114,9 @@ struct HistoryLedger {
     /// its own, as the buffered message outlives its history.
     mutating func released(_ entry: TopicHistory.Entry, from topic: TopicState) {
         if topic.retainedInHistory == entry.sequence, let history = topic.history {
-            topic.retainedBlock = history.withFrame(of: entry, topic: topic.topic.name) {
+            topic.retainInBlock(history.withFrame(of: entry, topic: topic.topic.name) {
                 RetainedMessage.make(frame: $0, payloadSize: entry.payloadSize, sequence: entry.sequence, owner: entry.owner)
-            }
-            topic.retainedInHistory = 0
+            })
         }
         messages -= 1
         payloadBytes -= entry.payloadSize

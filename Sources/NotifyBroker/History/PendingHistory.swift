@@ -22,11 +22,12 @@ struct PendingHistory {
         /// Its publisher. Unmanaged: the broker settles before it forgets an account (see
         /// ``Broker/forgetIfEmpty(_:)``).
         let owner: Unmanaged<UserAccount>
+        /// The bytes of its frame's line start, which its record leaves out: as the encoder wrote them
+        /// (``MessageLineStart``), not measured again.
+        let lineStart: UInt16
         var fate = Fate.kept
         /// For the message ``Fate/passed``: the oldest message of its topic in the batch, gone with it.
         var firstGone: UInt64 = 0
-        /// For a message ``Fate/kept``: the bytes of its frame's line start, which its record leaves out.
-        var lineStart = 0
     }
 
     /// What becomes of a message once the batch's messages to its topic are all in.
@@ -81,16 +82,11 @@ struct PendingHistory {
                 messages[passed].firstGone = message.sequence
                 continue
             }
-            // As the history counts it: without the start of the line, which its record leaves out (a frame the
-            // daemon just encoded always starts as ``MessageLineStart`` writes it).
-            let lineStart = message.topic._withUnsafeGuaranteedRef {
-                MessageLineStart.length(topicLength: $0.topic.name.utf8.count, sequence: message.sequence, time: message.time.microsecondsSinceEpoch)
-            }
-            let size = message.frame.count - lineStart
+            // As the history counts it: without the start of the line, which its record leaves out.
+            let size = message.frame.count - Int(message.lineStart)
             if tally.count < tally.limits.messages, tally.bytes + size <= tally.limits.bytes, message.payloadSize <= largestPayload {
                 tally.count += 1
                 tally.bytes += size
-                messages[index].lineStart = lineStart
             } else {
                 tally.passed = index
                 messages[index].fate = .passed

@@ -13,26 +13,29 @@ extension Broker {
             let state = TopicState(topic: topic)
             state.sequence = record.sequence
             state.persistedSequence = record.sequence
+            // The history first: a buffered message the log marked on one of its records is that record again,
+            // if the history (within today's limits) still keeps it.
+            let restored = record.history.isEmpty ? [] : restoreHistory(record.history, of: state, decoder: &decoder)
             if let frame = record.retainedFrame {
                 var input = frame
                 if case .delivery(let delivery)? = try? decoder.decode(buffer: &input) {
                     let owner = account(charging: delivery.publisher)
                     owner.retainedBytes += delivery.payload.readableBytes
                     owner.retainedTopics += 1
-                    state.retainedBlock = RetainedMessage.make(
-                        frame: frame,
-                        payloadSize: delivery.payload.readableBytes,
-                        sequence: delivery.sequence,
-                        owner: owner
-                    )
-                    state.lastPublished = delivery.time
+                    if let index = record.retainedInHistory, restored.contains(index) {
+                        state.retainInHistory(delivery.sequence)
+                    } else {
+                        state.retainInBlock(RetainedMessage.make(
+                            frame: frame,
+                            payloadSize: delivery.payload.readableBytes,
+                            sequence: delivery.sequence,
+                            owner: owner
+                        ))
+                    }
+                    state.lastPublished = max(state.lastPublished ?? delivery.time, delivery.time)
                 }
             }
             topicTable.restore(state)
-            if !record.history.isEmpty {
-                restoreHistory(record.history, of: state, decoder: &decoder)
-                shareRetained(of: state)
-            }
             if let time = state.lastPublished { latestPublishTime = max(latestPublishTime, time) }
         }
         for (name, forgotten) in contents.forgotten {
@@ -174,7 +177,10 @@ extension Broker {
         logUnloggedHistories(log)
         for state in unsavedTopics {
             state.isUnsaved = false
-            if let retained = state.retained {
+            if state.retainedInHistory != 0 {
+                // Its record is in the log already (``logUnloggedHistories(_:)``, above): it is only marked.
+                log.appendRetainedInHistory(state.topic.name, state.retainedInHistory)
+            } else if let retained = state.retained {
                 retained.withFrame { log.appendRetained($0) }
             } else {
                 log.appendCleared(state.topic.name)
@@ -199,7 +205,11 @@ extension Broker {
         try log.compact { snapshot in
             for state in topicTable.all {
                 state.history?.forEach(last: nil, topic: state.topic.name) { _, frame in snapshot.appendHistory(frame) }
-                state.retained?.withFrame { snapshot.appendRetained($0) }
+                if state.retainedInHistory != 0 {
+                    snapshot.appendRetainedInHistory(state.topic.name, state.retainedInHistory)
+                } else {
+                    state.retained?.withFrame { snapshot.appendRetained($0) }
+                }
                 snapshot.appendSequence(state.topic.name, state.sequence)
             }
             // A topic forgotten to make room is remembered across a restart, with its number and last time.

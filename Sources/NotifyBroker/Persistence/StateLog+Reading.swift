@@ -146,6 +146,7 @@ extension StateLog {
             }
             var topic = contents.topics[delivery.topic.name] ?? TopicRecord()
             topic.retainedFrame = frame
+            topic.retainedInHistory = nil
             topic.sequence = max(topic.sequence, delivery.sequence)
             contents.topics[delivery.topic.name] = topic
         case .sequence(let name, let sequence):
@@ -156,6 +157,16 @@ extension StateLog {
             contents.topics[name, default: TopicRecord()].sequence = max(contents.topics[name]?.sequence ?? 0, sequence)
         case .cleared(let name):
             contents.topics[name]?.retainedFrame = nil
+            contents.topics[name]?.retainedInHistory = nil
+        case .retainedInHistory(let name, let sequence):
+            // The newest of its history's frames so numbered before this record (a topic numbered again from 1 may
+            // have older ones): the log writes a message's history record before marking it.
+            guard let topic = contents.topics[name], let index = topic.historySequences.lastIndex(of: sequence) else {
+                contents.problems.append("the buffered message of \(name) at offset \(offset) is its message \(sequence), which the log does not hold; skipped")
+                return
+            }
+            contents.topics[name]!.retainedFrame = topic.history[index]
+            contents.topics[name]!.retainedInHistory = index
         case .forgotten(let name, let sequence, let time):
             guard sequence <= largestSequence || name == ForgottenTopics.unrememberedName else {
                 contents.problems.append("the forgotten topic \(name) at offset \(offset) has sequence number \(sequence), out of range; skipped")
@@ -169,10 +180,8 @@ extension StateLog {
             guard let delivery = message(frame, "a history message", at: offset, decoder: &decoder, problems: &contents.problems) else {
                 return
             }
-            var topic = contents.topics[delivery.topic.name] ?? TopicRecord()
-            topic.history.append(frame)
-            topic.sequence = max(topic.sequence, delivery.sequence)
-            contents.topics[delivery.topic.name] = topic
+            // In place: a copy of the record taken out and put back would copy its history at every record.
+            contents.topics[delivery.topic.name, default: TopicRecord()].appendHistory(frame, sequence: delivery.sequence)
         }
     }
 }

@@ -65,6 +65,18 @@ public final class StateLog {
         /// The messages its history kept, as `MSG` frames, oldest first (more than its limits may keep: the log
         /// holds all it was told since it was last compacted).
         public var history: [ByteBuffer] = []
+        /// Where in ``history`` its buffered message is, when the log marked a history record retained instead of
+        /// writing the message twice (``retainedFrame`` is then that frame).
+        public internal(set) var retainedInHistory: Int?
+        /// The sequence numbers of ``history``'s frames, as the log read them: what a mark names.
+        var historySequences: [UInt64] = []
+
+        /// Adds the history frame `frame`, numbered `sequence`.
+        mutating func appendHistory(_ frame: ByteBuffer, sequence: UInt64) {
+            history.append(frame)
+            historySequences.append(sequence)
+            self.sequence = max(self.sequence, sequence)
+        }
 
         /// Creates a record.
         public init(sequence: UInt64 = 0, retainedFrame: ByteBuffer? = nil, history: [ByteBuffer] = []) {
@@ -210,6 +222,11 @@ public final class StateLog {
         StateRecord.write(kind: StateRecord.historyKind, to: &pending, sealedWith: key, writeFrame)
     }
 
+    /// Records that `topic`'s buffered message is its history's message numbered `sequence`, recorded already.
+    public func appendRetainedInHistory(_ topic: String, _ sequence: UInt64) {
+        StateRecord.retainedInHistory(topic: topic, sequence: sequence).write(to: &pending, sealedWith: key)
+    }
+
     /// Records that `topic`'s sequence may reach `sequence`.
     public func appendSequence(_ topic: String, _ sequence: UInt64) {
         StateRecord.sequence(topic: topic, sequence).write(to: &pending, sealedWith: key)
@@ -278,7 +295,11 @@ public final class StateLog {
         try compact(beforeReplacing: beforeReplacing) { snapshot in
             for (topic, record) in topics {
                 for frame in record.history { frame.withUnsafeReadableBytes { snapshot.appendHistory($0) } }
-                if let frame = record.retainedFrame { frame.withUnsafeReadableBytes { snapshot.appendRetained($0) } }
+                if let index = record.retainedInHistory, record.historySequences.indices.contains(index) {
+                    snapshot.appendRetainedInHistory(topic, record.historySequences[index])
+                } else if let frame = record.retainedFrame {
+                    frame.withUnsafeReadableBytes { snapshot.appendRetained($0) }
+                }
                 snapshot.appendSequence(topic, record.sequence)
             }
             for (topic, entry) in forgotten { snapshot.appendForgotten(topic, entry.sequence, entry.time) }
@@ -321,6 +342,12 @@ public final class StateLog {
         /// A topic's buffered message, from its `MSG` frame's bytes.
         public mutating func appendRetained(_ frame: UnsafeRawBufferPointer) {
             StateRecord.write(kind: StateRecord.retainedKind, body: frame, to: &buffer, sealedWith: key)
+            writeIfFull()
+        }
+
+        /// That a topic's buffered message is its history's message numbered `sequence`; after its history.
+        public mutating func appendRetainedInHistory(_ topic: String, _ sequence: UInt64) {
+            StateRecord.retainedInHistory(topic: topic, sequence: sequence).write(to: &buffer, sealedWith: key)
             writeIfFull()
         }
 

@@ -5,7 +5,8 @@ import NotifyProtocol
 ///
 /// ```
 /// offset 0  u8     0xA5, the record marker (lets a reader find the next record after damage)
-///        1  u8     kind: 1 retained message, 2 sequence, 3 cleared, 4 history message, 5 forgotten topic
+///        1  u8     kind: 1 retained message, 2 sequence, 3 cleared, 4 history message, 5 forgotten topic,
+///                  6 retained history message
 ///        2  u32 LE length of the body
 ///        6  u32 LE header seal: SipHash of bytes 0..<6 (domain 1), low 32 bits
 ///       10  u64 LE record seal: SipHash of bytes 0..<6 (domain 2) and the body
@@ -14,9 +15,12 @@ import NotifyProtocol
 ///                  cleared:  the topic
 ///                  history:  the MSG frame as delivered
 ///                  forgotten: u64 LE sequence number, u64 LE time of its last message (µs), then the topic
+///                  retained history: u64 LE sequence number, then the topic
 /// ```
 ///
-/// A log with kind 5 (notifyd after issue 34) reads as damaged to an older notifyd, which keeps it aside.
+/// A log with kind 5 (notifyd after issue 34) or kind 6 (after issue 38) reads as damaged to an older notifyd, which
+/// keeps it aside, reads on past such a record and goes on without it: downgraded, a topic whose buffered message was
+/// a mark on its history (kind 6) has none, until it is published again.
 ///
 /// Both seals are keyed with the log's secret ``RecordKey``, so only the daemon can write a record that reads as
 /// intact; the header seal lets a reader searching past damage reject a candidate without hashing its body.
@@ -34,6 +38,9 @@ enum StateRecord: Equatable {
     /// A message its topic's history keeps, as the `MSG` frame that delivered it; a topic's history records come in
     /// the order published.
     case history(frame: ByteBuffer)
+    /// A topic's buffered message is the message numbered `sequence` of its history, whose record comes before: the
+    /// message is written once, in the history record, and marked retained by this one.
+    case retainedInHistory(topic: String, sequence: UInt64)
     /// A topic the broker forgot to make room (``ForgottenTopics``): its last sequence number and the time of its
     /// last message (µs); the topic ``ForgottenTopics/unrememberedName`` carries the count of messages of topics no
     /// longer remembered and the newest time among them.
@@ -63,6 +70,7 @@ enum StateRecord: Equatable {
         case .cleared: return 3
         case .history: return StateRecord.historyKind
         case .forgotten: return 5
+        case .retainedInHistory: return 6
         }
     }
 
@@ -77,7 +85,7 @@ enum StateRecord: Equatable {
             switch self {
             case .retained(let frame), .history(let frame):
                 buffer.writeImmutableBuffer(frame)
-            case .sequence(let topic, let sequence):
+            case .sequence(let topic, let sequence), .retainedInHistory(let topic, let sequence):
                 buffer.writeInteger(sequence, endianness: .little)
                 buffer.writeString(topic)
             case .cleared(let topic):
@@ -160,7 +168,7 @@ enum StateRecord: Equatable {
         {
             return .damaged("a record header that does not match its seal", extent: nil)
         }
-        guard (1...5).contains(kind) else { return .damaged("unknown record kind \(kind)", extent: nil) }
+        guard (1...6).contains(kind) else { return .damaged("unknown record kind \(kind)", extent: nil) }
         guard length <= maxBodySize else { return .damaged("a record claims \(length) bytes", extent: nil) }
         guard available >= headerSize + length else { return .truncated }
         let size = headerSize + length
@@ -182,11 +190,11 @@ enum StateRecord: Equatable {
             return .record(.retained(frame: body), size: size)
         case 4:
             return .record(.history(frame: body), size: size)
-        case 2:
+        case 2, 6:
             guard length > 8, let sequence = body.getInteger(at: body.readerIndex, endianness: .little, as: UInt64.self),
                 let topic = body.getString(at: body.readerIndex + 8, length: length - 8)
-            else { return .damaged("a short sequence record", extent: size) }
-            return .record(.sequence(topic: topic, sequence), size: size)
+            else { return .damaged(kind == 2 ? "a short sequence record" : "a short retained-history record", extent: size) }
+            return .record(kind == 2 ? .sequence(topic: topic, sequence) : .retainedInHistory(topic: topic, sequence: sequence), size: size)
         case 5:
             guard length > 16, let sequence = body.getInteger(at: body.readerIndex, endianness: .little, as: UInt64.self),
                 let time = body.getInteger(at: body.readerIndex + 8, endianness: .little, as: UInt64.self),

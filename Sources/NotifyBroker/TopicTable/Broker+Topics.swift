@@ -3,11 +3,17 @@ import NotifyProtocol
 
 /// Requests about topics rather than messages: `LATEST`, `CLEAR` and `TOPICS`.
 extension Broker {
+    /// `state`'s buffered message, wherever it is kept: a message still in the batch is settled first.
+    func retained(of state: TopicState) -> BufferedMessage? {
+        if state.pendingRetained != nil { settleHistory() }
+        return state.retained
+    }
+
     func latest(_ topic: Topic, id: UInt64?, for session: Session) {
         if let denial = denial(.read, of: topic, to: session, id: id) {
             return refuse(denial, subject: topic.name, to: session)
         }
-        guard let retained = topicTable[topic.name]?.retained else {
+        guard let state = topicTable[topic.name], let retained = retained(of: state) else {
             let sentence = "nothing is buffered for topic \"\(topic.name)\"; it has no messages yet, was cleared, or only got messages sent without retaining (--no-retain, noretain)"
             return reply(ProtocolError(.notFound, sentence, requestID: id), to: session)
         }
@@ -47,7 +53,7 @@ extension Broker {
             return refuse(refusal, subject: topic.name, to: session)
         }
         let state = topicTable[topic.name]
-        if let state, state.retained != nil {
+        if let state, retained(of: state) != nil {
             dropRetained(of: state, by: session)
         }
         if let exporter, !session.isImporter {
@@ -70,7 +76,7 @@ extension Broker {
 
     /// Lets go of `state`'s buffered message, cleared by `session`: the user's quota, the state log, the event.
     func dropRetained(of state: TopicState, by session: Session) {
-        guard let retained = state.retained else { return }
+        guard let retained = retained(of: state) else { return }
         state.dropRetained()
         topicTable.countRetained(topics: -1, payloadBytes: -retained.payloadSize, frameBytes: -retained.frameLength)
         topicTable.listForgettable(state)

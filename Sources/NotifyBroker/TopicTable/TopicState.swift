@@ -11,14 +11,19 @@ final class TopicState {
     @exclusivity(unchecked) var sequence: UInt64 = 0
     /// The buffered latest message in a block of its own, kept as the `MSG` frame that delivered it: replaying it to
     /// a new subscriber costs no encoding, and the frame is a tight copy that does not pin a receive buffer (see
-    /// ``RetainedMessage``). Nil while the message is only in the history (``retainedInHistory``). Read ``retained``.
-    @exclusivity(unchecked) var retainedBlock: RetainedMessage?
-    /// The sequence number of the buffered message while it is kept as a record of the history instead of a block
-    /// (0 when it is not): a topic with history would otherwise hold its latest message twice, and with one message
-    /// each, as most topics of a host have, that second copy was a fifth of a topic's memory. The broker moves it
-    /// there when the history takes it in as its batch settles, or is restored with it (``shareRetained(asRecord:)``),
-    /// and back into a block before the history lets it go (``HistoryLedger/released(_:from:)``).
-    @exclusivity(unchecked) var retainedInHistory: UInt64 = 0
+    /// ``RetainedMessage``). Only for a topic without history, or a message its history does not hold
+    /// (``retainedRecord``). Read it through ``Broker/retained(of:)``.
+    @exclusivity(unchecked) private(set) var retainedBlock: RetainedMessage?
+    /// Where the buffered message is when it is a record of the history instead of a block: "retained" is then a
+    /// mark on that record, and the message is held once and logged once (a second copy was a fifth of a topic's
+    /// memory, with one message each, as most topics of a host have). 0 when it is not; the record's sequence
+    /// number (``retainedInHistory``); or, while the record still waits in the batch to be taken into the history,
+    /// ``pendingTag`` and its index among ``Broker/pendingHistory``'s messages (``pendingRetained``). One word for
+    /// both, as a sequence number never reaches bit 63 (``StateLog/largestSequence``): a field more would put the
+    /// state in the next malloc size class. A publish to a topic with history puts its message there, as does a
+    /// restart; it moves into a block when the history does not take it or lets it go
+    /// (``HistoryLedger/released(_:from:)``).
+    @exclusivity(unchecked) private var retainedRecord: UInt64 = 0
     @exclusivity(unchecked) var published: UInt64 = 0
     @exclusivity(unchecked) var delivered: UInt64 = 0
     /// Deliveries dropped for subscribers that fell behind.
@@ -69,26 +74,52 @@ final class TopicState {
     }
 
     /// Whether it buffers a latest message.
-    var hasRetained: Bool { retainedBlock != nil || retainedInHistory != 0 }
+    var hasRetained: Bool { retainedBlock != nil || retainedRecord != 0 }
 
-    /// Its buffered latest message, wherever it is kept.
+    private static let pendingTag: UInt64 = 1 << 63
+
+    /// The sequence number of the history's record that is its buffered message, once in the history; else 0.
+    var retainedInHistory: UInt64 { retainedRecord & TopicState.pendingTag == 0 ? retainedRecord : 0 }
+
+    /// The index of its buffered message among the broker's pending history (``Broker/pendingHistory``), while the
+    /// message waits there to be taken into the history.
+    var pendingRetained: Int? {
+        retainedRecord & TopicState.pendingTag == 0 ? nil : Int(truncatingIfNeeded: retainedRecord & ~TopicState.pendingTag)
+    }
+
+    /// Its buffered latest message, wherever it is kept, once its batch settled (the broker reads it through
+    /// ``Broker/retained(of:)``, which settles it first).
     var retained: BufferedMessage? {
+        assert(pendingRetained == nil, "a buffered message read before its batch settled")
         if let retainedBlock { return BufferedMessage(retainedBlock) }
         guard retainedInHistory != 0, let history, let entry = history.entry(sequence: retainedInHistory) else { return nil }
         return BufferedMessage(entry, in: history, of: topic.name)
     }
 
-    /// Lets go of the buffered message's block: the history's record numbered `sequence` is the same message, and
-    /// stands for it from now on.
-    func shareRetained(asRecord sequence: UInt64) {
+    /// Makes the history's record numbered `sequence` its buffered message, letting go of any block.
+    func retainInHistory(_ sequence: UInt64) {
+        assert(sequence & TopicState.pendingTag == 0, "a sequence number past bit 62")
         retainedBlock = nil
-        retainedInHistory = sequence
+        retainedRecord = sequence
+    }
+
+    /// Makes the message at `index` of the broker's pending history its buffered message, letting go of any block:
+    /// it is the history's record once the batch settles.
+    func retainPending(at index: Int) {
+        retainedBlock = nil
+        retainedRecord = TopicState.pendingTag | UInt64(truncatingIfNeeded: index)
+    }
+
+    /// Keeps its buffered message in `block`, not in the history.
+    func retainInBlock(_ block: RetainedMessage) {
+        retainedBlock = block
+        retainedRecord = 0
     }
 
     /// Lets go of its buffered message.
     func dropRetained() {
         retainedBlock = nil
-        retainedInHistory = 0
+        retainedRecord = 0
     }
 
     /// When its last message was published, if one was since the daemon started or its log recorded one.

@@ -81,7 +81,8 @@ extension ByteBuffer {
         publisher: Publisher,
         payload: ByteBuffer
     ) -> Int {
-        payload.withUnsafeReadableBytes {
+        var lineStart = 0
+        return payload.withUnsafeReadableBytes {
             writeMessageFrame(
                 kind,
                 requestID: requestID,
@@ -91,14 +92,17 @@ extension ByteBuffer {
                 uid: publisher.uid,
                 pid: publisher.pid,
                 unitField: publisher.unitField,
-                payload: $0
+                payload: $0,
+                lineStart: &lineStart
             )
         }
     }
 
     /// Writes a message frame with the publisher's unit already as its field on the line (``Publisher/unitField``),
     /// and the payload as bytes lent for the call (a `PUB` still in the buffer it was read into): the broker makes
-    /// the field once per connection, not once per message.
+    /// the field once per connection, not once per message. `lineStart` is set to the length of the line's start up
+    /// to the publisher (``MessageLineStart``, for a `MSG` frame), which a history's record leaves out: known here
+    /// without being measured again.
     @discardableResult
     package mutating func writeMessageFrame(
         _ kind: MessageFrameKind,
@@ -109,7 +113,8 @@ extension ByteBuffer {
         uid: UInt32,
         pid: Int32,
         unitField: String,
-        payload payloadBytes: UnsafeRawBufferPointer
+        payload payloadBytes: UnsafeRawBufferPointer,
+        lineStart: inout Int
     ) -> Int {
         // One bounds check and one copy for the whole frame: this runs once per publish, and writing it piece by
         // piece (a capacity and exclusivity check per piece) cost more than the rest of the encoding.
@@ -132,6 +137,7 @@ extension ByteBuffer {
                         out.put("LAST ", at: &at)
                     }
                     out.putTopicSequenceAndTime(UnsafeRawBufferPointer(topicBytes), sequence, time.microsecondsSinceEpoch, at: &at)
+                    lineStart = at
                     out.putDecimal(UInt64(uid), at: &at)
                     out.put(" ", at: &at)
                     // A pid the kernel could not map is 0; the wire has no signed numbers, so nothing below 0.
