@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "NotifyCenter", targets: ["NotifyCenter"]),
         .executable(name: "notifyd", targets: ["notifyd"]),
         .executable(name: "notify", targets: ["notify-cli"]),
+        .executable(name: "notifyd-http", targets: ["notifyd-http"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -34,6 +35,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         // `swift package generate-documentation`: the DocC of NotifyBus and NotifyCenter (script/docs, run by script/test).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // notifyd-http (issue 39): the HTTP gateway, a client of the daemon; the daemon itself stays off the network.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // What both sides of the socket share: topic names and patterns, the subscription index, the wire
@@ -155,6 +160,32 @@ let package = Package(
             path: "Sources/notify-cli",
             swiftSettings: strictSettings
         ),
+        // The HTTP gateway's logic (issue 39): ntfy's requests and event shapes, `since=`, the streams; a client of
+        // the daemon through NotifyBus, with no broker of its own. Testable without a socket where it can be.
+        .target(
+            name: "NotifyHTTP",
+            dependencies: [
+                "NotifyBus",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "notifyd-http",
+            dependencies: [
+                "NotifyHTTP",
+                "NotifyBus",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/notifyd-http",
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "NotifyBusBenchmarks",
             dependencies: [
@@ -269,6 +300,15 @@ let package = Package(
                 "NATSTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "NotifyHTTPTests",
+            dependencies: [
+                "NotifyHTTP",
+                "NotifyBus",
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
         ),

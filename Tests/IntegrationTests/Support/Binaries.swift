@@ -17,6 +17,7 @@ enum Binaries {
 
     static var notifyd: String { directory + "/notifyd" }
     static var notify: String { directory + "/notify" }
+    static var notifydHTTP: String { directory + "/notifyd-http" }
 
     static func checkBuilt() throws {
         for binary in [notifyd, notify] where !FileManager.default.isExecutableFile(atPath: binary) {

@@ -1,0 +1,65 @@
+import NIOCore
+import NotifyBus
+
+/// How a stream frames its events: ntfy's three subscribe endpoints.
+enum StreamFormat: String, CaseIterable, Sendable {
+    /// `/json`: one JSON object a line.
+    case json
+    /// `/sse`: Server-Sent Events, for a browser's `EventSource`: a message is a `data:` line (the default event, so
+    /// `onmessage` gets it); `open`, `keepalive` and `dropped` name their event.
+    case sse
+    /// `/raw`: one line a message, its text (line breaks made spaces); `open` and a keepalive are an empty line (so
+    /// the response starts at once); a drop is a line of its own starting `notifyd: ` (never silent).
+    case raw
+
+    var contentType: String {
+        switch self {
+        case .json: "application/x-ndjson; charset=utf-8"
+        case .sse: "text/event-stream; charset=utf-8"
+        case .raw: "text/plain; charset=utf-8"
+        }
+    }
+
+    /// Appends `event`, framed, to `buffer`.
+    func write(_ event: GatewayEvent, into buffer: inout ByteBuffer) {
+        switch self {
+        case .json:
+            event.writeJSON(into: &buffer)
+            buffer.writeStaticString("\n")
+        case .sse:
+            switch event {
+            case .message: break
+            case .open: buffer.writeStaticString("event: open\n")
+            case .keepalive: buffer.writeStaticString("event: keepalive\n")
+            case .dropped: buffer.writeStaticString("event: dropped\n")
+            }
+            buffer.writeStaticString("data: ")
+            event.writeJSON(into: &buffer)
+            buffer.writeStaticString("\n\n")
+        case .raw:
+            switch event {
+            case .message(let delivery):
+                StreamFormat.writeLine(delivery.payload, into: &buffer)
+            case .dropped(let notice, _):
+                if notice.topic == DropNotice.manyTopics {
+                    buffer.writeString("notifyd: \(notice.count) messages of several topics were dropped\n")
+                } else {
+                    buffer.writeString("notifyd: \(notice.count) messages of \(notice.topic.name) were dropped (\(notice.firstSequence)-\(notice.lastSequence))\n")
+                }
+            case .keepalive, .open:
+                buffer.writeStaticString("\n")
+            }
+        }
+    }
+
+    /// The payload on one line: its line breaks made spaces.
+    private static func writeLine(_ payload: ByteBuffer, into buffer: inout ByteBuffer) {
+        let start = buffer.writerIndex
+        buffer.writeImmutableBuffer(payload)
+        for index in start..<buffer.writerIndex {
+            let byte = buffer.getInteger(at: index, as: UInt8.self)!
+            if byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") { buffer.setInteger(UInt8(ascii: " "), at: index) }
+        }
+        buffer.writeStaticString("\n")
+    }
+}

@@ -1,0 +1,31 @@
+import NotifyBus
+
+/// The gateway's connection to the daemon for publishes and `latest`: made on first use (the daemon may start after
+/// the gateway, as socket activation allows), then kept; the client library reconnects it when the daemon restarts.
+actor DaemonLink {
+    let socketPath: String
+    private var client: NotifyClient?
+
+    init(socketPath: String) {
+        self.socketPath = socketPath
+    }
+
+    /// The shared client, connected now if it is not yet.
+    func shared() async throws -> NotifyClient {
+        if let client { return client }
+        let client = try await NotifyClient.connect(to: socketPath, reconnectWithin: .seconds(10))
+        self.client = client
+        return client
+    }
+
+    /// A client of its own, for a stream: one stream that is read slowly must not hold up another's messages
+    /// (subscriptions of one client share its connection). It waits for a daemon that restarts, and resumes.
+    func streamClient() async throws -> NotifyClient {
+        try await NotifyClient.connect(to: socketPath, reconnectWithin: .seconds(30))
+    }
+
+    func close() async {
+        await client?.close()
+        client = nil
+    }
+}

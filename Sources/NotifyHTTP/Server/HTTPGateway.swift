@@ -1,0 +1,68 @@
+public import Hummingbird
+import HTTPTypes
+import NIOCore
+import NotifyBus
+
+/// The HTTP gateway (`notifyd-http`): ntfy's API and notifyd's own over a client of the daemon, with no broker of
+/// its own. It publishes, answers `latest`, and streams subscriptions as JSON lines, Server-Sent Events or raw
+/// lines; the daemon's access rules and limits apply to the gateway's user, as to any client's.
+public struct HTTPGateway: Sendable {
+    let configuration: GatewayConfiguration
+    let link: DaemonLink
+
+    /// A gateway to the daemon that `configuration` names.
+    public init(configuration: GatewayConfiguration) {
+        self.configuration = configuration
+        self.link = DaemonLink(socketPath: configuration.socketPath)
+    }
+
+    /// The shared connection to the daemon, for publishes and `latest`.
+    func daemon() async throws -> NotifyClient {
+        do {
+            return try await link.shared()
+        } catch {
+            throw GatewayError(error)
+        }
+    }
+
+    /// The routes: `POST /` (ntfy's JSON publish), `PUT`/`POST /<topic>`, `GET /<topic>/latest`, and
+    /// `GET /<topics>/json|sse|raw`.
+    public func router() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.post("/") { request, _ in try await self.publishJSON(request) }
+        router.put(":topic") { request, context in try await self.publish(request, topic: try context.parameters.require("topic")[...]) }
+        router.post(":topic") { request, context in try await self.publish(request, topic: try context.parameters.require("topic")[...]) }
+        router.get(":topic/latest") { _, context in try await self.latest(topic: try context.parameters.require("topic")[...]) }
+        for format in StreamFormat.allCases {
+            // One name for the first segment in every route (the router wants it so): here it lists topics.
+            router.get(RouterPath(":topic/\(format.rawValue)")) { request, context in
+                try await self.stream(request, topics: try context.parameters.require("topic")[...], format: format)
+            }
+        }
+        return router
+    }
+
+    /// Lets go of the shared connection.
+    public func close() async {
+        await link.close()
+    }
+
+    /// `GET /<topic>/latest`: the topic's buffered message, as a stream would send it, or 404.
+    func latest(topic segment: Substring) async throws -> Response {
+        let topic = try TopicList.topic(segment)
+        let client = try await daemon()
+        let buffered: Delivery?
+        do {
+            buffered = try await client.latest(topic)
+        } catch {
+            throw GatewayError(error)
+        }
+        guard let buffered else {
+            throw GatewayError(.notFound, "nothing is buffered for topic \"\(topic.name)\"; it has no messages yet, was cleared, or only got messages sent without retaining")
+        }
+        var body = ByteBuffer()
+        GatewayEvent.message(buffered).writeJSON(into: &body)
+        body.writeStaticString("\n")
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
+    }
+}

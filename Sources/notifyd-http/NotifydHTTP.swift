@@ -1,0 +1,80 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import NotifyBus
+import NotifyHTTP
+
+/// `notifyd-http`: the host's notifications over HTTP, ntfy's API and notifyd's own, as a client of the daemon.
+@main
+struct NotifydHTTP: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "notifyd-http",
+        abstract: "Serve notifyd's topics over HTTP: publish, latest, and JSON, SSE and raw streams (ntfy's API).",
+        discussion: """
+            A client of the daemon, as `notify` is: it reaches the daemon by the same rule (--socket, else \
+            $NOTIFYD_SOCKET, else the per-user or system socket), and the daemon's access rules and limits apply to \
+            the user it runs as. It listens on 127.0.0.1:8080 unless --listen says otherwise; it refuses to listen \
+            beyond loopback unless --allow-anonymous says that anyone who reaches it may publish and read.
+            """,
+        version: NotifydRelease.version
+    )
+
+    @Option(name: .long, help: ArgumentHelp("The address and port to listen on (port 0: any free port).", valueName: "address:port"))
+    var listen = "127.0.0.1:8080"
+
+    @Option(name: .long, help: ArgumentHelp("The daemon's socket (default: $NOTIFYD_SOCKET, else the per-user or system socket).", valueName: "path"))
+    var socket: String?
+
+    @Option(name: .long, help: ArgumentHelp("Seconds between keepalive events on a stream (ntfy's 45).", valueName: "seconds"))
+    var keepalive = 45
+
+    @Flag(name: .long, help: "Listen beyond loopback although anyone who reaches the address may publish and read.")
+    var allowAnonymous = false
+
+    func validate() throws {
+        guard (1...3_600).contains(keepalive) else { throw ValidationError("--keepalive takes 1 to 3600 seconds") }
+        let (host, _) = try Self.address(listen)
+        if !Self.isLoopback(host) && !allowAnonymous {
+            throw ValidationError(
+                "--listen \(listen) is beyond loopback, where anyone who reaches it could publish and read as this gateway's user; add --allow-anonymous to mean it"
+            )
+        }
+    }
+
+    /// `address:port`, the address possibly in brackets (IPv6).
+    static func address(_ text: String) throws -> (host: String, port: Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65_535).contains(port) else {
+            throw ValidationError("--listen \(text) is not address:port (127.0.0.1:8080, [::1]:8080, 0.0.0.0:80)")
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { throw ValidationError("--listen \(text) names no address") }
+        return (host, port)
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+
+    func run() async throws {
+        let (host, port) = try Self.address(listen)
+        let socketPath = SocketPath.resolveForClient(explicit: socket)
+        let gateway = HTTPGateway(configuration: GatewayConfiguration(socketPath: socketPath, keepalive: .seconds(keepalive)))
+        var logger = Logger(label: "notifyd-http")
+        logger.logLevel = .warning
+        let app = Application(
+            router: gateway.router(),
+            configuration: .init(address: .hostname(host, port: port), serverName: "notifyd-http"),
+            onServerRunning: { channel in
+                // The address it listens on, once it does (with port 0, the one it was given): scripts and tests
+                // read this line.
+                let bound = channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? listen
+                FileHandle.standardOutput.write(Data("notifyd-http: listening on http://\(bound), daemon socket \(socketPath)\n".utf8))
+            },
+            logger: logger
+        )
+        try await app.runService()
+        await gateway.close()
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import Testing
+
+/// notifyd-http with the real binaries: curl publishes and streams, `notify` on the other side (issue 39).
+@Suite("HTTP gateway (real notifyd, notifyd-http and curl)", .timeLimit(.minutes(5)))
+struct GatewayTests {
+    @Test("curl -d publishes, retained (notify latest sees it); ?retain=no and X-Cache: no are not; the reply is the message as JSON")
+    func publish() async throws {
+        let daemon = try await TestDaemon.start()
+        let gateway = try await TestGateway.start(for: daemon)
+        let reply = try await gateway.curl(["-d", "backup done", gateway.url("/backup.status")])
+        #expect(reply.status == 0)
+        let object = try #require(TestGateway.objects([reply.output]).first, "\(reply.output)")
+        #expect(object["event"] as? String == "message" && object["message"] as? String == "backup done")
+        #expect(object["topic"] as? String == "backup.status" && object["seq"] as? Int == 1)
+        #expect(try await daemon.notify(["latest", "backup.status"]).output == "backup done\n")
+
+        for arguments in [["-d", "passing", gateway.url("/backup.status?retain=no")], ["-H", "X-Cache: no", "-d", "passing", gateway.url("/backup.status")]] {
+            let passing = try await gateway.curl(arguments)
+            #expect(TestGateway.objects([passing.output]).first?["message"] as? String == "passing", "\(arguments)")
+        }
+        #expect(try await daemon.notify(["latest", "backup.status"]).output == "backup done\n")
+
+        let json = try await gateway.curl(["-X", "PUT", "--data-binary", "via put", gateway.url("/a.b")])
+        #expect(TestGateway.objects([json.output]).first?["seq"] as? Int == 1)
+        let form = try await gateway.curl(["-d", #"{"topic":"a.b","message":"via json","title":"T","priority":4,"tags":["x"]}"#, gateway.url("/")])
+        #expect(TestGateway.objects([form.output]).first?["seq"] as? Int == 2)
+        let latest = try await gateway.curl(["-w", "\n%{http_code}", gateway.url("/a.b/latest")])
+        #expect(latest.output.hasSuffix("\n200") && latest.output.contains(#""message":"via json""#))
+        let missing = try await gateway.curl(["-w", "\n%{http_code}", gateway.url("/nothing.here/latest")])
+        #expect(missing.output.hasSuffix("\n404") && missing.output.contains("nothing is buffered"))
+        try await gateway.stop()
+        try await daemon.stop()
+    }
+
+    @Test("a notify send of 300 messages reaches curl's /json, /sse and /raw streams, each in order, none lost or repeated")
+    func streams() async throws {
+        let daemon = try await TestDaemon.start()
+        let gateway = try await TestGateway.start(for: daemon)
+        let streams = try ["json", "sse", "raw"].map { format in
+            // Headers to stderr: they leave once the daemon has the subscription, so nothing sent after is missed.
+            try ChildProcess("/usr/bin/curl", ["-sSN", "-D", "/dev/stderr", gateway.url("/gw.t/\(format)")])
+        }
+        for stream in streams {
+            try await stream.standardError.wait("the stream's headers") { $0.contains("200 OK") }
+        }
+        let messages = (1...300).map { "message \($0)" }
+        let sent = try await daemon.notify(["send", "gw.t", "--lines"], input: Array((messages.joined(separator: "\n") + "\n").utf8))
+        #expect(sent.status == 0, "\(sent.stderr)")
+
+        try await streams[0].standardOutput.wait("300 JSON messages") { $0.contains(#""message":"message 300""#) }
+        let json = TestGateway.objects(streams[0].standardOutput.lines)
+        #expect(json.first?["event"] as? String == "open")
+        #expect(json.filter { $0["event"] as? String == "message" }.map { $0["message"] as? String ?? "" } == messages)
+        #expect(json.filter { $0["event"] as? String == "message" }.map { $0["seq"] as? Int ?? 0 } == Array(1...300))
+
+        try await streams[1].standardOutput.wait("300 SSE messages") { $0.contains(#""message":"message 300""#) }
+        let events = streams[1].standardOutput.text.components(separatedBy: "\n\n").filter { !$0.isEmpty }
+        #expect(events.first?.hasPrefix("event: open\ndata: ") == true)
+        let data = events.filter { $0.hasPrefix("data: ") }.map { String($0.dropFirst(6)) }
+        #expect(TestGateway.objects(data).map { $0["message"] as? String ?? "" } == messages)
+
+        try await streams[2].standardOutput.wait("300 raw lines") { $0.contains("message 300\n") }
+        #expect(streams[2].standardOutput.lines == messages)
+        for stream in streams { stream.signal(SIGTERM) }
+        // The gateway outlives readers that go away, and lets go of their subscriptions.
+        #expect(try await gateway.curl(["-d", "still here", gateway.url("/gw.t")]).status == 0)
+        try await gateway.stop()
+        try await daemon.stop()
+    }
+
+    @Test("?poll=1 answers what the history holds and closes: since=all (the default), a message id, a duration, a time to come")
+    func poll() async throws {
+        let daemon = try await TestDaemon.start()
+        let gateway = try await TestGateway.start(for: daemon)
+        let sent = try await daemon.notify(["send", "gw.h", "--lines"], input: Array("p1\np2\np3\np4\np5\n".utf8))
+        #expect(sent.status == 0)
+        func polled(_ query: String) async throws -> [[String: Any]] {
+            let result = try await gateway.curl([gateway.url("/gw.h/json?poll=1" + query)])
+            #expect(result.status == 0, "\(result.stderr)")
+            return TestGateway.objects(result.output.split(separator: "\n").map(String.init))
+        }
+        let all = try await polled("")
+        #expect(all.map { $0["message"] as? String ?? "" } == ["p1", "p2", "p3", "p4", "p5"])
+        #expect(try await polled("&since=all").count == 5)
+        let third = try #require(all[2]["id"] as? String)
+        #expect(try await polled("&since=\(third)").map { $0["message"] as? String ?? "" } == ["p4", "p5"])
+        #expect(try await polled("&since=10m").count == 5)
+        #expect(try await polled("&since=\(Int(Date().timeIntervalSince1970) + 3_600)").isEmpty)
+        let latest = try await gateway.curl([gateway.url("/gw.h/json?poll=1&since=latest")])
+        #expect(TestGateway.objects(latest.output.split(separator: "\n").map(String.init)).map { $0["message"] as? String ?? "" } == ["p5"])
+        try await gateway.stop()
+        try await daemon.stop()
+    }
+
+    @Test("bad requests are 4xx with a sentence and the gateway stays up: a bad topic, a body over max_payload, bad JSON, a bad since, a rule that denies")
+    func refusals() async throws {
+        let directory = try TemporaryDirectory()
+        try "[rules]\nlocked = deny publish locked.> everyone\n".write(toFile: directory.path + "/notifyd.conf", atomically: true, encoding: .utf8)
+        let daemon = try await TestDaemon.start(in: directory, arguments: ["--max-payload", "1024"])
+        let gateway = try await TestGateway.start(for: daemon)
+        func status(_ arguments: [String]) async throws -> (code: String, body: String) {
+            let result = try await gateway.curl(["-w", "\n%{http_code}"] + arguments)
+            let lines = result.output.split(separator: "\n", omittingEmptySubsequences: false)
+            return (String(lines.last ?? ""), lines.dropLast().joined(separator: "\n"))
+        }
+        let badTopic = try await status(["-d", "x", gateway.url("/bad%20topic")])
+        #expect(badTopic.code == "400" && badTopic.body.contains("whitespace"))
+        let big = String(repeating: "x", count: 2_000)
+        let tooLarge = try await status(["-d", big, gateway.url("/gw.big")])
+        #expect(tooLarge.code == "413" && tooLarge.body.contains("max_payload of 1024"))
+        let chunked = try await status(["-H", "Transfer-Encoding: chunked", "-d", big, gateway.url("/gw.big")])
+        #expect(chunked.code == "413")
+        #expect(try await status(["-d", "{not json", gateway.url("/")]).code == "400")
+        #expect(try await status(["-d", #"{"message":"no topic"}"#, gateway.url("/")]).code == "400")
+        #expect(try await status([gateway.url("/gw.t/json?since=yesterday")]).code == "400")
+        let denied = try await status(["-d", "x", gateway.url("/locked.door")])
+        #expect(denied.code == "403", "\(denied)")
+        #expect(try await status(["-d", "fine", gateway.url("/gw.fine")]).code == "200")
+        try await gateway.stop()
+        try await daemon.stop()
+    }
+
+    @Test("a stream open while the daemon restarts goes on after it, without a gap or a repeat")
+    func daemonRestart() async throws {
+        let directory = try TemporaryDirectory()
+        var daemon = try await TestDaemon.start(in: directory)
+        let gateway = try await TestGateway.start(for: daemon)
+        let stream = try ChildProcess("/usr/bin/curl", ["-sSN", "-D", "/dev/stderr", gateway.url("/gw.r/json")])
+        try await stream.standardError.wait("the stream's headers") { $0.contains("200 OK") }
+        #expect(try await daemon.notify(["send", "gw.r", "--lines"], input: Array("r1\nr2\nr3\n".utf8)).status == 0)
+        try await stream.standardOutput.wait("r3") { $0.contains(#""message":"r3""#) }
+        try await daemon.stop()
+        daemon = try await TestDaemon.start(in: directory)
+        #expect(try await daemon.notify(["send", "gw.r", "--lines"], input: Array("r4\nr5\nr6\n".utf8)).status == 0)
+        try await stream.standardOutput.wait("r6") { $0.contains(#""message":"r6""#) }
+        let messages = TestGateway.objects(stream.standardOutput.lines).filter { $0["event"] as? String == "message" }
+        #expect(messages.map { $0["message"] as? String ?? "" } == ["r1", "r2", "r3", "r4", "r5", "r6"])
+        #expect(!stream.standardOutput.text.contains(#""event":"dropped""#))
+        stream.signal(SIGTERM)
+        try await gateway.stop()
+        try await daemon.stop()
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+@testable import NotifyHTTP
+
+/// The events a stream sends, in ntfy's shapes with notifyd's fields, framed as JSON lines, SSE or raw lines (no
+/// socket).
+@Suite("The HTTP gateway's events (no socket)")
+struct EventShapeTests {
+    static let delivery = Delivery(
+        topic: try! Topic("backup.status"),
+        sequence: 42,
+        time: PublishTime(microsecondsSinceEpoch: 1_795_305_600_123_456),
+        publisher: Publisher(uid: 1000, pid: 77, unit: "backup.service", host: "nas"),
+        payload: ByteBuffer(string: "done \"at\" 3\\4\n\u{1}ok é")
+    )
+
+    static func object(_ event: GatewayEvent) throws -> [String: Any] {
+        var buffer = ByteBuffer()
+        event.writeJSON(into: &buffer)
+        return try #require(try JSONSerialization.jsonObject(with: Data(buffer.readableBytesView)) as? [String: Any])
+    }
+
+    @Test("a message is ntfy's object with notifyd's fields; JSON's escapes are right; a payload that is not UTF-8 is base 64")
+    func message() throws {
+        let object = try Self.object(.message(Self.delivery))
+        #expect(object["event"] as? String == "message")
+        #expect(object["topic"] as? String == "backup.status")
+        #expect(object["message"] as? String == "done \"at\" 3\\4\n\u{1}ok é")
+        #expect(object["time"] as? Int == 1_795_305_600)
+        #expect(object["time_us"] as? Int == 1_795_305_600_123_456)
+        #expect(object["seq"] as? Int == 42 && object["uid"] as? Int == 1000 && object["pid"] as? Int == 77)
+        #expect(object["unit"] as? String == "backup.service" && object["host"] as? String == "nas")
+        #expect(MessageID((object["id"] as? String ?? "")[...]) == MessageID(time: Self.delivery.time, sequence: 42))
+        #expect(object["encoding"] == nil)
+
+        var binary = Self.delivery
+        binary.payload = ByteBuffer(bytes: [0xFF, 0x00, 0x80])
+        binary.publisher = Publisher(uid: 0, pid: 1)
+        let encoded = try Self.object(.message(binary))
+        #expect(encoded["encoding"] as? String == "base64" && encoded["message"] as? String == "/wCA")
+        #expect(encoded["unit"] == nil && encoded["host"] == nil)
+    }
+
+    @Test("open, keepalive and dropped carry ntfy's id, time and topic; dropped says how many and which")
+    func others() throws {
+        let at = PublishTime(microsecondsSinceEpoch: 2_000_000)
+        #expect(try Self.object(.open(topics: "a,b.*", at: at))["event"] as? String == "open")
+        #expect(try Self.object(.keepalive(topics: "a", at: at))["topic"] as? String == "a")
+        let dropped = try Self.object(.dropped(DropNotice(topic: try Topic("a"), count: 3, firstSequence: 5, lastSequence: 7), at: at))
+        #expect(dropped["event"] as? String == "dropped" && dropped["count"] as? Int == 3)
+        #expect(dropped["first_seq"] as? Int == 5 && dropped["last_seq"] as? Int == 7 && dropped["time"] as? Int == 2)
+    }
+
+    @Test("framing: a JSON line; SSE's default event for a message and a named one for the rest; raw lines")
+    func framing() {
+        func framed(_ event: GatewayEvent, _ format: StreamFormat) -> String {
+            var buffer = ByteBuffer()
+            format.write(event, into: &buffer)
+            return String(buffer: buffer)
+        }
+        let message = GatewayEvent.message(Self.delivery)
+        let at = PublishTime(microsecondsSinceEpoch: 2_000_000)
+        #expect(framed(message, .json).hasSuffix("}\n") && framed(message, .json).filter { $0 == "\n" }.count == 1)
+        #expect(framed(message, .sse).hasPrefix("data: {") && framed(message, .sse).hasSuffix("}\n\n"))
+        #expect(framed(.open(topics: "a", at: at), .sse).hasPrefix("event: open\ndata: {"))
+        #expect(framed(.keepalive(topics: "a", at: at), .sse).hasPrefix("event: keepalive\ndata: {"))
+        #expect(framed(message, .raw) == "done \"at\" 3\\4 \u{1}ok é\n")
+        #expect(framed(.keepalive(topics: "a", at: at), .raw) == "\n")
+        #expect(framed(.open(topics: "a", at: at), .raw) == "\n")
+        let drop = GatewayEvent.dropped(DropNotice(topic: try! Topic("a"), count: 3, firstSequence: 5, lastSequence: 7), at: at)
+        #expect(framed(drop, .raw) == "notifyd: 3 messages of a were dropped (5-7)\n")
+    }
+}
