@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NotifyBus
 import NotifyHTTP
@@ -14,7 +15,8 @@ struct NotifydHTTP: AsyncParsableCommand {
         discussion: """
             A client of the daemon, as `notify` is: it reaches the daemon by the same rule (--socket, else \
             $NOTIFYD_SOCKET, else the per-user or system socket), and the daemon's access rules and limits apply to \
-            the user it runs as. It listens on 127.0.0.1:8080 unless --listen says otherwise; it refuses to listen \
+            the user it runs as. It listens on 127.0.0.1:8080 unless --listen says otherwise. With --token-file, every \
+            request carries a token of the file (Authorization: Bearer TOKEN); without one, it refuses to listen \
             beyond loopback unless --allow-anonymous says that anyone who reaches it may publish and read.
             """,
         version: NotifydRelease.version
@@ -29,15 +31,33 @@ struct NotifydHTTP: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Seconds between keepalive events on a stream (ntfy's 45).", valueName: "seconds"))
     var keepalive = 45
 
-    @Flag(name: .long, help: "Listen beyond loopback although anyone who reaches the address may publish and read.")
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Take only requests with a token of this file: lines `read-only TOKEN` or `read-write TOKEN`.", valueName: "path")
+    )
+    var tokenFile: String?
+
+    @Flag(name: .long, help: "Listen beyond loopback without --token-file, although anyone who reaches the address may publish and read.")
     var allowAnonymous = false
+
+    @Option(name: .long, help: ArgumentHelp("The most HTTP connections open at once.", valueName: "count"))
+    var maxConnections = 1_024
+
+    @Option(name: .long, help: ArgumentHelp("The most streams open at once (each holds a connection to the daemon).", valueName: "count"))
+    var maxStreams = 256
+
+    @Option(name: .long, help: ArgumentHelp("The most streams open at once from one client address.", valueName: "count"))
+    var maxStreamsPerAddress = 16
 
     func validate() throws {
         guard (1...3_600).contains(keepalive) else { throw ValidationError("--keepalive takes 1 to 3600 seconds") }
+        for (name, value) in [("--max-connections", maxConnections), ("--max-streams", maxStreams), ("--max-streams-per-address", maxStreamsPerAddress)] {
+            guard (1...1_000_000).contains(value) else { throw ValidationError("\(name) takes 1 to 1000000") }
+        }
         let (host, _) = try Self.address(listen)
-        if !Self.isLoopback(host) && !allowAnonymous {
+        if !Self.isLoopback(host) && tokenFile == nil && !allowAnonymous {
             throw ValidationError(
-                "--listen \(listen) is beyond loopback, where anyone who reaches it could publish and read as this gateway's user; add --allow-anonymous to mean it"
+                "--listen \(listen) is beyond loopback, where anyone who reaches it could publish and read as this gateway's user; give --token-file, or add --allow-anonymous to mean it"
             )
         }
     }
@@ -60,12 +80,30 @@ struct NotifydHTTP: AsyncParsableCommand {
     func run() async throws {
         let (host, port) = try Self.address(listen)
         let socketPath = SocketPath.resolveForClient(explicit: socket)
-        let gateway = HTTPGateway(configuration: GatewayConfiguration(socketPath: socketPath, keepalive: .seconds(keepalive)))
+        let tokens: TokenTable?
+        do {
+            tokens = try tokenFile.map { try TokenTable(contentsOf: $0) }
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        let gateway = HTTPGateway(
+            configuration: GatewayConfiguration(
+                socketPath: socketPath,
+                keepalive: .seconds(keepalive),
+                tokens: tokens,
+                maxStreams: maxStreams,
+                maxStreamsPerAddress: maxStreamsPerAddress
+            )
+        )
         var logger = Logger(label: "notifyd-http")
         logger.logLevel = .warning
         let app = Application(
             router: gateway.router(),
-            configuration: .init(address: .hostname(host, port: port), serverName: "notifyd-http"),
+            configuration: .init(
+                address: .hostname(host, port: port),
+                serverName: "notifyd-http",
+                availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)
+            ),
             onServerRunning: { channel in
                 // The address it listens on, once it does (with port 0, the one it was given): scripts and tests
                 // read this line.

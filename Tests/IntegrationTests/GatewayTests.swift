@@ -142,3 +142,59 @@ struct GatewayTests {
         try await daemon.stop()
     }
 }
+
+/// notifyd-http's tokens and bounds, with the real binaries (issue 39).
+@Suite("HTTP gateway: tokens and bounds (real notifyd, notifyd-http and curl)", .timeLimit(.minutes(5)))
+struct GatewayAccessIntegrationTests {
+    @Test("with --token-file: no token is 401, a read-only token reads and may not publish (403), a read-write one publishes")
+    func tokens() async throws {
+        let daemon = try await TestDaemon.start()
+        let file = daemon.directory.path + "/tokens"
+        try "read-only reader-0123456789abcdef\nread-write writer-0123456789abcdef\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let gateway = try await TestGateway.start(for: daemon, arguments: ["--token-file", file])
+        func code(_ arguments: [String]) async throws -> String {
+            let result = try await gateway.curl(["-o", "/dev/null", "-w", "%{http_code}"] + arguments)
+            return result.output
+        }
+        #expect(try await code(["-d", "x", gateway.url("/gw.tok")]) == "401")
+        #expect(try await code(["-H", "Authorization: Bearer wrong-0123456789abcdef", "-d", "x", gateway.url("/gw.tok")]) == "401")
+        #expect(try await code(["-H", "Authorization: Bearer reader-0123456789abcdef", "-d", "x", gateway.url("/gw.tok")]) == "403")
+        #expect(try await code(["-H", "Authorization: Bearer writer-0123456789abcdef", "-d", "x", gateway.url("/gw.tok")]) == "200")
+        #expect(try await code(["-H", "Authorization: Bearer reader-0123456789abcdef", gateway.url("/gw.tok/latest")]) == "200")
+        #expect(try await code(["-H", "Authorization: Bearer reader-0123456789abcdef", gateway.url("/gw.tok/json?poll=1")]) == "200")
+        #expect(try await code([gateway.url("/gw.tok/latest")]) == "401")
+        try await gateway.stop()
+        try await daemon.stop()
+    }
+
+    @Test("beyond loopback without a token file or --allow-anonymous, notifyd-http refuses to start, and says why")
+    func refusesToListenOpenly() async throws {
+        let child = try ChildProcess(Binaries.notifydHTTP, ["--listen", "0.0.0.0:0", "--socket", "/nonexistent"])
+        let status = try await child.exitStatus()
+        #expect(status != 0)
+        try await child.standardError.wait("its reason") { $0.contains("beyond loopback") && $0.contains("--allow-anonymous") }
+    }
+
+    @Test("streams per address are bounded (429 past it), and a stream whose reader left makes room again")
+    func streamsPerAddress() async throws {
+        let daemon = try await TestDaemon.start()
+        let gateway = try await TestGateway.start(for: daemon, arguments: ["--max-streams-per-address", "2", "--keepalive", "1"])
+        let streams = try (0..<2).map { _ in try ChildProcess("/usr/bin/curl", ["-sSN", "-D", "/dev/stderr", gateway.url("/gw.b/json")]) }
+        for stream in streams { try await stream.standardError.wait("the stream's headers") { $0.contains("200 OK") } }
+        let refused = try await gateway.curl(["-w", "\n%{http_code}", gateway.url("/gw.b/json")])
+        #expect(refused.output.hasSuffix("\n429") && refused.output.contains("--max-streams-per-address"))
+        streams[0].signal(SIGTERM)
+        _ = try await streams[0].exitStatus()
+        // The gateway finds the reader gone at its next write (a keepalive each second): then a stream fits again.
+        try await withDeadline(.seconds(30), waitingFor: "a stream to fit again") {
+            while true {
+                let poll = try await gateway.curl(["-o", "/dev/null", "-w", "%{http_code}", gateway.url("/gw.b/json?poll=1")])
+                if poll.output == "200" { return }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+        streams[1].signal(SIGTERM)
+        try await gateway.stop()
+        try await daemon.stop()
+    }
+}

@@ -9,11 +9,13 @@ import NotifyBus
 public struct HTTPGateway: Sendable {
     let configuration: GatewayConfiguration
     let link: DaemonLink
+    let streamLimits: StreamLimits
 
     /// A gateway to the daemon that `configuration` names.
     public init(configuration: GatewayConfiguration) {
         self.configuration = configuration
         self.link = DaemonLink(socketPath: configuration.socketPath)
+        self.streamLimits = StreamLimits(total: configuration.maxStreams, perClient: configuration.maxStreamsPerAddress)
     }
 
     /// The shared connection to the daemon, for publishes and `latest`.
@@ -26,9 +28,10 @@ public struct HTTPGateway: Sendable {
     }
 
     /// The routes: `POST /` (ntfy's JSON publish), `PUT`/`POST /<topic>`, `GET /<topic>/latest`, and
-    /// `GET /<topics>/json|sse|raw`.
-    public func router() -> Router<BasicRequestContext> {
-        let router = Router()
+    /// `GET /<topics>/json|sse|raw`; behind the token check when there are tokens.
+    public func router() -> Router<GatewayContext> {
+        let router = Router(context: GatewayContext.self)
+        if let tokens = configuration.tokens { router.add(middleware: TokenMiddleware(tokens: tokens)) }
         router.post("/") { request, _ in try await self.publishJSON(request) }
         router.put(":topic") { request, context in try await self.publish(request, topic: try context.parameters.require("topic")[...]) }
         router.post(":topic") { request, context in try await self.publish(request, topic: try context.parameters.require("topic")[...]) }
@@ -36,7 +39,7 @@ public struct HTTPGateway: Sendable {
         for format in StreamFormat.allCases {
             // One name for the first segment in every route (the router wants it so): here it lists topics.
             router.get(RouterPath(":topic/\(format.rawValue)")) { request, context in
-                try await self.stream(request, topics: try context.parameters.require("topic")[...], format: format)
+                try await self.stream(request, topics: try context.parameters.require("topic")[...], format: format, client: context.client)
             }
         }
         return router

@@ -12,30 +12,40 @@ extension HTTPGateway {
     /// The most bytes of events one write gathers: what a burst brings is written at once, up to this.
     static let writeBatch = 64 << 10
 
-    func stream(_ request: Request, topics segment: Substring, format: StreamFormat) async throws -> Response {
+    func stream(_ request: Request, topics segment: Substring, format: StreamFormat, client address: String) async throws -> Response {
         let patterns = try TopicList.patterns(segment)
         let query = request.uri.queryParameters
         let poll = ["1", "true", "yes"].contains(query["poll"] ?? "")
         var since = try Since(parsing: query["since"] ?? "", now: .now())
         // A poll with no `since` asks for what is kept, as ntfy's does.
         if poll, since == .none { since = .all }
+        try streamLimits.acquire(address)
         let client: NotifyClient
         do {
             client = try await link.streamClient()
         } catch {
+            streamLimits.release(address)
             throw GatewayError(error)
         }
+        let lease = StreamLease(limits: streamLimits, address: address, client: client)
         let subscription: NotifySubscription
         do {
             subscription = try await client.subscribe(to: patterns, latestFirst: since == .latest, since: since.resumePoint(for: patterns))
         } catch {
-            await client.close()
+            await lease.end()
             throw GatewayError(error)
         }
         let headers: HTTPFields = [.contentType: format.contentType, .cacheControl: "no-cache"]
         if poll {
-            defer { Task { await client.close() } }
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: try await HTTPGateway.replay(subscription, on: client, as: format)))
+            let body: ByteBuffer
+            do {
+                body = try await HTTPGateway.replay(subscription, on: client, as: format)
+            } catch {
+                await lease.end()
+                throw error
+            }
+            await lease.end()
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
         }
         let names = patterns.map(\.text).joined(separator: ",")
         let keepalive = configuration.keepalive
@@ -43,10 +53,10 @@ extension HTTPGateway {
             do {
                 try await HTTPGateway.pump(subscription, names: names, format: format, keepalive: keepalive, into: &writer)
             } catch {
-                await client.close()
+                await lease.end()
                 throw error
             }
-            await client.close()
+            await lease.end()
             try await writer.finish(nil)
         })
     }
