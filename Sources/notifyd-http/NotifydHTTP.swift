@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import HummingbirdCore
+import HummingbirdWebSocket
 import Logging
 import NotifyBus
 import NotifyHTTP
@@ -99,6 +100,7 @@ struct NotifydHTTP: AsyncParsableCommand {
         logger.logLevel = .warning
         let app = Application(
             router: gateway.router(),
+            server: .http1WebSocketUpgrade(webSocketRouter: gateway.webSocketRouter()),
             configuration: .init(
                 address: .hostname(host, port: port),
                 serverName: "notifyd-http",

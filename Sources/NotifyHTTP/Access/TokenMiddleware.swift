@@ -3,9 +3,7 @@ import Hummingbird
 
 /// With a token table, lets through only requests that carry a token of it (`Authorization: Bearer TOKEN`), and
 /// publishes only with a read-write one: 401 without a valid token, 403 with a read-only one.
-struct TokenMiddleware: RouterMiddleware {
-    typealias Context = GatewayContext
-
+struct TokenMiddleware<Context: RequestContext>: RouterMiddleware {
     let tokens: TokenTable
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {

@@ -2,7 +2,7 @@ import NIOCore
 import NotifyBus
 
 /// How a stream frames its events: ntfy's three subscribe endpoints.
-enum StreamFormat: String, CaseIterable, Sendable {
+enum StreamFormat: String, Sendable {
     /// `/json`: one JSON object a line.
     case json
     /// `/sse`: Server-Sent Events, for a browser's `EventSource`: a message is a `data:` line (the default event, so
@@ -11,12 +11,21 @@ enum StreamFormat: String, CaseIterable, Sendable {
     /// `/raw`: one line a message, its text (line breaks made spaces); `open` and a keepalive are an empty line (so
     /// the response starts at once); a drop is a line of its own starting `notifyd: ` (never silent).
     case raw
+    /// `/ws`: a WebSocket, each event a text message of its own holding its JSON object.
+    case webSocket
+
+    /// The formats served as an HTTP response (the WebSocket's has a route of its own).
+    static let httpStreams: [StreamFormat] = [.json, .sse, .raw]
+
+    /// Whether each event is a write of its own rather than gathered with others.
+    var isFramedPerEvent: Bool { self == .webSocket }
 
     var contentType: String {
         switch self {
         case .json: "application/x-ndjson; charset=utf-8"
         case .sse: "text/event-stream; charset=utf-8"
         case .raw: "text/plain; charset=utf-8"
+        case .webSocket: "application/json"
         }
     }
 
@@ -26,6 +35,8 @@ enum StreamFormat: String, CaseIterable, Sendable {
         case .json:
             event.writeJSON(into: &buffer)
             buffer.writeStaticString("\n")
+        case .webSocket:
+            event.writeJSON(into: &buffer)
         case .sse:
             switch event {
             case .message: break

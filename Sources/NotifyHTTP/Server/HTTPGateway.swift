@@ -36,7 +36,7 @@ public struct HTTPGateway: Sendable {
         router.put(":topic") { request, context in try await self.publish(request, topic: try context.parameters.require("topic")[...]) }
         router.post(":topic") { request, context in try await self.publish(request, topic: try context.parameters.require("topic")[...]) }
         router.get(":topic/latest") { _, context in try await self.latest(topic: try context.parameters.require("topic")[...]) }
-        for format in StreamFormat.allCases {
+        for format in StreamFormat.httpStreams {
             // One name for the first segment in every route (the router wants it so): here it lists topics.
             router.get(RouterPath(":topic/\(format.rawValue)")) { request, context in
                 try await self.stream(request, topics: try context.parameters.require("topic")[...], format: format, client: context.client)

@@ -1,6 +1,7 @@
 import HTTPTypes
 import AsyncAlgorithms
 import Hummingbird
+import HummingbirdCore
 import NIOCore
 import NotifyBus
 import ServiceLifecycle
@@ -12,10 +13,16 @@ extension HTTPGateway {
     /// The most bytes of events one write gathers: what a burst brings is written at once, up to this.
     static let writeBatch = 64 << 10
 
-    func stream(_ request: Request, topics segment: Substring, format: StreamFormat, client address: String) async throws -> Response {
+    /// A stream's subscription, and what it holds until it ends.
+    struct OpenStream {
+        let subscription: NotifySubscription
+        let lease: StreamLease
+        let names: String
+    }
+
+    /// Opens the subscription a stream of `address`'s asks for (its topics, `since=`), within the bounds on streams.
+    func openStream(topics segment: Substring, query: FlatDictionary<Substring, Substring>, poll: Bool, client address: String) async throws -> OpenStream {
         let patterns = try TopicList.patterns(segment)
-        let query = request.uri.queryParameters
-        let poll = ["1", "true", "yes"].contains(query["poll"] ?? "")
         var since = try Since(parsing: query["since"] ?? "", now: .now())
         // A poll with no `since` asks for what is kept, as ntfy's does.
         if poll, since == .none { since = .all }
@@ -28,35 +35,34 @@ extension HTTPGateway {
             throw GatewayError(error)
         }
         let lease = StreamLease(limits: streamLimits, address: address, client: client)
-        let subscription: NotifySubscription
         do {
-            subscription = try await client.subscribe(to: patterns, latestFirst: since == .latest, since: since.resumePoint(for: patterns))
+            let subscription = try await client.subscribe(to: patterns, latestFirst: since == .latest, since: since.resumePoint(for: patterns))
+            return OpenStream(subscription: subscription, lease: lease, names: patterns.map(\.text).joined(separator: ","))
         } catch {
             await lease.end()
             throw GatewayError(error)
         }
+    }
+
+    func stream(_ request: Request, topics segment: Substring, format: StreamFormat, client address: String) async throws -> Response {
+        let query = request.uri.queryParameters
+        let poll = ["1", "true", "yes"].contains(query["poll"] ?? "")
+        let stream = try await openStream(topics: segment, query: query, poll: poll, client: address)
         let headers: HTTPFields = [.contentType: format.contentType, .cacheControl: "no-cache"]
         if poll {
-            let body: ByteBuffer
-            do {
-                body = try await HTTPGateway.replay(subscription, on: client, as: format)
-            } catch {
-                await lease.end()
-                throw error
-            }
-            await lease.end()
+            defer { Task { await stream.lease.end() } }
+            let body = try await HTTPGateway.replay(stream.subscription, on: stream.lease.client, as: format)
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
         }
-        let names = patterns.map(\.text).joined(separator: ",")
         let keepalive = configuration.keepalive
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
             do {
-                try await HTTPGateway.pump(subscription, names: names, format: format, keepalive: keepalive, into: &writer)
+                try await HTTPGateway.pump(stream, format: format, keepalive: keepalive) { try await writer.write($0) }
             } catch {
-                await lease.end()
+                await stream.lease.end()
                 throw error
             }
-            await lease.end()
+            await stream.lease.end()
             try await writer.finish(nil)
         })
     }
@@ -76,67 +82,63 @@ extension HTTPGateway {
         return body
     }
 
-    /// Writes `open`, then the subscription's events as they come, gathered per write, and a `keepalive` at each
-    /// `keepalive` interval, until the reader goes away (a write fails) or the subscription ends.
+    /// Writes `open`, then the subscription's events as they come, and a `keepalive` at each `keepalive`
+    /// interval, until the reader goes away (a write fails), the subscription ends, or the gateway stops. Events
+    /// are gathered per write, except for a format whose every event is a write of its own (a WebSocket's frames).
     static func pump(
-        _ subscription: NotifySubscription,
-        names: String,
+        _ stream: OpenStream,
         format: StreamFormat,
         keepalive: Duration,
-        into writer: inout any ResponseBodyWriter
+        write: (ByteBuffer) async throws -> Void
     ) async throws {
         var opening = ByteBuffer()
-        format.write(.open(topics: names, at: .now()), into: &opening)
-        if opening.readableBytes > 0 { try await writer.write(opening) }
+        format.write(.open(topics: stream.names, at: .now()), into: &opening)
+        if opening.readableBytes > 0 { try await write(opening) }
         // No buffer: each side waits for the writer, so a reader that does not keep up leaves the events with the
         // subscription, whose bounds (and the daemon's) decide what is dropped, and say so.
         let writes = AsyncChannel<ByteBuffer>()
         // A stream has no end of its own: a gateway that is stopped ends it (its writes end), as a reader that goes
         // away does.
         try await withGracefulShutdownHandler {
-            try await pump(subscription, names: names, format: format, keepalive: keepalive, through: writes, into: &writer)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await produce(stream, format: format, into: writes) }
+                group.addTask { await beat(every: keepalive, names: stream.names, format: format, into: writes) }
+                for await buffer in writes { try await write(buffer) }
+                group.cancelAll()
+                try await group.waitForAll()
+            }
         } onGracefulShutdown: {
             writes.finish()
         }
     }
 
-    /// The events and keepalives of ``pump(_:names:format:keepalive:into:)``, each written as `writes` hands it over.
-    private static func pump(
-        _ subscription: NotifySubscription,
-        names: String,
-        format: StreamFormat,
-        keepalive: Duration,
-        through writes: AsyncChannel<ByteBuffer>,
-        into writer: inout any ResponseBodyWriter
-    ) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                defer { writes.finish() }
-                var events = subscription.makeAsyncIterator()
-                while let first = try await events.next() {
-                    var buffer = ByteBuffer()
-                    format.write(GatewayEvent(first), into: &buffer)
-                    while buffer.readableBytes < writeBatch, let event = events.nextAtHand() {
-                        format.write(GatewayEvent(event), into: &buffer)
-                    }
-                    await writes.send(buffer)
+    /// Hands the subscription's events to `writes`, framed, until it ends.
+    private static func produce(_ stream: OpenStream, format: StreamFormat, into writes: AsyncChannel<ByteBuffer>) async throws {
+        defer { writes.finish() }
+        var events = stream.subscription.makeAsyncIterator()
+        while let first = try await events.next() {
+            var buffer = ByteBuffer()
+            format.write(GatewayEvent(first), into: &buffer)
+            if !format.isFramedPerEvent {
+                while buffer.readableBytes < writeBatch, let event = events.nextAtHand() {
+                    format.write(GatewayEvent(event), into: &buffer)
                 }
             }
-            group.addTask {
-                while true {
-                    do {
-                        try await Task.sleep(for: keepalive)
-                    } catch {
-                        return
-                    }
-                    var buffer = ByteBuffer()
-                    format.write(.keepalive(topics: names, at: .now()), into: &buffer)
-                    await writes.send(buffer)
-                }
+            await writes.send(buffer)
+        }
+    }
+
+    /// Hands a `keepalive` to `writes` at each interval, until cancelled.
+    private static func beat(every interval: Duration, names: String, format: StreamFormat, into writes: AsyncChannel<ByteBuffer>) async {
+        while true {
+            do {
+                try await Task.sleep(for: interval)
+            } catch {
+                return
             }
-            for await buffer in writes { try await writer.write(buffer) }
-            group.cancelAll()
-            try await group.waitForAll()
+            var buffer = ByteBuffer()
+            format.write(.keepalive(topics: names, at: .now()), into: &buffer)
+            await writes.send(buffer)
         }
     }
 }

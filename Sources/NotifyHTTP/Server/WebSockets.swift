@@ -1,0 +1,66 @@
+public import Hummingbird
+public import HummingbirdWebSocket
+public import NIOCore
+import NIOWebSocket
+import NotifyBus
+
+/// A WebSocket request's context: Hummingbird's, the upgrade's, and the client's address.
+public struct GatewayWebSocketContext: RequestContext, WebSocketRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let webSocket: WebSocketHandlerReference<Self>
+    /// The client's address; nil for a client of a Unix socket.
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+        self.webSocket = .init()
+        self.remoteAddress = source.channel.remoteAddress
+    }
+}
+
+/// `GET /<topics>/ws`: the stream as a WebSocket (ntfy's), each event a text message with its JSON object. What the
+/// client sends is not read as requests; its close ends the stream.
+extension HTTPGateway {
+    /// The routes that upgrade to a WebSocket, behind the token check when there are tokens.
+    public func webSocketRouter() -> Router<GatewayWebSocketContext> {
+        let router = Router(context: GatewayWebSocketContext.self)
+        if let tokens = configuration.tokens { router.add(middleware: TokenMiddleware(tokens: tokens)) }
+        router.ws(":topic/ws") { request, context in
+            // Refused before the upgrade, as an HTTP error, when the path or `since` is bad.
+            _ = try TopicList.patterns(try context.parameters.require("topic")[...])
+            _ = try Since(parsing: request.uri.queryParameters["since"] ?? "", now: .now())
+            return .upgrade([:])
+        } onUpgrade: { inbound, outbound, context in
+            let address = context.requestContext.remoteAddress?.ipAddress ?? "local"
+            let topics = try context.requestContext.parameters.require("topic")[...]
+            let stream: OpenStream
+            do {
+                stream = try await self.openStream(topics: topics, query: context.request.uri.queryParameters, poll: false, client: address)
+            } catch let error as GatewayError {
+                try await outbound.close(error.status == .tooManyRequests ? .policyViolation : .unexpectedServerError, reason: String(error.sentence.prefix(120)))
+                return
+            }
+            let keepalive = self.configuration.keepalive
+            do {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    // The client's close (or its connection's end) ends the stream.
+                    group.addTask {
+                        for try await _ in inbound {}
+                    }
+                    group.addTask {
+                        try await HTTPGateway.pump(stream, format: .webSocket, keepalive: keepalive) { buffer in
+                            try await outbound.write(.text(String(buffer: buffer)))
+                        }
+                    }
+                    try await group.next()
+                    group.cancelAll()
+                }
+            } catch {
+                await stream.lease.end()
+                throw error
+            }
+            await stream.lease.end()
+        }
+        return router
+    }
+}

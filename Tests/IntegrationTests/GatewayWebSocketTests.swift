@@ -1,0 +1,43 @@
+import Foundation
+import HummingbirdWSClient
+import Logging
+import NIOWebSocket
+import Testing
+
+/// notifyd-http's /ws with a WebSocket client (hummingbird-websocket's), the real daemon and gateway (issue 39).
+@Suite("HTTP gateway: WebSocket (real notifyd and notifyd-http)", .timeLimit(.minutes(5)))
+struct GatewayWebSocketTests {
+    @Test("a notify send of 200 messages reaches a WebSocket client, one JSON text message each, in order, after open")
+    func webSocket() async throws {
+        let daemon = try await TestDaemon.start()
+        let gateway = try await TestGateway.start(for: daemon)
+        let messages = (1...200).map { "ws \($0)" }
+        let received = Shared<[String]>([])
+        let logger = Logger(label: "test")
+        _ = try await withDeadline(.seconds(60), waitingFor: "200 messages over the WebSocket") {
+            try await WebSocketClient.connect(url: "ws://127.0.0.1:\(gateway.port)/gw.w/ws", logger: logger) { inbound, outbound, _ in
+                var count = 0
+                for try await message in inbound.messages(maxSize: 1 << 20) {
+                    guard case .text(let text) = message else { continue }
+                    received.withLock { $0.append(text) }
+                    if text.contains(#""event":"open""#) {
+                        // Subscribed: now the messages go.
+                        let sent = try await daemon.notify(["send", "gw.w", "--lines"], input: Array((messages.joined(separator: "\n") + "\n").utf8))
+                        #expect(sent.status == 0)
+                    } else if text.contains(#""event":"message""#) {
+                        count += 1
+                        if count == messages.count { break }
+                    }
+                }
+                try await outbound.close(.normalClosure, reason: nil)
+            }
+        }
+        let objects = TestGateway.objects(received.withLock { $0 })
+        #expect(objects.first?["event"] as? String == "open")
+        #expect(objects.filter { $0["event"] as? String == "message" }.map { $0["message"] as? String ?? "" } == messages)
+        // A WebSocket whose client closed lets go of its stream: a poll still fits under the bounds.
+        #expect(try await gateway.curl(["-o", "/dev/null", "-w", "%{http_code}", gateway.url("/gw.w/json?poll=1")]).output == "200")
+        try await gateway.stop()
+        try await daemon.stop()
+    }
+}
