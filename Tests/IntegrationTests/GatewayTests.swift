@@ -121,6 +121,25 @@ struct GatewayTests {
         try await daemon.stop()
     }
 
+    @Test("the page at / lists each topic's latest message without JavaScript, escaped; ?filter= narrows it; a bad filter is said on the page")
+    func page() async throws {
+        let daemon = try await TestDaemon.start()
+        let gateway = try await TestGateway.start(for: daemon)
+        #expect(try await daemon.notify(["send", "page.a", #"<b>"bold" & more</b>"#]).status == 0)
+        #expect(try await daemon.notify(["send", "other.b", "plain"]).status == 0)
+        let page = try await gateway.curl([gateway.url("/")]).output
+        #expect(page.hasPrefix("<!doctype html>"))
+        #expect(page.contains(#"<td class="value">&lt;b&gt;&quot;bold&quot; &amp; more&lt;/b&gt;</td>"#))
+        #expect(page.contains(#"<tr data-topic="other.b">"#) && page.contains(#"<td class="seq num">1</td>"#))
+        #expect(!page.contains("<b>"))
+        let narrowed = try await gateway.curl([gateway.url("/?filter=page.%2A")]).output
+        #expect(narrowed.contains(#"data-topic="page.a""#) && !narrowed.contains(#"data-topic="other.b""#))
+        let bad = try await gateway.curl([gateway.url("/?filter=a%20b")]).output
+        #expect(bad.contains(#"<p class="status">"#) && bad.contains("whitespace"))
+        try await gateway.stop()
+        try await daemon.stop()
+    }
+
     @Test("a stream open while the daemon restarts goes on after it, without a gap or a repeat")
     func daemonRestart() async throws {
         let directory = try TemporaryDirectory()
@@ -163,6 +182,11 @@ struct GatewayAccessIntegrationTests {
         #expect(try await code(["-H", "Authorization: Bearer reader-0123456789abcdef", gateway.url("/gw.tok/latest")]) == "200")
         #expect(try await code(["-H", "Authorization: Bearer reader-0123456789abcdef", gateway.url("/gw.tok/json?poll=1")]) == "200")
         #expect(try await code([gateway.url("/gw.tok/latest")]) == "401")
+        // ntfy's ?auth=, for a browser's EventSource: the header's value in URL-safe base 64, unpadded.
+        let auth = Data("Bearer reader-0123456789abcdef".utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        #expect(try await code([gateway.url("/gw.tok/latest?auth=\(auth)")]) == "200")
+        #expect(try await code([gateway.url("/gw.tok/latest?auth=bm90IGEgdG9rZW4")]) == "401")
         try await gateway.stop()
         try await daemon.stop()
     }

@@ -32,6 +32,7 @@ public struct HTTPGateway: Sendable {
     public func router() -> Router<GatewayContext> {
         let router = Router(context: GatewayContext.self)
         if let tokens = configuration.tokens { router.add(middleware: TokenMiddleware(tokens: tokens)) }
+        router.get("/") { request, context in try await self.page(request, client: context.client) }
         router.post("/") { request, _ in try await self.publishJSON(request) }
         router.put(":topic") { request, context in try await self.publish(request, topic: try context.parameters.require("topic")[...]) }
         router.post(":topic") { request, context in try await self.publish(request, topic: try context.parameters.require("topic")[...]) }
@@ -48,6 +49,31 @@ public struct HTTPGateway: Sendable {
     /// Lets go of the shared connection.
     public func close() async {
         await link.close()
+    }
+
+    /// The most topics the page lists as it is written; the script adds those that publish later.
+    static let pageRows = 2_000
+
+    /// `GET /`: the page, listing the buffered message of each topic `?filter=` matches (all but `$…` topics by default).
+    func page(_ request: Request, client address: String) async throws -> Response {
+        let filter = String(request.uri.queryParameters["filter"] ?? ">")
+        var latest: [Delivery] = []
+        var problem: String?
+        do {
+            let stream = try await openStream(try TopicList.patterns(filter[...]), since: .latest, client: address)
+            defer { Task { await stream.lease.end() } }
+            try await stream.lease.client.flush()
+            var events = stream.subscription.makeAsyncIterator()
+            while let event = events.nextAtHand() {
+                if case .message(let delivery) = event, latest.count < HTTPGateway.pageRows { latest.append(delivery) }
+            }
+        } catch let error as GatewayError {
+            problem = error.sentence
+        } catch {
+            problem = GatewayError(error).sentence
+        }
+        let html = PageRenderer.page(filter: filter, latest: latest, error: problem)
+        return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: html)))
     }
 
     /// `GET /<topic>/latest`: the topic's buffered message, as a stream would send it, or 404.

@@ -26,6 +26,11 @@ extension HTTPGateway {
         var since = try Since(parsing: query["since"] ?? "", now: .now())
         // A poll with no `since` asks for what is kept, as ntfy's does.
         if poll, since == .none { since = .all }
+        return try await openStream(patterns, since: since, client: address)
+    }
+
+    /// Opens a subscription of `address`'s to `patterns` from `since`, within the bounds on streams.
+    func openStream(_ patterns: [TopicPattern], since: Since, client address: String) async throws -> OpenStream {
         try streamLimits.acquire(address)
         let client: NotifyClient
         do {

@@ -1,0 +1,75 @@
+import NIOCore
+import NotifyBus
+
+/// The page at `/`: the host's topics with their latest messages, written on the server so that the list reads
+/// without JavaScript; the script then keeps it live.
+enum PageRenderer {
+    /// The page for `filter` (a pattern, or several comma-separated), listing `latest`: each topic's buffered message.
+    static func page(filter: String, latest: [Delivery], error: String?) -> String {
+        var html = """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+            <title>notifyd: \(escape(filter))</title><style>\(PageAssets.style)</style></head>
+            <body data-filter="\(escape(filter))">
+            <h1>notifyd topics</h1>
+            <form method="get" action="/"><label>Pattern <input type="text" name="filter" value="\(escape(filter))"></label>
+            <button type="submit">Show</button> <span class="status" id="status"></span></form>
+
+            """
+        if let error { html += "<p class=\"status\">\(escape(error))</p>\n" }
+        html += "<table><thead><tr><th>Topic</th><th>Latest</th><th>Seq</th><th>Time (UTC)</th><th>Unit</th><th>Msg/s</th></tr></thead><tbody id=\"topics\">\n"
+        for delivery in latest.sorted(by: { $0.topic.name < $1.topic.name }) {
+            let value = delivery.text.map { $0.count > 80 ? String($0.prefix(79)) + "…" : $0 } ?? "(\(delivery.payload.readableBytes) bytes, not text)"
+            html += "<tr data-topic=\"\(escape(delivery.topic.name))\"><td class=\"topic\"><a href=\"/\(escape(delivery.topic.name))/raw?since=all\">"
+            html += "\(escape(delivery.topic.name))</a></td><td class=\"value\">\(escape(value))</td><td class=\"seq num\">\(delivery.sequence)</td>"
+            html += "<td class=\"time\">\(time(delivery.time))</td><td class=\"unit\">\(escape(delivery.publisher.unit ?? ""))</td><td class=\"rate num\"></td></tr>\n"
+        }
+        html += """
+            </tbody></table>
+            <section id="tail" hidden><h2></h2><pre></pre></section>
+            <script>\(PageAssets.script)</script>
+            </body></html>
+
+            """
+        return html
+    }
+
+    /// `text` safe inside HTML text and attribute values.
+    static func escape(_ text: String) -> String {
+        var escaped = ""
+        escaped.reserveCapacity(text.utf8.count)
+        for character in text {
+            switch character {
+            case "&": escaped += "&amp;"
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&#39;"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
+    }
+
+    /// A publish time as `YYYY-MM-DD hh:mm:ss.mmm`, UTC.
+    static func time(_ time: PublishTime) -> String {
+        let milliseconds = time.microsecondsSinceEpoch / 1_000
+        let seconds = Int(milliseconds / 1_000)
+        var days = seconds / 86_400
+        let rest = seconds % 86_400
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        days += 719_468
+        let era = days / 146_097
+        let dayOfEra = days - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let millis = Int(milliseconds % 1_000)
+        let fraction = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
+        return "\(year)-\(two(month))-\(two(day)) \(two(rest / 3_600)):\(two(rest % 3_600 / 60)):\(two(rest % 60)).\(fraction)"
+    }
+}
