@@ -205,6 +205,10 @@ let package = Package(
         .executableTarget(
             name: "notifyd-load",
             dependencies: [
+                // notifyd-http's WebSocket streams, measured (issue 39).
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 "NotifyBroker",
                 "NotifyBus",
                 "NotifyCenter",

@@ -7,6 +7,6 @@ struct NotifydLoad: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "notifyd-load",
         abstract: "Load tests against a real notifyd: they print figures and never assert timings.",
-        subcommands: [StalledSubscriber.self, SyncCost.self, TypedCost.self, Soak.self, ClientThroughput.self]
+        subcommands: [StalledSubscriber.self, SyncCost.self, TypedCost.self, Soak.self, ClientThroughput.self, HTTPStreams.self]
     )
 }

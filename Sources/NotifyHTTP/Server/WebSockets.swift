@@ -49,7 +49,8 @@ extension HTTPGateway {
                     }
                     group.addTask {
                         try await HTTPGateway.pump(stream, format: .webSocket, keepalive: keepalive) { buffer in
-                            try await outbound.write(.text(String(buffer: buffer)))
+                            // The event's bytes as the frame's, as they are: no string made of them on the way.
+                            try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: buffer)))
                         }
                     }
                     try await group.next()
