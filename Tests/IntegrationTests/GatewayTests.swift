@@ -57,8 +57,11 @@ struct GatewayTests {
         try await streams[1].standardOutput.wait("300 SSE messages") { $0.contains(#""message":"message 300""#) }
         let events = streams[1].standardOutput.text.components(separatedBy: "\n\n").filter { !$0.isEmpty }
         #expect(events.first?.hasPrefix("event: open\ndata: ") == true)
-        let data = events.filter { $0.hasPrefix("data: ") }.map { String($0.dropFirst(6)) }
+        // A message is its id: line, then its data: line (the default event's).
+        let messageEvents = events.filter { $0.hasPrefix("id: ") }
+        let data = messageEvents.compactMap { $0.split(separator: "\n").first { $0.hasPrefix("data: ") }.map { String($0.dropFirst(6)) } }
         #expect(TestGateway.objects(data).map { $0["message"] as? String ?? "" } == messages)
+        #expect(zip(messageEvents, TestGateway.objects(data)).allSatisfy { $0.hasPrefix("id: \($1["id"] as? String ?? "?")\n") })
 
         try await streams[2].standardOutput.wait("300 raw lines") { $0.contains("message 300\n") }
         #expect(streams[2].standardOutput.lines == messages)
@@ -87,6 +90,10 @@ struct GatewayTests {
         #expect(try await polled("&since=\(third)").map { $0["message"] as? String ?? "" } == ["p4", "p5"])
         #expect(try await polled("&since=10m").count == 5)
         #expect(try await polled("&since=\(Int(Date().timeIntervalSince1970) + 3_600)").isEmpty)
+        // A reconnecting EventSource's Last-Event-ID resumes after that message.
+        let resumed = try await gateway.curl(["-H", "Last-Event-ID: \(third)", gateway.url("/gw.h/sse?poll=1")])
+        #expect(resumed.output.components(separatedBy: "\n").filter { $0.hasPrefix("data: ") }.count == 2, "\(resumed.output)")
+        #expect(resumed.output.contains(#""message":"p4""#) && !resumed.output.contains(#""message":"p3""#))
         let latest = try await gateway.curl([gateway.url("/gw.h/json?poll=1&since=latest")])
         #expect(TestGateway.objects(latest.output.split(separator: "\n").map(String.init)).map { $0["message"] as? String ?? "" } == ["p5"])
         try await gateway.stop()

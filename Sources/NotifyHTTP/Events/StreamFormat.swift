@@ -6,7 +6,8 @@ enum StreamFormat: String, Sendable {
     /// `/json`: one JSON object a line.
     case json
     /// `/sse`: Server-Sent Events, for a browser's `EventSource`: a message is a `data:` line (the default event, so
-    /// `onmessage` gets it); `open`, `keepalive` and `dropped` name their event.
+    /// `onmessage` gets it) with its `id:`, which a reconnecting `EventSource` sends back as `Last-Event-ID` to resume
+    /// after it; `open`, `keepalive` and `dropped` name their event.
     case sse
     /// `/raw`: one line a message, its text (line breaks made spaces); `open` and a keepalive are an empty line (so
     /// the response starts at once); a drop is a line of its own starting `notifyd: ` (never silent).
@@ -39,7 +40,10 @@ enum StreamFormat: String, Sendable {
             event.writeJSON(into: &buffer)
         case .sse:
             switch event {
-            case .message: break
+            case .message(let delivery):
+                buffer.writeStaticString("id: ")
+                buffer.writeString(MessageID(time: delivery.time, sequence: delivery.sequence).description)
+                buffer.writeStaticString("\n")
             case .open: buffer.writeStaticString("event: open\n")
             case .keepalive: buffer.writeStaticString("event: keepalive\n")
             case .dropped: buffer.writeStaticString("event: dropped\n")

@@ -50,8 +50,12 @@ extension HTTPGateway {
     }
 
     func stream(_ request: Request, topics segment: Substring, format: StreamFormat, client address: String) async throws -> Response {
-        let query = request.uri.queryParameters
+        var query = request.uri.queryParameters
         let poll = ["1", "true", "yes"].contains(query["poll"] ?? "")
+        // An EventSource that reconnects says where it was: resumed from there, as `since=` would.
+        if query["since"] == nil, let last = request.headers[HTTPField.Name("Last-Event-ID")!], MessageID(last[...]) != nil {
+            query["since"] = last[...]
+        }
         let stream = try await openStream(topics: segment, query: query, poll: poll, client: address)
         let headers: HTTPFields = [.contentType: format.contentType, .cacheControl: "no-cache"]
         if poll {
