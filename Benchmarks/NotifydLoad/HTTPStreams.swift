@@ -19,8 +19,9 @@ struct HTTPStreams: AsyncParsableCommand {
             A release notifyd and notifyd-http (next to this executable) with their defaults, but for the gateway's \
             bounds on streams. Each case: N clients subscribe to one topic (SSE over a plain TCP connection that \
             counts events, hummingbird-websocket's client, or NotifyClient.subscribe), then one publisher sends \
-            --messages 64-byte messages without retaining, and the time runs until every client has counted them \
-            all. Deliveries per second are messages times clients over that time; dropped events are counted. \
+            --messages 64-byte messages without retaining, as fast as the daemon takes them, and the time runs until \
+            every client has counted them all, received or announced as dropped. Deliveries per second are the \
+            messages received over that time; what the daemon dropped for clients that fell behind is printed apart. \
             memory: --idle idle SSE streams, the RSS of notifyd-http and notifyd before and after.
             """
     )
@@ -120,8 +121,9 @@ struct HTTPStreams: AsyncParsableCommand {
         await publisher.close()
         for close in closers { await close() }
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        // Deliveries are what the clients received; what the daemon dropped for them is counted apart.
         let dropped = counters.reduce(0) { $0 + $1.dropped }
-        return (Double(target * clients) / seconds, dropped)
+        return (Double(target * clients - dropped) / seconds, dropped)
     }
 
     /// What an idle SSE stream costs: the RSS of the gateway and of the daemon, before and after `idle` of them.
