@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks that a notifyd .deb holds what it should: both binaries (static Swift runtime, stripped, runnable, linked
+# Checks that a notifyd .deb holds what it should: the three binaries (static Swift runtime, stripped, runnable, linked
 # as packaging/linker/flags.sh says), the system and user units, the sysusers entry, the configuration as a
 # conffile, man pages that render, completions of both commands for three shells, docs, and the maintainer scripts.
 # Prints one line per check; exits 1 if any failed.
@@ -14,7 +14,7 @@ ok() { printf 'PASS: %s\n' "$1"; }
 bad() { printf 'FAIL: %s\n' "$1"; failed=1; }
 check() { local what=$1; shift; if "$@" >/dev/null 2>&1; then ok "$what"; else bad "$what"; fi; }
 
-for path in usr/sbin/notifyd usr/bin/notify; do
+for path in usr/sbin/notifyd usr/bin/notify usr/sbin/notifyd-http; do
   check "$path is executable" test -x "$root/$path"
   check "$path needs no shared Swift runtime" sh -c "! ldd '$root/$path' | grep -q libswift"
   check "$path is stripped" sh -c "file '$root/$path' | grep -q 'stripped' && ! file '$root/$path' | grep -q 'not stripped'"
@@ -28,12 +28,14 @@ check "notifyd has libstdc++ linked in, not shared" sh -c "dynamic=\$(readelf -d
 check "the package asks for glibc 2.36 or later, which DT_RELR needs" sh -c "glibc=\$(dpkg-deb -f '$deb' Depends | sed -n 's/.*libc6 (>= \\([0-9.]*\\)).*/\\1/p') && dpkg --compare-versions \"\$glibc\" ge 2.36"
 check "notify --version answers" sh -c "'$root/usr/bin/notify' --version | grep -qx '$(dpkg-deb -f "$deb" Version)'"
 check "notifyd --help answers" sh -c "'$root/usr/sbin/notifyd' --help | grep -q 'notification center'"
-for path in lib/systemd/system/notifyd.socket lib/systemd/system/notifyd.service \
+check "notifyd-http --help answers" sh -c "'$root/usr/sbin/notifyd-http' --help | grep -q 'ntfy'"
+for path in lib/systemd/system/notifyd.socket lib/systemd/system/notifyd.service lib/systemd/system/notifyd-http.service \
             usr/lib/systemd/user/notifyd.socket usr/lib/systemd/user/notifyd.service \
             usr/lib/sysusers.d/notifyd.conf etc/notifyd/notifyd.conf \
             usr/share/doc/notifyd/copyright usr/share/doc/notifyd/changelog.gz \
             usr/share/doc/notifyd/README.md.gz usr/share/doc/notifyd/PROTOCOL.md.gz \
-            usr/share/doc/notifyd/docs/service.md.gz usr/share/doc/notifyd/docs/guarantees.md.gz; do
+            usr/share/doc/notifyd/docs/service.md.gz usr/share/doc/notifyd/docs/guarantees.md.gz \
+            usr/share/doc/notifyd/docs/http.md.gz usr/share/doc/notifyd/docs/http-page.png; do
   check "$path is there" test -s "$root/$path"
 done
 check "the system socket is /run/notifyd/notifyd.sock" grep -qx 'ListenStream=/run/notifyd/notifyd.sock' "$root/lib/systemd/system/notifyd.socket"
@@ -41,13 +43,13 @@ check "the user socket is in the user's runtime directory" grep -qx 'ListenStrea
 check "the system socket is mode 0666, the notifyd group's" sh -c "grep -qx 'SocketMode=0666' '$root/lib/systemd/system/notifyd.socket' && grep -qx 'SocketGroup=notifyd' '$root/lib/systemd/system/notifyd.socket'"
 check "the user socket is mode 0600" grep -qx 'SocketMode=0600' "$root/usr/lib/systemd/user/notifyd.socket"
 check "the configuration is a conffile" grep -qx '/etc/notifyd/notifyd.conf' "$root/DEBIAN/conffiles"
-for page in usr/share/man/man1/notify.1.gz usr/share/man/man8/notifyd.8.gz; do
+for page in usr/share/man/man1/notify.1.gz usr/share/man/man8/notifyd.8.gz usr/share/man/man8/notifyd-http.8.gz; do
   check "$page is there" test -s "$root/$page"
   check "$page renders without warnings" sh -c "zcat '$root/$page' | groff -mandoc -Tutf8 -ww -z 2>&1 | grep -q . && exit 1 || exit 0"
 done
 check "notify(1) documents the subcommands and exit statuses" sh -c "zcat '$root/usr/share/man/man1/notify.1.gz' | grep -q 'subscribe' && zcat '$root/usr/share/man/man1/notify.1.gz' | grep -q '124'"
 # Completions of both commands: each there, not empty, and for its command.
-for name in notify notifyd; do
+for name in notify notifyd notifyd-http; do
   for path in usr/share/bash-completion/completions/$name usr/share/zsh/vendor-completions/_$name \
               usr/share/fish/vendor_completions.d/$name.fish; do
     check "$path is there, not empty" test -s "$root/$path"
@@ -59,6 +61,8 @@ done
 check "bash completion of notifyd offers its options" grep -q -- '--max-payload' "$root/usr/share/bash-completion/completions/notifyd"
 check "notifyd(8) has no subcommand, since notifyd takes none" sh -c "! zcat '$root/usr/share/man/man8/notifyd.8.gz' | grep -q -i 'subcommand'"
 check "notifyd(8) documents its options" sh -c "zcat '$root/usr/share/man/man8/notifyd.8.gz' | grep -q 'max-queued-bytes'"
+check "notifyd-http(8) documents its options, and no subcommand" sh -c "zcat '$root/usr/share/man/man8/notifyd-http.8.gz' | grep -q 'token-file' && ! zcat '$root/usr/share/man/man8/notifyd-http.8.gz' | grep -q -i 'subcommand'"
+check "the sysusers entry makes the gateway's user" grep -q '^u notifyd-http ' "$root/usr/lib/sysusers.d/notifyd.conf"
 for script in postinst prerm postrm; do
   check "$script is there" test -x "$root/DEBIAN/$script"
 done
