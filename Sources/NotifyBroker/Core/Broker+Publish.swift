@@ -273,7 +273,7 @@ extension Broker {
         {
             return nil
         }
-        let replaced = topicTable[topic.name].flatMap { retained(of: $0) }
+        let replaced = topicTable[topic.name].flatMap { bufferedOwnerAndSize(of: $0) }
         if account.retainedTopics >= configuration.maxRetainedTopicsPerUser && replaced?.owner !== account {
             return "uid \(account.uid) already has buffered messages in \(configuration.maxRetainedTopicsPerUser) topics (the limit"
                 + " per user); clear some of its topics (notify clear, CLEAR), or publish without retaining (notify send --no-retain, noretain)"
@@ -290,6 +290,17 @@ extension Broker {
                 + " clear some of its topics (notify clear, CLEAR), or publish without retaining (notify send --no-retain, noretain)"
         }
         return nil
+    }
+
+    /// Who published `state`'s buffered message and its payload's size, wherever it is kept: a message still in the
+    /// batch is read there, not settled (a publisher at its limit takes this path at every publish, and settling
+    /// each time would copy a burst into the history message by message).
+    private func bufferedOwnerAndSize(of state: TopicState) -> (owner: UserAccount, payloadSize: Int)? {
+        if let pending = state.pendingRetained {
+            let message = pendingHistory.messages[pending]
+            return (message.owner.takeUnretainedValue(), message.payloadSize)
+        }
+        return state.retained.map { ($0.owner, $0.payloadSize) }
     }
 
     /// The sessions that receive `state`'s messages, each once with its strictest overflow policy, recomputed only

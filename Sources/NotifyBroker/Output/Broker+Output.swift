@@ -30,6 +30,8 @@ extension Broker {
         // is not left in a batch a nested flush restarts), and the loop runs until nothing new was marked.
         while !sessionsToFlush.isEmpty {
             for session in sessionsToFlush { writeSpan(of: session) }
+            // What the histories (and buffered messages) of this batch still take from its buffer, first.
+            settleHistory()
             if !batch.isEmpty { batch.restart(allocator: allocator) }
             let sessions = sessionsToFlush
             sessionsToFlush.removeAll(keepingCapacity: true)

@@ -24,6 +24,10 @@ extension Broker {
                     owner.retainedTopics += 1
                     if let index = record.retainedInHistory, restored.contains(index) {
                         state.retainInHistory(delivery.sequence)
+                    } else if record.retainedInHistory == nil, holdsTheSame(frame, sequence: delivery.sequence, in: state) {
+                        // A log written before marks (notifyd before issue 38) holds the message twice: once in
+                        // memory from now on, and marked at the next compaction.
+                        state.retainInHistory(delivery.sequence)
                     } else {
                         state.retainInBlock(RetainedMessage.make(
                             frame: frame,
@@ -44,6 +48,15 @@ extension Broker {
             if forgotten.time != .distantFuture { latestPublishTime = max(latestPublishTime, forgotten.time) }
         }
         stateLog = log
+    }
+
+    /// Whether `state`'s restored history holds `frame`, numbered `sequence`, byte for byte: the same number alone
+    /// does not say so in a log read after damage.
+    private func holdsTheSame(_ frame: ByteBuffer, sequence: UInt64, in state: TopicState) -> Bool {
+        guard let history = state.history, let entry = history.entry(sequence: sequence) else { return false }
+        return frame.withUnsafeReadableBytes { held in
+            history.withFrame(of: entry, topic: state.topic.name) { kept in held.count == kept.count && ByteKey.equalBytes(held, kept) }
+        }
     }
 
     /// Writes the exact state to the log, compacted: on a clean shutdown, so a restart continues without gaps.
@@ -84,6 +97,9 @@ extension Broker {
     /// Writes the batch's state records; runs before the batch's replies go out.
     func commitState() -> CommitOutcome {
         guard let stateLog else { return .committed }
+        // What a sync made in place carried out in the middle of a flush is in the batch still: into the histories
+        // first, so that its buffered messages are logged as they are.
+        settleHistory()
         let now = clock().microsecondsSinceEpoch
         do {
             if stateNeedsRewrite {
@@ -177,8 +193,9 @@ extension Broker {
         logUnloggedHistories(log)
         for state in unsavedTopics {
             state.isUnsaved = false
-            if state.retainedInHistory != 0 {
-                // Its record is in the log already (``logUnloggedHistories(_:)``, above): it is only marked.
+            if state.retainedInHistory != 0, let history = state.history, history.loggedThrough >= state.retainedInHistory {
+                // Its record is in the log already (``logUnloggedHistories(_:)``, above): it is only marked. (Not
+                // while the log awaits a rewrite, which logs no history record: then the message is written whole.)
                 log.appendRetainedInHistory(state.topic.name, state.retainedInHistory)
             } else if let retained = state.retained {
                 retained.withFrame { log.appendRetained($0) }

@@ -84,6 +84,43 @@ struct RetainedOnceTests {
         #expect(try SharedRetainedMessageTests.latest("t", in: harness)! == ("fi", 5))
     }
 
+    @Test("a publisher at its limit of topics republishing within a batch is let through without settling the batch: the message it replaces is read where it waits")
+    func atTheLimitWithinABatch() throws {
+        var configuration = Self.configuration(historyMessages: 64)
+        configuration.maxRetainedTopicsPerUser = 1
+        let harness = BrokerHarness(configuration: configuration)
+        let publisher = harness.connect()
+        publisher.handle("PUB t 3\none\nPUB t 3\ntwo\nPUB t 5\nthree\n")
+        #expect(harness.broker.pendingHistory.messages.count == 3, "no settling at each publish near the limit")
+        publisher.handle("PUB u 1\nx\n")
+        harness.broker.flush()
+        #expect(try SharedRetainedMessageTests.latest("t", in: harness)! == ("three", 3))
+        #expect(try SharedRetainedMessageTests.latest("u", in: harness) == nil, "over the limit of one topic")
+        #expect(harness.broker.accounts[1000]?.retainedTopics == 1 && harness.broker.accounts[1000]?.retainedBytes == 5)
+    }
+
+    @Test("a log written before marks (the message as a history record and again as a buffered one) is held once after a restart")
+    func logFromBeforeMarks() throws {
+        let directory = Directory()
+        let frame = StateLogTests.frame("t", 1, "keep")
+        try StateLogRecoveryTests.write([.history(frame: frame), .retained(frame: frame), .sequence(topic: "t", 1)], to: directory)
+        let harness = try HistoryPersistenceTests.start(in: directory, Self.configuration(historyMessages: 64))
+        let state = try #require(harness.broker.topicTable["t"])
+        #expect(state.retainedBlock == nil && state.retainedInHistory == 1)
+        #expect(try SharedRetainedMessageTests.latest("t", in: harness)! == ("keep", 1))
+
+        // The same number with other bytes (a log read after damage) is not taken for the same message.
+        let other = Directory()
+        try StateLogRecoveryTests.write(
+            [.history(frame: frame), .retained(frame: StateLogTests.frame("t", 1, "else")), .sequence(topic: "t", 1)],
+            to: other
+        )
+        let restarted = try HistoryPersistenceTests.start(in: other, Self.configuration(historyMessages: 64))
+        let kept = try #require(restarted.broker.topicTable["t"])
+        #expect(kept.retainedInHistory == 0 && kept.retainedBlock?.sequence == 1)
+        #expect(try SharedRetainedMessageTests.latest("t", in: restarted)! == ("else", 1))
+    }
+
     /// The kinds of the records in the state log of `directory`, in order.
     static func recordKinds(in directory: Directory) throws -> [UInt8] {
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: directory.logPath)))
