@@ -75,6 +75,7 @@ done
 install -D -m 0644 packaging/systemd/system/notifyd.socket "$stage/lib/systemd/system/notifyd.socket"
 install -D -m 0644 packaging/systemd/system/notifyd.service "$stage/lib/systemd/system/notifyd.service"
 install -D -m 0644 packaging/systemd/system/notifyd-http.service "$stage/lib/systemd/system/notifyd-http.service"
+install -D -m 0644 packaging/systemd/system/notifyd-http.socket "$stage/lib/systemd/system/notifyd-http.socket"
 install -D -m 0644 packaging/systemd/user/notifyd.socket "$stage/usr/lib/systemd/user/notifyd.socket"
 install -D -m 0644 packaging/systemd/user/notifyd.service "$stage/usr/lib/systemd/user/notifyd.service"
 install -D -m 0644 packaging/notifyd.sysusers "$stage/usr/lib/sysusers.d/notifyd.conf"

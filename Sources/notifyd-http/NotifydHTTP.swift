@@ -6,6 +6,8 @@ import HummingbirdWebSocket
 import Logging
 import NotifyBus
 import NotifyHTTP
+import ServiceLifecycle
+import UnixSignals
 
 /// `notifyd-http`: the host's notifications over HTTP, ntfy's API and notifyd's own, as a client of the daemon.
 @main
@@ -18,7 +20,9 @@ struct NotifydHTTP: AsyncParsableCommand {
             $NOTIFYD_SOCKET, else the per-user or system socket), and the daemon's access rules and limits apply to \
             the user it runs as. It listens on 127.0.0.1:8080 unless --listen says otherwise. With --token-file, every \
             request carries a token of the file (Authorization: Bearer TOKEN); without one, it refuses to listen \
-            beyond loopback unless --allow-anonymous says that anyone who reaches it may publish and read.
+            beyond loopback unless --allow-anonymous says that anyone who reaches it may publish and read. Started by \
+            systemd with a listening socket (notifyd-http.socket, or systemd-socket-activate), it serves on that \
+            socket instead of --listen's.
             """,
         version: NotifydRelease.version
     )
@@ -98,6 +102,25 @@ struct NotifydHTTP: AsyncParsableCommand {
         )
         var logger = Logger(label: "notifyd-http")
         logger.logLevel = .warning
+        if let descriptor = ActivatedServer.inheritedSocket() {
+            // Socket activation: the address is the socket unit's (--listen does not apply), and beyond loopback it
+            // is refused as --listen would be.
+            let tokens = tokenFile != nil, anonymous = allowAnonymous
+            let server = ActivatedServer(descriptor: descriptor, gateway: gateway, maxConnections: maxConnections, logger: logger) { address in
+                let host = address?.ipAddress ?? "?"
+                if !Self.isLoopback(host) && !tokens && !anonymous {
+                    throw ValidationError(
+                        "the socket systemd passed listens on \(host), beyond loopback, where anyone who reaches it could publish and read as this gateway's user; give --token-file, or add --allow-anonymous to mean it"
+                    )
+                }
+                let port = address?.port.map(String.init) ?? "?"
+                FileHandle.standardOutput.write(Data("notifyd-http: listening on http://\(host):\(port) (a socket from systemd), daemon socket \(socketPath)\n".utf8))
+            }
+            let services = ServiceGroup(configuration: .init(services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            try await services.run()
+            await gateway.close()
+            return
+        }
         let app = Application(
             router: gateway.router(),
             server: .http1WebSocketUpgrade(webSocketRouter: gateway.webSocketRouter()),

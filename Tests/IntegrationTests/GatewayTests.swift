@@ -229,3 +229,77 @@ struct GatewayAccessIntegrationTests {
         try await daemon.stop()
     }
 }
+
+/// notifyd-http started the way systemd starts it from `notifyd-http.socket` (issue 39).
+@Suite("HTTP gateway: socket activation (real notifyd, notifyd-http, systemd-socket-activate, curl)", .timeLimit(.minutes(3)))
+struct GatewaySocketActivationTests {
+    /// A loopback port free a moment ago.
+    static func freePort() throws -> Int {
+        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw TestFailure("socket failed") }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+        }
+        guard bound else { throw TestFailure("bind failed") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    @Test("started by systemd-socket-activate, it serves on the socket it was given (not --listen's): curl publishes, notify latest sees it; SIGTERM ends it with a stream open")
+    func activated() async throws {
+        let daemon = try await TestDaemon.start()
+        let port = try Self.freePort()
+        let activator = try ChildProcess("/usr/bin/systemd-socket-activate", [
+            "-l", "127.0.0.1:\(port)", Binaries.notifydHTTP, "--socket", daemon.socketPath, "--listen", "127.0.0.1:1",
+        ])
+        try await activator.standardError.wait("the socket to listen") { $0.contains("Listening on 127.0.0.1:\(port)") }
+        // The first connection starts notifyd-http on the socket.
+        let curl = try ChildProcess("/usr/bin/curl", ["-sS", "-d", "activated", "http://127.0.0.1:\(port)/gw.sa"])
+        #expect(try await curl.exitStatus() == 0)
+        try await activator.standardOutput.wait("notifyd-http to say where it listens") { $0.contains("(a socket from systemd)") }
+        #expect(activator.standardOutput.text.contains("http://127.0.0.1:\(port) "))
+        #expect(try await daemon.notify(["latest", "gw.sa"]).output == "activated\n")
+        let stream = try ChildProcess("/usr/bin/curl", ["-sSN", "http://127.0.0.1:\(port)/gw.sa/json"])
+        try await stream.standardOutput.wait("the stream to open") { $0.contains(#""event":"open""#) }
+        activator.signal(SIGTERM)
+        #expect(try await activator.exitStatus() == 0, "\(activator.standardError.text)")
+        _ = try await stream.exitStatus()
+        try await daemon.stop()
+    }
+}
+
+extension GatewaySocketActivationTests {
+    @Test("on a socket from systemd, --max-connections holds too: one connection more is closed as it comes, and there is room again once one ends")
+    func activatedConnectionBound() async throws {
+        let daemon = try await TestDaemon.start()
+        let port = try Self.freePort()
+        let activator = try ChildProcess("/usr/bin/systemd-socket-activate", [
+            "-l", "127.0.0.1:\(port)", Binaries.notifydHTTP, "--socket", daemon.socketPath, "--max-connections", "1", "--keepalive", "1",
+        ])
+        try await activator.standardError.wait("the socket to listen") { $0.contains("Listening on 127.0.0.1:\(port)") }
+        let stream = try ChildProcess("/usr/bin/curl", ["-sSN", "http://127.0.0.1:\(port)/gw.cap/json"])
+        try await stream.standardOutput.wait("the stream to open") { $0.contains(#""event":"open""#) }
+        let refused = try ChildProcess("/usr/bin/curl", ["-sS", "-d", "x", "http://127.0.0.1:\(port)/gw.cap"])
+        #expect(try await refused.exitStatus() != 0, "a second connection was served past --max-connections 1")
+        stream.signal(SIGTERM)
+        _ = try await stream.exitStatus()
+        // The stream's connection is gone once the gateway sees it closed (at its next keepalive, each second): a
+        // publish then fits, within the deadline.
+        try await withDeadline(.seconds(60), waitingFor: "room for a connection again") {
+            while true {
+                let publish = try ChildProcess("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-d", "x", "http://127.0.0.1:\(port)/gw.cap"])
+                _ = try await publish.exitStatus()
+                try await publish.standardOutput.wait("curl's output") { _ in publish.standardOutput.isClosed }
+                if publish.standardOutput.text == "200" { return }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+        activator.signal(SIGTERM)
+        #expect(try await activator.exitStatus() == 0)
+        try await daemon.stop()
+    }
+}

@@ -30,6 +30,7 @@ check "notify --version answers" sh -c "'$root/usr/bin/notify' --version | grep 
 check "notifyd --help answers" sh -c "'$root/usr/sbin/notifyd' --help | grep -q 'notification center'"
 check "notifyd-http --help answers" sh -c "'$root/usr/sbin/notifyd-http' --help | grep -q 'ntfy'"
 for path in lib/systemd/system/notifyd.socket lib/systemd/system/notifyd.service lib/systemd/system/notifyd-http.service \
+            lib/systemd/system/notifyd-http.socket \
             usr/lib/systemd/user/notifyd.socket usr/lib/systemd/user/notifyd.service \
             usr/lib/sysusers.d/notifyd.conf etc/notifyd/notifyd.conf \
             usr/share/doc/notifyd/copyright usr/share/doc/notifyd/changelog.gz \
@@ -38,6 +39,7 @@ for path in lib/systemd/system/notifyd.socket lib/systemd/system/notifyd.service
             usr/share/doc/notifyd/docs/http.md.gz usr/share/doc/notifyd/docs/http-page.png; do
   check "$path is there" test -s "$root/$path"
 done
+check "the gateway's socket is 127.0.0.1:8080, loopback only" grep -qx 'ListenStream=127.0.0.1:8080' "$root/lib/systemd/system/notifyd-http.socket"
 check "the system socket is /run/notifyd/notifyd.sock" grep -qx 'ListenStream=/run/notifyd/notifyd.sock' "$root/lib/systemd/system/notifyd.socket"
 check "the user socket is in the user's runtime directory" grep -qx 'ListenStream=%t/notifyd/notifyd.sock' "$root/usr/lib/systemd/user/notifyd.socket"
 check "the system socket is mode 0666, the notifyd group's" sh -c "grep -qx 'SocketMode=0666' '$root/lib/systemd/system/notifyd.socket' && grep -qx 'SocketGroup=notifyd' '$root/lib/systemd/system/notifyd.socket'"

@@ -259,14 +259,17 @@ fi
 # The HTTP gateway (docs/http.md): off until enabled; then on loopback, as its own user. socat stands in for curl.
 http_request() { printf "$1" | socat -t 5 - TCP:127.0.0.1:8080; }
 if [ "$E2E_PHASE" = install ]; then
-  expect "notifyd-http.service is not enabled by the package" disabled systemctl is-enabled notifyd-http.service
-  expect "systemd-analyze verify notifyd-http.service: no complaints" "status 0" \
-    sh -c "systemd-analyze verify --man=no /lib/systemd/system/notifyd-http.service 2>&1; echo status \$?"
+  expect "notifyd-http.socket is not enabled by the package" disabled systemctl is-enabled notifyd-http.socket
+  for unit in notifyd-http.socket notifyd-http.service; do
+    expect "systemd-analyze verify $unit: no complaints" "status 0" \
+      sh -c "systemd-analyze verify --man=no /lib/systemd/system/$unit 2>&1; echo status \$?"
+  done
   check  "sysusers made the notifyd-http user" getent passwd notifyd-http
-  check  "systemctl enable --now notifyd-http (docs/http.md)" systemctl enable --now notifyd-http.service
+  check  "systemctl enable --now notifyd-http.socket (docs/http.md)" systemctl enable --now notifyd-http.socket
 else
-  expect "notifyd-http.service active after the reboot (enabled)" active systemctl is-active notifyd-http.service
+  expect "notifyd-http.socket active after the reboot (enabled)" active systemctl is-active notifyd-http.socket
 fi
+expect "notifyd-http.service idle until the first request (socket activation)" inactive systemctl is-active notifyd-http.service
 check  "notifyd-http answers on 127.0.0.1:8080" within 10 sh -c 'printf "GET /e2e.none/latest HTTP/1.0\r\n\r\n" | socat -t 5 - TCP:127.0.0.1:8080 | grep -q "^HTTP/1.[01] 404"'
 expect_match "an HTTP publish is answered 200 with the message" '"message":"hello, http"' \
   http_request "POST /e2e.http HTTP/1.0\r\nContent-Length: 11\r\n\r\nhello, http"
@@ -275,6 +278,7 @@ expect "published as the gateway's own user" "$(id -u notifyd-http)" \
   sh -c 'notify latest e2e.http --format json | sed -n "s/.*\"uid\":\([0-9]*\).*/\1/p"'
 expect_match "GET /e2e.http/latest answers it" '"seq":' http_request "GET /e2e.http/latest HTTP/1.0\r\n\r\n"
 expect "notifyd-http.service runs as notifyd-http" notifyd-http systemctl show -P User notifyd-http.service
+expect "and was started by its socket" active systemctl is-active notifyd-http.service
 
 if [ "$E2E_PHASE" = reboot ]; then
   # Lingering survives the reboot: the user's manager, and the socket enabled in the install phase, start at boot.
@@ -297,11 +301,12 @@ if [ "$E2E_PHASE" = reboot ]; then
   expect "notifyd.socket stopped" inactive systemctl is-active notifyd.socket
   expect "notifyd.service stopped" inactive systemctl is-active notifyd.service
   expect "notifyd-http.service stopped" inactive systemctl is-active notifyd-http.service
+  expect "notifyd-http.socket stopped" inactive systemctl is-active notifyd-http.socket
   expect "the user's notifyd.socket stopped too" inactive as_tester_session systemctl --user is-active notifyd.socket
   expect "no notifyd runs any more, the user's included" "" notifyd_processes
   check  "the units are gone" test ! -e /lib/systemd/system/notifyd.service -a ! -e /usr/lib/systemd/user/notifyd.socket
   check  "the binaries are gone" test ! -e /usr/sbin/notifyd -a ! -e /usr/bin/notify -a ! -e /usr/sbin/notifyd-http
-  check  "the gateway's unit is gone" test ! -e /lib/systemd/system/notifyd-http.service
+  check  "the gateway's units are gone" test ! -e /lib/systemd/system/notifyd-http.service -a ! -e /lib/systemd/system/notifyd-http.socket
   check  "the state directory is gone" test ! -e /var/lib/notifyd
   check  "the configuration is gone" test ! -e /etc/notifyd/notifyd.conf
   expect "no failed units after the purge" "" systemctl list-units --state=failed --plain --no-legend
