@@ -1,9 +1,7 @@
 import ArgumentParser
 import Foundation
-import Hummingbird
-import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
+import NIOCore
 import NotifyBus
 import NotifyHTTP
 import ServiceLifecycle
@@ -45,8 +43,11 @@ struct NotifydHTTP: AsyncParsableCommand {
     @Flag(name: .long, help: "Listen beyond loopback without --token-file, although anyone who reaches the address may publish and read.")
     var allowAnonymous = false
 
-    @Option(name: .long, help: ArgumentHelp("The most HTTP connections open at once.", valueName: "count"))
+    @Option(name: .long, help: ArgumentHelp("The most HTTP connections open at once; one more is closed as it comes.", valueName: "count"))
     var maxConnections = 1_024
+
+    @Option(name: .long, help: ArgumentHelp("The most HTTP connections open at once from one client address.", valueName: "count"))
+    var maxConnectionsPerAddress = 64
 
     @Option(name: .long, help: ArgumentHelp("The most streams open at once (each holds a connection to the daemon).", valueName: "count"))
     var maxStreams = 256
@@ -56,7 +57,10 @@ struct NotifydHTTP: AsyncParsableCommand {
 
     func validate() throws {
         guard (1...3_600).contains(keepalive) else { throw ValidationError("--keepalive takes 1 to 3600 seconds") }
-        for (name, value) in [("--max-connections", maxConnections), ("--max-streams", maxStreams), ("--max-streams-per-address", maxStreamsPerAddress)] {
+        for (name, value) in [
+            ("--max-connections", maxConnections), ("--max-connections-per-address", maxConnectionsPerAddress),
+            ("--max-streams", maxStreams), ("--max-streams-per-address", maxStreamsPerAddress),
+        ] {
             guard (1...1_000_000).contains(value) else { throw ValidationError("\(name) takes 1 to 1000000") }
         }
         let (host, _) = try Self.address(listen)
@@ -102,42 +106,30 @@ struct NotifydHTTP: AsyncParsableCommand {
         )
         var logger = Logger(label: "notifyd-http")
         logger.logLevel = .warning
-        if let descriptor = ActivatedServer.inheritedSocket() {
-            // Socket activation: the address is the socket unit's (--listen does not apply), and beyond loopback it
-            // is refused as --listen would be.
-            let tokens = tokenFile != nil, anonymous = allowAnonymous
-            let server = ActivatedServer(descriptor: descriptor, gateway: gateway, maxConnections: maxConnections, logger: logger) { address in
-                let host = address?.ipAddress ?? "?"
-                if !Self.isLoopback(host) && !tokens && !anonymous {
-                    throw ValidationError(
-                        "the socket systemd passed listens on \(host), beyond loopback, where anyone who reaches it could publish and read as this gateway's user; give --token-file, or add --allow-anonymous to mean it"
-                    )
-                }
-                let port = address?.port.map(String.init) ?? "?"
-                FileHandle.standardOutput.write(Data("notifyd-http: listening on http://\(host):\(port) (a socket from systemd), daemon socket \(socketPath)\n".utf8))
-            }
-            let services = ServiceGroup(configuration: .init(services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-            try await services.run()
-            await gateway.close()
-            return
-        }
-        let app = Application(
-            router: gateway.router(),
-            server: .http1WebSocketUpgrade(webSocketRouter: gateway.webSocketRouter()),
-            configuration: .init(
-                address: .hostname(host, port: port),
-                serverName: "notifyd-http",
-                availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)
-            ),
-            onServerRunning: { channel in
-                // The address it listens on, once it does (with port 0, the one it was given): scripts and tests
-                // read this line.
-                let bound = channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? listen
-                FileHandle.standardOutput.write(Data("notifyd-http: listening on http://\(bound), daemon socket \(socketPath)\n".utf8))
-            },
+        // Socket activation: the socket unit's address (--listen does not apply), refused beyond loopback as
+        // --listen would be.
+        let inherited = GatewayServer.inheritedSocket()
+        let hasTokens = tokenFile != nil, anonymous = allowAnonymous, listen = self.listen
+        let server = GatewayServer(
+            listener: inherited.map { .inherited($0) } ?? .address(host: host, port: port),
+            gateway: gateway,
+            maxConnections: maxConnections,
+            maxConnectionsPerAddress: maxConnectionsPerAddress,
             logger: logger
-        )
-        try await app.runService()
+        ) { address in
+            let bound = address?.ipAddress ?? host
+            if inherited != nil, !Self.isLoopback(bound), !hasTokens, !anonymous {
+                throw ValidationError(
+                    "the socket systemd passed listens on \(bound), beyond loopback, where anyone who reaches it could publish and read as this gateway's user; give --token-file, or add --allow-anonymous to mean it"
+                )
+            }
+            // Where it listens (with port 0, the port it was given): scripts and tests read this line.
+            let location = address.map { "\(bound):\($0.port ?? port)" } ?? listen
+            let origin = inherited != nil ? " (a socket from systemd)" : ""
+            FileHandle.standardOutput.write(Data("notifyd-http: listening on http://\(location)\(origin), daemon socket \(socketPath)\n".utf8))
+        }
+        let services = ServiceGroup(configuration: .init(services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await services.run()
         await gateway.close()
     }
 }

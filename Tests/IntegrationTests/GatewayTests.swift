@@ -206,6 +206,26 @@ struct GatewayAccessIntegrationTests {
         try await child.standardError.wait("its reason") { $0.contains("beyond loopback") && $0.contains("--allow-anonymous") }
     }
 
+    @Test("connections per address are bounded: one more is closed as it comes, and there is room again once one ends")
+    func connectionsPerAddress() async throws {
+        let daemon = try await TestDaemon.start()
+        let gateway = try await TestGateway.start(for: daemon, arguments: ["--max-connections-per-address", "1", "--keepalive", "1"])
+        let stream = try gateway.startStream("/gw.cpa/json")
+        try await stream.standardOutput.wait("the stream to open") { $0.contains(#""event":"open""#) }
+        let refused = try await gateway.curl(["-d", "x", gateway.url("/gw.cpa")])
+        #expect(refused.status != 0, "a second connection from the address was served: \(refused.output)")
+        stream.signal(SIGTERM)
+        _ = try await stream.exitStatus()
+        try await withDeadline(.seconds(60), waitingFor: "room for a connection again") {
+            while true {
+                if try await gateway.curl(["-o", "/dev/null", "-w", "%{http_code}", "-d", "x", gateway.url("/gw.cpa")]).output == "200" { return }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+        try await gateway.stop()
+        try await daemon.stop()
+    }
+
     @Test("streams per address are bounded (429 past it), and a stream whose reader left makes room again")
     func streamsPerAddress() async throws {
         let daemon = try await TestDaemon.start()

@@ -8,29 +8,41 @@ public import ServiceLifecycle
 import Foundation
 import Synchronization
 
-/// The gateway on a listening socket systemd handed over (`notifyd-http.socket`, or `systemd-socket-activate`):
-/// Hummingbird's server binds a socket of its own, so this accepts on the inherited one and hands each connection to
-/// the same HTTP and WebSocket channel, and the same routes, as ``HTTPGateway/router()`` and
-/// ``HTTPGateway/webSocketRouter()`` give an `Application`.
-public struct ActivatedServer: Service {
-    let descriptor: CInt
+/// The gateway's HTTP server: on an address of its own (`--listen`), or on the listening socket systemd handed over
+/// (`notifyd-http.socket`, or `systemd-socket-activate`), which Hummingbird's `Application` cannot adopt. It accepts
+/// each connection within the bounds, in total and per client address, and hands it to the same HTTP and WebSocket
+/// channel, with the routes of ``HTTPGateway/router()`` and ``HTTPGateway/webSocketRouter()``.
+public struct GatewayServer: Service {
+    /// Where it listens.
+    public enum Listener: Sendable {
+        /// A socket of its own, bound to this address and port.
+        case address(host: String, port: Int)
+        /// The listening socket with this descriptor, which systemd passed.
+        case inherited(CInt)
+    }
+
+    let listener: Listener
     let gateway: HTTPGateway
     let maxConnections: Int
+    let maxConnectionsPerAddress: Int
     let logger: Logger
     let onListening: @Sendable (SocketAddress?) throws -> Void
 
-    /// A server on the listening socket `descriptor`, with at most `maxConnections` open at once (one more is closed
-    /// as it comes); `onListening` is told its address once it accepts (and may refuse it by throwing).
+    /// A server on `listener`, with at most `maxConnections` open at once and `maxConnectionsPerAddress` from one
+    /// client address (one more is closed as it comes); `onListening` is told its address once it accepts (and may
+    /// refuse it by throwing).
     public init(
-        descriptor: CInt,
+        listener: Listener,
         gateway: HTTPGateway,
         maxConnections: Int,
+        maxConnectionsPerAddress: Int,
         logger: Logger,
         onListening: @escaping @Sendable (SocketAddress?) throws -> Void
     ) {
-        self.descriptor = descriptor
+        self.listener = listener
         self.gateway = gateway
         self.maxConnections = maxConnections
+        self.maxConnectionsPerAddress = maxConnectionsPerAddress
         self.logger = logger
         self.onListening = onListening
     }
@@ -69,9 +81,18 @@ public struct ActivatedServer: Service {
             webSocketResponder: gateway.webSocketRouter().buildResponder(),
             configuration: .init()
         )
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-            .bind(NIOBSDSocket.Handle(descriptor)) { channel in child.setup(channel: channel, logger: logger) }
+        let server: NIOAsyncChannel<HTTP1WebSocketUpgradeChannel.Value, Never>
+        switch listener {
+        case .address(let host, let port):
+            server = try await bootstrap
+                .serverChannelOption(ChannelOptions.backlog, value: 256)
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .bind(host: host, port: port) { channel in child.setup(channel: channel, logger: logger) }
+        case .inherited(let descriptor):
+            server = try await bootstrap.bind(NIOBSDSocket.Handle(descriptor)) { channel in child.setup(channel: channel, logger: logger) }
+        }
         try onListening(server.channel.localAddress)
         let open = OpenConnections()
         // Stopped, it takes no more connections and closes those it has; a stream ends on its own (see
@@ -80,12 +101,12 @@ public struct ActivatedServer: Service {
             try await server.executeThenClose { connections in
                 try await withThrowingDiscardingTaskGroup { group in
                     for try await connection in connections {
-                        guard open.count < maxConnections else {
+                        // Counted as it is accepted, so that a burst of connections cannot pass the bounds.
+                        let client = connection.channel.remoteAddress?.ipAddress ?? "local"
+                        guard let id = open.add(connection.channel, from: client, total: maxConnections, perClient: maxConnectionsPerAddress) else {
                             connection.channel.close(promise: nil)
                             continue
                         }
-                        // Counted as it is accepted, so that a burst of connections cannot pass the bound.
-                        let id = open.add(connection.channel)
                         group.addTask {
                             defer { open.remove(id) }
                             await child.handle(value: connection, logger: logger)
@@ -100,31 +121,43 @@ public struct ActivatedServer: Service {
     }
 }
 
-/// The connections an ``ActivatedServer`` has open, to close at its end (an idle keep-alive connection would
-/// otherwise wait for a request that never comes).
+/// The connections a ``GatewayServer`` has open, by client address: for its bounds, and to close at its end (an
+/// idle keep-alive connection would otherwise wait for a request that never comes).
 private final class OpenConnections: Sendable {
-    private let channels = Mutex<(next: Int, open: [Int: any Channel], closed: Bool)>((0, [:], false))
+    private struct State {
+        var next = 0
+        var open: [Int: (channel: any Channel, client: String)] = [:]
+        var byClient: [String: Int] = [:]
+        var closed = false
+    }
 
-    func add(_ channel: any Channel) -> Int {
-        let (id, closed) = channels.withLock { state in
+    private let state = Mutex(State())
+
+    /// Counts `channel`, from `client`, unless that would pass `total` or `perClient`: then nil.
+    func add(_ channel: any Channel, from client: String, total: Int, perClient: Int) -> Int? {
+        let (id, closed): (Int?, Bool) = state.withLock { state in
+            guard state.open.count < total, state.byClient[client, default: 0] < perClient else { return (nil, state.closed) }
             state.next += 1
-            state.open[state.next] = channel
+            state.open[state.next] = (channel, client)
+            state.byClient[client, default: 0] += 1
             return (state.next, state.closed)
         }
-        if closed { channel.close(promise: nil) }
+        if closed, id != nil { channel.close(promise: nil) }
         return id
     }
 
-    var count: Int { channels.withLock { $0.open.count } }
-
     func remove(_ id: Int) {
-        _ = channels.withLock { $0.open.removeValue(forKey: id) }
+        state.withLock { state in
+            guard let gone = state.open.removeValue(forKey: id) else { return }
+            let left = state.byClient[gone.client, default: 1] - 1
+            state.byClient[gone.client] = left > 0 ? left : nil
+        }
     }
 
     func closeAll() {
-        let open = channels.withLock { state in
+        let open = state.withLock { state in
             state.closed = true
-            return Array(state.open.values)
+            return state.open.values.map(\.channel)
         }
         for channel in open { channel.close(promise: nil) }
     }
