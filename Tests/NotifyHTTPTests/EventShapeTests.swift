@@ -44,6 +44,21 @@ struct EventShapeTests {
         #expect(encoded["unit"] == nil && encoded["host"] == nil)
     }
 
+    @Test("numbers are written whole at both ends of their range; a payload cut inside a character is not text")
+    func numbersAndCutText() {
+        for sequence in [UInt64(0), 9, 10, UInt64.max] {
+            var delivery = Self.delivery
+            delivery.sequence = sequence
+            var buffer = ByteBuffer()
+            GatewayEvent.message(delivery).writeJSON(into: &buffer)
+            #expect(String(buffer: buffer).contains(#","seq":\#(sequence),"#), "\(sequence)")
+        }
+        #expect(GatewayEvent.isUTF8(UnsafeRawBufferPointer(start: nil, count: 0)))
+        for (bytes, text) in [([UInt8]("é€😀".utf8), true), ([0xC3], false), ([0xE2, 0x82], false), ([0xED, 0xA0, 0x80], false), ([0x41, 0xFF], false)] {
+            #expect(bytes.withUnsafeBytes(GatewayEvent.isUTF8) == text, "\(bytes)")
+        }
+    }
+
     @Test("open, keepalive and dropped carry ntfy's id, time and topic; dropped says how many and which")
     func others() throws {
         let at = PublishTime(microsecondsSinceEpoch: 2_000_000)

@@ -50,9 +50,22 @@ enum GatewayEvent {
         }
     }
 
+    /// Whether `bytes` are valid UTF-8, checked where they are (no string made of them).
+    static func isUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var iterator = bytes.makeIterator()
+        var decoder = UTF8()
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue: continue
+            case .emptyInput: return true
+            case .error: return false
+            }
+        }
+    }
+
     /// `"message"`: the payload as text when it is UTF-8, else in base 64 with `"encoding": "base64"`.
     static func writeMessage(_ payload: ByteBuffer, into json: inout JSONWriter) {
-        let isText = payload.withUnsafeReadableBytes { String(validating: $0, as: UTF8.self) != nil }
+        let isText = payload.withUnsafeReadableBytes(GatewayEvent.isUTF8)
         if isText {
             payload.withUnsafeReadableBytes { json.field("message", utf8: $0) }
         } else {

@@ -69,11 +69,12 @@ enum StreamFormat: String, Sendable {
 
     /// The payload on one line: its line breaks made spaces.
     private static func writeLine(_ payload: ByteBuffer, into buffer: inout ByteBuffer) {
-        let start = buffer.writerIndex
+        let start = buffer.writerIndex - buffer.readerIndex
         buffer.writeImmutableBuffer(payload)
-        for index in start..<buffer.writerIndex {
-            let byte = buffer.getInteger(at: index, as: UInt8.self)!
-            if byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") { buffer.setInteger(UInt8(ascii: " "), at: index) }
+        buffer.withUnsafeMutableReadableBytes { bytes in
+            for index in start..<bytes.count where bytes[index] == UInt8(ascii: "\n") || bytes[index] == UInt8(ascii: "\r") {
+                bytes[index] = UInt8(ascii: " ")
+            }
         }
         buffer.writeStaticString("\n")
     }
