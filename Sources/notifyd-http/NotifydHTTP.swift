@@ -16,9 +16,13 @@ struct NotifydHTTP: AsyncParsableCommand {
         discussion: """
             A client of the daemon, as `notify` is: it reaches the daemon by the same rule (--socket, else \
             $NOTIFYD_SOCKET, else the per-user or system socket), and the daemon's access rules and limits apply to \
-            the user it runs as. It listens on 127.0.0.1:8080 unless --listen says otherwise. With --token-file, every \
-            request carries a token of the file (Authorization: Bearer TOKEN); without one, it refuses to listen \
-            beyond loopback unless --allow-anonymous says that anyone who reaches it may publish and read. Started by \
+            the user it runs as, which must not be root. It listens on 127.0.0.1:8080 unless --listen says otherwise. \
+            Every request carries a token (Authorization: Bearer TOKEN, or ntfy's ?auth=): one of --token-file's, or, \
+            without it, the gateway's own, made at its first start in $STATE_DIRECTORY/token (systemd's), else \
+            $XDG_STATE_HOME/notifyd-http/token, else ~/.local/state/notifyd-http/token; --allow-anonymous takes \
+            requests without one (loopback is every local user, and every web page a browser on the host opens). \
+            Beyond loopback it asks for --token-file or --allow-anonymous. It answers only requests whose Host is \
+            its address (or --allow-host) and whose Origin, if any, is its own (or --allow-origin). Started by \
             systemd with a listening socket (notifyd-http.socket, or systemd-socket-activate), it serves on that \
             socket instead of --listen's.
             """,
@@ -40,23 +44,44 @@ struct NotifydHTTP: AsyncParsableCommand {
     )
     var tokenFile: String?
 
-    @Flag(name: .long, help: "Listen beyond loopback without --token-file, although anyone who reaches the address may publish and read.")
+    @Flag(name: .long, help: "Take requests without a token, although anyone who reaches the address (on loopback: every local user and web page) may publish and read as this gateway's user.")
     var allowAnonymous = false
+
+    @Option(name: .long, help: ArgumentHelp("A name the gateway also answers to in Host (a DNS name of the host, a proxy's); repeatable.", valueName: "name"))
+    var allowHost: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("An origin whose web pages may publish and open WebSockets (https://dashboard.example); repeatable.", valueName: "origin"))
+    var allowOrigin: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("Seconds a connection has to send its first request's head.", valueName: "seconds"))
+    var headerTimeout = 10
+
+    @Option(name: .long, help: ArgumentHelp("Seconds a connection may stay idle between requests.", valueName: "seconds"))
+    var idleTimeout = 60
+
+    @Option(name: .long, help: ArgumentHelp("Bytes of events a stream holds for a reader that falls behind; past it the oldest are dropped and the reader told how many.", valueName: "bytes"))
+    var streamBuffer = GatewayConfiguration.defaultStreamBuffer
 
     @Option(name: .long, help: ArgumentHelp("The most HTTP connections open at once; one more is closed as it comes.", valueName: "count"))
     var maxConnections = 1_024
 
-    @Option(name: .long, help: ArgumentHelp("The most HTTP connections open at once from one client address.", valueName: "count"))
+    @Option(name: .long, help: ArgumentHelp("The most HTTP connections open at once from one client address (all of loopback is one; IPv6 by /64).", valueName: "count"))
     var maxConnectionsPerAddress = 64
 
     @Option(name: .long, help: ArgumentHelp("The most streams open at once (each holds a connection to the daemon).", valueName: "count"))
     var maxStreams = 256
 
-    @Option(name: .long, help: ArgumentHelp("The most streams open at once from one client address.", valueName: "count"))
+    @Option(name: .long, help: ArgumentHelp("The most streams open at once from one client address (all of loopback is one; IPv6 by /64).", valueName: "count"))
     var maxStreamsPerAddress = 16
 
     func validate() throws {
-        guard (1...3_600).contains(keepalive) else { throw ValidationError("--keepalive takes 1 to 3600 seconds") }
+        for (name, value) in [("--keepalive", keepalive), ("--header-timeout", headerTimeout), ("--idle-timeout", idleTimeout)] {
+            guard (1...3_600).contains(value) else { throw ValidationError("\(name) takes 1 to 3600 seconds") }
+        }
+        guard (4_096...(64 << 20)).contains(streamBuffer) else { throw ValidationError("--stream-buffer takes 4096 to 67108864 bytes") }
+        for origin in allowOrigin where !SameOriginPolicy.isOrigin(origin) {
+            throw ValidationError("--allow-origin \(origin) is not an origin: scheme://host[:port], as a browser sends it (https://dashboard.example)")
+        }
         for (name, value) in [
             ("--max-connections", maxConnections), ("--max-connections-per-address", maxConnectionsPerAddress),
             ("--max-streams", maxStreams), ("--max-streams-per-address", maxStreamsPerAddress),
@@ -86,22 +111,51 @@ struct NotifydHTTP: AsyncParsableCommand {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 
+    /// Where the gateway keeps its own token when no --token-file is given.
+    static func ownTokenPath(environment: [String: String]) -> String? {
+        if let state = environment["STATE_DIRECTORY"]?.split(separator: ":").first, state.hasPrefix("/") { return state + "/token" }
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/notifyd-http/token" }
+        if let home = environment["HOME"], home.hasPrefix("/") { return home + "/.local/state/notifyd-http/token" }
+        return nil
+    }
+
+    /// The tokens requests must carry: --token-file's, none with --allow-anonymous, else the gateway's own.
+    func tokenTable() throws -> TokenTable? {
+        do {
+            if let tokenFile { return try TokenTable(contentsOf: tokenFile) }
+            if allowAnonymous { return nil }
+            guard let path = Self.ownTokenPath(environment: ProcessInfo.processInfo.environment) else {
+                throw ValidationError("no place for the gateway's own token (no $STATE_DIRECTORY, $XDG_STATE_HOME or $HOME); give --token-file, or --allow-anonymous")
+            }
+            let (table, made) = try TokenTable.loadOrMake(at: path)
+            let how = made ? "made a token for requests in" : "requests take the token in"
+            FileHandle.standardOutput.write(Data("notifyd-http: \(how) \(path) (Authorization: Bearer TOKEN)\n".utf8))
+            return table
+        } catch let problem as TokenTable.Problem {
+            throw ValidationError(problem.description)
+        }
+    }
+
     func run() async throws {
+        // The daemon's rules and quotas for root are everyone's: a gateway must not lend root to whoever reaches it.
+        guard geteuid() != 0 else {
+            FileHandle.standardError.write(Data(
+                "notifyd-http: does not run as root: whoever reaches it acts as the user it runs as; run it as a user of its own (the package's notifyd-http.service does: User=notifyd-http)\n".utf8
+            ))
+            throw ExitCode(77)
+        }
         let (host, port) = try Self.address(listen)
         let socketPath = SocketPath.resolveForClient(explicit: socket)
-        let tokens: TokenTable?
-        do {
-            tokens = try tokenFile.map { try TokenTable(contentsOf: $0) }
-        } catch {
-            throw ValidationError("\(error)")
-        }
+        let tokens = try tokenTable()
         let gateway = HTTPGateway(
             configuration: GatewayConfiguration(
                 socketPath: socketPath,
                 keepalive: .seconds(keepalive),
                 tokens: tokens,
+                sameOrigin: SameOriginPolicy(hostNames: allowHost, origins: allowOrigin),
                 maxStreams: maxStreams,
-                maxStreamsPerAddress: maxStreamsPerAddress
+                maxStreamsPerAddress: maxStreamsPerAddress,
+                streamBuffer: streamBuffer
             )
         )
         var logger = Logger(label: "notifyd-http")
@@ -115,6 +169,8 @@ struct NotifydHTTP: AsyncParsableCommand {
             gateway: gateway,
             maxConnections: maxConnections,
             maxConnectionsPerAddress: maxConnectionsPerAddress,
+            timeouts: .init(header: .seconds(headerTimeout), idle: .seconds(idleTimeout)),
+            sendBuffer: streamBuffer / 4,
             logger: logger
         ) { address in
             let bound = address?.ipAddress ?? host

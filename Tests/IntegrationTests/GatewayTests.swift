@@ -23,7 +23,7 @@ struct GatewayTests {
 
         let json = try await gateway.curl(["-X", "PUT", "--data-binary", "via put", gateway.url("/a.b")])
         #expect(TestGateway.objects([json.output]).first?["seq"] as? Int == 1)
-        let form = try await gateway.curl(["-d", #"{"topic":"a.b","message":"via json","title":"T","priority":4,"tags":["x"]}"#, gateway.url("/")])
+        let form = try await gateway.curl(["-H", "Content-Type: application/json", "-d", #"{"topic":"a.b","message":"via json"}"#, gateway.url("/")])
         #expect(TestGateway.objects([form.output]).first?["seq"] as? Int == 2)
         let latest = try await gateway.curl(["-w", "\n%{http_code}", gateway.url("/a.b/latest")])
         #expect(latest.output.hasSuffix("\n200") && latest.output.contains(#""message":"via json""#))
@@ -39,7 +39,7 @@ struct GatewayTests {
         let gateway = try await TestGateway.start(for: daemon)
         let streams = try ["json", "sse", "raw"].map { format in
             // Headers to stderr: they leave once the daemon has the subscription, so nothing sent after is missed.
-            try ChildProcess("/usr/bin/curl", ["-sSN", "-D", "/dev/stderr", gateway.url("/gw.t/\(format)")])
+            try gateway.curlProcess(["-D", "/dev/stderr", gateway.url("/gw.t/\(format)")])
         }
         for stream in streams {
             try await stream.standardError.wait("the stream's headers") { $0.contains("200 OK") }
@@ -118,8 +118,9 @@ struct GatewayTests {
         #expect(tooLarge.code == "413" && tooLarge.body.contains("max_payload of 1024"))
         let chunked = try await status(["-H", "Transfer-Encoding: chunked", "-d", big, gateway.url("/gw.big")])
         #expect(chunked.code == "413")
-        #expect(try await status(["-d", "{not json", gateway.url("/")]).code == "400")
-        #expect(try await status(["-d", #"{"message":"no topic"}"#, gateway.url("/")]).code == "400")
+        let json = ["-H", "Content-Type: application/json"]
+        #expect(try await status(json + ["-d", "{not json", gateway.url("/")]).code == "400")
+        #expect(try await status(json + ["-d", #"{"message":"no topic"}"#, gateway.url("/")]).code == "400")
         #expect(try await status([gateway.url("/gw.t/json?since=yesterday")]).code == "400")
         let denied = try await status(["-d", "x", gateway.url("/locked.door")])
         #expect(denied.code == "403", "\(denied)")
@@ -152,7 +153,7 @@ struct GatewayTests {
         let directory = try TemporaryDirectory()
         var daemon = try await TestDaemon.start(in: directory)
         let gateway = try await TestGateway.start(for: daemon)
-        let stream = try ChildProcess("/usr/bin/curl", ["-sSN", "-D", "/dev/stderr", gateway.url("/gw.r/json")])
+        let stream = try gateway.curlProcess(["-D", "/dev/stderr", gateway.url("/gw.r/json")])
         try await stream.standardError.wait("the stream's headers") { $0.contains("200 OK") }
         #expect(try await daemon.notify(["send", "gw.r", "--lines"], input: Array("r1\nr2\nr3\n".utf8)).status == 0)
         try await stream.standardOutput.wait("r3") { $0.contains(#""message":"r3""#) }
@@ -175,8 +176,7 @@ struct GatewayAccessIntegrationTests {
     @Test("with --token-file: no token is 401, a read-only token reads and may not publish (403), a read-write one publishes")
     func tokens() async throws {
         let daemon = try await TestDaemon.start()
-        let file = daemon.directory.path + "/tokens"
-        try "read-only reader-0123456789abcdef\nread-write writer-0123456789abcdef\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let file = try TestGateway.makeTokenFile(in: daemon.directory.path, line: "read-only reader-0123456789abcdef\nread-write writer-0123456789abcdef\n").path
         let gateway = try await TestGateway.start(for: daemon, arguments: ["--token-file", file])
         func code(_ arguments: [String]) async throws -> String {
             let result = try await gateway.curl(["-o", "/dev/null", "-w", "%{http_code}"] + arguments)
@@ -200,7 +200,8 @@ struct GatewayAccessIntegrationTests {
 
     @Test("beyond loopback without a token file or --allow-anonymous, notifyd-http refuses to start, and says why")
     func refusesToListenOpenly() async throws {
-        let child = try ChildProcess(Binaries.notifydHTTP, ["--listen", "0.0.0.0:0", "--socket", "/nonexistent"])
+        let command = TestGateway.asGatewayUser([Binaries.notifydHTTP, "--listen", "0.0.0.0:0", "--socket", "/nonexistent"])
+        let child = try ChildProcess(command[0], Array(command.dropFirst()))
         let status = try await child.exitStatus()
         #expect(status != 0)
         try await child.standardError.wait("its reason") { $0.contains("beyond loopback") && $0.contains("--allow-anonymous") }
@@ -230,7 +231,7 @@ struct GatewayAccessIntegrationTests {
     func streamsPerAddress() async throws {
         let daemon = try await TestDaemon.start()
         let gateway = try await TestGateway.start(for: daemon, arguments: ["--max-streams-per-address", "2", "--keepalive", "1"])
-        let streams = try (0..<2).map { _ in try ChildProcess("/usr/bin/curl", ["-sSN", "-D", "/dev/stderr", gateway.url("/gw.b/json")]) }
+        let streams = try (0..<2).map { _ in try gateway.curlProcess(["-D", "/dev/stderr", gateway.url("/gw.b/json")]) }
         for stream in streams { try await stream.standardError.wait("the stream's headers") { $0.contains("200 OK") } }
         let refused = try await gateway.curl(["-w", "\n%{http_code}", gateway.url("/gw.b/json")])
         #expect(refused.output.hasSuffix("\n429") && refused.output.contains("--max-streams-per-address"))
@@ -273,9 +274,10 @@ struct GatewaySocketActivationTests {
     func activated() async throws {
         let daemon = try await TestDaemon.start()
         let port = try Self.freePort()
-        let activator = try ChildProcess("/usr/bin/systemd-socket-activate", [
-            "-l", "127.0.0.1:\(port)", Binaries.notifydHTTP, "--socket", daemon.socketPath, "--listen", "127.0.0.1:1",
-        ])
+        chmod(daemon.directory.path, 0o755)
+        let activator = try ChildProcess("/usr/bin/systemd-socket-activate", ["-l", "127.0.0.1:\(port)"] + TestGateway.asGatewayUser([
+            Binaries.notifydHTTP, "--socket", daemon.socketPath, "--listen", "127.0.0.1:1", "--allow-anonymous",
+        ]))
         try await activator.standardError.wait("the socket to listen") { $0.contains("Listening on 127.0.0.1:\(port)") }
         // The first connection starts notifyd-http on the socket.
         let curl = try ChildProcess("/usr/bin/curl", ["-sS", "-d", "activated", "http://127.0.0.1:\(port)/gw.sa"])
@@ -297,9 +299,10 @@ extension GatewaySocketActivationTests {
     func activatedConnectionBound() async throws {
         let daemon = try await TestDaemon.start()
         let port = try Self.freePort()
-        let activator = try ChildProcess("/usr/bin/systemd-socket-activate", [
-            "-l", "127.0.0.1:\(port)", Binaries.notifydHTTP, "--socket", daemon.socketPath, "--max-connections", "1", "--keepalive", "1",
-        ])
+        chmod(daemon.directory.path, 0o755)
+        let activator = try ChildProcess("/usr/bin/systemd-socket-activate", ["-l", "127.0.0.1:\(port)"] + TestGateway.asGatewayUser([
+            Binaries.notifydHTTP, "--socket", daemon.socketPath, "--max-connections", "1", "--keepalive", "1", "--allow-anonymous",
+        ]))
         try await activator.standardError.wait("the socket to listen") { $0.contains("Listening on 127.0.0.1:\(port)") }
         let stream = try ChildProcess("/usr/bin/curl", ["-sSN", "http://127.0.0.1:\(port)/gw.cap/json"])
         try await stream.standardOutput.wait("the stream to open") { $0.contains(#""event":"open""#) }

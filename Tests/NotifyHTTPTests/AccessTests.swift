@@ -15,6 +15,9 @@ struct GatewayAccessTests {
         #expect(table.permission(of: Self.writer[...]) == .readWrite)
         #expect(table.permission(of: Self.reader.dropLast()) == nil)
         #expect(table.permission(of: (Self.reader + "0")[...]) == nil)
+        // Lengths that differ by a multiple of 256 too (a comparison of their low byte would take them).
+        #expect(table.permission(of: (Self.reader + String(repeating: "A", count: 256))[...]) == nil)
+        #expect(table.permission(of: (Self.writer + String(repeating: "\0", count: 512))[...]) == nil)
         #expect(table.permission(of: "") == nil)
     }
 

@@ -9,7 +9,7 @@ enum StreamFormat: String, Sendable {
     /// `onmessage` gets it) with its `id:`, which a reconnecting `EventSource` sends back as `Last-Event-ID` to resume
     /// after it; `open`, `keepalive` and `dropped` name their event.
     case sse
-    /// `/raw`: one line a message, its text (line breaks made spaces); `open` and a keepalive are an empty line (so
+    /// `/raw`: one line a message, its text (line breaks and other control characters made spaces); `open` and a keepalive are an empty line (so
     /// the response starts at once); a drop is a line of its own starting `notifyd: ` (never silent).
     case raw
     /// `/ws`: a WebSocket, each event a text message of its own holding its JSON object.
@@ -67,13 +67,23 @@ enum StreamFormat: String, Sendable {
         }
     }
 
-    /// The payload on one line: its line breaks made spaces.
+    /// The payload on one line, safe to print to a terminal: its line breaks and every other control character
+    /// (C0 but tab, DEL, and C1 written in UTF-8, which some terminals obey as escape sequences) made spaces.
     private static func writeLine(_ payload: ByteBuffer, into buffer: inout ByteBuffer) {
         let start = buffer.writerIndex - buffer.readerIndex
         buffer.writeImmutableBuffer(payload)
         buffer.withUnsafeMutableReadableBytes { bytes in
-            for index in start..<bytes.count where bytes[index] == UInt8(ascii: "\n") || bytes[index] == UInt8(ascii: "\r") {
-                bytes[index] = UInt8(ascii: " ")
+            var index = start
+            while index < bytes.count {
+                let byte = bytes[index]
+                if (byte < 0x20 && byte != UInt8(ascii: "\t")) || byte == 0x7F {
+                    bytes[index] = UInt8(ascii: " ")
+                } else if byte == 0xC2, index + 1 < bytes.count, (0x80...0x9F).contains(bytes[index + 1]) {
+                    bytes[index] = UInt8(ascii: " ")
+                    bytes[index + 1] = UInt8(ascii: " ")
+                    index += 1
+                }
+                index += 1
             }
         }
         buffer.writeStaticString("\n")

@@ -20,7 +20,7 @@ enum PageRenderer {
         html += "<table><thead><tr><th>Topic</th><th>Latest</th><th>Seq</th><th>Time (UTC)</th><th>Unit</th><th>Msg/s</th></tr></thead><tbody id=\"topics\">\n"
         for delivery in latest.sorted(by: { $0.topic.name < $1.topic.name }) {
             let value = delivery.text.map { $0.count > 80 ? String($0.prefix(79)) + "…" : $0 } ?? "(\(delivery.payload.readableBytes) bytes, not text)"
-            html += "<tr data-topic=\"\(escape(delivery.topic.name))\"><td class=\"topic\"><a href=\"/\(escape(delivery.topic.name))/raw?since=all\">"
+            html += "<tr data-topic=\"\(escape(delivery.topic.name))\"><td class=\"topic\"><a href=\"/\(escape(pathSegment(delivery.topic.name)))/raw?since=all\">"
             html += "\(escape(delivery.topic.name))</a></td><td class=\"value\">\(escape(value))</td><td class=\"seq num\">\(delivery.sequence)</td>"
             html += "<td class=\"time\">\(time(delivery.time))</td><td class=\"unit\">\(escape(delivery.publisher.unit ?? ""))</td><td class=\"rate num\"></td></tr>\n"
         }
@@ -32,6 +32,25 @@ enum PageRenderer {
 
             """
         return html
+    }
+
+    /// `name` as one segment of a path: every byte but letters, digits and `-._~` percent-encoded, so that a topic
+    /// named `/evil.example` links to `/%2Fevil.example/…` on this gateway, not to `//evil.example/…`, another site.
+    static func pathSegment(_ name: String) -> String {
+        var segment = ""
+        for byte in name.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                segment.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                segment.unicodeScalars.append("%")
+                segment.unicodeScalars.append(hex[Int(byte >> 4)])
+                segment.unicodeScalars.append(hex[Int(byte & 0xF)])
+            }
+        }
+        return segment
     }
 
     /// `text` safe inside HTML text and attribute values.

@@ -20,6 +20,13 @@ extension HTTPGateway {
     }
 
     func publishJSON(_ request: Request) async throws -> Response {
+        // A page of another site can send a form or text/plain without asking first, never application/json.
+        guard HTTPGateway.isJSON(request.headers[.contentType]) else {
+            throw GatewayError(
+                .unsupportedMediaType,
+                "POST / takes ntfy's JSON form with Content-Type: application/json (curl -H 'Content-Type: application/json' -d '{\"topic\":…}'); a message alone goes to POST /<topic>"
+            )
+        }
         let client = try await daemon()
         let limit = client.greeting.limits.maxPayload
         // Room for a message of the daemon's largest size written with JSON's escapes, and the other fields.
@@ -62,6 +69,13 @@ extension HTTPGateway {
         GatewayEvent.message(delivery).writeJSON(into: &body)
         body.writeStaticString("\n")
         return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
+    }
+
+    /// Whether a `Content-Type` is `application/json` (with parameters or not).
+    static func isJSON(_ contentType: String?) -> Bool {
+        guard let contentType else { return false }
+        let mediaType = contentType.split(separator: ";", maxSplits: 1).first ?? ""
+        return mediaType.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
     }
 
     /// Whether a publish is retained: yes unless the query or a header says no.

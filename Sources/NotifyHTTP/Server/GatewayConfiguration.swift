@@ -6,22 +6,35 @@ public struct GatewayConfiguration: Sendable {
     public var keepalive: Duration
     /// The bearer tokens it takes; nil takes requests without one.
     public var tokens: TokenTable?
-    /// The most streams open at once, in total and per client address (each holds a connection to the daemon).
+    /// The `Host` and `Origin` headers it answers.
+    public var sameOrigin: SameOriginPolicy
+    /// The most streams open at once, in total and per client range (see ``ClientRange``).
     public var maxStreams: Int
     public var maxStreamsPerAddress: Int
+    /// The most bytes of events one stream holds for a reader that does not keep up; past it, its oldest are
+    /// dropped, and the reader is told how many when it reads again.
+    public var streamBuffer: Int
+
+    /// The default of ``streamBuffer``: with the socket's own buffer (a quarter of it again), a stream whose reader
+    /// stopped holds less than 1 MiB.
+    public static let defaultStreamBuffer = 512 << 10
 
     /// Creates a configuration.
     public init(
         socketPath: String,
         keepalive: Duration = .seconds(45),
         tokens: TokenTable? = nil,
+        sameOrigin: SameOriginPolicy = SameOriginPolicy(),
         maxStreams: Int = 256,
-        maxStreamsPerAddress: Int = 16
+        maxStreamsPerAddress: Int = 16,
+        streamBuffer: Int = GatewayConfiguration.defaultStreamBuffer
     ) {
         self.socketPath = socketPath
         self.keepalive = keepalive
         self.tokens = tokens
+        self.sameOrigin = sameOrigin
         self.maxStreams = maxStreams
         self.maxStreamsPerAddress = maxStreamsPerAddress
+        self.streamBuffer = streamBuffer
     }
 }

@@ -1,17 +1,28 @@
 public import Hummingbird
 public import NIOCore
 
-/// A request's context: Hummingbird's, and the address it came from, which the gateway's bounds per client count by.
-public struct GatewayContext: RequestContext {
-    public var coreContext: CoreRequestContextStorage
+/// What the gateway's checks read of a request's connection, for plain requests and WebSocket upgrades alike.
+public protocol GatewayRequestContext: RequestContext {
     /// The client's address; nil for a client of a Unix socket.
+    var remoteAddress: SocketAddress? { get }
+    /// The address the client reached: the one a `Host` header must name.
+    var localAddress: SocketAddress? { get }
+}
+
+extension GatewayRequestContext {
+    /// The range the client's address is counted in by the bounds per client (see ``ClientRange``).
+    var client: String { ClientRange.key(of: remoteAddress) }
+}
+
+/// A request's context: Hummingbird's, and the addresses of its connection.
+public struct GatewayContext: GatewayRequestContext {
+    public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
+    public let localAddress: SocketAddress?
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.remoteAddress = source.channel.remoteAddress
+        self.localAddress = source.channel.localAddress
     }
-
-    /// The client's address without its port: what the bounds per client count by.
-    var client: String { remoteAddress?.ipAddress ?? "local" }
 }

@@ -25,17 +25,36 @@ public struct GatewayServer: Service {
     let gateway: HTTPGateway
     let maxConnections: Int
     let maxConnectionsPerAddress: Int
+    let timeouts: Timeouts
+    let sendBuffer: Int
     let logger: Logger
     let onListening: @Sendable (SocketAddress?) throws -> Void
 
+    /// How long a connection may take to send a request, and stay idle between requests.
+    public struct Timeouts: Sendable {
+        /// From a connection's opening to the end of its first request's head.
+        public var header: Duration
+        /// From the end of a response to the next request's head (and within a request, between its parts).
+        public var idle: Duration
+
+        /// Creates timeouts.
+        public init(header: Duration = .seconds(10), idle: Duration = .seconds(60)) {
+            self.header = header
+            self.idle = idle
+        }
+    }
+
     /// A server on `listener`, with at most `maxConnections` open at once and `maxConnectionsPerAddress` from one
-    /// client address (one more is closed as it comes); `onListening` is told its address once it accepts (and may
-    /// refuse it by throwing).
+    /// client range (see ``ClientRange``; one more is closed as it comes), each closed past `timeouts`, each with a
+    /// socket send buffer of `sendBuffer` bytes (the kernel doubles it), so that a reader that stops costs little;
+    /// `onListening` is told its address once it accepts (and may refuse it by throwing).
     public init(
         listener: Listener,
         gateway: HTTPGateway,
         maxConnections: Int,
         maxConnectionsPerAddress: Int,
+        timeouts: Timeouts = Timeouts(),
+        sendBuffer: Int = 128 << 10,
         logger: Logger,
         onListening: @escaping @Sendable (SocketAddress?) throws -> Void
     ) {
@@ -43,6 +62,8 @@ public struct GatewayServer: Service {
         self.gateway = gateway
         self.maxConnections = maxConnections
         self.maxConnectionsPerAddress = maxConnectionsPerAddress
+        self.timeouts = timeouts
+        self.sendBuffer = sendBuffer
         self.logger = logger
         self.onListening = onListening
     }
@@ -79,19 +100,29 @@ public struct GatewayServer: Service {
         let child = HTTP1WebSocketUpgradeChannel(
             responder: responder,
             webSocketResponder: gateway.webSocketRouter().buildResponder(),
-            configuration: .init()
+            configuration: .init(http1: .init(idleTimeout: TimeAmount(timeouts.idle)))
         )
+        let headerDeadline = TimeAmount(timeouts.header)
+        let setUp: @Sendable (any Channel) -> EventLoopFuture<HTTP1WebSocketUpgradeChannel.Value> = { channel in
+            do {
+                try channel.pipeline.syncOperations.addHandler(RequestHeadDeadline(deadline: headerDeadline))
+            } catch {
+                return channel.eventLoop.makeFailedFuture(error)
+            }
+            return child.setup(channel: channel, logger: logger)
+        }
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .childChannelOption(ChannelOptions.socketOption(.so_sndbuf), value: SocketOptionValue(sendBuffer))
         let server: NIOAsyncChannel<HTTP1WebSocketUpgradeChannel.Value, Never>
         switch listener {
         case .address(let host, let port):
             server = try await bootstrap
                 .serverChannelOption(ChannelOptions.backlog, value: 256)
                 .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-                .bind(host: host, port: port) { channel in child.setup(channel: channel, logger: logger) }
+                .bind(host: host, port: port, childChannelInitializer: setUp)
         case .inherited(let descriptor):
-            server = try await bootstrap.bind(NIOBSDSocket.Handle(descriptor)) { channel in child.setup(channel: channel, logger: logger) }
+            server = try await bootstrap.bind(NIOBSDSocket.Handle(descriptor), childChannelInitializer: setUp)
         }
         try onListening(server.channel.localAddress)
         let open = OpenConnections()
@@ -102,7 +133,7 @@ public struct GatewayServer: Service {
                 try await withThrowingDiscardingTaskGroup { group in
                     for try await connection in connections {
                         // Counted as it is accepted, so that a burst of connections cannot pass the bounds.
-                        let client = connection.channel.remoteAddress?.ipAddress ?? "local"
+                        let client = ClientRange.key(of: connection.channel.remoteAddress)
                         guard let id = open.add(connection.channel, from: client, total: maxConnections, perClient: maxConnectionsPerAddress) else {
                             connection.channel.close(promise: nil)
                             continue

@@ -31,7 +31,7 @@ public struct HTTPGateway: Sendable {
     /// `GET /<topics>/json|sse|raw`; behind the token check when there are tokens.
     public func router() -> Router<GatewayContext> {
         let router = Router(context: GatewayContext.self)
-        if let tokens = configuration.tokens { router.add(middleware: TokenMiddleware(tokens: tokens)) }
+        addChecks(to: router)
         router.get("/") { request, context in try await self.page(request, client: context.client) }
         router.post("/") { request, _ in try await self.publishJSON(request) }
         router.put(":topic") { request, context in try await self.publish(request, topic: try context.parameters.require("topic")[...]) }
@@ -44,6 +44,12 @@ public struct HTTPGateway: Sendable {
             }
         }
         return router
+    }
+
+    /// The checks every route is behind: `Host` and `Origin` first, then the token, when there are tokens.
+    func addChecks<Context: GatewayRequestContext>(to router: Router<Context>) {
+        router.add(middleware: SameOriginMiddleware(policy: configuration.sameOrigin))
+        if let tokens = configuration.tokens { router.add(middleware: TokenMiddleware(tokens: tokens)) }
     }
 
     /// Lets go of the shared connection.

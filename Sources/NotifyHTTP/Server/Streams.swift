@@ -1,5 +1,4 @@
 import HTTPTypes
-import AsyncAlgorithms
 import Hummingbird
 import HummingbirdCore
 import NIOCore
@@ -8,7 +7,8 @@ import ServiceLifecycle
 
 /// `GET /<topics>/json|sse|raw`: a subscription of the daemon's, streamed. Each stream has a connection of its own
 /// to the daemon (a slow reader holds up no other stream); what the daemon drops for a reader that falls behind
-/// comes as a `dropped` event; the library's reconnect carries the stream over a restart of the daemon, without a gap.
+/// comes as a `dropped` event, and so does what the stream's own queue drops for a reader that stops (see
+/// ``StreamQueue``); the library's reconnect carries the stream over a restart of the daemon, without a gap.
 extension HTTPGateway {
     /// The most bytes of events one write gathers: what a burst brings is written at once, up to this.
     static let writeBatch = 64 << 10
@@ -41,7 +41,12 @@ extension HTTPGateway {
         }
         let lease = StreamLease(limits: streamLimits, address: address, client: client)
         do {
-            let subscription = try await client.subscribe(to: patterns, latestFirst: since == .latest, since: since.resumePoint(for: patterns))
+            let subscription = try await client.subscribe(
+                to: patterns,
+                latestFirst: since == .latest,
+                since: since.resumePoint(for: patterns),
+                buffer: HTTPGateway.subscriptionBuffer
+            )
             return OpenStream(subscription: subscription, lease: lease, names: patterns.map(\.text).joined(separator: ","))
         } catch {
             await lease.end()
@@ -63,10 +68,10 @@ extension HTTPGateway {
             let body = try await HTTPGateway.replay(stream.subscription, on: stream.lease.client, as: format)
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
         }
-        let keepalive = configuration.keepalive
+        let keepalive = configuration.keepalive, buffer = configuration.streamBuffer
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
             do {
-                try await HTTPGateway.pump(stream, format: format, keepalive: keepalive) { try await writer.write($0) }
+                try await HTTPGateway.pump(stream, format: format, keepalive: keepalive, buffer: buffer) { try await writer.write($0) }
             } catch {
                 await stream.lease.end()
                 throw error
@@ -91,63 +96,65 @@ extension HTTPGateway {
         return body
     }
 
+    /// What a stream's subscription holds before the stream's queue takes it: little, since the queue takes each
+    /// event as it comes (see ``StreamQueue``).
+    static let subscriptionBuffer = SubscriptionBufferLimits(highEvents: 256, highBytes: 64 << 10)
+
     /// Writes `open`, then the subscription's events as they come, and a `keepalive` at each `keepalive`
-    /// interval, until the reader goes away (a write fails), the subscription ends, or the gateway stops. Events
-    /// are gathered per write, except for a format whose every event is a write of its own (a WebSocket's frames).
+    /// interval when nothing else flows, until the reader goes away (a write fails), the subscription ends, or the
+    /// gateway stops. Events wait in a ``StreamQueue`` of `buffer` bytes, whose oldest are dropped (and announced)
+    /// for a reader that falls behind; each write gathers what waits, except for a format whose every event is a
+    /// write of its own (a WebSocket's frames).
     static func pump(
         _ stream: OpenStream,
         format: StreamFormat,
         keepalive: Duration,
+        buffer: Int,
         write: (ByteBuffer) async throws -> Void
     ) async throws {
         var opening = ByteBuffer()
         format.write(.open(topics: stream.names, at: .now()), into: &opening)
         if opening.readableBytes > 0 { try await write(opening) }
-        // No buffer: each side waits for the writer, so a reader that does not keep up leaves the events with the
-        // subscription, whose bounds (and the daemon's) decide what is dropped, and say so.
-        let writes = AsyncChannel<ByteBuffer>()
+        let queue = StreamQueue(limit: buffer)
         // A stream has no end of its own: a gateway that is stopped ends it (its writes end), as a reader that goes
         // away does.
         try await withGracefulShutdownHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await produce(stream, format: format, into: writes) }
-                group.addTask { await beat(every: keepalive, names: stream.names, format: format, into: writes) }
-                for await buffer in writes { try await write(buffer) }
+                group.addTask {
+                    defer { queue.finish() }
+                    for try await event in stream.subscription { queue.push(GatewayEvent(event)) }
+                }
+                group.addTask { await beat(every: keepalive, names: stream.names, into: queue) }
+                while let events = await queue.take(upTo: writeBatch) {
+                    if format.isFramedPerEvent {
+                        for event in events {
+                            var frame = ByteBuffer()
+                            format.write(event, into: &frame)
+                            try await write(frame)
+                        }
+                    } else {
+                        var batch = ByteBuffer()
+                        for event in events { format.write(event, into: &batch) }
+                        try await write(batch)
+                    }
+                }
                 group.cancelAll()
                 try await group.waitForAll()
             }
         } onGracefulShutdown: {
-            writes.finish()
+            queue.finish()
         }
     }
 
-    /// Hands the subscription's events to `writes`, framed, until it ends.
-    private static func produce(_ stream: OpenStream, format: StreamFormat, into writes: AsyncChannel<ByteBuffer>) async throws {
-        defer { writes.finish() }
-        var events = stream.subscription.makeAsyncIterator()
-        while let first = try await events.next() {
-            var buffer = ByteBuffer()
-            format.write(GatewayEvent(first), into: &buffer)
-            if !format.isFramedPerEvent {
-                while buffer.readableBytes < writeBatch, let event = events.nextAtHand() {
-                    format.write(GatewayEvent(event), into: &buffer)
-                }
-            }
-            await writes.send(buffer)
-        }
-    }
-
-    /// Hands a `keepalive` to `writes` at each interval, until cancelled.
-    private static func beat(every interval: Duration, names: String, format: StreamFormat, into writes: AsyncChannel<ByteBuffer>) async {
+    /// Hands a `keepalive` to `queue` at each interval, until cancelled.
+    private static func beat(every interval: Duration, names: String, into queue: StreamQueue) async {
         while true {
             do {
                 try await Task.sleep(for: interval)
             } catch {
                 return
             }
-            var buffer = ByteBuffer()
-            format.write(.keepalive(topics: names, at: .now()), into: &buffer)
-            await writes.send(buffer)
+            queue.pushKeepalive(.keepalive(topics: names, at: .now()))
         }
     }
 }

@@ -4,17 +4,18 @@ public import NIOCore
 import NIOWebSocket
 import NotifyBus
 
-/// A WebSocket request's context: Hummingbird's, the upgrade's, and the client's address.
-public struct GatewayWebSocketContext: RequestContext, WebSocketRequestContext {
+/// A WebSocket request's context: Hummingbird's, the upgrade's, and the addresses of its connection.
+public struct GatewayWebSocketContext: GatewayRequestContext, WebSocketRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let webSocket: WebSocketHandlerReference<Self>
-    /// The client's address; nil for a client of a Unix socket.
     public let remoteAddress: SocketAddress?
+    public let localAddress: SocketAddress?
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.webSocket = .init()
         self.remoteAddress = source.channel.remoteAddress
+        self.localAddress = source.channel.localAddress
     }
 }
 
@@ -24,14 +25,14 @@ extension HTTPGateway {
     /// The routes that upgrade to a WebSocket, behind the token check when there are tokens.
     public func webSocketRouter() -> Router<GatewayWebSocketContext> {
         let router = Router(context: GatewayWebSocketContext.self)
-        if let tokens = configuration.tokens { router.add(middleware: TokenMiddleware(tokens: tokens)) }
+        addChecks(to: router)
         router.ws(":topic/ws") { request, context in
             // Refused before the upgrade, as an HTTP error, when the path or `since` is bad.
             _ = try TopicList.patterns(try context.parameters.require("topic")[...])
             _ = try Since(parsing: request.uri.queryParameters["since"] ?? "", now: .now())
             return .upgrade([:])
         } onUpgrade: { inbound, outbound, context in
-            let address = context.requestContext.remoteAddress?.ipAddress ?? "local"
+            let address = context.requestContext.client
             let topics = try context.requestContext.parameters.require("topic")[...]
             let stream: OpenStream
             do {
@@ -40,7 +41,7 @@ extension HTTPGateway {
                 try await outbound.close(error.status == .tooManyRequests ? .policyViolation : .unexpectedServerError, reason: String(error.sentence.prefix(120)))
                 return
             }
-            let keepalive = self.configuration.keepalive
+            let keepalive = self.configuration.keepalive, buffer = self.configuration.streamBuffer
             do {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     // The client's close (or its connection's end) ends the stream.
@@ -48,7 +49,7 @@ extension HTTPGateway {
                         for try await _ in inbound {}
                     }
                     group.addTask {
-                        try await HTTPGateway.pump(stream, format: .webSocket, keepalive: keepalive) { buffer in
+                        try await HTTPGateway.pump(stream, format: .webSocket, keepalive: keepalive, buffer: buffer) { buffer in
                             // The event's bytes as the frame's, as they are: no string made of them on the way.
                             try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: buffer)))
                         }

@@ -1,7 +1,8 @@
 import Foundation
 import NIOCore
 
-/// A plain Unix-socket connection for sending arbitrary bytes, well-formed or not, and reading what comes back.
+/// A plain Unix-socket (or loopback TCP) connection for sending arbitrary bytes, well-formed or not, and reading
+/// what comes back.
 /// Used by one test at a time; its blocking reads run on their own thread (see `onOwnThread`).
 final class RawSocket: @unchecked Sendable {
     private let descriptor: Int32
@@ -12,6 +13,21 @@ final class RawSocket: @unchecked Sendable {
         descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         let result = try SocketAddress(unixDomainSocketPath: path).withSockAddr { connect(descriptor, $0, socklen_t($1)) }
         guard result == 0 else { throw TestFailure("connect to \(path) failed: errno \(errno)") }
+    }
+
+    /// A TCP connection to `host`:`port`, from the loopback address `source` (any of 127.0.0.0/8), with a receive
+    /// buffer of `receiveBuffer` bytes if given (a reader that stops then holds little in its kernel).
+    init(host: String = "127.0.0.1", port: Int, source: String? = nil, receiveBuffer: Int? = nil) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        if var size = receiveBuffer.map(Int32.init) {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        if let source {
+            let bound = try SocketAddress(ipAddress: source, port: 0).withSockAddr { bind(descriptor, $0, socklen_t($1)) }
+            guard bound == 0 else { throw TestFailure("bind to \(source) failed: errno \(errno)") }
+        }
+        let result = try SocketAddress(ipAddress: host, port: port).withSockAddr { connect(descriptor, $0, socklen_t($1)) }
+        guard result == 0 else { throw TestFailure("connect to \(host):\(port) failed: errno \(errno)") }
     }
 
     deinit { close(descriptor) }

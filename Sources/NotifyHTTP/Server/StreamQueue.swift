@@ -1,0 +1,134 @@
+import DequeModule
+import NIOCore
+import NotifyBus
+import Synchronization
+
+/// The events one stream holds between its subscription and its reader: at most ``limit`` bytes. Past it the oldest
+/// are dropped and counted, and the reader's next read starts with a `dropped` event that says how many.
+///
+/// The stream's subscription is read as fast as it delivers and handed here, so the daemon never queues for a
+/// gateway stream and one reader that stops holds only this much: neither the gateway's memory nor the daemon's
+/// quotas for the gateway's user (which every other stream shares) pay for it.
+final class StreamQueue: Sendable {
+    private struct State {
+        var events = Deque<(event: GatewayEvent, size: Int)>()
+        var bytes = 0
+        var dropped: DropNotice?
+        var ended = false
+        var reader: CheckedContinuation<Void, Never>?
+    }
+
+    /// The most bytes of events it holds (payloads and topics, and a fixed cost per event).
+    let limit: Int
+    private let state = Mutex(State())
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Appends `event`, dropping the oldest past ``limit`` (always keeping the newest).
+    func push(_ event: GatewayEvent) {
+        let size = StreamQueue.size(of: event)
+        let reader: CheckedContinuation<Void, Never>? = state.withLock { state in
+            guard !state.ended else { return nil }
+            state.events.append((event, size))
+            state.bytes += size
+            while state.bytes > limit, state.events.count > 1 {
+                let oldest = state.events.removeFirst()
+                state.bytes -= oldest.size
+                if let notice = oldest.event.dropNotice { state.dropped = StreamQueue.merge(state.dropped, notice) }
+            }
+            defer { state.reader = nil }
+            return state.reader
+        }
+        reader?.resume()
+    }
+
+    /// Appends a `keepalive` if nothing waits: one is needed only while nothing else flows.
+    func pushKeepalive(_ event: GatewayEvent) {
+        let isIdle = state.withLock { $0.events.isEmpty && $0.dropped == nil }
+        if isIdle { push(event) }
+    }
+
+    /// Ends the queue: the reader gets what is left, then nil.
+    func finish() {
+        let reader: CheckedContinuation<Void, Never>? = state.withLock { state in
+            state.ended = true
+            defer { state.reader = nil }
+            return state.reader
+        }
+        reader?.resume()
+    }
+
+    /// Waits for events, then takes those at hand up to about `batch` bytes (at least one), a `dropped` event first
+    /// for what was dropped before them; nil once the queue ended and nothing is left. One reader at a time.
+    func take(upTo batch: Int) async -> [GatewayEvent]? {
+        while true {
+            let taken: [GatewayEvent]?? = state.withLock { state in
+                var taken: [GatewayEvent] = []
+                if let dropped = state.dropped {
+                    taken.append(.dropped(dropped, at: .now()))
+                    state.dropped = nil
+                }
+                var bytes = 0
+                while bytes < batch, let first = state.events.popFirst() {
+                    bytes += first.size
+                    state.bytes -= first.size
+                    taken.append(first.event)
+                }
+                if !taken.isEmpty { return .some(taken) }
+                return state.ended ? .some(nil) : nil
+            }
+            if let taken { return taken }
+            await withCheckedContinuation { reader in
+                let ready = state.withLock { state in
+                    guard state.events.isEmpty, state.dropped == nil, !state.ended else { return true }
+                    state.reader = reader
+                    return false
+                }
+                if ready { reader.resume() }
+            }
+        }
+    }
+
+    /// Events and bytes held now.
+    var held: (events: Int, bytes: Int) { state.withLock { ($0.events.count, $0.bytes) } }
+
+    /// What an event costs while it waits: its payload and topic, and what holds them.
+    static func size(of event: GatewayEvent) -> Int {
+        switch event {
+        case .message(let delivery): delivery.payload.readableBytes + delivery.topic.name.utf8.count + 96
+        default: 96
+        }
+    }
+
+    /// One notice for two runs of drops: of one topic, its numbers' span; of several, their count only.
+    static func merge(_ earlier: DropNotice?, _ later: DropNotice) -> DropNotice {
+        guard let earlier else { return later }
+        let (count, overflow) = earlier.count.addingReportingOverflow(later.count)
+        let total = overflow ? UInt64.max : count
+        guard earlier.topic == later.topic, !earlier.isAboutManyTopics else {
+            return DropNotice(topic: DropNotice.manyTopics, count: total, firstSequence: 0, lastSequence: 0)
+        }
+        return DropNotice(
+            topic: earlier.topic,
+            count: total,
+            firstSequence: min(earlier.firstSequence, later.firstSequence),
+            lastSequence: max(earlier.lastSequence, later.lastSequence)
+        )
+    }
+}
+
+extension GatewayEvent {
+    /// What dropping this event loses, as a notice: a message, or the messages a notice already counts.
+    var dropNotice: DropNotice? {
+        switch self {
+        case .message(let delivery):
+            DropNotice(topic: delivery.topic, count: 1, firstSequence: delivery.sequence, lastSequence: delivery.sequence)
+        case .dropped(let notice, _):
+            notice
+        case .open, .keepalive:
+            nil
+        }
+    }
+}

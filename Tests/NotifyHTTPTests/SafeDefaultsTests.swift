@@ -1,0 +1,121 @@
+import Foundation
+import NIOCore
+import Testing
+
+@testable import NotifyBus
+@testable import NotifyHTTP
+
+/// The gateway's checks on where a request comes from and what a stream holds (issue 46; no socket).
+@Suite("The HTTP gateway's origin, ranges and stream queue (no socket)")
+struct SafeDefaultsTests {
+    static let local = try! SocketAddress(ipAddress: "127.0.0.1", port: 8080)
+
+    @Test("Host must name the listener (its address and port, localhost on loopback) or an --allow-host name")
+    func hosts() {
+        let policy = SameOriginPolicy(hostNames: ["Notify.Example"])
+        for taken in ["127.0.0.1:8080", "localhost:8080", "LOCALHOST:8080", "notify.example", "notify.example:443"] {
+            #expect(policy.refusal(host: taken, origin: nil, local: Self.local) == nil, "\(taken)")
+        }
+        for refused in ["evil.example:8080", "127.0.0.1:8081", "127.0.0.1", "127.0.0.2:8080", "", "[::1]:8080", "127.0.0.1:8080:1", "localhost:x"] {
+            #expect(policy.refusal(host: refused, origin: nil, local: Self.local) != nil, "\(refused)")
+        }
+        #expect(policy.refusal(host: nil, origin: nil, local: Self.local) == nil, "HTTP/1.0 without Host")
+        let v6 = try! SocketAddress(ipAddress: "::1", port: 80)
+        #expect(SameOriginPolicy().refusal(host: "[::1]", origin: nil, local: v6) == nil)
+        #expect(SameOriginPolicy().refusal(host: "localhost", origin: nil, local: v6) == nil)
+        let open = try! SocketAddress(ipAddress: "192.0.2.7", port: 8080)
+        #expect(SameOriginPolicy().refusal(host: "localhost:8080", origin: nil, local: open) != nil, "localhost is loopback's only")
+    }
+
+    @Test("Origin must be the gateway's own or an --allow-origin one; null and other sites are refused")
+    func origins() {
+        let policy = SameOriginPolicy(hostNames: ["notify.example"], origins: ["https://dash.example"])
+        // Not a page's (a browser sends only http(s) or null): a WebSocket library's `ws://host`.
+        for taken in ["http://127.0.0.1:8080", "http://localhost:8080", "https://dash.example", "HTTPS://DASH.EXAMPLE", "https://notify.example", "ws://127.0.0.1"] {
+            #expect(policy.refusal(host: "127.0.0.1:8080", origin: taken, local: Self.local) == nil, "\(taken)")
+        }
+        for refused in ["null", "http://evil.example", "http://127.0.0.1:8081", "https://127.0.0.1:8080", "http://127.0.0.1", "http://dash.example", "https://evil.example:8080"] {
+            #expect(policy.refusal(host: "127.0.0.1:8080", origin: refused, local: Self.local) != nil, "\(refused)")
+        }
+        #expect(SameOriginPolicy.isOrigin("https://a.example:8443") && !SameOriginPolicy.isOrigin("a.example") && !SameOriginPolicy.isOrigin("https://a/b"))
+    }
+
+    @Test("clients are counted by range: all of loopback as one, IPv4 by address, IPv6 by /64, v4-mapped as IPv4")
+    func ranges() throws {
+        func key(_ address: String) throws -> String { ClientRange.key(of: try SocketAddress(ipAddress: address, port: 1)) }
+        #expect(try key("127.0.0.1") == "loopback" && key("127.0.0.17") == "loopback" && key("::1") == "loopback")
+        #expect(try key("::ffff:127.0.0.2") == "loopback" && key("::ffff:192.0.2.1") == "192.0.2.1")
+        #expect(try key("192.0.2.1") != key("192.0.2.2"))
+        #expect(try key("2001:db8:1:2::1") == key("2001:db8:1:2:ffff::9"))
+        #expect(try key("2001:db8:1:2::1") != key("2001:db8:1:3::1"))
+        #expect(ClientRange.key(of: nil) == "local")
+    }
+
+    static func message(_ topic: String, _ sequence: UInt64, bytes: Int = 100) -> GatewayEvent {
+        .message(Delivery(
+            topic: try! Topic(topic),
+            sequence: sequence,
+            time: PublishTime(microsecondsSinceEpoch: 1),
+            publisher: Publisher(uid: 1, pid: 1),
+            payload: ByteBuffer(repeating: UInt8(ascii: "x"), count: bytes)
+        ))
+    }
+
+    @Test("a stream's queue holds at most its limit: the oldest go, counted in one dropped event that comes first")
+    func queueDrops() async throws {
+        let queue = StreamQueue(limit: 10 * StreamQueue.size(of: Self.message("a.b", 1)))
+        for sequence in 1...25 { queue.push(Self.message("a.b", UInt64(sequence))) }
+        #expect(queue.held.events == 10)
+        let taken = try #require(await queue.take(upTo: 1 << 20))
+        guard case .dropped(let notice, _) = taken.first else { Issue.record("no dropped event first: \(taken)"); return }
+        #expect(notice.topic.name == "a.b" && notice.count == 15 && notice.firstSequence == 1 && notice.lastSequence == 15)
+        let sequences = taken.dropFirst().compactMap { event -> UInt64? in
+            if case .message(let delivery) = event { return delivery.sequence }
+            return nil
+        }
+        #expect(sequences == Array(16...25))
+        // Of two topics: one notice for both, their count only.
+        for sequence in 1...11 { queue.push(Self.message(sequence % 2 == 0 ? "a.b" : "c.d", UInt64(sequence))) }
+        queue.push(Self.message("c.d", 12))
+        let second = try #require(await queue.take(upTo: 1 << 20))
+        guard case .dropped(let both, _) = second.first else { Issue.record("no dropped event: \(second)"); return }
+        #expect(both.isAboutManyTopics && both.count == 2)
+        queue.finish()
+        #expect(await queue.take(upTo: 1) == nil)
+    }
+
+    @Test("a keepalive joins the queue only when nothing else waits; one message larger than the limit is kept whole")
+    func queueKeepaliveAndLarge() async throws {
+        let queue = StreamQueue(limit: 1_000)
+        queue.push(Self.message("a.b", 1, bytes: 5_000))
+        queue.pushKeepalive(.keepalive(topics: "a.b", at: .now()))
+        let taken = try #require(await queue.take(upTo: 1 << 20))
+        #expect(taken.count == 1)
+        queue.pushKeepalive(.keepalive(topics: "a.b", at: .now()))
+        #expect(try #require(await queue.take(upTo: 1 << 20)).count == 1)
+    }
+
+    @Test("raw lines carry no control characters a terminal would obey: C0 but tab, DEL, C1 in UTF-8")
+    func rawIsInert() {
+        let payload = "red \u{1B}[31m bell \u{07} csi \u{9B}2J nel \u{85} del \u{7F} tab\tok é"
+        var buffer = ByteBuffer()
+        StreamFormat.raw.write(Self.messageWith(payload), into: &buffer)
+        let bytes = Array(buffer.readableBytesView)
+        #expect(!bytes.dropLast().contains { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F })
+        #expect(!zip(bytes, bytes.dropFirst()).contains { $0 == 0xC2 && (0x80...0x9F).contains($1) })
+        #expect(String(decoding: bytes, as: UTF8.self).hasSuffix("tab\tok é\n"))
+    }
+
+    static func messageWith(_ text: String) -> GatewayEvent {
+        .message(Delivery(topic: try! Topic("a.b"), sequence: 1, time: PublishTime(microsecondsSinceEpoch: 1), publisher: Publisher(uid: 1, pid: 1), payload: ByteBuffer(string: text)))
+    }
+
+    @Test("the page links a topic on this gateway whatever its name: /evil.example is /%2Fevil.example/…, not //evil.example/…")
+    func pageLinksStayHere() throws {
+        let topic = try Topic("/evil.example")
+        let delivery = Delivery(topic: topic, sequence: 1, time: PublishTime(microsecondsSinceEpoch: 1), publisher: Publisher(uid: 1, pid: 1), payload: ByteBuffer(string: "x"))
+        let html = PageRenderer.page(filter: ">", latest: [delivery], error: nil)
+        #expect(html.contains(#"href="/%2Fevil.example/raw?since=all""#))
+        #expect(!html.contains(#"href="//"#))
+    }
+}
