@@ -4,19 +4,30 @@ import Hummingbird
 import NIOCore
 import NotifyBus
 
-/// Publishing over HTTP: `PUT` or `POST /<topic>` with the message as the body, and `POST /` with ntfy's JSON form
-/// (`{"topic": …, "message": …}`). Retained, as `notify send` does, unless `?retain=no`, `X-Retain: no`, or ntfy's
-/// `X-Cache: no` (or `Cache: no`) say otherwise. Each publish is acknowledged by the daemon before the reply: the
-/// reply is the message as a stream would send it, and a refusal is a 4xx with the daemon's sentence.
-///
-/// ntfy's other headers and fields (title, priority, tags, click, attach, …) are accepted and not kept: a message
-/// of notifyd is its payload alone.
+/// Publishing over HTTP: `PUT` or `POST /<topic>` with the message as the body, or in ntfy's `X-Message` header (or
+/// `Message`, `m`) or `?message=` (`?m=`), and `POST /` with ntfy's JSON form (`{"topic": …, "message": …}`).
+/// Retained, as `notify send` does, unless `?retain=no`, `X-Retain: no`, or ntfy's `X-Cache: no` (or `Cache: no`)
+/// say otherwise. Each publish is acknowledged by the daemon before the reply: the reply is the message as the daemon
+/// stamped it, and a refusal is a 4xx with the daemon's sentence. ntfy's fields that a notifyd message cannot carry
+/// (title, tags, click, …) are refused (see ``NtfyForm``).
 extension HTTPGateway {
     func publish(_ request: Request, topic segment: Substring) async throws -> Response {
         let topic = try TopicList.topic(segment)
+        try NtfyForm.refuseUnkept(in: request)
+        let given = try NtfyForm.value(of: NtfyForm.message, in: request)
         let client = try await daemon()
-        let body = try await HTTPGateway.collect(request, upTo: client.greeting.limits.maxPayload, what: "the message")
-        return try await publish(body, to: topic, retain: HTTPGateway.retains(request), on: client)
+        let limit = client.greeting.limits.maxPayload
+        let body = try await HTTPGateway.collect(request, upTo: limit, what: "the message")
+        var payload = body
+        if let (spelling, text) = given {
+            // ntfy would take the body as an attachment then: there is no such thing here.
+            guard body.readableBytes == 0 else {
+                throw GatewayError(.badRequest, "the message came both in \(spelling) and in the body; send it once")
+            }
+            payload = ByteBuffer(string: text)
+            guard payload.readableBytes <= limit else { throw HTTPGateway.tooLarge("the message", limit: limit) }
+        }
+        return try await publish(payload, to: topic, retain: HTTPGateway.retains(request), on: client)
     }
 
     func publishJSON(_ request: Request) async throws -> Response {
@@ -43,14 +54,19 @@ extension HTTPGateway {
         } catch {
             throw GatewayError(.badRequest, "\(error)")
         }
-        let payload = ByteBuffer(string: object["message"] as? String ?? "")
+        try NtfyForm.refuseUnkept(in: object)
+        let message = object["message"] ?? ""
+        guard let text = message as? String else {
+            throw GatewayError(.badRequest, "the JSON message's \"message\" is not a string")
+        }
+        let payload = ByteBuffer(string: text)
         guard payload.readableBytes <= limit else { throw HTTPGateway.tooLarge("the message", limit: limit) }
         return try await publish(payload, to: topic, retain: HTTPGateway.retains(request), on: client)
     }
 
     private func publish(_ payload: ByteBuffer, to topic: Topic, retain: Bool, on client: NotifyClient) async throws -> Response {
         // Read before the publish: the daemon stamps it no earlier, so an id made of it, passed back as `since`,
-        // may repeat the message but never skips one.
+        // may repeat the message but never skips one (used only where the daemon's own stamp cannot be read back).
         let before = PublishTime.now()
         let sequence: UInt64
         do {
@@ -58,7 +74,8 @@ extension HTTPGateway {
         } catch {
             throw GatewayError(error)
         }
-        let delivery = Delivery(
+        let stamped = await HTTPGateway.stamped(sequence, of: topic, on: client)
+        let delivery = stamped ?? Delivery(
             topic: topic,
             sequence: sequence,
             time: before,
@@ -69,6 +86,20 @@ extension HTTPGateway {
         GatewayEvent.message(delivery).writeJSON(into: &body)
         body.writeStaticString("\n")
         return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
+    }
+
+    /// The most messages published after one that the gateway looks through to read that one back.
+    static let stampLookback = 64
+
+    /// Message `sequence` of `topic` as the daemon recorded it (its time, its publisher's uid, pid and unit), read
+    /// back from the topic's history; nil when the history does not hold it (history off, or too many published
+    /// since) or the gateway may not read the topic.
+    static func stamped(_ sequence: UInt64, of topic: Topic, on client: NotifyClient) async -> Delivery? {
+        guard let newest = try? await client.history(of: topic, count: 1).last else { return nil }
+        if newest.sequence == sequence { return newest }
+        guard newest.sequence > sequence, newest.sequence - sequence < UInt64(stampLookback) else { return nil }
+        let recent = try? await client.history(of: topic, count: Int(newest.sequence - sequence) + 1)
+        return recent?.first { $0.sequence == sequence }
     }
 
     /// Whether a `Content-Type` is `application/json` (with parameters or not).
