@@ -256,8 +256,10 @@ if [ "$E2E_PHASE" = install ]; then
   done
 fi
 
-# The HTTP gateway (docs/http.md): off until enabled; then on loopback, as its own user. socat stands in for curl.
+# The HTTP gateway (docs/http.md): off until enabled; then on loopback, as its own user, with the token it made at its
+# first start. socat stands in for curl.
 http_request() { printf "$1" | socat -t 5 - TCP:127.0.0.1:8080; }
+http_token() { awk '/^read-write /{print $2}' /var/lib/notifyd-http/token; }
 if [ "$E2E_PHASE" = install ]; then
   expect "notifyd-http.socket is not enabled by the package" disabled systemctl is-enabled notifyd-http.socket
   for unit in notifyd-http.socket notifyd-http.service; do
@@ -270,13 +272,19 @@ else
   expect "notifyd-http.socket active after the reboot (enabled)" active systemctl is-active notifyd-http.socket
 fi
 expect "notifyd-http.service idle until the first request (socket activation)" inactive systemctl is-active notifyd-http.service
-check  "notifyd-http answers on 127.0.0.1:8080" within 10 sh -c 'printf "GET /e2e.none/latest HTTP/1.0\r\n\r\n" | socat -t 5 - TCP:127.0.0.1:8080 | grep -q "^HTTP/1.[01] 404"'
+check  "notifyd-http answers on 127.0.0.1:8080, 401 without a token (loopback is not anonymous)" within 10 sh -c 'printf "GET /e2e.none/latest HTTP/1.0\r\n\r\n" | socat -t 5 - TCP:127.0.0.1:8080 | grep -q "^HTTP/1.[01] 401"'
+expect "it made its token at its first start: /var/lib/notifyd-http/token, 0600, its own" "600 notifyd-http" \
+  stat -c "%a %U" /var/lib/notifyd-http/token
+expect_match "with the token, GET /e2e.none/latest is a 404" '^HTTP/1.[01] 404' \
+  http_request "GET /e2e.none/latest HTTP/1.0\r\nAuthorization: Bearer $(http_token)\r\n\r\n"
+expect_match "a Host that is not the gateway's is refused (DNS rebinding)" '^HTTP/1.[01] 403' \
+  http_request "GET /e2e.none/latest HTTP/1.1\r\nHost: rebound.example:8080\r\nAuthorization: Bearer $(http_token)\r\nConnection: close\r\n\r\n"
 expect_match "an HTTP publish is answered 200 with the message" '"message":"hello, http"' \
-  http_request "POST /e2e.http HTTP/1.0\r\nContent-Length: 11\r\n\r\nhello, http"
+  http_request "POST /e2e.http HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAuthorization: Bearer $(http_token)\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello, http"
 expect "notify latest e2e.http sees it" "hello, http" notify latest e2e.http
 expect "published as the gateway's own user" "$(id -u notifyd-http)" \
   sh -c 'notify latest e2e.http --format json | sed -n "s/.*\"uid\":\([0-9]*\).*/\1/p"'
-expect_match "GET /e2e.http/latest answers it" '"seq":' http_request "GET /e2e.http/latest HTTP/1.0\r\n\r\n"
+expect_match "GET /e2e.http/latest answers it" '"seq":' http_request "GET /e2e.http/latest HTTP/1.0\r\nAuthorization: Bearer $(http_token)\r\n\r\n"
 expect "notifyd-http.service runs as notifyd-http" notifyd-http systemctl show -P User notifyd-http.service
 expect "and was started by its socket" active systemctl is-active notifyd-http.service
 
