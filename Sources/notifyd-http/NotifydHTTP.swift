@@ -74,10 +74,17 @@ struct NotifydHTTP: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The most streams open at once from one client address (all of loopback is one; IPv6 by /64).", valueName: "count"))
     var maxStreamsPerAddress = 16
 
+    @Option(name: .long, help: ArgumentHelp("The most topics one client address may hold retained through the gateway (its share of the daemon's limit for the gateway's user).", valueName: "count"))
+    var maxRetainedTopicsPerAddress = 25_000
+
+    @Option(name: .long, help: ArgumentHelp("The most bytes of retained messages one client address may hold through the gateway.", valueName: "bytes"))
+    var maxRetainedBytesPerAddress = 16 << 20
+
     func validate() throws {
         for (name, value) in [("--keepalive", keepalive), ("--header-timeout", headerTimeout), ("--idle-timeout", idleTimeout)] {
             guard (1...3_600).contains(value) else { throw ValidationError("\(name) takes 1 to 3600 seconds") }
         }
+        guard (0...(1 << 40)).contains(maxRetainedBytesPerAddress) else { throw ValidationError("--max-retained-bytes-per-address takes 0 to 1099511627776") }
         guard (4_096...(64 << 20)).contains(streamBuffer) else { throw ValidationError("--stream-buffer takes 4096 to 67108864 bytes") }
         for origin in allowOrigin where !SameOriginPolicy.isOrigin(origin) {
             throw ValidationError("--allow-origin \(origin) is not an origin: scheme://host[:port], as a browser sends it (https://dashboard.example)")
@@ -85,6 +92,7 @@ struct NotifydHTTP: AsyncParsableCommand {
         for (name, value) in [
             ("--max-connections", maxConnections), ("--max-connections-per-address", maxConnectionsPerAddress),
             ("--max-streams", maxStreams), ("--max-streams-per-address", maxStreamsPerAddress),
+            ("--max-retained-topics-per-address", maxRetainedTopicsPerAddress),
         ] {
             guard (1...1_000_000).contains(value) else { throw ValidationError("\(name) takes 1 to 1000000") }
         }
@@ -155,7 +163,9 @@ struct NotifydHTTP: AsyncParsableCommand {
                 sameOrigin: SameOriginPolicy(hostNames: allowHost, origins: allowOrigin),
                 maxStreams: maxStreams,
                 maxStreamsPerAddress: maxStreamsPerAddress,
-                streamBuffer: streamBuffer
+                streamBuffer: streamBuffer,
+                maxRetainedTopicsPerAddress: maxRetainedTopicsPerAddress,
+                maxRetainedBytesPerAddress: maxRetainedBytesPerAddress
             )
         )
         var logger = Logger(label: "notifyd-http")

@@ -111,6 +111,23 @@ struct GatewaySecurityTests {
     }
 }
 
+extension GatewayBoundsTests {
+    @Test("a client range past its share of retained topics gets a 429 that says so; ?retain=no and replacing its own topics still go")
+    func retainedShare() async throws {
+        let daemon = try await TestDaemon.start()
+        let gateway = try await TestGateway.start(for: daemon, arguments: ["--max-retained-topics-per-address", "2"])
+        #expect(try await GatewaySecurityTests.code(gateway, ["-d", "1", gateway.url("/gw.share.1")]) == "200")
+        #expect(try await GatewaySecurityTests.code(gateway, ["-d", "2", gateway.url("/gw.share.2")]) == "200")
+        let third = try await gateway.curl(["-w", "\n%{http_code}", "-d", "3", gateway.url("/gw.share.3")])
+        #expect(third.output.hasSuffix("\n429") && third.output.contains("--max-retained-topics-per-address"), "\(third.output)")
+        #expect(try await daemon.notify(["latest", "gw.share.3"]).status == 1)
+        #expect(try await GatewaySecurityTests.code(gateway, ["-d", "3", gateway.url("/gw.share.3?retain=no")]) == "200")
+        #expect(try await GatewaySecurityTests.code(gateway, ["-d", "again", gateway.url("/gw.share.2")]) == "200")
+        try await gateway.stop()
+        try await daemon.stop()
+    }
+}
+
 /// notifyd-http's bounds against a client that holds connections (issue 46).
 @Suite("HTTP gateway: timeouts and bounds per range (real notifyd and notifyd-http)", .timeLimit(.minutes(5)))
 struct GatewayBoundsTests {

@@ -119,3 +119,38 @@ struct SafeDefaultsTests {
         #expect(!html.contains(#"href="//"#))
     }
 }
+
+/// Each client range's share of what the gateway's user may retain at the daemon (issue 46; no socket).
+@Suite("The HTTP gateway's retained shares (no socket)")
+struct RetainedSharesTests {
+    static func topic(_ name: String) -> Topic { try! Topic(name) }
+
+    @Test("a range past its share of topics or bytes gets a 429, another range does not; replacing its own topic is no new topic; a topic retained by another moves to it")
+    func shares() throws {
+        let shares = RetainedShares(perClient: (topics: 2, bytes: 1_000), total: 8)
+        _ = try shares.take(Self.topic("a.1"), bytes: 100, by: "a")
+        _ = try shares.take(Self.topic("a.2"), bytes: 100, by: "a")
+        #expect(throws: GatewayError.self) { try shares.take(Self.topic("a.3"), bytes: 1, by: "a") }
+        _ = try shares.take(Self.topic("a.2"), bytes: 900, by: "a")
+        #expect(shares.held(by: "a") == (2, 1_000))
+        #expect(throws: GatewayError.self) { try shares.take(Self.topic("a.1"), bytes: 101, by: "a") }
+        _ = try shares.take(Self.topic("b.1"), bytes: 500, by: "b")
+        // b retains a's topic: it is b's now, and a has room again.
+        _ = try shares.take(Self.topic("a.1"), bytes: 10, by: "b")
+        #expect(shares.held(by: "a") == (1, 900) && shares.held(by: "b") == (2, 510))
+        _ = try shares.take(Self.topic("a.3"), bytes: 50, by: "a")
+    }
+
+    @Test("a publish that failed puts back what the topic held; the ledger holds at most its total")
+    func restoreAndTotal() throws {
+        let shares = RetainedShares(perClient: (topics: 5, bytes: 1_000), total: 3)
+        let before = try shares.take(Self.topic("t.1"), bytes: 10, by: "a")
+        #expect(before == nil)
+        let previous = try shares.take(Self.topic("t.1"), bytes: 20, by: "b")
+        shares.restore(Self.topic("t.1"), previous)
+        #expect(shares.held(by: "a") == (1, 10) && shares.held(by: "b") == (0, 0))
+        _ = try shares.take(Self.topic("t.2"), bytes: 1, by: "b")
+        _ = try shares.take(Self.topic("t.3"), bytes: 1, by: "c")
+        #expect(throws: GatewayError.self) { try shares.take(Self.topic("t.4"), bytes: 1, by: "d") }
+    }
+}

@@ -11,7 +11,7 @@ import NotifyBus
 /// stamped it, and a refusal is a 4xx with the daemon's sentence. ntfy's fields that a notifyd message cannot carry
 /// (title, tags, click, …) are refused (see ``NtfyForm``).
 extension HTTPGateway {
-    func publish(_ request: Request, topic segment: Substring) async throws -> Response {
+    func publish(_ request: Request, topic segment: Substring, client address: String) async throws -> Response {
         let topic = try TopicList.topic(segment)
         try NtfyForm.refuseUnkept(in: request)
         let given = try NtfyForm.value(of: NtfyForm.message, in: request)
@@ -27,10 +27,10 @@ extension HTTPGateway {
             payload = ByteBuffer(string: text)
             guard payload.readableBytes <= limit else { throw HTTPGateway.tooLarge("the message", limit: limit) }
         }
-        return try await publish(payload, to: topic, retain: HTTPGateway.retains(request), on: client)
+        return try await publish(payload, to: topic, retain: HTTPGateway.retains(request), on: client, for: address)
     }
 
-    func publishJSON(_ request: Request) async throws -> Response {
+    func publishJSON(_ request: Request, client address: String) async throws -> Response {
         // A page of another site can send a form or text/plain without asking first, never application/json.
         guard HTTPGateway.isJSON(request.headers[.contentType]) else {
             throw GatewayError(
@@ -61,10 +61,12 @@ extension HTTPGateway {
         }
         let payload = ByteBuffer(string: text)
         guard payload.readableBytes <= limit else { throw HTTPGateway.tooLarge("the message", limit: limit) }
-        return try await publish(payload, to: topic, retain: HTTPGateway.retains(request), on: client)
+        return try await publish(payload, to: topic, retain: HTTPGateway.retains(request), on: client, for: address)
     }
 
-    private func publish(_ payload: ByteBuffer, to topic: Topic, retain: Bool, on client: NotifyClient) async throws -> Response {
+    /// Publishes `payload` for a client of range `address`, a retained one within its share (see ``RetainedShares``).
+    private func publish(_ payload: ByteBuffer, to topic: Topic, retain: Bool, on client: NotifyClient, for address: String) async throws -> Response {
+        let previous = retain ? try retainedShares.take(topic, bytes: payload.readableBytes, by: address) : nil
         // Read before the publish: the daemon stamps it no earlier, so an id made of it, passed back as `since`,
         // may repeat the message but never skips one (used only where the daemon's own stamp cannot be read back).
         let before = PublishTime.now()
@@ -72,6 +74,7 @@ extension HTTPGateway {
         do {
             sequence = try await client.publishAcknowledged(payload, to: topic, retain: retain)
         } catch {
+            if retain { retainedShares.restore(topic, previous) }
             throw GatewayError(error)
         }
         let stamped = await HTTPGateway.stamped(sequence, of: topic, on: client)

@@ -11,6 +11,10 @@ public struct GatewayConfiguration: Sendable {
     /// The most streams open at once, in total and per client range (see ``ClientRange``).
     public var maxStreams: Int
     public var maxStreamsPerAddress: Int
+    /// The most topics and bytes one client range may hold retained through the gateway: its share of what the
+    /// daemon allows the gateway's user (by default a quarter of the daemon's 100,000 topics and 64 MiB per user).
+    public var maxRetainedTopicsPerAddress: Int
+    public var maxRetainedBytesPerAddress: Int
     /// The most bytes of events one stream holds for a reader that does not keep up; past it, its oldest are
     /// dropped, and the reader is told how many when it reads again.
     public var streamBuffer: Int
@@ -27,8 +31,12 @@ public struct GatewayConfiguration: Sendable {
         sameOrigin: SameOriginPolicy = SameOriginPolicy(),
         maxStreams: Int = 256,
         maxStreamsPerAddress: Int = 16,
-        streamBuffer: Int = GatewayConfiguration.defaultStreamBuffer
+        streamBuffer: Int = GatewayConfiguration.defaultStreamBuffer,
+        maxRetainedTopicsPerAddress: Int = 25_000,
+        maxRetainedBytesPerAddress: Int = 16 << 20
     ) {
+        self.maxRetainedTopicsPerAddress = maxRetainedTopicsPerAddress
+        self.maxRetainedBytesPerAddress = maxRetainedBytesPerAddress
         self.socketPath = socketPath
         self.keepalive = keepalive
         self.tokens = tokens

@@ -10,12 +10,17 @@ public struct HTTPGateway: Sendable {
     let configuration: GatewayConfiguration
     let link: DaemonLink
     let streamLimits: StreamLimits
+    let retainedShares: RetainedShares
 
     /// A gateway to the daemon that `configuration` names.
     public init(configuration: GatewayConfiguration) {
         self.configuration = configuration
         self.link = DaemonLink(socketPath: configuration.socketPath)
         self.streamLimits = StreamLimits(total: configuration.maxStreams, perClient: configuration.maxStreamsPerAddress)
+        self.retainedShares = RetainedShares(
+            perClient: (configuration.maxRetainedTopicsPerAddress, configuration.maxRetainedBytesPerAddress),
+            total: 4 * configuration.maxRetainedTopicsPerAddress
+        )
     }
 
     /// The shared connection to the daemon, for publishes and `latest`.
@@ -33,9 +38,13 @@ public struct HTTPGateway: Sendable {
         let router = Router(context: GatewayContext.self)
         addChecks(to: router)
         router.get("/") { request, context in try await self.page(request, client: context.client) }
-        router.post("/") { request, _ in try await self.publishJSON(request) }
-        router.put(":topic") { request, context in try await self.publish(request, topic: try context.parameters.require("topic")[...]) }
-        router.post(":topic") { request, context in try await self.publish(request, topic: try context.parameters.require("topic")[...]) }
+        router.post("/") { request, context in try await self.publishJSON(request, client: context.client) }
+        router.put(":topic") { request, context in
+            try await self.publish(request, topic: try context.parameters.require("topic")[...], client: context.client)
+        }
+        router.post(":topic") { request, context in
+            try await self.publish(request, topic: try context.parameters.require("topic")[...], client: context.client)
+        }
         router.get(":topic/latest") { _, context in try await self.latest(topic: try context.parameters.require("topic")[...]) }
         for format in StreamFormat.httpStreams {
             // One name for the first segment in every route (the router wants it so): here it lists topics.
