@@ -80,12 +80,19 @@ struct NotifydHTTP: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The most bytes of retained messages one client address may hold through the gateway.", valueName: "bytes"))
     var maxRetainedBytesPerAddress = 16 << 20
 
+    @Option(name: .long, help: ArgumentHelp("Serve HTTPS with this PEM certificate chain (with --tls-key); nothing is served in clear then.", valueName: "path"))
+    var tlsCertificate: String?
+
+    @Option(name: .long, help: ArgumentHelp("The PEM private key of --tls-certificate, readable by its owner (and group) only.", valueName: "path"))
+    var tlsKey: String?
+
     func validate() throws {
         for (name, value) in [("--keepalive", keepalive), ("--header-timeout", headerTimeout), ("--idle-timeout", idleTimeout)] {
             guard (1...3_600).contains(value) else { throw ValidationError("\(name) takes 1 to 3600 seconds") }
         }
         guard (0...(1 << 40)).contains(maxRetainedBytesPerAddress) else { throw ValidationError("--max-retained-bytes-per-address takes 0 to 1099511627776") }
         guard (4_096...(64 << 20)).contains(streamBuffer) else { throw ValidationError("--stream-buffer takes 4096 to 67108864 bytes") }
+        guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-certificate and --tls-key go together") }
         for origin in allowOrigin where !SameOriginPolicy.isOrigin(origin) {
             throw ValidationError("--allow-origin \(origin) is not an origin: scheme://host[:port], as a browser sends it (https://dashboard.example)")
         }
@@ -155,12 +162,18 @@ struct NotifydHTTP: AsyncParsableCommand {
         let (host, port) = try Self.address(listen)
         let socketPath = SocketPath.resolveForClient(explicit: socket)
         let tokens = try tokenTable()
+        let tls: GatewayTLS?
+        do {
+            tls = try tlsCertificate.map { try GatewayTLS(certificate: $0, key: tlsKey ?? "") }
+        } catch let problem as TokenTable.Problem {
+            throw ValidationError(problem.description)
+        }
         let gateway = HTTPGateway(
             configuration: GatewayConfiguration(
                 socketPath: socketPath,
                 keepalive: .seconds(keepalive),
                 tokens: tokens,
-                sameOrigin: SameOriginPolicy(hostNames: allowHost, origins: allowOrigin),
+                sameOrigin: SameOriginPolicy(hostNames: allowHost, origins: allowOrigin, isSecure: tls != nil),
                 maxStreams: maxStreams,
                 maxStreamsPerAddress: maxStreamsPerAddress,
                 streamBuffer: streamBuffer,
@@ -173,7 +186,7 @@ struct NotifydHTTP: AsyncParsableCommand {
         // Socket activation: the socket unit's address (--listen does not apply), refused beyond loopback as
         // --listen would be.
         let inherited = GatewayServer.inheritedSocket()
-        let hasTokens = tokenFile != nil, anonymous = allowAnonymous, listen = self.listen
+        let hasTokens = tokenFile != nil, anonymous = allowAnonymous, listen = self.listen, scheme = tls == nil ? "http" : "https"
         let server = GatewayServer(
             listener: inherited.map { .inherited($0) } ?? .address(host: host, port: port),
             gateway: gateway,
@@ -181,6 +194,7 @@ struct NotifydHTTP: AsyncParsableCommand {
             maxConnectionsPerAddress: maxConnectionsPerAddress,
             timeouts: .init(header: .seconds(headerTimeout), idle: .seconds(idleTimeout)),
             sendBuffer: streamBuffer / 4,
+            tls: tls,
             logger: logger
         ) { address in
             let bound = address?.ipAddress ?? host
@@ -192,7 +206,7 @@ struct NotifydHTTP: AsyncParsableCommand {
             // Where it listens (with port 0, the port it was given): scripts and tests read this line.
             let location = address.map { "\(bound):\($0.port ?? port)" } ?? listen
             let origin = inherited != nil ? " (a socket from systemd)" : ""
-            FileHandle.standardOutput.write(Data("notifyd-http: listening on http://\(location)\(origin), daemon socket \(socketPath)\n".utf8))
+            FileHandle.standardOutput.write(Data("notifyd-http: listening on \(scheme)://\(location)\(origin), daemon socket \(socketPath)\n".utf8))
         }
         let services = ServiceGroup(configuration: .init(services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await services.run()

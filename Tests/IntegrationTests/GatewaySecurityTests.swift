@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import NATSTestSupport
 
 /// notifyd-http safe by default (issue 46): no uid lent to other local users or to web pages, with the real
 /// binaries and curl (a browser's headers written as a browser sends them).
@@ -162,6 +163,43 @@ struct GatewayBoundsTests {
             }
         }
         try await gateway.stop()
+        try await daemon.stop()
+    }
+}
+
+/// notifyd-http over HTTPS (issue 46: tokens and messages no longer cross the network in clear).
+@Suite("HTTP gateway: HTTPS (real notifyd, notifyd-http, curl, openssl's certificates)", .timeLimit(.minutes(5)))
+struct GatewayTLSTests {
+    @Test("with --tls-certificate and --tls-key it serves HTTPS and nothing in clear; its own pages' origin is https; a key others may read is refused")
+    func https() async throws {
+        let daemon = try await TestDaemon.start()
+        let certificates = try TestCertificates()
+        chmod(certificates.directory, 0o755)
+        for file in [certificates.serverCertificate, certificates.serverKey] { chown(file, TestGateway.uid, TestGateway.uid) }
+        chmod(certificates.serverKey, 0o600)
+        let gateway = try await TestGateway.start(
+            for: daemon, arguments: ["--tls-certificate", certificates.serverCertificate, "--tls-key", certificates.serverKey]
+        )
+        #expect(gateway.child.standardOutput.text.contains("listening on https://127.0.0.1:"))
+        let secure = "https://localhost:\(gateway.port)"
+        let tls = ["--cacert", certificates.authority]
+        #expect(try await GatewaySecurityTests.code(gateway, tls + ["-d", "over tls", secure + "/gw.tls"]) == "200")
+        #expect(try await daemon.notify(["latest", "gw.tls"]).output == "over tls\n")
+        #expect(try await GatewaySecurityTests.code(gateway, tls + ["-H", "Origin: \(secure)", "-d", "own page", secure + "/gw.tls"]) == "200")
+        #expect(try await GatewaySecurityTests.code(gateway, tls + ["-H", "Origin: http://localhost:\(gateway.port)", "-d", "x", secure + "/gw.tls"]) == "403")
+        let clear = try await gateway.curl(["-d", "in clear", "http://127.0.0.1:\(gateway.port)/gw.tls"])
+        #expect(clear.status != 0 || !clear.output.contains("\"message\""), "served in clear: \(clear.output)")
+        #expect(try await daemon.notify(["latest", "gw.tls"]).output == "own page\n")
+        try await gateway.stop()
+
+        chmod(certificates.serverKey, 0o644)
+        let command = TestGateway.asGatewayUser([
+            Binaries.notifydHTTP, "--listen", "127.0.0.1:0", "--socket", daemon.socketPath, "--allow-anonymous",
+            "--tls-certificate", certificates.serverCertificate, "--tls-key", certificates.serverKey,
+        ])
+        let refused = try ChildProcess(command[0], Array(command.dropFirst()))
+        #expect(try await refused.exitStatus() != 0)
+        try await refused.standardError.wait("the reason") { $0.contains("TLS key") && $0.contains("mode 644") }
         try await daemon.stop()
     }
 }

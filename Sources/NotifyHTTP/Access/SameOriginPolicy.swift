@@ -14,17 +14,20 @@ public struct SameOriginPolicy: Sendable {
     public var hostNames: Set<String>
     /// Origins whose pages may use the gateway (`https://dashboard.example`), lowercased.
     public var origins: Set<String>
+    /// Whether the gateway serves HTTPS: its own pages' origin is then `https://`, and a `Host` without a port 443.
+    public var isSecure: Bool
 
     /// A policy that takes the listener's own address and these names and origins.
-    public init(hostNames: [String] = [], origins: [String] = []) {
+    public init(hostNames: [String] = [], origins: [String] = [], isSecure: Bool = false) {
         self.hostNames = Set(hostNames.map { $0.lowercased() })
         self.origins = Set(origins.map { $0.lowercased() })
+        self.isSecure = isSecure
     }
 
     /// Why a request with `host` and `origin`, which reached the gateway on `local`, is refused; nil when it is
     /// not. A request without `Host` (HTTP/1.0) is taken: a browser always sends one.
     func refusal(host: String?, origin: String?, local: SocketAddress?) -> String? {
-        if let host, !isOwn(authority: host[...], defaultPort: 80, local: local) {
+        if let host, !isOwn(authority: host[...], defaultPort: isSecure ? 443 : 80, local: local) {
             return "Host: \(host.prefix(100)) is not a name of this gateway (\(SameOriginPolicy.describe(local))); "
                 + "refused, so that a web page cannot reach the gateway through a name that points here "
                 + "(DNS rebinding); if it is one, start notifyd-http with --allow-host \(SameOriginPolicy.hostPart(host[...]) ?? "NAME")"
@@ -37,10 +40,10 @@ public struct SameOriginPolicy: Sendable {
             guard let separator = origin.range(of: "://") else { return nil }
             let scheme = origin[..<separator.lowerBound].lowercased()
             guard scheme == "http" || scheme == "https" else { return nil }
-            // The gateway's own pages are http on its address, or any page of a name it answers to (a TLS proxy's).
+            // The gateway's own pages are on its address, with its scheme, or any page of a name it answers to.
             if let (_, authority) = SameOriginPolicy.split(origin: origin[...]), let (host, _) = SameOriginPolicy.split(authority: authority) {
                 if hostNames.contains(host.lowercased()) { return nil }
-                if scheme == "http", isOwn(authority: authority, defaultPort: 80, local: local) { return nil }
+                if scheme == (isSecure ? "https" : "http"), isOwn(authority: authority, defaultPort: isSecure ? 443 : 80, local: local) { return nil }
             }
         }
         return "a page of \(origin.prefix(100)) may not use this gateway from a browser (Origin is another site's); "

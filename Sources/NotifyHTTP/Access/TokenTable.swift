@@ -43,16 +43,7 @@ public struct TokenTable: Sendable {
     /// Reads the table from the file at `path`, which others may neither read nor change, and group members may not
     /// change (0600, or 0640 with the gateway's group).
     public init(contentsOf path: String) throws {
-        var status = stat()
-        guard stat(path, &status) == 0 else {
-            throw TokenTable.Problem("cannot read the token file \(path): \(String(cString: strerror(errno)))")
-        }
-        let mode = status.st_mode & 0o777
-        guard mode & 0o026 == 0 else {
-            throw TokenTable.Problem(
-                "the token file \(path) may be read or changed by other users (mode \(String(mode, radix: 8))): tokens must stay its owner's (chmod 600 \(path), or 640 with the gateway's group)"
-            )
-        }
+        try TokenTable.checkPrivate(path, what: "token file")
         let text: String
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
@@ -60,6 +51,20 @@ public struct TokenTable: Sendable {
             throw TokenTable.Problem("cannot read the token file \(path): \(error.localizedDescription)")
         }
         try self.init(parsing: text, path: path)
+    }
+
+    /// Refuses a file of secrets (`what`) that others may read, or group members or others change.
+    static func checkPrivate(_ path: String, what: String) throws {
+        var status = stat()
+        guard stat(path, &status) == 0 else {
+            throw TokenTable.Problem("cannot read the \(what) \(path): \(String(cString: strerror(errno)))")
+        }
+        let mode = status.st_mode & 0o777
+        guard mode & 0o026 == 0 else {
+            throw TokenTable.Problem(
+                "the \(what) \(path) may be read or changed by other users (mode \(String(mode, radix: 8))): it must stay its owner's (chmod 600 \(path), or 640 with the gateway's group)"
+            )
+        }
     }
 
     /// Reads the table at `path`, or makes it first with one new read-write token (mode 0600, in a directory only its

@@ -4,6 +4,7 @@ import HummingbirdWebSocket
 public import Logging
 public import NIOCore
 import NIOPosix
+import NIOSSL
 public import ServiceLifecycle
 import Foundation
 import Synchronization
@@ -27,6 +28,7 @@ public struct GatewayServer: Service {
     let maxConnectionsPerAddress: Int
     let timeouts: Timeouts
     let sendBuffer: Int
+    let tls: GatewayTLS?
     let logger: Logger
     let onListening: @Sendable (SocketAddress?) throws -> Void
 
@@ -55,6 +57,7 @@ public struct GatewayServer: Service {
         maxConnectionsPerAddress: Int,
         timeouts: Timeouts = Timeouts(),
         sendBuffer: Int = 128 << 10,
+        tls: GatewayTLS? = nil,
         logger: Logger,
         onListening: @escaping @Sendable (SocketAddress?) throws -> Void
     ) {
@@ -64,6 +67,7 @@ public struct GatewayServer: Service {
         self.maxConnectionsPerAddress = maxConnectionsPerAddress
         self.timeouts = timeouts
         self.sendBuffer = sendBuffer
+        self.tls = tls
         self.logger = logger
         self.onListening = onListening
     }
@@ -103,8 +107,11 @@ public struct GatewayServer: Service {
             configuration: .init(http1: .init(idleTimeout: TimeAmount(timeouts.idle)))
         )
         let headerDeadline = TimeAmount(timeouts.header)
+        let tlsContext = tls?.context
         let setUp: @Sendable (any Channel) -> EventLoopFuture<HTTP1WebSocketUpgradeChannel.Value> = { channel in
             do {
+                // TLS first: the deadline reads the request's bytes in clear, and times a handshake that never ends.
+                if let tlsContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tlsContext)) }
                 try channel.pipeline.syncOperations.addHandler(RequestHeadDeadline(deadline: headerDeadline))
             } catch {
                 return channel.eventLoop.makeFailedFuture(error)

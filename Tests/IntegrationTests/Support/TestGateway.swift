@@ -56,9 +56,9 @@ final class TestGateway: Sendable {
         }
         let command = asGatewayUser([Binaries.notifydHTTP] + own + arguments)
         let child = try ChildProcess(command[0], Array(command.dropFirst()), environment: environment)
-        try await child.standardOutput.wait("notifyd-http to listen") { $0.contains("listening on http://127.0.0.1:") }
+        try await child.standardOutput.wait("notifyd-http to listen") { $0.contains("://127.0.0.1:") && $0.contains("listening on http") }
         let text = child.standardOutput.text
-        let after = text.range(of: "http://127.0.0.1:")!.upperBound
+        let after = text.range(of: "://127.0.0.1:")!.upperBound
         guard let port = Int(text[after...].prefix { $0.isNumber }) else { throw TestFailure("no port in: \(text)") }
         return TestGateway(child: child, port: port, token: token)
     }
