@@ -40,6 +40,8 @@ for path in lib/systemd/system/notifyd.socket lib/systemd/system/notifyd.service
   check "$path is there" test -s "$root/$path"
 done
 check "the gateway's socket is 127.0.0.1:8080, loopback only" grep -qx 'ListenStream=127.0.0.1:8080' "$root/lib/systemd/system/notifyd-http.socket"
+check "the gateway may hold its connections and its streams' daemon connections (LimitNOFILE=8192)" grep -qx 'LimitNOFILE=8192' "$root/lib/systemd/system/notifyd-http.service"
+check "the gateway keeps its own token in a state directory of its own" grep -qx 'StateDirectory=notifyd-http' "$root/lib/systemd/system/notifyd-http.service"
 check "the system socket is /run/notifyd/notifyd.sock" grep -qx 'ListenStream=/run/notifyd/notifyd.sock' "$root/lib/systemd/system/notifyd.socket"
 check "the user socket is in the user's runtime directory" grep -qx 'ListenStream=%t/notifyd/notifyd.sock' "$root/usr/lib/systemd/user/notifyd.socket"
 check "the system socket is mode 0666, the notifyd group's" sh -c "grep -qx 'SocketMode=0666' '$root/lib/systemd/system/notifyd.socket' && grep -qx 'SocketGroup=notifyd' '$root/lib/systemd/system/notifyd.socket'"
