@@ -287,7 +287,9 @@ final class GatewayProcess: Sendable {
             throw LoadError("\(binary) is not built; run `swift build -c release --product notifyd-http` first")
         }
         let output = Pipe()
-        let arguments = ["--socket", socketPath, "--listen", "127.0.0.1:0", "--allow-anonymous", "--max-streams", "5000", "--max-streams-per-address", "5000"]
+        let arguments = ["--socket", socketPath, "--listen", "127.0.0.1:0", "--allow-anonymous", "--max-streams", "5000", "--max-streams-per-address", "5000",
+            "--max-connections", "10000", "--max-connections-per-address", "10000",
+        ]
         if getuid() == 0 {
             // nobody reaches the daemon's socket (0666 under root) through its directory.
             chmod((socketPath as NSString).deletingLastPathComponent, 0o755)
