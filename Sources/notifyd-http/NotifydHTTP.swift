@@ -59,8 +59,11 @@ struct NotifydHTTP: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Seconds a connection may stay idle between requests.", valueName: "seconds"))
     var idleTimeout = 60
 
-    @Option(name: .long, help: ArgumentHelp("Bytes of events a stream holds for a reader that falls behind; past it the oldest are dropped and the reader told how many.", valueName: "bytes"))
+    @Option(name: .long, help: ArgumentHelp("Bytes of events a stream holds for its reader; past it, the stream waits for a reader that moves, and drops the oldest (saying how many) for one that has stopped.", valueName: "bytes"))
     var streamBuffer = GatewayConfiguration.defaultStreamBuffer
+
+    @Option(name: .long, help: ArgumentHelp("Seconds a stream's reader may take nothing, with events waiting, before it counts as stopped.", valueName: "seconds"))
+    var streamStall = 2
 
     @Option(name: .long, help: ArgumentHelp("The most HTTP connections open at once; one more is closed as it comes.", valueName: "count"))
     var maxConnections = 1_024
@@ -87,7 +90,7 @@ struct NotifydHTTP: AsyncParsableCommand {
     var tlsKey: String?
 
     func validate() throws {
-        for (name, value) in [("--keepalive", keepalive), ("--header-timeout", headerTimeout), ("--idle-timeout", idleTimeout)] {
+        for (name, value) in [("--keepalive", keepalive), ("--header-timeout", headerTimeout), ("--idle-timeout", idleTimeout), ("--stream-stall", streamStall)] {
             guard (1...3_600).contains(value) else { throw ValidationError("\(name) takes 1 to 3600 seconds") }
         }
         guard (0...(1 << 40)).contains(maxRetainedBytesPerAddress) else { throw ValidationError("--max-retained-bytes-per-address takes 0 to 1099511627776") }
@@ -177,6 +180,7 @@ struct NotifydHTTP: AsyncParsableCommand {
                 maxStreams: maxStreams,
                 maxStreamsPerAddress: maxStreamsPerAddress,
                 streamBuffer: streamBuffer,
+                streamStall: .seconds(streamStall),
                 maxRetainedTopicsPerAddress: maxRetainedTopicsPerAddress,
                 maxRetainedBytesPerAddress: maxRetainedBytesPerAddress
             )

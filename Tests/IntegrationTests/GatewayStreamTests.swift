@@ -13,10 +13,32 @@ struct GatewayStreamTests {
         return head + "\r\n"
     }
 
+    /// A counter of the daemon's `notify stats`.
+    static func counter(_ name: String, of daemon: TestDaemon) async throws -> Int {
+        let stats = try await daemon.notify(["stats"])
+        let line = stats.output.split(separator: "\n").first { $0.split(separator: " ").first == name[...] }
+        return try #require(line.flatMap { Int($0.split(separator: " ").last ?? "") }, "\(stats.output)")
+    }
+
+    /// Waits until the daemon queued bytes for a reader that fell behind and then sent them all: the gateway held
+    /// the subscription back while the reader might still move, then took it all once the reader counted as stopped.
+    static func waitForStall(of daemon: TestDaemon, after sent: ContinuousClock.Instant, stall: Duration) async throws {
+        try await withDeadline(.seconds(60), waitingFor: "the gateway to take the daemon's queue for a stopped reader") {
+            var queued = false
+            while true {
+                let bytes = try await counter("queued_bytes", of: daemon)
+                queued = queued || bytes > 0
+                // Seen queued and gone, or gone long after the stall if the queue came and went between looks.
+                if bytes == 0, queued || ContinuousClock.now - sent > stall + .seconds(2) { return }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
     @Test("a reader of json, sse, raw or ws that stops reading while 2,000 messages of 1 KiB pass gets a dropped event with the count: what it got and what it was told it lost add up to all, in order", arguments: ["json", "sse", "raw", "ws"])
     func readerThatStops(format: String) async throws {
         let daemon = try await TestDaemon.start()
-        let gateway = try await TestGateway.start(for: daemon, arguments: ["--stream-buffer", "65536"])
+        let gateway = try await TestGateway.start(for: daemon, arguments: ["--stream-buffer", "65536", "--stream-stall", "1"])
         let topic = "gw.slow.\(format)"
         let reader = try RawSocket(port: gateway.port, receiveBuffer: 4_096)
         try reader.send(Self.request(gateway, topic: topic, format: format))
@@ -26,6 +48,7 @@ struct GatewayStreamTests {
         let lines = (1...2_000).map { "m\($0) \(padding)" }.joined(separator: "\n") + "\n"
         let sent = try await daemon.notify(["send", topic, "--lines"], input: Array(lines.utf8))
         #expect(sent.status == 0, "\(sent.stderr)")
+        try await Self.waitForStall(of: daemon, after: .now, stall: .seconds(1))
         // Now it reads again, until the newest message, which is never the one dropped.
         let arrived = await reader.read(timeout: .seconds(60)) { String(decoding: $0, as: UTF8.self).contains("m2000 ") }
         #expect(arrived, "the newest message never came")
@@ -43,9 +66,28 @@ struct GatewayStreamTests {
 
     /// The daemon's count of subscriptions, from `notify stats`.
     static func subscriptions(_ daemon: TestDaemon) async throws -> Int {
-        let stats = try await daemon.notify(["stats"])
-        let line = stats.output.split(separator: "\n").first { $0.hasPrefix("subscriptions") }
-        return try #require(line.flatMap { Int($0.split(separator: " ").last ?? "") }, "\(stats.output)")
+        try await counter("subscriptions", of: daemon)
+    }
+
+    @Test("a reader that is slow but keeps reading through a burst of 2,000 messages of 1 KiB loses none: the stream holds its subscription back, and the daemon queues")
+    func slowReaderLosesNothing() async throws {
+        let daemon = try await TestDaemon.start()
+        let gateway = try await TestGateway.start(for: daemon, arguments: ["--stream-buffer", "65536"])
+        let reader = try RawSocket(port: gateway.port, receiveBuffer: 4_096)
+        try reader.send(Self.request(gateway, topic: "gw.slowpoke", format: "raw"))
+        #expect(await reader.read { String(decoding: $0, as: UTF8.self).contains("\r\n\r\n") })
+        let padding = String(repeating: "x", count: 1_000)
+        let lines = (1...2_000).map { "m\($0) \(padding)" }.joined(separator: "\n") + "\n"
+        // The send and the reading go on at once: the reader takes what comes, 4 KiB a read, all along.
+        async let sent = daemon.notify(["send", "gw.slowpoke", "--lines"], input: Array(lines.utf8))
+        let arrived = await reader.read(timeout: .seconds(60)) { String(decoding: $0, as: UTF8.self).contains("m2000 ") }
+        #expect(try await sent.status == 0)
+        #expect(arrived, "the newest message never came")
+        let text = String(decoding: reader.received, as: UTF8.self)
+        #expect(text.matches(of: #/(?m)^m(\d+) /#).compactMap { Int($0.output.1) } == Array(1...2_000))
+        #expect(!text.contains("notifyd: "), "a reader that kept reading was told of drops")
+        try await gateway.stop()
+        try await daemon.stop()
     }
 
     @Test("a stream lets go of its subscription however it ends: its reader goes away (json, sse, raw), a WebSocket closes, a poll answers, a page is written")

@@ -18,6 +18,9 @@ public struct GatewayConfiguration: Sendable {
     /// The most bytes of events one stream holds for a reader that does not keep up; past it, its oldest are
     /// dropped, and the reader is told how many when it reads again.
     public var streamBuffer: Int
+    /// How long a stream's reader may take nothing, with events waiting, before it counts as stopped: until then a
+    /// full stream holds its subscription back (the daemon queues); after, it drops its oldest.
+    public var streamStall: Duration
 
     /// The default of ``streamBuffer``: with the socket's own buffer (a quarter of it again), a stream whose reader
     /// stopped holds less than 1 MiB.
@@ -32,6 +35,7 @@ public struct GatewayConfiguration: Sendable {
         maxStreams: Int = 256,
         maxStreamsPerAddress: Int = 16,
         streamBuffer: Int = GatewayConfiguration.defaultStreamBuffer,
+        streamStall: Duration = .seconds(2),
         maxRetainedTopicsPerAddress: Int = 25_000,
         maxRetainedBytesPerAddress: Int = 16 << 20
     ) {
@@ -44,5 +48,6 @@ public struct GatewayConfiguration: Sendable {
         self.maxStreams = maxStreams
         self.maxStreamsPerAddress = maxStreamsPerAddress
         self.streamBuffer = streamBuffer
+        self.streamStall = streamStall
     }
 }

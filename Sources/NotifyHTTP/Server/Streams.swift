@@ -68,10 +68,10 @@ extension HTTPGateway {
             let body = try await HTTPGateway.replay(stream.subscription, on: stream.lease.client, as: format)
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
         }
-        let keepalive = configuration.keepalive, buffer = configuration.streamBuffer
+        let keepalive = configuration.keepalive, buffer = configuration.streamBuffer, stall = configuration.streamStall
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
             do {
-                try await HTTPGateway.pump(stream, format: format, keepalive: keepalive, buffer: buffer) { try await writer.write($0) }
+                try await HTTPGateway.pump(stream, format: format, keepalive: keepalive, buffer: buffer, stall: stall) { try await writer.write($0) }
             } catch {
                 await stream.lease.end()
                 throw error
@@ -102,29 +102,29 @@ extension HTTPGateway {
 
     /// Writes `open`, then the subscription's events as they come, and a `keepalive` at each `keepalive`
     /// interval when nothing else flows, until the reader goes away (a write fails), the subscription ends, or the
-    /// gateway stops. Events wait in a ``StreamQueue`` of `buffer` bytes, whose oldest are dropped (and announced)
-    /// for a reader that falls behind; each write gathers what waits, except for a format whose every event is a
-    /// write of its own (a WebSocket's frames).
+    /// gateway stops. Events wait in a ``StreamQueue`` of `buffer` bytes, which holds the subscription back while the
+    /// reader moves and drops its oldest (announced) once the reader has taken nothing for `stall`; each write
+    /// gathers what waits, except for a format whose every event is a write of its own (a WebSocket's frames).
     static func pump(
         _ stream: OpenStream,
         format: StreamFormat,
         keepalive: Duration,
         buffer: Int,
+        stall: Duration,
         write: (ByteBuffer) async throws -> Void
     ) async throws {
         var opening = ByteBuffer()
         format.write(.open(topics: stream.names, at: .now()), into: &opening)
         if opening.readableBytes > 0 { try await write(opening) }
-        let queue = StreamQueue(limit: buffer)
+        let queue = StreamQueue(limit: buffer, stallAfter: stall)
         // A stream has no end of its own: a gateway that is stopped ends it (its writes end), as a reader that goes
         // away does.
         try await withGracefulShutdownHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    defer { queue.finish() }
-                    for try await event in stream.subscription { queue.push(GatewayEvent(event)) }
-                }
+                group.addTask { try await produce(stream.subscription, into: queue) }
                 group.addTask { await beat(every: keepalive, names: stream.names, into: queue) }
+                // However the writes end, a producer waiting for room must go on to see it is cancelled.
+                defer { queue.finish() }
                 while let events = await queue.take(upTo: writeBatch) {
                     if format.isFramedPerEvent {
                         for event in events {
@@ -143,6 +143,27 @@ extension HTTPGateway {
             }
         } onGracefulShutdown: {
             queue.finish()
+        }
+    }
+
+    /// Hands the subscription's events to `queue` as they come, gathered up to a write's worth at a time, each batch
+    /// once there is room for it or the reader has stopped (see ``StreamQueue``), until the subscription ends.
+    private static func produce(_ subscription: NotifySubscription, into queue: StreamQueue) async throws {
+        defer { queue.finish() }
+        // A batch is at most half the queue, so that what a moving reader's queue holds stays near its limit.
+        let most = min(writeBatch, max(queue.limit / 2, 1))
+        var events = subscription.makeAsyncIterator()
+        var batch: [GatewayEvent] = []
+        while let first = try await events.next() {
+            batch.append(GatewayEvent(first))
+            var bytes = StreamQueue.size(of: batch[0])
+            while bytes < most, let event = events.nextAtHand() {
+                batch.append(GatewayEvent(event))
+                bytes += StreamQueue.size(of: batch[batch.count - 1])
+            }
+            await queue.waitForRoom(for: bytes)
+            queue.push(contentsOf: batch)
+            batch.removeAll(keepingCapacity: true)
         }
     }
 
