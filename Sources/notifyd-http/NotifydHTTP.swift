@@ -197,7 +197,7 @@ struct NotifydHTTP: AsyncParsableCommand {
             maxConnections: maxConnections,
             maxConnectionsPerAddress: maxConnectionsPerAddress,
             timeouts: .init(header: .seconds(headerTimeout), idle: .seconds(idleTimeout)),
-            sendBuffer: streamBuffer / 4,
+            sendBuffer: streamBuffer / 8,
             tls: tls,
             logger: logger
         ) { address in

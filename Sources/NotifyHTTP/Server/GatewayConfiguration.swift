@@ -22,8 +22,9 @@ public struct GatewayConfiguration: Sendable {
     /// full stream holds its subscription back (the daemon queues); after, it drops its oldest.
     public var streamStall: Duration
 
-    /// The default of ``streamBuffer``: with the socket's own buffer (a quarter of it again), a stream whose reader
-    /// stopped holds less than 1 MiB.
+    /// The default of ``streamBuffer``: with the socket's send buffer (an eighth of it asked, a quarter once the
+    /// kernel doubles it), the batch being written and the one in hand (64 KiB each) and the subscription's own
+    /// (128 KiB at most), a stream whose reader stopped holds about 900 KiB, under 1 MiB.
     public static let defaultStreamBuffer = 512 << 10
 
     /// Creates a configuration.

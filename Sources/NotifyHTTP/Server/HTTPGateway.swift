@@ -87,7 +87,8 @@ public struct HTTPGateway: Sendable {
         } catch {
             problem = GatewayError(error).sentence
         }
-        let html = PageRenderer.page(filter: filter, latest: latest, error: problem)
+        let auth = request.uri.queryParameters["auth"].map(String.init)
+        let html = PageRenderer.page(filter: filter, latest: latest, error: problem, auth: auth)
         return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: html)))
     }
 

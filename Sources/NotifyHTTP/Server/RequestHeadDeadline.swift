@@ -13,6 +13,9 @@ final class RequestHeadDeadline: ChannelInboundHandler, RemovableChannelHandler 
     private var timer: Scheduled<Void>?
     /// The last four bytes read, to find the blank line that ends a head across reads.
     private var tail: UInt32 = 0
+    /// Whether the request line has begun: line breaks before it are skipped by HTTP's parsers, so a blank line
+    /// there ends nothing.
+    private var started = false
 
     init(deadline: TimeAmount) {
         self.deadline = deadline
@@ -35,6 +38,10 @@ final class RequestHeadDeadline: ChannelInboundHandler, RemovableChannelHandler 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var ended = false
         for byte in unwrapInboundIn(data).readableBytesView {
+            if !started {
+                guard byte != UInt8(ascii: "\r"), byte != UInt8(ascii: "\n") else { continue }
+                started = true
+            }
             tail = tail << 8 | UInt32(byte)
             // CR LF CR LF, or LF LF, which HTTP/1's parsers take too.
             if tail == 0x0D0A_0D0A || tail & 0xFFFF == 0x0A0A {

@@ -47,7 +47,8 @@ final class StreamQueue: Sendable {
             }
             guard let wait else { return }
             let timer = Task {
-                try? await Task.sleep(for: wait)
+                // Cancelled once the wait ended another way: then it wakes nobody.
+                do { try await Task.sleep(for: wait) } catch { return }
                 self.wakeProducer()
             }
             await withCheckedContinuation { producer in
@@ -77,7 +78,7 @@ final class StreamQueue: Sendable {
         producer?.resume()
     }
 
-    /// Appends `events`, dropping the oldest past ``limit`` (always keeping the newest).
+    /// Appends `events`, as ``push(_:)`` appends one.
     func push(contentsOf events: [GatewayEvent]) {
         for event in events { push(event) }
     }
