@@ -26,6 +26,8 @@ struct GatewayNtfyTests {
             (["-X", "POST", "-H", "m: from m", gateway.url("/gw.ntfy")], "from m"),
             (["-X", "POST", gateway.url("/gw.ntfy?message=from%20the%20query")], "from the query"),
             (["-X", "POST", gateway.url("/gw.ntfy?m=short%20form")], "short form"),
+            (["-X", "POST", gateway.url("/gw.ntfy?message=plus+as+a+space%2B1")], "plus as a space+1"),
+            (["-H", "Priority: u=4, i", "-d", "HTTP's own priority", gateway.url("/gw.ntfy")], "HTTP's own priority"),
             (["-X", "POST", "-H", "X-Message: =?UTF-8?B?w6l0w6k=?=", gateway.url("/gw.ntfy")], "été"),
             (["-X", "POST", "-H", "X-Message: =?UTF-8?Q?caf=C3=A9_au_lait?=", gateway.url("/gw.ntfy")], "café au lait"),
             (["-H", "Content-Type: application/json", "-d", #"{"topic":"gw.ntfy","message":"from JSON","priority":3}"#, gateway.url("/")], "from JSON"),
@@ -66,6 +68,7 @@ struct GatewayNtfyTests {
             (json + ["-d", #"{"topic":"gw.field","message":"x","tags":["a"]}"#, gateway.url("/")], "tags"),
             (json + ["-d", #"{"topic":"gw.field","message":"x","priority":4}"#, gateway.url("/")], "priority"),
             (json + ["-d", #"{"topic":"gw.field","message":7}"#, gateway.url("/")], "message"),
+            (json + ["-H", "Title: T", "-d", #"{"topic":"gw.field","message":"x"}"#, gateway.url("/")], "title"),
             (["-H", "X-Message: one", "-d", "two", gateway.url("/gw.field")], "X-Message"),
         ]
         for (arguments, name) in refused {

@@ -124,6 +124,10 @@ extension GatewayBoundsTests {
         #expect(try await daemon.notify(["latest", "gw.share.3"]).status == 1)
         #expect(try await GatewaySecurityTests.code(gateway, ["-d", "3", gateway.url("/gw.share.3?retain=no")]) == "200")
         #expect(try await GatewaySecurityTests.code(gateway, ["-d", "again", gateway.url("/gw.share.2")]) == "200")
+        // A topic the daemon no longer holds (cleared here) stops counting once the range is at its share.
+        #expect(try await daemon.notify(["clear", "gw.share.1"]).status == 0)
+        #expect(try await GatewaySecurityTests.code(gateway, ["-d", "3", gateway.url("/gw.share.3")]) == "200")
+        #expect(try await GatewaySecurityTests.code(gateway, ["-d", "4", gateway.url("/gw.share.4")]) == "429")
         try await gateway.stop()
         try await daemon.stop()
     }
@@ -139,6 +143,10 @@ struct GatewayBoundsTests {
         let slow = try RawSocket(port: gateway.port)
         try slow.send("GET /gw.t/latest HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         #expect(await slow.isClosedByPeer(timeout: .seconds(20)), "a head left unfinished keeps its connection")
+        // Blank lines before the request line (which HTTP's parsers skip) do not end a head.
+        let sly = try RawSocket(port: gateway.port)
+        try sly.send("\r\n\r\n\n\nGET /gw.t/latest HTTP/1.1\r\n")
+        #expect(await sly.isClosedByPeer(timeout: .seconds(20)), "blank lines first disarmed the deadline")
         let idle = try RawSocket(port: gateway.port)
         try idle.send("GET /gw.t/latest HTTP/1.1\r\nHost: 127.0.0.1:\(gateway.port)\r\nAuthorization: Bearer \(gateway.token!)\r\n\r\n")
         #expect(await idle.isClosedByPeer(timeout: .seconds(20)), "an idle connection after its response stays open")

@@ -131,6 +131,9 @@ struct SafeDefaultsTests {
         let html = PageRenderer.page(filter: ">", latest: [delivery], error: nil)
         #expect(html.contains(#"href="/%2Fevil.example/raw?since=all""#))
         #expect(!html.contains(#"href="//"#))
+        // With the page's own ?auth=, its links carry it: a token is needed for them too.
+        let withAuth = PageRenderer.page(filter: ">", latest: [delivery], error: nil, auth: "QmVhcmVy_dG9r-ZW4")
+        #expect(withAuth.contains(#"href="/%2Fevil.example/raw?since=all&amp;auth=QmVhcmVy_dG9r-ZW4""#))
     }
 }
 
@@ -153,6 +156,25 @@ struct RetainedSharesTests {
         _ = try shares.take(Self.topic("a.1"), bytes: 10, by: "b")
         #expect(shares.held(by: "a") == (1, 900) && shares.held(by: "b") == (2, 510))
         _ = try shares.take(Self.topic("a.3"), bytes: 50, by: "a")
+    }
+
+    @Test("a settled topic can be forgotten when the daemon no longer holds its message, and only that message; a failed publish undoes only its own entry")
+    func forgetting() throws {
+        let shares = RetainedShares(perClient: (topics: 1, bytes: 1_000), total: 8)
+        _ = try shares.take(Self.topic("f.1"), bytes: 10, by: "a")
+        #expect(shares.candidates(of: "a").isEmpty, "an entry is checked only once its number is known")
+        shares.settle(Self.topic("f.1"), of: "a", sequence: 7)
+        #expect(shares.candidates(of: "a").map(\.sequence) == [7])
+        shares.forget("f.1", of: "a", sequence: 6)
+        #expect(shares.held(by: "a") == (1, 10), "another message's number forgets nothing")
+        shares.forget("f.1", of: "a", sequence: 7)
+        #expect(shares.held(by: "a") == (0, 0))
+        // b's publish fails after a settled c's entry: the undo leaves c's.
+        let before = try shares.take(Self.topic("f.2"), bytes: 5, by: "b")
+        _ = try shares.take(Self.topic("f.2"), bytes: 6, by: "c")
+        shares.settle(Self.topic("f.2"), of: "c", sequence: 1)
+        shares.restore(Self.topic("f.2"), before)
+        #expect(shares.held(by: "c") == (1, 6) && shares.held(by: "b") == (0, 0))
     }
 
     @Test("a publish that failed puts back what the topic held; the ledger holds at most its total")

@@ -6,9 +6,11 @@ import Synchronization
 /// their bytes. The daemon counts every retained message of the gateway against one user, the gateway's; without a
 /// share per client, one client that retains many or large messages would leave every other client a 429.
 ///
-/// The ledger knows only what went through this gateway, and forgets a topic only when another client retains it
-/// again: a topic cleared or forgotten by the daemon still counts against its client, so the bound errs on the side
-/// of refusing. It holds at most ``perClient`` topics per range and ``total`` in all.
+/// The ledger knows only what went through this gateway: a topic that was cleared, forgotten or retained again by
+/// another publisher still counts until the gateway looks. It looks when a range reaches its share
+/// (``candidates(of:)``, then ``forget(_:of:sequence:)`` for each whose buffered message is no longer the one the
+/// range published), so a range is refused only for what the daemon still holds of it. It holds at most
+/// ``perClient`` topics per range and ``total`` in all.
 final class RetainedShares: Sendable {
     /// The most topics and bytes one range may hold retained through the gateway.
     let perClient: (topics: Int, bytes: Int)
@@ -16,8 +18,8 @@ final class RetainedShares: Sendable {
     let total: Int
 
     private struct State {
-        /// topic → the range that retained its buffered message last, and its size.
-        var owners: [String: (client: String, bytes: Int)] = [:]
+        /// topic → the range that retained its buffered message last, its size, and its number once acknowledged.
+        var owners: [String: (client: String, bytes: Int, sequence: UInt64?)] = [:]
         /// range → what it holds: topics and bytes.
         var held: [String: (topics: Int, bytes: Int)] = [:]
     }
@@ -51,9 +53,9 @@ final class RetainedShares: Sendable {
                 return .failure(GatewayError(.tooManyRequests, "the gateway holds \(total) retained topics for its clients, its limit; publish with ?retain=no"))
             }
             if let previous, previous.client != client { Self.remove(previous, from: &state) }
-            state.owners[topic.name] = (client, bytes)
+            state.owners[topic.name] = (client, bytes, nil)
             state.held[client] = mine
-            return .success(previous)
+            return .success(previous.map { ($0.client, $0.bytes) })
         }
         return try outcome.get()
     }
@@ -61,11 +63,41 @@ final class RetainedShares: Sendable {
     /// Puts back what `topic` held before a ``take(_:bytes:by:)`` whose publish failed.
     func restore(_ topic: Topic, _ previous: (client: String, bytes: Int)?) {
         state.withLock { state in
-            if let current = state.owners.removeValue(forKey: topic.name) { Self.remove(current, from: &state) }
+            // Only the entry this publish made: another client's, made since, stays.
+            guard let current = state.owners[topic.name], current.sequence == nil else { return }
+            state.owners.removeValue(forKey: topic.name)
+            Self.remove(current, from: &state)
             guard let previous else { return }
-            state.owners[topic.name] = previous
+            state.owners[topic.name] = (previous.client, previous.bytes, nil)
             state.held[previous.client, default: (0, 0)].topics += 1
             state.held[previous.client, default: (0, 0)].bytes += previous.bytes
+        }
+    }
+
+    /// Notes the number the daemon gave the message that `client` retained on `topic`.
+    func settle(_ topic: Topic, of client: String, sequence: UInt64) {
+        state.withLock { state in
+            guard let entry = state.owners[topic.name], entry.client == client else { return }
+            state.owners[topic.name] = (client, entry.bytes, sequence)
+        }
+    }
+
+    /// The topics `client` holds with the numbers of their messages, for the gateway to check against the daemon.
+    func candidates(of client: String) -> [(topic: String, sequence: UInt64)] {
+        state.withLock { state in
+            state.owners.compactMap { name, entry in
+                guard entry.client == client, let sequence = entry.sequence else { return nil }
+                return (name, sequence)
+            }
+        }
+    }
+
+    /// Forgets `topic` for `client` if its entry is still message `sequence`: the daemon holds it no more.
+    func forget(_ topic: String, of client: String, sequence: UInt64) {
+        state.withLock { state in
+            guard let entry = state.owners[topic], entry.client == client, entry.sequence == sequence else { return }
+            state.owners.removeValue(forKey: topic)
+            Self.remove(entry, from: &state)
         }
     }
 
@@ -74,7 +106,7 @@ final class RetainedShares: Sendable {
         state.withLock { $0.held[client] ?? (0, 0) }
     }
 
-    private static func remove(_ entry: (client: String, bytes: Int), from state: inout State) {
+    private static func remove(_ entry: (client: String, bytes: Int, sequence: UInt64?), from state: inout State) {
         var held = state.held[entry.client, default: (0, 0)]
         held.topics -= 1
         held.bytes -= entry.bytes

@@ -4,8 +4,10 @@ import NotifyBus
 /// The page at `/`: the host's topics with their latest messages, written on the server so that the list reads
 /// without JavaScript; the script then keeps it live.
 enum PageRenderer {
-    /// The page for `filter` (a pattern, or several comma-separated), listing `latest`: each topic's buffered message.
-    static func page(filter: String, latest: [Delivery], error: String?) -> String {
+    /// The page for `filter` (a pattern, or several comma-separated), listing `latest`: each topic's buffered message;
+    /// its links carry `auth` (the page's own `?auth=`), so that they work where the page did.
+    static func page(filter: String, latest: [Delivery], error: String?, auth: String? = nil) -> String {
+        let authQuery = auth.map { "&auth=" + pathSegment($0) } ?? ""
         var html = """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
@@ -20,7 +22,7 @@ enum PageRenderer {
         html += "<table><thead><tr><th>Topic</th><th>Latest</th><th>Seq</th><th>Time (UTC)</th><th>Unit</th><th>Msg/s</th></tr></thead><tbody id=\"topics\">\n"
         for delivery in latest.sorted(by: { $0.topic.name < $1.topic.name }) {
             let value = delivery.text.map { $0.count > 80 ? String($0.prefix(79)) + "…" : $0 } ?? "(\(delivery.payload.readableBytes) bytes, not text)"
-            html += "<tr data-topic=\"\(escape(delivery.topic.name))\"><td class=\"topic\"><a href=\"/\(escape(pathSegment(delivery.topic.name)))/raw?since=all\">"
+            html += "<tr data-topic=\"\(escape(delivery.topic.name))\"><td class=\"topic\"><a href=\"/\(escape(pathSegment(delivery.topic.name)))/raw?since=all\(escape(authQuery))\">"
             html += "\(escape(delivery.topic.name))</a></td><td class=\"value\">\(escape(value))</td><td class=\"seq num\">\(delivery.sequence)</td>"
             html += "<td class=\"time\">\(time(delivery.time))</td><td class=\"unit\">\(escape(delivery.publisher.unit ?? ""))</td><td class=\"rate num\"></td></tr>\n"
         }

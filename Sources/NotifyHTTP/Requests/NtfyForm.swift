@@ -48,9 +48,16 @@ enum NtfyForm {
                 return (name, try decodeHeader(value, naming: name))
             }
         }
-        let query = request.uri.queryParameters
+        // Read from the query as sent: a form's encoding writes a space as `+` (and a `+` as %2B), as ntfy reads it,
+        // so `+` is a space before the percent-decoding, not after.
+        let pairs = (request.uri.query ?? "").split(separator: "&").map { $0.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false) }
         for name in field.parameters {
-            if let value = query[name[...]] { return ("?\(name)=", String(value)) }
+            guard let pair = pairs.first(where: { $0.first.map { $0 == name[...] } ?? false }) else { continue }
+            let raw = pair.count > 1 ? pair[1].replacingOccurrences(of: "+", with: " ") : ""
+            guard let value = raw.removingPercentEncoding else {
+                throw GatewayError(.badRequest, "?\(name)= is not percent-encoded correctly")
+            }
+            return ("?\(name)=", value)
         }
         return nil
     }
@@ -58,9 +65,10 @@ enum NtfyForm {
     /// Refuses `request` if it gives a field of ``unkept`` (other than a neutral value).
     static func refuseUnkept(in request: Request) throws(GatewayError) {
         for field in unkept {
-            if let (spelling, value) = try value(of: field, in: request), !field.neutral.contains(value.lowercased()) {
-                throw refusal(field.name, spelling: spelling)
-            }
+            guard let (spelling, value) = try value(of: field, in: request), !field.neutral.contains(value.lowercased()) else { continue }
+            // HTTP's own Priority header (RFC 9218: `u=4, i`), which browsers and proxies send, is not ntfy's.
+            if spelling == "Priority", value.hasPrefix("u=") || value == "i" { continue }
+            throw refusal(field.name, spelling: spelling)
         }
     }
 

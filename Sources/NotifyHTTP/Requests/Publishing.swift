@@ -38,6 +38,8 @@ extension HTTPGateway {
                 "POST / takes ntfy's JSON form with Content-Type: application/json (curl -H 'Content-Type: application/json' -d '{\"topic\":…}'); a message alone goes to POST /<topic>"
             )
         }
+        // ntfy takes its headers with the JSON form too: one that cannot be carried is refused here as well.
+        try NtfyForm.refuseUnkept(in: request)
         let client = try await daemon()
         let limit = client.greeting.limits.maxPayload
         // Room for a message of the daemon's largest size written with JSON's escapes, and the other fields.
@@ -66,7 +68,7 @@ extension HTTPGateway {
 
     /// Publishes `payload` for a client of range `address`, a retained one within its share (see ``RetainedShares``).
     private func publish(_ payload: ByteBuffer, to topic: Topic, retain: Bool, on client: NotifyClient, for address: String) async throws -> Response {
-        let previous = retain ? try retainedShares.take(topic, bytes: payload.readableBytes, by: address) : nil
+        let previous = retain ? try await takeRetainedShare(topic, bytes: payload.readableBytes, by: address, on: client) : nil
         // Read before the publish: the daemon stamps it no earlier, so an id made of it, passed back as `since`,
         // may repeat the message but never skips one (used only where the daemon's own stamp cannot be read back).
         let before = PublishTime.now()
@@ -77,6 +79,7 @@ extension HTTPGateway {
             if retain { retainedShares.restore(topic, previous) }
             throw GatewayError(error)
         }
+        if retain { retainedShares.settle(topic, of: address, sequence: sequence) }
         let stamped = await HTTPGateway.stamped(sequence, of: topic, on: client)
         let delivery = stamped ?? Delivery(
             topic: topic,
@@ -89,6 +92,26 @@ extension HTTPGateway {
         GatewayEvent.message(delivery).writeJSON(into: &body)
         body.writeStaticString("\n")
         return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
+    }
+
+    /// Counts a retained publish against `address`'s share; at the share, first forgets the topics whose buffered
+    /// message the daemon no longer holds as the range published it (cleared, forgotten, replaced), then tries again.
+    private func takeRetainedShare(_ topic: Topic, bytes: Int, by address: String, on client: NotifyClient) async throws -> (client: String, bytes: Int)? {
+        do {
+            return try retainedShares.take(topic, bytes: bytes, by: address)
+        } catch {
+            for (name, sequence) in retainedShares.candidates(of: address) {
+                guard let held = try? Topic(name) else { continue }
+                let latest: Delivery?
+                do {
+                    latest = try await client.latest(held)
+                } catch {
+                    continue  // a topic the gateway may not read stays counted
+                }
+                if latest?.sequence != sequence { retainedShares.forget(name, of: address, sequence: sequence) }
+            }
+            return try retainedShares.take(topic, bytes: bytes, by: address)
+        }
     }
 
     /// The most messages published after one that the gateway looks through to read that one back.
