@@ -70,6 +70,8 @@ struct GatewayNtfyTests {
             (json + ["-d", #"{"topic":"gw.field","message":7}"#, gateway.url("/")], "message"),
             (json + ["-H", "Title: T", "-d", #"{"topic":"gw.field","message":"x"}"#, gateway.url("/")], "title"),
             (["-H", "X-Message: one", "-d", "two", gateway.url("/gw.field")], "X-Message"),
+            (["-X", "POST", "-H", "X-Message: one", gateway.url("/gw.field?m=two")], "?m="),
+            (["-H", "X-Priority: 3", "-H", "p: 5", "-d", "x", gateway.url("/gw.field")], "priority"),
         ]
         for (arguments, name) in refused {
             let (code, body) = try await Self.publish(gateway, arguments)

@@ -41,34 +41,47 @@ enum NtfyForm {
     /// The JSON form's keys the gateway reads; any other is one of ``unkept`` or unknown, and refused.
     static let jsonKeys: Set<String> = ["topic", "message", "priority"]
 
-    /// The value `field` has in `request`'s headers or query, the first spelling found; nil when it has none.
-    static func value(of field: Field, in request: Request) throws(GatewayError) -> (spelling: String, value: String)? {
+    /// The values `field` has in `request`'s headers and query, each with the spelling that gave it.
+    static func values(of field: Field, in request: Request) throws(GatewayError) -> [(spelling: String, value: String)] {
+        var found: [(spelling: String, value: String)] = []
         for name in field.headers {
             if let fieldName = HTTPField.Name(name), let value = request.headers[fieldName] {
-                return (name, try decodeHeader(value, naming: name))
+                found.append((name, try decodeHeader(value, naming: name)))
             }
         }
         // Read from the query as sent: a form's encoding writes a space as `+` (and a `+` as %2B), as ntfy reads it,
         // so `+` is a space before the percent-decoding, not after.
         let pairs = (request.uri.query ?? "").split(separator: "&").map { $0.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false) }
         for name in field.parameters {
-            guard let pair = pairs.first(where: { $0.first.map { $0 == name[...] } ?? false }) else { continue }
-            let raw = pair.count > 1 ? pair[1].replacingOccurrences(of: "+", with: " ") : ""
-            guard let value = raw.removingPercentEncoding else {
-                throw GatewayError(.badRequest, "?\(name)= is not percent-encoded correctly")
+            for pair in pairs where pair.first.map({ $0 == name[...] }) ?? false {
+                let raw = pair.count > 1 ? pair[1].replacingOccurrences(of: "+", with: " ") : ""
+                guard let value = raw.removingPercentEncoding else {
+                    throw GatewayError(.badRequest, "?\(name)= is not percent-encoded correctly")
+                }
+                found.append(("?\(name)=", value))
             }
-            return ("?\(name)=", value)
         }
-        return nil
+        return found
     }
 
-    /// Refuses `request` if it gives a field of ``unkept`` (other than a neutral value).
+    /// The one value `field` has in `request`, if any; two that differ (`X-Message: a` and `?m=b`) are a 400, since
+    /// taking one would drop the other without a word.
+    static func value(of field: Field, in request: Request) throws(GatewayError) -> (spelling: String, value: String)? {
+        let found = try values(of: field, in: request)
+        if let first = found.first, let other = found.first(where: { $0.value != first.value }) {
+            throw GatewayError(.badRequest, "the \(field.name) came both in \(first.spelling) and in \(other.spelling), and they differ; send it once")
+        }
+        return found.first
+    }
+
+    /// Refuses `request` if it gives a field of ``unkept`` (other than a neutral value), in any of its spellings.
     static func refuseUnkept(in request: Request) throws(GatewayError) {
         for field in unkept {
-            guard let (spelling, value) = try value(of: field, in: request), !field.neutral.contains(value.lowercased()) else { continue }
-            // HTTP's own Priority header (RFC 9218: `u=4, i`), which browsers and proxies send, is not ntfy's.
-            if spelling == "Priority", value.hasPrefix("u=") || value == "i" { continue }
-            throw refusal(field.name, spelling: spelling)
+            for (spelling, value) in try values(of: field, in: request) where !field.neutral.contains(value.lowercased()) {
+                // HTTP's own Priority header (RFC 9218: `u=4, i`), which browsers and proxies send, is not ntfy's.
+                if spelling == "Priority", value.hasPrefix("u=") || value == "i" { continue }
+                throw refusal(field.name, spelling: spelling)
+            }
         }
     }
 
