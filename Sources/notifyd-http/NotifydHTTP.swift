@@ -68,13 +68,13 @@ struct NotifydHTTP: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The most HTTP connections open at once; one more is closed as it comes.", valueName: "count"))
     var maxConnections = 1_024
 
-    @Option(name: .long, help: ArgumentHelp("The most HTTP connections open at once from one client address (all of loopback is one; IPv6 by /64).", valueName: "count"))
+    @Option(name: .long, help: ArgumentHelp("The most HTTP connections open at once from one client: a local user over loopback, else an address (IPv6 by /64).", valueName: "count"))
     var maxConnectionsPerAddress = 64
 
     @Option(name: .long, help: ArgumentHelp("The most streams open at once (each holds a connection to the daemon).", valueName: "count"))
     var maxStreams = 256
 
-    @Option(name: .long, help: ArgumentHelp("The most streams open at once from one client address (all of loopback is one; IPv6 by /64).", valueName: "count"))
+    @Option(name: .long, help: ArgumentHelp("The most streams open at once from one client: a local user over loopback, else an address (IPv6 by /64).", valueName: "count"))
     var maxStreamsPerAddress = 16
 
     @Option(name: .long, help: ArgumentHelp("The most topics one client address may hold retained through the gateway (its share of the daemon's limit for the gateway's user).", valueName: "count"))

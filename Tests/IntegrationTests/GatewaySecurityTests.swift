@@ -155,7 +155,28 @@ struct GatewayBoundsTests {
         try await daemon.stop()
     }
 
-    @Test("all of loopback is one client for the bounds: a connection from 127.0.0.2 counts with 127.0.0.1's")
+    @Test("over loopback each local user is one client for the bounds: another user's connection is served beside one user's at its bound", .enabled(if: getuid() == 0))
+    func loopbackPerUser() async throws {
+        let daemon = try await TestDaemon.start()
+        let gateway = try await TestGateway.start(for: daemon, arguments: ["--max-connections-per-address", "1", "--keepalive", "1"])
+        // root holds its one connection, from 127.0.0.2.
+        let holder = try RawSocket(port: gateway.port, source: "127.0.0.2")
+        try holder.send("GET /gw.u/json HTTP/1.1\r\nHost: 127.0.0.1:\(gateway.port)\r\nAuthorization: Bearer \(gateway.token!)\r\n\r\n")
+        #expect(await holder.read { String(decoding: $0, as: UTF8.self).contains(#""event":"open""#) })
+        // Another user (uid 1000) is served all the same; root itself is not, from any loopback address.
+        let other = try ChildProcess("/usr/bin/setpriv", ["--reuid=1000", "--regid=1000", "--clear-groups", "/usr/bin/curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}"]
+            + gateway.authorization + ["-d", "x", gateway.url("/gw.u")])
+        #expect(try await other.exitStatus() == 0)
+        try await other.standardOutput.wait("curl's output") { _ in other.standardOutput.isClosed }
+        #expect(other.standardOutput.text == "200", "another user was refused beside root's connection: \(other.standardOutput.text)")
+        let same = try await gateway.curl(["--interface", "127.0.0.3", "-d", "x", gateway.url("/gw.u")])
+        #expect(same.status != 0, "root's second connection was served past its bound: \(same.output)")
+        holder.shutdown()
+        try await gateway.stop()
+        try await daemon.stop()
+    }
+
+    @Test("all of loopback is one range for the bounds: a connection from 127.0.0.2 counts with 127.0.0.1's, the same user's")
     func loopbackIsOneRange() async throws {
         let daemon = try await TestDaemon.start()
         let gateway = try await TestGateway.start(for: daemon, arguments: ["--max-connections-per-address", "1", "--keepalive", "1"])

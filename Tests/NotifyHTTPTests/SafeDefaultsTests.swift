@@ -51,6 +51,32 @@ struct SafeDefaultsTests {
         #expect(ClientRange.key(of: nil) == "local")
     }
 
+    @Test("a loopback connection's ends are written as the kernel's TCP lists write them, and the list names this process's own connection's owner")
+    func loopbackPeer() throws {
+        #expect(LoopbackPeer.key(try SocketAddress(ipAddress: "127.0.0.1", port: 8080)) == "0100007F:1F90")
+        #expect(LoopbackPeer.key(try SocketAddress(ipAddress: "::1", port: 443)) == "00000000000000000000000001000000:01BB")
+        // A real connection over loopback, both ends in this process: the kernel says they are this uid's.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = try SocketAddress(ipAddress: "127.0.0.1", port: 0)
+        _ = address.withSockAddr { bind(listener, $0, socklen_t($1)) }
+        listen(listener, 1)
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        address = try SocketAddress(ipAddress: "127.0.0.1", port: Int(UInt16(bigEndian: withUnsafeBytes(of: storage) { $0.load(fromByteOffset: 2, as: UInt16.self) })))
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(client) }
+        #expect(address.withSockAddr { connect(client, $0, socklen_t($1)) } == 0)
+        var clientStorage = sockaddr_storage()
+        length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &clientStorage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(client, $0, &length) } }
+        let clientPort = Int(UInt16(bigEndian: withUnsafeBytes(of: clientStorage) { $0.load(fromByteOffset: 2, as: UInt16.self) }))
+        let remote = try SocketAddress(ipAddress: "127.0.0.1", port: clientPort)
+        #expect(LoopbackPeer.uid(remote: remote, local: address) == getuid())
+        #expect(ClientRange.key(of: remote, local: address) == "uid \(getuid())")
+    }
+
     static func message(_ topic: String, _ sequence: UInt64, bytes: Int = 100) -> GatewayEvent {
         .message(Delivery(
             topic: try! Topic(topic),

@@ -6,9 +6,19 @@ public import NIOCore
 /// What the gateway's bounds per client count by: a client's address widened to the range one party holds.
 ///
 /// Every loopback address is one range: any local user may bind 127.0.0.2, 127.0.0.3, … as well as 127.0.0.1, so
-/// bounds per exact address would let one user hold every connection. An IPv6 client is counted by its /64, the
-/// block one host is given; an IPv4 client by its address.
+/// bounds per exact address would let one user hold every connection; a connection over loopback is counted by the
+/// local user at its other end instead (see ``key(of:local:)``). An IPv6 client is counted by its /64, the block one
+/// host is given; an IPv4 client by its address.
 public enum ClientRange {
+    /// The key a connection from `remote` to `local` counts under: over loopback, the local user at its other end
+    /// (`uid N`), whom no address tells apart from the others; else the range of ``key(of:)``, and `loopback` when
+    /// the kernel does not say whose the connection is.
+    public static func key(of remote: SocketAddress?, local: SocketAddress?) -> String {
+        let range = key(of: remote)
+        guard range == "loopback", let remote, let local, let uid = LoopbackPeer.uid(remote: remote, local: local) else { return range }
+        return "uid \(uid)"
+    }
+
     /// The key of `address`'s range; `local` for a client of a Unix socket.
     public static func key(of address: SocketAddress?) -> String {
         guard let address, let text = address.ipAddress else { return "local" }

@@ -10,8 +10,9 @@ public protocol GatewayRequestContext: RequestContext {
 }
 
 extension GatewayRequestContext {
-    /// The range the client's address is counted in by the bounds per client (see ``ClientRange``).
-    var client: String { ClientRange.key(of: remoteAddress) }
+    /// What the bounds per client count the client by: its local user over loopback, else its address's range (see
+    /// ``ClientRange``).
+    var client: String { ClientRange.key(of: remoteAddress, local: localAddress) }
 }
 
 /// A request's context: Hummingbird's, and the addresses of its connection.

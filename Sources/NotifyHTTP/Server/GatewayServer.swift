@@ -140,7 +140,7 @@ public struct GatewayServer: Service {
                 try await withThrowingDiscardingTaskGroup { group in
                     for try await connection in connections {
                         // Counted as it is accepted, so that a burst of connections cannot pass the bounds.
-                        let client = ClientRange.key(of: connection.channel.remoteAddress)
+                        let client = ClientRange.key(of: connection.channel.remoteAddress, local: connection.channel.localAddress)
                         guard let id = open.add(connection.channel, from: client, total: maxConnections, perClient: maxConnectionsPerAddress) else {
                             connection.channel.close(promise: nil)
                             continue
