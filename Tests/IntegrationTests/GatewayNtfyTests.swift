@@ -83,9 +83,9 @@ struct GatewayNtfyTests {
         try await daemon.stop()
     }
 
-    @Test("the reply to a publish is the message as the daemon stamped it: its number, time and publisher, as /latest reads them back")
-    func replyIsTheDaemonsStamp() async throws {
-        let daemon = try await TestDaemon.start()
+    @Test("the reply to a publish is the message as the daemon stamped it: its number, time and publisher, as /latest reads them back; with the daemon's history off too", arguments: [[], ["--history-messages", "0"]])
+    func replyIsTheDaemonsStamp(daemonArguments: [String]) async throws {
+        let daemon = try await TestDaemon.start(arguments: daemonArguments)
         let gateway = try await TestGateway.start(for: daemon)
         for round in 1...3 {
             let (code, body) = try await Self.publish(gateway, ["-d", "stamp \(round)", gateway.url("/gw.stamp")])

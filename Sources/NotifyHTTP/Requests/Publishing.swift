@@ -80,7 +80,7 @@ extension HTTPGateway {
             throw GatewayError(error)
         }
         if retain { retainedShares.settle(topic, of: address, sequence: sequence) }
-        let stamped = await HTTPGateway.stamped(sequence, of: topic, on: client)
+        let stamped = await HTTPGateway.stamped(sequence, of: topic, retained: retain, on: client)
         let delivery = stamped ?? Delivery(
             topic: topic,
             sequence: sequence,
@@ -118,9 +118,11 @@ extension HTTPGateway {
     static let stampLookback = 64
 
     /// Message `sequence` of `topic` as the daemon recorded it (its time, its publisher's uid, pid and unit), read
-    /// back from the topic's history; nil when the history does not hold it (history off, or too many published
-    /// since) or the gateway may not read the topic.
-    static func stamped(_ sequence: UInt64, of topic: Topic, on client: NotifyClient) async -> Delivery? {
+    /// back from the topic's history, or, for a retained one, from its buffered message; nil when neither holds it
+    /// (history off and not retained, replaced at once, or too many published since) or the gateway may not read
+    /// the topic.
+    static func stamped(_ sequence: UInt64, of topic: Topic, retained: Bool, on client: NotifyClient) async -> Delivery? {
+        if retained, let latest = try? await client.latest(topic), latest.sequence == sequence { return latest }
         guard let newest = try? await client.history(of: topic, count: 1).last else { return nil }
         if newest.sequence == sequence { return newest }
         guard newest.sequence > sequence, newest.sequence - sequence < UInt64(stampLookback) else { return nil }
