@@ -59,6 +59,10 @@ public struct TokenTable: Sendable {
         guard stat(path, &status) == 0 else {
             throw TokenTable.Problem("cannot read the \(what) \(path): \(String(cString: strerror(errno)))")
         }
+        // A file of secrets is a small regular file: not a device or a pipe that would be read for ever.
+        guard status.st_mode & S_IFMT == S_IFREG, status.st_size <= 1 << 20 else {
+            throw TokenTable.Problem("the \(what) \(path) is not a regular file of at most 1 MiB")
+        }
         let mode = status.st_mode & 0o777
         guard mode & 0o026 == 0 else {
             throw TokenTable.Problem(

@@ -78,20 +78,22 @@ final class StreamQueue: Sendable {
         producer?.resume()
     }
 
-    /// Appends `events`, as ``push(_:)`` appends one.
-    func push(contentsOf events: [GatewayEvent]) {
-        for event in events { push(event) }
+    /// Appends `event` (see ``push(contentsOf:)``).
+    func push(_ event: GatewayEvent) {
+        push(contentsOf: CollectionOfOne(event))
     }
 
-    /// Appends `event`; for a reader that has stopped, drops the oldest past ``limit`` (always keeping the newest).
-    /// For one that moves, the producer waited for room first (``waitForRoom(for:)``), and what its batch brings
-    /// past the limit stays.
-    func push(_ event: GatewayEvent) {
-        let size = StreamQueue.size(of: event)
+    /// Appends `events` under one lock; for a reader that has stopped, drops the oldest past ``limit`` (always
+    /// keeping the newest). For one that moves, the producer waited for room first (``waitForRoom(for:)``), and what
+    /// its batch brings past the limit stays.
+    func push(contentsOf events: some Collection<GatewayEvent>) {
         let reader: CheckedContinuation<Void, Never>? = state.withLock { state in
             guard !state.ended else { return nil }
-            state.events.append((event, size))
-            state.bytes += size
+            for event in events {
+                let size = StreamQueue.size(of: event)
+                state.events.append((event, size))
+                state.bytes += size
+            }
             let stopped = state.bytes > limit && ContinuousClock.now - state.lastTaken >= stallAfter
             while stopped, state.bytes > limit, state.events.count > 1 {
                 let oldest = state.events.removeFirst()
