@@ -99,14 +99,22 @@ struct FederationSecurityTests {
 
     @Test("a wrong password: journal event, STATUS=, nats_auth_failed; local traffic goes on; a reload with the right one connects")
     func refusedThenFixed() async throws {
-        let nats = try await NATSServerProcess.start(configuration: #"authorization { user: "fleet", password: "right" }"#)
+        let certificates = try TestCertificates()
+        let nats = try await NATSServerProcess.start(
+            configuration: """
+                \(certificates.serverTLSBlock())
+                authorization { user: "fleet", password: "right" }
+                """
+        )
         defer { nats.stop() }
         let directory = try TemporaryDirectory()
         let password = directory.path + "/password"
         Self.secret("wrong\n", at: password)
         _ = FileManager.default.createFile(
             atPath: directory.path + "/notifyd.conf",
-            contents: Data("[nats]\nservers = \(nats.url)\nhost-name = alpha\nuser = fleet\npassword-file = \(password)\n".utf8)
+            contents: Data(
+                "[nats]\nservers = \(nats.url)\nhost-name = alpha\nuser = fleet\npassword-file = \(password)\ntls-ca = \(certificates.authority)\n".utf8
+            )
         )
         let listener = try NotifySocketListener(path: directory.path + "/notify.sock")
         let alpha = try await TestDaemon.start(in: directory, environment: SystemdIntegrationTests.environment(["NOTIFY_SOCKET": listener.path]))
@@ -130,10 +138,31 @@ struct FederationSecurityTests {
             $0.contains("configuration reloaded") && $0.contains("connected to NATS at \(nats.url) as host alpha")
         }
         try await FederationTests.waitForCounter("nats_connected", toReach: 1, on: client)
-        #expect(alpha.log.contains("the NATS login (user and password) went to \(nats.url) in plain text"), "nats://: said, with the fix")
         _ = try await listener.wait(for: "a STATUS= naming the server") {
             field("STATUS", in: $0)?.contains("; NATS \(nats.url): ") == true
         }
+        await client.close()
+        _ = try await alpha.stop()
+    }
+
+    @Test("a password for a nats:// server that offers no TLS is never sent: no connection, and the journal says why")
+    func passwordNeedsTLS() async throws {
+        let nats = try await NATSServerProcess.start(configuration: #"authorization { user: "fleet", password: "right" }"#)
+        defer { nats.stop() }
+        let directory = try TemporaryDirectory()
+        Self.secret("right\n", at: directory.path + "/password")
+        let alpha = try await TestDaemon.start(arguments: [
+            "--host-name", "alpha", "--nats", nats.url, "--nats-user", "fleet", "--nats-password-file", directory.path + "/password",
+        ])
+        try await alpha.child.standardError.wait("the refusal in the log") {
+            $0.contains("cannot reach NATS at \(nats.url)") && $0.contains("offers no TLS, and a password is given: not connecting in plain text")
+        }
+        // The password is right: had it been sent, the server would have taken the login.
+        let client = try await alpha.client()
+        let stats = try await client.stats()
+        #expect(stats["nats_connected"] == 0 && stats["nats_connects"] == 0 && stats["nats_auth_failed"] == 0)
+        #expect(!alpha.log.contains("right\n") && !alpha.log.contains("password right"))
+        #expect(try await alpha.notify(["send", "local.x", "fine"]).status == 0, "local traffic goes on")
         await client.close()
         _ = try await alpha.stop()
     }

@@ -32,7 +32,8 @@ struct BridgeSecurityTests {
         overrides.natsSecurity = BridgeSecurity.Options(user: "fleet", passwordFile: password.path)
         let bridge = try await Self.load(overrides)
         #expect(bridge.servers.map(\.description) == ["tls://nats.example:4443", "nats://b:4222"])
-        #expect(bridge.tls(for: bridge.servers[0]).isRequired && !bridge.tls(for: bridge.servers[1]).isRequired)
+        #expect(bridge.tls(for: bridge.servers[0]).isRequired && bridge.tls(for: bridge.servers[1]).isRequired, "a password means TLS")
+        #expect(bridge.tls(for: bridge.servers[1]).requiredBecause == "a password is given")
         #expect(bridge.security.credentials == .userPassword(user: "fleet", password: "pässword with spaces"))
         #expect(bridge.summary.contains("password-file = \(password.path)") && bridge.summary.contains("user = fleet"))
         #expect(!bridge.summary.contains("pässword"), "the summary never prints a secret")
@@ -121,14 +122,39 @@ struct BridgeSecurityTests {
         #expect(try await Self.load(overrides) != before, "another authority under the same name")
     }
 
-    @Test("credentials in a URL are refused, saying where they go instead")
+    @Test("credentials in a URL are refused, saying where they go instead, and the sentence holds no secret")
     func urlCredentials() async throws {
         var overrides = DaemonSettingsTests.none
-        overrides.natsServers = ["nats://fleet:secret@a:4222"]
+        overrides.natsServers = ["nats://fleet:s3cret@a:4222"]
         await #expect {
             _ = try await Self.load(overrides)
         } throws: { error in
-            "\(error)".contains("--nats-password-file")
+            "\(error)".contains("--nats-password-file") && "\(error)".contains("nats://…@a:4222") && !"\(error)".contains("s3cret")
+                && !"\(error)".contains("fleet")
+        }
+    }
+
+    @Test("an authority, a client certificate, a password or a token makes TLS required for nats:// too; an NKey or none does not")
+    func tlsRequiredBySettings() async throws {
+        let certificates = try TestCertificates()
+        let password = Self.secret("pw\n")
+        let token = Self.secret("t0ken\n")
+        let seed = Self.secret(Self.seed + "\n")
+        let cases: [(BridgeSecurity.Options, String?)] = [
+            (BridgeSecurity.Options(), nil),
+            (BridgeSecurity.Options(nkeyFile: seed.path), nil),
+            (BridgeSecurity.Options(tlsCA: certificates.authority), "tls-ca is given"),
+            (BridgeSecurity.Options(tlsCert: certificates.clientCertificate, tlsKey: certificates.clientKey), "a client certificate (tls-cert) is given"),
+            (BridgeSecurity.Options(user: "fleet", passwordFile: password.path), "a password is given"),
+            (BridgeSecurity.Options(tokenFile: token.path), "a token is given"),
+        ]
+        for (options, reason) in cases {
+            var overrides = DaemonSettingsTests.none
+            overrides.natsServers = ["nats://a:4222"]
+            overrides.natsSecurity = options
+            let tls = try await Self.load(overrides).tls(for: try BridgeSettings.Server(parsing: "nats://a:4222"))
+            #expect(tls.isRequired == (reason != nil), "\(options)")
+            if let reason { #expect(tls.requiredBecause == reason) }
         }
     }
 

@@ -84,7 +84,7 @@ public final class NATSConnection: Sendable {
         if usesTLS {
             guard serverOffersTLS else {
                 channel.close(promise: nil)
-                throw NATSError("\(host):\(port) offers no TLS, and the URL asks for it (tls://): not connecting in plain text")
+                throw NATSError("\(host):\(port) offers no TLS, and \(tls.requiredBecause): not connecting in plain text")
             }
             do {
                 try await channel.eventLoop.submit {

@@ -10,6 +10,8 @@ import NIOSSL
 public struct NATSTLSSettings: Sendable, Equatable {
     /// Whether the client requires TLS whatever the server says (a `tls://` URL).
     public var isRequired: Bool
+    /// Why TLS is required, for the sentence that refuses a server offering none.
+    public var requiredBecause = "the URL asks for it (tls://)"
     /// PEM file of the certificate authorities to trust instead of the system's.
     public var certificateAuthorityFile: String?
     /// PEM file of the client's own certificate (chain), for a server that verifies its clients.

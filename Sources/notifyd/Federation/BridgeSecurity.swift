@@ -132,6 +132,17 @@ struct BridgeSecurity: Sendable, Equatable {
         return security
     }
 
+    /// Why every connection must use TLS, whatever the URL's scheme: the setting that asks for it, or nil.
+    var tlsRequirement: String? {
+        if options.tlsCA != nil { return "tls-ca is given" }
+        if options.tlsCert != nil { return "a client certificate (tls-cert) is given" }
+        switch credentials {
+        case .userPassword?: return "a password is given"
+        case .token?: return "a token is given"
+        default: return nil
+        }
+    }
+
     /// The `[nats]` lines of `notifyd --check-config`: paths and the user, never a secret.
     var summary: [String] {
         var lines: [String] = []

@@ -31,9 +31,11 @@ struct BridgeSettings: Sendable, Equatable {
                 rest = rest[rest.index(colon, offsetBy: 3)...]
             }
             if rest.hasSuffix("/") { rest = rest.dropLast() }
-            guard !rest.contains("@") else {
+            if let at = rest.lastIndex(of: "@") {
+                // The sentence goes to the journal: it names the server, never what came before the `@`.
+                let scheme = text.hasPrefix("tls://") ? "tls://" : text.hasPrefix("nats://") ? "nats://" : ""
                 throw BridgeSettingsError(
-                    "\(text): no credentials in the URL (it shows in ps and the journal); give user and password-file (--nats-user, --nats-password-file), or another login file, instead"
+                    "\(scheme)…@\(rest[rest.index(after: at)...]): no credentials in the URL (it shows in ps and the journal); give user and password-file (--nats-user, --nats-password-file), or another login file, instead"
                 )
             }
             if rest.hasPrefix("[") {
@@ -96,10 +98,16 @@ struct BridgeSettings: Sendable, Equatable {
     static let defaultCatchUpSeconds: Int64 = 3600
     static let defaultCatchUpBytes = 256 << 20
 
-    /// The TLS settings for `server`: the files of ``security``, required when its URL said `tls://`.
+    /// The TLS settings for `server`: the files of ``security``, required when its URL said `tls://`, and also for a
+    /// `nats://` URL when an authority, a client certificate, a password or a token is given: whoever set them meant
+    /// the connection to be private, and a server that offers no TLS must not get the secret in plain text.
     func tls(for server: Server) -> NATSTLSSettings {
         var tls = security.tls
         tls.isRequired = server.tls
+        if !server.tls, let reason = security.tlsRequirement {
+            tls.isRequired = true
+            tls.requiredBecause = reason
+        }
         return tls
     }
 

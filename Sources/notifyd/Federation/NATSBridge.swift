@@ -195,11 +195,6 @@ final class NATSBridge {
         self.connection = connection
         serverMaxPayload = JSONScan.integer("max_payload", in: connection.serverInfo).map { max(1, $0) } ?? serverMaxPayload
         connects += 1
-        if !connection.usesTLS, let credentials = settings.security.credentials, case .userPassword = credentials {
-            warnPlainText(credentials, to: server)
-        } else if !connection.usesTLS, let credentials = settings.security.credentials, case .token = credentials {
-            warnPlainText(credentials, to: server)
-        }
         failedAttempts = 0
         loginRefused = nil
         catchUpUnavailable = false
@@ -295,16 +290,6 @@ final class NATSBridge {
             ["nats_server": "\(server)"]
         )
         scheduleReconnect()
-    }
-
-    /// A password or token went to `server` without TLS, where anyone on the path reads it (an NKey or a `.creds`
-    /// login sends only a signature): said on each such connection, so the fix (`tls://`) is not missed.
-    func warnPlainText(_ credentials: NATSCredentials, to server: BridgeSettings.Server) {
-        logger.log(
-            .natsProblem,
-            .warning,
-            "the NATS login (\(credentials.kind)) went to \(server) in plain text: anyone on the way can read it; use a tls:// server, or an NKey or .creds login"
-        )
     }
 
     /// A server refused the login: counted, in the journal (the first of a run and every hundredth), and on `STATUS=`
