@@ -53,6 +53,7 @@ extension Notifyd {
             maxUnreadBytesTotal: maxUnreadBytesTotal,
             historyMessages: historyMessages,
             historyBytes: historyBytes,
+            fleetUser: fleetUser,
             natsServers: natsServers,
             natsExports: natsExports,
             natsImports: natsImports,

@@ -243,6 +243,15 @@ struct Notifyd: AsyncParsableCommand {
     var historyBytes: Int?
 
     @Option(
+        name: .customLong("fleet-user"),
+        help: ArgumentHelp(
+            "The user of the fleet service (notifyd-fleet), the only one whose connections may follow this host's messages out and bring other hosts' in: a name, a uid, or none (default: the user notifyd-fleet, if there is one).",
+            valueName: "user"
+        )
+    )
+    var fleetUser: String?
+
+    @Option(
         name: .customLong("nats"),
         help: ArgumentHelp(
             "A NATS server to share topics with other hosts' daemons through (nats://HOST:PORT); repeat it for the servers of one cluster, tried in turn.",

@@ -191,7 +191,7 @@ struct ProtocolRoundTripTests {
                 PUB demo.x 2 noretain ack
                 hi
                 SUB demo.> latest
-                HELLO notifyd 4 max_payload=1048576 max_topic=255 max_line=1024
+                HELLO notifyd 5 max_payload=1048576 max_topic=255 max_line=1024
                 MSG demo.hello 1 1795305600123456 1000 4242 - 5
                 world
                 MSG demo.far 2 1795305600123457 0 77 web-01/backup.service 1

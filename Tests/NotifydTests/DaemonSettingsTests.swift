@@ -28,6 +28,23 @@ struct DaemonSettingsTests {
 
     static let none = DaemonSettings.Overrides()
 
+    @Test("fleet-user: a name or a uid, none, the packaged notifyd-fleet when it exists; an unknown name is an error naming the key")
+    func fleetUser() async throws {
+        let users = ["notifyd-fleet": UInt32(998), "fleet": 1001]
+        let problem = { (text: String) in ConfigurationError(path: "f", line: 3, problem: text) }
+        #expect(try DaemonSettings.fleetUID(nil, resolve: { users[$0] }, problem: problem) == 998)
+        #expect(try DaemonSettings.fleetUID(nil, resolve: { _ in nil }, problem: problem) == nil, "no such user: no fleet")
+        #expect(try DaemonSettings.fleetUID("fleet", resolve: { users[$0] }, problem: problem) == 1001)
+        #expect(try DaemonSettings.fleetUID("4242", resolve: { users[$0] }, problem: problem) == 4242)
+        #expect(try DaemonSettings.fleetUID("none", resolve: { users[$0] }, problem: problem) == nil)
+        #expect(throws: ConfigurationError.self) { try DaemonSettings.fleetUID("nosuchuser", resolve: { users[$0] }, problem: problem) }
+        let file = File("fleet-user = 4243\n")
+        #expect(try await DaemonSettings.load(overrides: Self.none, configurationFile: file.path).broker.fleetUID == 4243)
+        var overrides = Self.none
+        overrides.fleetUser = "none"
+        #expect(try await DaemonSettings.load(overrides: overrides, configurationFile: file.path).broker.fleetUID == nil, "the command line wins")
+    }
+
     @Test("the file sets what the command line does not; the command line wins")
     func precedence() async throws {
         let file = File("log-level = debug\nmax-payload = 4096\nmax-topics = 50\nsync = always\nstate-dir = /srv/state\n")
@@ -78,7 +95,7 @@ struct DaemonSettingsTests {
         #expect(read == [1, 2, 3, 40, 50, 6, 7, 80, 9, 10, 11, 12, 13, 14])
         #expect(broker.maxUnreadBytesPerUser == 1_027 && broker.maxUnreadBytesTotal == 1_028, "a request line and the payload fit")
         #expect(broker.history == HistoryLimits(messages: 15, bytes: 16))
-        #expect(DaemonSettings.keys.count == 22, "a new setting gets a line in this test")
+        #expect(DaemonSettings.keys.count == 23, "a new setting gets a line in this test (fleet-user: fleetUser())")
     }
 
     @Test("a limit per user left unset is the built-in defaults' share of its total: lowering a total alone never lets one user take all of it")
@@ -121,7 +138,7 @@ struct DaemonSettingsTests {
         ("max-connections-per-user = 20000\n", "line 1: max-connections-per-user (20000) is more than max-connections (16384)"),
         ("max-connections = 1000000000\n", "line 1: max-connections must be at most 100000000"),
         ("max-unread-bytes-per-user = 1000\n", "line 1: max-unread-bytes-per-user must be at least 1049602"),
-        ("max-paylod = 10\n", "line 1: unknown setting \"max-paylod\"; the settings are history-bytes, history-messages, log-level, max-connections,"),
+        ("max-paylod = 10\n", "line 1: unknown setting \"max-paylod\"; the settings are fleet-user, history-bytes, history-messages, log-level, max-connections,"),
         ("sync = never\nsync = always\n", "line 2: sync is set twice (also on line 1)"),
         ("[limits\n", "line 1: a section header is [name]"),
         ("[history]\nbackup.> = lots\n", "line 2: history of backup.>: expected `MESSAGES BYTES`"),

@@ -62,6 +62,7 @@ extension Broker {
         guard !session.isClosed else { return }
         session.heldBack.removeAll()
         session.markClosed()
+        fleetSessionClosed(session)
         counters.connections -= 1
         openSessions.remove(session)
         session.subscriptions.removeAll { subscription in

@@ -110,7 +110,10 @@ extension Broker {
 
         // Encoded once, into the batch; every subscriber is handed the same bytes.
         // The encoder's own bound: a smaller guess would let the frame grow the buffer, copying the whole batch.
-        let frameSize = ByteBuffer.maximumMessageFrameSize(topic: topic.name, unit: session.unitField, payloadSize: payload.count)
+        var frameSize = ByteBuffer.maximumMessageFrameSize(topic: topic.name, unit: session.unitField, payloadSize: payload.count)
+        // Room for the fleet's copy too: the batch must not move while this publish holds ranges of it.
+        let follower = session.isImporter ? nil : fleet.follower
+        if follower != nil { frameSize *= 2 }
         if !batch.hasRoom(for: frameSize) {
             // What the histories take in is still in the batch's buffer.
             settleHistory()
@@ -160,6 +163,9 @@ extension Broker {
             let payloadEnd = frame.upperBound - 1
             let payloadInFrame = batch.lend(payloadEnd - payload.count..<payloadEnd)
             exporter(ExportedMessage(topic: topic, payload: payloadInFrame, retain: options.retain, sequence: sequence, time: time, publisher: session.publisher))
+        }
+        if let follower {
+            exportToFleet(topic, of: state, payload: payload, retain: options.retain, sequence: sequence, time: time, from: session, to: follower)
         }
 
         if options.retain {

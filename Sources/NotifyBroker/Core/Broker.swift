@@ -63,6 +63,8 @@ public final class Broker {
     @exclusivity(unchecked) public var exporter: ((ExportedMessage) -> Void)?
     /// Counters of the daemon's own, added to the broker's in `STATS` replies (the federation bridge's).
     @exclusivity(unchecked) public var extraCounters: (() -> [ServerStats.Counter])?
+    /// The fleet service's link: its follower, its importer, what was taken in.
+    let fleet = FleetLink()
     /// The last import's host and unit, and the unit field made of them.
     @exclusivity(unchecked) var lastImportUnit: (host: String, unit: String?, field: String)?
     /// Why the importer's last publish was refused, for ``publishImported(_:through:)`` to say.
@@ -306,6 +308,8 @@ public final class Broker {
             var reply = allocator.buffer(capacity: 256)
             var stats = statistics.counters(now: clock())
             if let extraCounters { stats.counters += extraCounters() }
+            stats.counters += fleetCounters
+            stats.counters += fleet.reported
             reply.writeStats(requestID: id, stats)
             queue(reply, to: session)
         case .explain(let topic, let uid):
@@ -325,6 +329,8 @@ public final class Broker {
                 drainOutbox(of: session, into: transport)
             }
             replyOK(id, to: session)
+        case .follow, .importMessage, .announceMissed, .fleetStats:
+            handleFleetRequest(request, from: session)
         }
     }
 }

@@ -54,6 +54,9 @@ public struct BrokerConfiguration: Sendable, Hashable {
     /// list but that one, each made again at its topic's next publish. Without it, wildcard subscribers times topics
     /// published to is memory the daemon keeps: 400 connections subscribed to `>` and 10,000 topics took 98 MiB.
     public var maxCachedSubscriberEntries = 262_144
+    /// The uid of the fleet service (`notifyd-fleet`), the only one whose connections may follow this host's
+    /// publishes and publish other hosts' messages here (protocol 5); nil: no fleet.
+    public var fleetUID: UInt32?
     /// Who may publish to and read which topics.
     public var accessPolicy: AccessPolicy = .default
     /// How much history each topic keeps, unless a rule of ``historyRules`` says otherwise. Its payload bytes count

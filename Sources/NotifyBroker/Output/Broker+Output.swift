@@ -142,7 +142,8 @@ extension Broker {
         sequence: UInt64,
         payloadSize: Int,
         to session: Session,
-        overflow: OverflowPolicy
+        overflow: OverflowPolicy,
+        isExport: Bool = false
     ) {
         guard session.hasTransport else { return }
         let takesIt: Bool
@@ -158,6 +159,8 @@ extension Broker {
         }
         markForFlush(session)
         if takesIt {
+            // The fleet's copy is not a delivery of the topic's: the counters are what subscribers got.
+            if isExport { return }
             state.delivered += 1
             counters.messagesOut += 1
             counters.bytesOut += UInt64(payloadSize)

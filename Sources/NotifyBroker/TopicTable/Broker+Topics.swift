@@ -71,6 +71,9 @@ extension Broker {
                 )
             )
         }
+        if let follower = fleet.follower, !session.isImporter {
+            exportClearToFleet(topic, sequence: state?.sequence ?? 0, time: batchStamp(), by: session, to: follower)
+        }
         replyOK(id, to: session)
     }
 

@@ -94,6 +94,9 @@ extension ClientChannelHandler {
             if let subscription = subscriptions[replayTargets[id]!], !subscription.isRepeat(delivery) {
                 hand(delivery, to: subscription)
             }
+        case .export:
+            // Only a connection that sent `FOLLOW` gets them: the fleet service's, which does not use this client.
+            break
         case .ok(let id, _), .pong(let id), .latest(let id, _), .topics(let id, _), .stats(let id, _), .explanation(let id, _):
             // A reply after an `ERR storage`: the connection went on, so that error was a refusal, not why it ends.
             // (Deliveries prove nothing: the daemon may still send some before it closes.)

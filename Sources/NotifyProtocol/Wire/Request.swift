@@ -44,12 +44,25 @@ public enum Command: Sendable, Hashable {
     /// does, deliveries wait in the daemon's bounded queue under their overflow policy and replies still go out.
     /// This is how a client whose consumer fell behind keeps reading its replies without buffering deliveries.
     case setDeliveriesPaused(Bool)
+    /// Follow this host's own publishes and clears of topics matching the patterns, which user `nobody` may read, as
+    /// `EXP` frames (protocol 5): the fleet service's way out. Only the daemon's fleet user may ask.
+    case follow([TopicPattern])
+    /// Publish another host's message here, or clear as it cleared (protocol 5): the fleet service's way in. Only the
+    /// daemon's fleet user may ask; the daemon checks every claim in it.
+    case importMessage(FleetImport)
+    /// Tell this host's subscribers that `count` messages of other hosts were lost before the fleet service could
+    /// take them in (protocol 5; the fleet user only).
+    case announceMissed(UInt64)
+    /// The fleet service's own counters, which `STATS` shows after the daemon's (protocol 5; the fleet user only).
+    case fleetStats(ServerStats)
 }
 
 extension Command {
     package var isPublish: Bool {
-        if case .publish = self { return true }
-        return false
+        switch self {
+        case .publish, .importMessage: true
+        default: false
+        }
     }
 }
 

@@ -109,6 +109,10 @@ public struct RequestDecoder: NIOSingleStepByteToMessageDecoder {
                 buffer.moveReaderIndex(forwardBy: consumed)
                 lastPublishedTopic = topic
                 return .publish(PublishFrame(id: id, topic: topic, options: options, payload: start..<(start + size)))
+            case .importMessage(let id, var message, let payloadOffset, let size, let consumed):
+                message.delivery.payload = buffer.getSlice(at: buffer.readerIndex + payloadOffset, length: size)!
+                buffer.moveReaderIndex(forwardBy: consumed)
+                return .other(.request(Request(id: id, .importMessage(message))))
             case .failure(let error, let consumed, let payloadToSkip):
                 buffer.moveReaderIndex(forwardBy: consumed)
                 bytesToSkip = payloadToSkip
@@ -131,12 +135,14 @@ public struct RequestDecoder: NIOSingleStepByteToMessageDecoder {
 }
 
 /// One attempt to parse the frame at the start of `bytes`; pure, so it can simply be repeated when more bytes come.
-private struct RequestParser {
+struct RequestParser {
     enum Step {
         case needMoreData
         case emptyLine(consumed: Int)
         case request(Request, consumed: Int)
         case publish(id: UInt64?, topic: Topic, options: PublishOptions, payloadOffset: Int, size: Int, consumed: Int)
+        /// An `IMPORT`: the request, whose payload is at `payloadOffset`, `size` bytes.
+        case importMessage(id: UInt64?, FleetImport, payloadOffset: Int, size: Int, consumed: Int)
         case failure(ProtocolError, consumed: Int, payloadToSkip: Int)
     }
 
@@ -145,7 +151,7 @@ private struct RequestParser {
     /// A topic checked before, returned as it is when the bytes name it again.
     var recentTopic: Topic? = nil
 
-    static let operations = "PUB SUB UNSUB LATEST CLEAR HISTORY TOPICS STATS EXPLAIN PING OPT"
+    static let operations = "PUB SUB UNSUB LATEST CLEAR HISTORY TOPICS STATS EXPLAIN PING OPT (and, for the fleet service, FOLLOW IMPORT MISSED FLEETSTATS)"
 
     /// `PUB <the recent topic> <size>\n` or `PUB <the recent topic> <size> noretain\n` and its payload, in exactly
     /// that form (the forms the client library and `notify send` write): most frames of a busy publisher, read here
@@ -431,6 +437,8 @@ private struct RequestParser {
                 "unknown option \(LineScanner.quoted(bytes, option)) for OPT; the options are noecho, echo, pause and resume"
             )
         }
+
+        if let fleet = parseFleetRequest(line) { return fleet }
 
         return fail(
             .unknownOperation,

@@ -5,6 +5,18 @@ extension ByteBuffer {
     /// - Returns: the number of bytes written.
     @discardableResult
     public mutating func writeRequest(_ request: Request) -> Int {
+        if case .importMessage(let message) = request.command {
+            // The line of a delivery, after its verb and kind: written as one.
+            return writeMessageFrame(
+                .fleetImport(message.kind, replayed: message.replayed),
+                requestID: request.id,
+                topic: message.delivery.topic.name,
+                sequence: message.delivery.sequence,
+                time: message.delivery.time,
+                publisher: message.delivery.publisher,
+                payload: message.delivery.payload
+            )
+        }
         var written = writeRequestID(request.id)
         switch request.command {
         case .publish(let topic, let payload, let options):
@@ -46,6 +58,23 @@ extension ByteBuffer {
             written += writeStaticString(echo ? "OPT echo" : "OPT noecho")
         case .setDeliveriesPaused(let paused):
             written += writeStaticString(paused ? "OPT pause" : "OPT resume")
+        case .follow(let patterns):
+            written += writeStaticString("FOLLOW")
+            for pattern in patterns { written += writeStaticString(" ") + writeString(pattern.text) }
+        case .importMessage:
+            preconditionFailure("written above")
+        case .announceMissed(let count):
+            written += writeStaticString("MISSED ") + writeDecimal(count)
+        case .fleetStats(let stats):
+            var lines = ByteBuffer()
+            for counter in stats.counters {
+                lines.writeString(counter.name)
+                lines.writeStaticString(" ")
+                lines.writeDecimal(counter.value)
+                lines.writeStaticString("\n")
+            }
+            written += writeStaticString("FLEETSTATS ") + writeDecimal(UInt64(lines.readableBytes)) + writeStaticString("\n")
+            written += writeBuffer(&lines)
         }
         return written + writeStaticString("\n")
     }

@@ -23,14 +23,17 @@ public enum ServerFrame: Sendable, Hashable {
     /// Messages of a topic that a resuming subscription (`SUB … since=`, the request `requestID`) asked for and the
     /// topic's history no longer holds (`#<id> DROP`; protocol 3).
     case missed(requestID: UInt64, DropNotice)
+    /// A publish or clear of this host's, to the fleet service that follows them (`EXP`; protocol 5).
+    case export(FleetExport)
 }
 
 /// What the server says about itself on connect.
 public struct ServerGreeting: Sendable, Hashable {
     /// The protocol version this library speaks: 2 adds `OPT pause` and `OPT resume` (flow control of deliveries),
     /// 3 adds `SUB … since=` (resuming from a topic's history), 4 names the origin host of a message from another
-    /// host in its unit field (`<host>/<unit>`, federation).
-    public static let currentVersion: UInt64 = 4
+    /// host in its unit field (`<host>/<unit>`, federation), 5 the fleet service's requests (`FOLLOW`, `IMPORT`,
+    /// `MISSED`, `FLEETSTATS`, for the daemon's fleet user only) and its `EXP` frames.
+    public static let currentVersion: UInt64 = 5
     /// The first version whose servers understand `OPT pause` and `OPT resume`.
     public static let pausingVersion: UInt64 = 2
     /// The first version whose servers keep history and understand `SUB … since=`.

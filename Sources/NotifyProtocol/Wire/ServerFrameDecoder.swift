@@ -66,6 +66,8 @@ public struct ServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
                 switch kind {
                 case .delivery: return .delivery(delivery)
                 case .latest: return .latest(requestID: id, delivery)
+                case .export(let exported): return .export(FleetExport(delivery: delivery, kind: exported))
+                case .fleetImport: throw Malformed(reason: "IMPORT is a request")
                 }
             case .malformed(let reason):
                 throw Malformed(reason: reason)
@@ -137,8 +139,17 @@ private struct ServerFrameParser {
         var tokens = line.arguments
         let verbIs = { (word: StaticString) in LineScanner.equals(bytes, verb, word) }
 
-        if verbIs("MSG") || verbIs("LAST") {
-            let kind: MessageFrameKind = verbIs("MSG") ? .delivery : .latest
+        if verbIs("MSG") || verbIs("LAST") || verbIs("EXP") {
+            var kind: MessageFrameKind = verbIs("MSG") ? .delivery : .latest
+            if verbIs("EXP") {
+                let word = tokens.next()
+                switch word {
+                case let word? where LineScanner.equals(bytes, word, "retain"): kind = .export(.retained)
+                case let word? where LineScanner.equals(bytes, word, "noretain"): kind = .export(.notRetained)
+                case let word? where LineScanner.equals(bytes, word, "clear"): kind = .export(.clear)
+                default: return .malformed("bad EXP line \(LineScanner.quoted(bytes, 0..<lineEnd))")
+                }
+            }
             guard let header = messageHeader(bytes, &tokens), let size = tokens.nextUnsigned(),
                 size <= UInt64(maxPayload), tokens.next() == nil
             else { return .malformed("bad message line \(LineScanner.quoted(bytes, 0..<lineEnd))") }

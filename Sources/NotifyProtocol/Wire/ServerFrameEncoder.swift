@@ -1,11 +1,16 @@
 public import NIOCore
 
-/// Which of the two frames that carry a message to write.
+/// Which of the frames that carry a message to write: they share the line's layout.
 public enum MessageFrameKind: Sendable {
     /// `MSG`: a delivery to a subscriber. Never carries a request id.
     case delivery
     /// `LAST`: the answer to `LATEST`.
     case latest
+    /// `EXP <kind>`: a publish of this host's, to the fleet service that follows them (protocol 5). No request id.
+    case export(FleetMessageKind)
+    /// `IMPORT <kind>`: the fleet service's request to publish another host's message here (protocol 5); `replayed`
+    /// writes `replay` or `replay-clear` (``FleetImport/replayed``).
+    case fleetImport(FleetMessageKind, replayed: Bool)
 }
 
 extension ByteBuffer {
@@ -129,12 +134,19 @@ extension ByteBuffer {
                     case .delivery:
                         out.put("MSG ", at: &at)
                     case .latest:
-                        if let requestID {
-                            out.put("#", at: &at)
-                            out.putDecimal(requestID, at: &at)
-                            out.put(" ", at: &at)
-                        }
+                        out.putRequestID(requestID, at: &at)
                         out.put("LAST ", at: &at)
+                    case .export(let exported):
+                        out.put("EXP ", at: &at)
+                        out.put(exported.word, at: &at)
+                        out.put(" ", at: &at)
+                    case .fleetImport(let imported, let replayed):
+                        out.putRequestID(requestID, at: &at)
+                        out.put("IMPORT ", at: &at)
+                        if replayed { out.put("replay", at: &at) }
+                        if replayed, imported == .clear { out.put("-", at: &at) }
+                        if !replayed || imported == .clear { out.put(imported.word, at: &at) }
+                        out.put(" ", at: &at)
                     }
                     out.putTopicSequenceAndTime(UnsafeRawBufferPointer(topicBytes), sequence, time.microsecondsSinceEpoch, at: &at)
                     lineStart = at
@@ -229,6 +241,17 @@ extension ByteBuffer {
         case .explanation(let id, let explanation): return writeExplanation(requestID: id, explanation)
         case .dropped(let notice): return writeDropNotice(notice)
         case .missed(let id, let notice): return writeDropNotice(notice, requestID: id)
+        case .export(let exported):
+            let delivery = exported.delivery
+            return writeMessageFrame(
+                .export(exported.kind),
+                requestID: nil,
+                topic: delivery.topic.name,
+                sequence: delivery.sequence,
+                time: delivery.time,
+                publisher: delivery.publisher,
+                payload: delivery.payload
+            )
         }
     }
 }
@@ -350,6 +373,13 @@ extension UnsafeMutableRawBufferPointer {
     }
 
     @inline(__always)
+    fileprivate func putRequestID(_ requestID: UInt64?, at: inout Int) {
+        guard let requestID else { return }
+        put("#", at: &at)
+        putDecimal(requestID, at: &at)
+        put(" ", at: &at)
+    }
+
     fileprivate func put(_ text: StaticString, at: inout Int) {
         put(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount), at: &at)
     }

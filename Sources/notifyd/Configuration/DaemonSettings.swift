@@ -51,6 +51,7 @@ struct DaemonSettings: Sendable, Equatable {
         var maxUnreadBytesTotal: Int?
         var historyMessages: Int?
         var historyBytes: Int?
+        var fleetUser: String?
         var natsServers: [String] = []
         var natsExports: [String] = []
         var natsImports: [String] = []
@@ -106,6 +107,7 @@ struct DaemonSettings: Sendable, Equatable {
         set("max-unread-bytes-total", overrides.maxUnreadBytesTotal.map { .int($0) })
         set("history-messages", overrides.historyMessages.map { .int($0) })
         set("history-bytes", overrides.historyBytes.map { .int($0) })
+        set("fleet-user", overrides.fleetUser.map { .string($0) })
 
         var providers: [any ConfigProvider] = [InMemoryProvider(name: "command line", values: values)]
         let file = try ConfigurationFile.read(path: path, mustExist: isExplicit)
@@ -147,7 +149,7 @@ struct DaemonSettings: Sendable, Equatable {
         "max-retained-bytes", "max-queued-messages", "max-queued-bytes", "max-connections", "max-connections-per-user",
         "max-retained-bytes-per-user", "max-subscriptions-per-user", "max-queued-bytes-per-user", "max-queued-bytes-total",
         "max-retained-topics-per-user", "max-unread-bytes-per-user", "max-unread-bytes-total", "history-messages",
-        "history-bytes",
+        "history-bytes", "fleet-user",
     ]
 
     private init(reader: ConfigReader, file: ConfigurationFile?, path: String) throws {
@@ -318,6 +320,28 @@ struct DaemonSettings: Sendable, Equatable {
         for (pattern, entry) in file?.entries(in: "history") ?? [] {
             broker.historyRules.append(try DaemonSettings.historyRule(pattern, entry.text, path: path, line: entry.line))
         }
+        broker.fleetUID = try DaemonSettings.fleetUID(reader.string(forKey: "fleet-user"), resolve: AccessRule.NameResolver.system.uid) {
+            problem("fleet-user", $0)
+        }
+    }
+
+    /// The system user the packaged fleet service runs as: the fleet user when `fleet-user` is not set and it exists.
+    static let packagedFleetUser = "notifyd-fleet"
+
+    /// The uid that `fleet-user` names (a user name or a number), or ``packagedFleetUser``'s when it is not set
+    /// and that user exists; nil for no fleet (`fleet-user = none`, or not set and no such user).
+    static func fleetUID(
+        _ text: String?,
+        resolve: (String) -> UInt32?,
+        problem: (String) -> ConfigurationError
+    ) throws -> UInt32? {
+        guard let text else { return resolve(packagedFleetUser) }
+        if text == "none" { return nil }
+        if let number = UInt32(text) { return number }
+        guard let uid = resolve(text) else {
+            throw problem("fleet-user: no user \"\(text)\" on this system (give a user name, a uid, or none)")
+        }
+        return uid
     }
 
     /// A `[history]` line: `PATTERN = MESSAGES BYTES`, or `PATTERN = off`.
@@ -405,6 +429,7 @@ extension DaemonSettings {
             ("max-connections-per-user", "\(broker.maxConnectionsPerUser)"),
             ("history-messages", "\(broker.history.messages)"),
             ("history-bytes", "\(broker.history.bytes)"),
+            ("fleet-user", broker.fleetUID.map { "\($0)" } ?? "none"),
         ]
         var text = lines.map { "\($0.0) = \($0.1)" }.joined(separator: "\n")
         if !broker.accessPolicy.rules.isEmpty {

@@ -32,7 +32,7 @@ final class GreetAndCloseServer: Sendable {
                 return
             }
             accepted.withLock { $0.append(.now) }
-            let hello = Array("HELLO notifyd 4 max_payload=1048576 max_topic=255 max_line=1024\n".utf8)
+            let hello = Array("HELLO notifyd 5 max_payload=1048576 max_topic=255 max_line=1024\n".utf8)
             _ = hello.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
             // The first request line, answered with its id.
             var line: [UInt8] = []

@@ -148,7 +148,7 @@ extension ServerFrame {
             return error.requestID
         case .missed(let id, _):
             return id
-        case .hello, .delivery, .dropped:
+        case .hello, .delivery, .dropped, .export:
             return nil
         }
     }

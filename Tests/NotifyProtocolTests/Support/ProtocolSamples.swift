@@ -52,7 +52,9 @@ enum ProtocolSamples {
 
     static func request(_ random: inout SeededRandom) -> Request {
         let command: Command
-        switch Int.random(in: 0..<10, using: &random) {
+        switch Int.random(in: 0..<11, using: &random) {
+        case 10:
+            command = fleetRequest(&random)
         case 0, 1, 2:
             let options = PublishOptions(retain: Bool.random(using: &random), acknowledge: Bool.random(using: &random))
             command = .publish(topic(&random), payload: payload(&random), options)
@@ -78,6 +80,27 @@ enum ProtocolSamples {
         return Request(id: requestID(&random), command)
     }
 
+    /// One of the fleet service's requests (protocol 5).
+    static func fleetRequest(_ random: inout SeededRandom) -> Command {
+        switch Int.random(in: 0..<4, using: &random) {
+        case 0:
+            return .follow((0..<Int.random(in: 1...4, using: &random)).map { _ in pattern(&random) })
+        case 1:
+            return .announceMissed(UInt64.random(in: 0...UInt64.max, using: &random))
+        case 2:
+            let counters = (0..<Int.random(in: 0...20, using: &random)).map { index in
+                ServerStats.Counter(name: "nats_counter_\(index)", value: UInt64.random(in: 0...UInt64.max, using: &random))
+            }
+            return .fleetStats(ServerStats(counters: counters))
+        default:
+            var message = delivery(&random)
+            message.publisher.host = ["web-01.example", "nats", "a"].randomElement(using: &random)!
+            let kind = [FleetMessageKind.retained, .notRetained, .clear].randomElement(using: &random)!
+            if kind == .clear { message.payload = ByteBuffer() }
+            return .importMessage(FleetImport(delivery: message, kind: kind, replayed: kind != .notRetained && Bool.random(using: &random)))
+        }
+    }
+
     static func delivery(_ random: inout SeededRandom) -> Delivery {
         Delivery(
             topic: topic(&random),
@@ -94,7 +117,13 @@ enum ProtocolSamples {
     }
 
     static func serverFrame(_ random: inout SeededRandom) -> ServerFrame {
-        switch Int.random(in: 0..<11, using: &random) {
+        switch Int.random(in: 0..<12, using: &random) {
+        case 11:
+            var exported = delivery(&random)
+            exported.publisher.host = nil
+            let kind = [FleetMessageKind.retained, .notRetained, .clear].randomElement(using: &random)!
+            if kind == .clear { exported.payload = ByteBuffer() }
+            return .export(FleetExport(delivery: exported, kind: kind))
         case 10:
             let first = UInt64.random(in: 1...UInt64.max / 2, using: &random)
             let last = first + UInt64.random(in: 0...1_000_000, using: &random)

@@ -1,5 +1,5 @@
 package import NotifyProtocol
-package import NotifyBroker
+
 
 /// The topics that cross between this host and the others in one direction: those the `export` (or `import`)
 /// patterns name, never `$…` (the daemon's own) nor `user.<uid>…` (a uid means nothing on another machine), whatever
