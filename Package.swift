@@ -19,6 +19,7 @@ let package = Package(
         .executable(name: "notifyd", targets: ["notifyd"]),
         .executable(name: "notify", targets: ["notify-cli"]),
         .executable(name: "notifyd-http", targets: ["notifyd-http"]),
+        .executable(name: "notifyd-fleet", targets: ["notifyd-fleet"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -98,7 +99,7 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // The part of the NATS client protocol the daemon's bridge needs (issue 17), apart, so it can be tested
+        // The part of the NATS client protocol the fleet service needs (issue 17), apart, so it can be tested
         // alone and replaced by a library one day.
         .target(
             name: "NATSClient",
@@ -111,17 +112,42 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // What crosses to other hosts and back, without I/O: the provenance headers, the export outbox, what is
-        // taken in. Apart from the daemon so that the fuzzer and the tests reach it as the daemon does.
+        // The configuration file's format (`key = value`, `[section]`), which the daemon and the fleet service read.
         .target(
-            name: "NotifyFederation",
+            name: "ConfigurationFiles",
+            dependencies: [.product(name: "Configuration", package: "swift-configuration")],
+            swiftSettings: strictSettings
+        ),
+        // The fleet (issue 47): other hosts through NATS, as a client of the daemon (protocol 5). Everything that
+        // crosses the network is here, so the daemon links no NATS or TLS code and stays off the network.
+        .target(
+            name: "NotifyFleet",
             dependencies: [
                 "NotifyProtocol",
-                "NotifyBroker",
                 "NATSClient",
+                "ConfigurationFiles",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "notifyd-fleet",
+            dependencies: [
+                "NotifyFleet",
+                "NotifyProtocol",
+                "NotifyBus",
+                "ConfigurationFiles",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Sources/notifyd-fleet",
             swiftSettings: strictSettings
         ),
         .systemLibrary(
@@ -135,8 +161,7 @@ let package = Package(
             dependencies: [
                 "NotifyBroker",
                 "NotifyBus",
-                "NATSClient",
-                "NotifyFederation",
+                "ConfigurationFiles",
                 "CSystemd",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -239,7 +264,7 @@ let package = Package(
             dependencies: [
                 "NotifyBroker",
                 "NotifyBus",
-                "NotifyFederation",
+                "NotifyFleet",
                 "NATSClient",
                 "FuzzSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -339,12 +364,22 @@ let package = Package(
                 "NotifyBroker",
                 "notifyd",
                 "NotifyBus",
-                "NATSClient",
-                "NotifyFederation",
-                "NATSTestSupport",
+                "ConfigurationFiles",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The fleet service's logic without a daemon: its settings, what crosses, the outbox, the link's frames.
+        .testTarget(
+            name: "NotifyFleetTests",
+            dependencies: [
+                "NotifyFleet",
+                "NotifyProtocol",
+                "NATSClient",
+                "NATSTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
         ),

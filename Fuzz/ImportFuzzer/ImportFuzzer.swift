@@ -3,7 +3,7 @@ import NATSClient
 import NIOCore
 import NotifyBus
 import NotifyBroker
-import NotifyFederation
+import NotifyFleet
 
 #if canImport(Glibc)
 import Glibc
@@ -15,7 +15,8 @@ import Darwin
 
 /// A libFuzzer target for what any client of the NATS server can send a daemon: messages under the bridge's subjects
 /// with headers and payloads of its choosing. Each input is a run of such messages, read off the wire by the NATS
-/// decoder and taken in by ``ImportPath`` as the bridge does, with what a user does next in between (a resume by
+/// decoder, made into `IMPORT` requests by the fleet service's ``ImportForwarder``, written and read back as the
+/// daemon reads them from the fleet's connection and carried out, with what a user does next in between (a resume by
 /// number and by time, `HISTORY`, `LATEST`, a local publish); then the state log is written, read back and restored
 /// into a new broker, which is resumed again.
 ///
@@ -34,10 +35,11 @@ enum ImportFuzzer {
         )
         configuration.maxRetainedTopicsPerUser = 4
         configuration.history = HistoryLimits(messages: 4, bytes: 4096)
+        configuration.fleetUID = fleetPeer.uid
         return configuration
     }()
     static let topics = ["f.a", "f.b", "f.c", "f.d.e", "g", "user.1000.x", "h.i", "f.a.b"]
-    static let nobody = PeerCredentials(pid: 1, uid: ImportedMessage.importerUID, gid: ImportedMessage.importerUID)
+    static let fleetPeer = PeerCredentials(pid: 1, uid: 998, gid: 998)
     static let local = PeerCredentials(pid: 2, uid: 1000, gid: 1000)
     /// The state directory, made once per process and emptied before each input.
     static let directory: String = {
@@ -52,17 +54,22 @@ enum ImportFuzzer {
         let clock = Clock()
         do {
             let broker = try start(clock: clock, requireIntact: true)
-            let importer = broker.openImporter(peer: nobody)
+            let fleet = broker.open(peer: fleetPeer, transport: DecodingTransport())
+            let requests = NIOSingleStepByteToMessageProcessor(RequestDecoder(limits: configuration.protocolLimits))
             let reader = broker.open(peer: local, transport: DecodingTransport())
             let publisher = broker.open(peer: local, transport: DecodingTransport())
-            var path = ImportPath(hostName: "self")
+            var forwarder = ImportForwarder(hostName: "self")
             let records = input.split(separator: 0xFF, maxSplits: 64, omittingEmptySubsequences: true)
             for record in records {
                 let choices = record.first!
                 let topicName = topics[Int(choices & 7)]
                 let topic = try! Topic(topicName)
                 if let message = message(to: topicName, UnsafeRawBufferPointer(rebasing: record.dropFirst())) {
-                    _ = path.take(message, topic: topic, replayed: choices & 0x08 != 0, into: broker, through: importer, now: clock.now)
+                    if case .forward(let imported) = forwarder.request(for: message, topic: topic, replayed: choices & 0x08 != 0) {
+                        var wire = ByteBuffer()
+                        wire.writeRequest(Request(.importMessage(imported)))
+                        try? requests.process(buffer: wire) { broker.handle($0, from: fleet) }
+                    }
                 }
                 if choices & 0x10 != 0 {
                     handle(.subscribe(try! TopicPattern(topicName), SubscribeOptions(since: .sequence(0))), from: reader, broker)
@@ -83,7 +90,7 @@ enum ImportFuzzer {
             try broker.saveState()
             broker.close(reader)
             broker.close(publisher)
-            broker.close(importer)
+            broker.close(fleet)
             broker.flush()
         } catch {
             preconditionFailure("the state log could not be written: \(error)")

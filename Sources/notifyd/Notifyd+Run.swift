@@ -53,17 +53,7 @@ extension Notifyd {
             maxUnreadBytesTotal: maxUnreadBytesTotal,
             historyMessages: historyMessages,
             historyBytes: historyBytes,
-            fleetUser: fleetUser,
-            natsServers: natsServers,
-            natsExports: natsExports,
-            natsImports: natsImports,
-            natsPrefix: natsPrefix,
-            hostName: hostName,
-            natsOutboxBytes: natsOutboxBytes,
-            natsStreamReplicas: natsStreamReplicas,
-            natsSecurity: BridgeSecurity.Options(tlsCA: natsTlsCA, tlsCert: natsTlsCert, tlsKey: natsTlsKey, user: natsUser, passwordFile: natsPasswordFile, tokenFile: natsTokenFile, nkeyFile: natsNkeyFile, credentials: natsCredentials),
-            natsCatchUp: natsCatchUp,
-            natsCatchUpBytes: natsCatchUpBytes
+            fleetUser: fleetUser
         )
         let configurationFile = checkedFile ?? config
         if checkConfig {
@@ -129,6 +119,6 @@ extension Notifyd {
 }
 
 /// Writes `line` and a line break to stderr at once, for the modes that end before logging is set up.
-private func writeToStandardError(_ line: String) {
+func writeToStandardError(_ line: String) {
     _ = (line + "\n").utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
 }

@@ -49,22 +49,11 @@ struct Notifyd: AsyncParsableCommand {
             journal with fields (TOPIC, PEER_UID, PEER_PID, PEER_UNIT, MESSAGE_ID, ...) when stderr is connected to \
             it, else to stderr as lines.
 
-            SEVERAL HOSTS: with --nats URL (repeatable: the servers of one NATS cluster), or servers = under \
-            [nats] in the file, the daemon shares topics with the daemons of other hosts through NATS: local \
-            publishes matching --nats-export, of topics user nobody may read here, go to the subject <prefix>.<topic> \
-            with their provenance (every client of the NATS server reads them), and messages \
-            of other hosts matching --nats-import are published here (as user nobody, for access rules and \
-            limits), their deliveries naming the origin host (--host-name). $… and user.… topics never cross; \
-            nothing is sent back or taken in twice. Retained messages are also kept in a JetStream stream, so a \
-            host that starts later answers `notify latest` with \
-            the fleet's latest; every export is kept for --nats-catch-up (1h by default) in another, which each host \
-            reads through a durable consumer of its own, so a host that was away takes in what it missed, in order, \
-            and is told (a DROP) of what was older than the stream keeps. A CLEAR crosses too. While NATS is unreachable, local traffic goes on and exports wait in a bounded \
-            outbox (--nats-outbox-bytes); what does not fit is counted (notify stats) and logged. The [nats] keys: \
-            servers, export, import, prefix, host-name, outbox-bytes, stream-replicas, catch-up, catch-up-bytes, and for TLS and logins tls-ca, \
-            tls-cert, tls-key, user, password-file, token-file, nkey-file, credentials (secrets from files readable by \
-            their owner only; a tls:// server, or one that requires it, is reached over TLS only); SIGHUP applies them. \
-            See docs/federation.md (installed under /usr/share/doc/notifyd).
+            SEVERAL HOSTS: the fleet service, notifyd-fleet, a client of this daemon, shares topics with other \
+            hosts through NATS (its own unit, user and network). Only --fleet-user (fleet-user in the file; by \
+            default the system user notifyd-fleet, if there is one) may follow this host's publishes out and publish \
+            other hosts' messages here; the daemon checks every claim of theirs, and `notify stats` shows the fleet's \
+            counters. The [nats] section of this file is the fleet service's. See docs/federation.md.
 
             SIGTERM or SIGINT stops the daemon gracefully: it stops accepting, sends every connection what it is \
             owed (at most 5 seconds each), saves its state, and removes the socket it created.
@@ -250,123 +239,6 @@ struct Notifyd: AsyncParsableCommand {
         )
     )
     var fleetUser: String?
-
-    @Option(
-        name: .customLong("nats"),
-        help: ArgumentHelp(
-            "A NATS server to share topics with other hosts' daemons through (nats://HOST:PORT); repeat it for the servers of one cluster, tried in turn.",
-            valueName: "url"
-        )
-    )
-    var natsServers: [String] = []
-
-    @Option(
-        name: .customLong("nats-export"),
-        help: ArgumentHelp(
-            "With --nats: local topics sent to other hosts, of those user nobody may read here (repeatable; default: every topic but $… and user.…).",
-            valueName: "pattern"
-        )
-    )
-    var natsExports: [String] = []
-
-    @Option(
-        name: .customLong("nats-import"),
-        help: ArgumentHelp("With --nats: other hosts' topics taken in (repeatable; default: every topic but $… and user.…).", valueName: "pattern")
-    )
-    var natsImports: [String] = []
-
-    @Option(
-        name: .customLong("nats-prefix"),
-        help: ArgumentHelp("With --nats: the first tokens of the NATS subjects used, <prefix>.<topic> (default: notifyd).", valueName: "prefix")
-    )
-    var natsPrefix: String?
-
-    @Option(
-        name: .customLong("nats-outbox-bytes"),
-        help: ArgumentHelp(
-            "With --nats: the most bytes of messages waiting for NATS while it is unreachable, each uid an equal part; past it they are not sent, and counted (default: 16777216).",
-            valueName: "bytes"
-        )
-    )
-    var natsOutboxBytes: Int?
-
-    @Option(
-        name: .customLong("nats-stream-replicas"),
-        help: ArgumentHelp(
-            "With --nats: copies a NATS cluster keeps of the stream of latest messages, when this daemon makes it, 1 to 5 (default: 1; in a cluster, 3 survives the loss of a server).",
-            valueName: "count"
-        )
-    )
-    var natsStreamReplicas: Int?
-
-    @Option(
-        name: .customLong("nats-catch-up"),
-        help: ArgumentHelp(
-            "With --nats: how long a JetStream stream keeps every export for a host that is away, which takes in what it missed when it comes back (90s, 30m, 1h, 7d; 0 turns it off; default: 1h).",
-            valueName: "duration"
-        )
-    )
-    var natsCatchUp: String?
-
-    @Option(
-        name: .customLong("nats-catch-up-bytes"),
-        help: ArgumentHelp("With --nats: the most bytes that stream keeps; the oldest go first (default: 268435456).", valueName: "bytes")
-    )
-    var natsCatchUpBytes: Int?
-
-    @Option(
-        name: .customLong("nats-tls-ca"),
-        help: ArgumentHelp("With --nats: PEM file of the certificate authorities to trust for the NATS servers' certificates (default: the system's).", valueName: "file")
-    )
-    var natsTlsCA: String?
-
-    @Option(
-        name: .customLong("nats-tls-cert"),
-        help: ArgumentHelp("With --nats: PEM file of this daemon's client certificate, for a NATS server that verifies its clients (with --nats-tls-key).", valueName: "file")
-    )
-    var natsTlsCert: String?
-
-    @Option(
-        name: .customLong("nats-tls-key"),
-        help: ArgumentHelp("With --nats: PEM file of the key of --nats-tls-cert; readable by its owner only.", valueName: "file")
-    )
-    var natsTlsKey: String?
-
-    @Option(
-        name: .customLong("nats-user"),
-        help: ArgumentHelp("With --nats: the NATS user to log in as (its password from --nats-password-file).", valueName: "name")
-    )
-    var natsUser: String?
-
-    @Option(
-        name: .customLong("nats-password-file"),
-        help: ArgumentHelp("With --nats: file holding the NATS user's password; readable by its owner only.", valueName: "file")
-    )
-    var natsPasswordFile: String?
-
-    @Option(
-        name: .customLong("nats-token-file"),
-        help: ArgumentHelp("With --nats: file holding a NATS token to log in with; readable by its owner only.", valueName: "file")
-    )
-    var natsTokenFile: String?
-
-    @Option(
-        name: .customLong("nats-nkey-file"),
-        help: ArgumentHelp("With --nats: file holding an NKey seed (SU…) to log in with; readable by its owner only.", valueName: "file")
-    )
-    var natsNkeyFile: String?
-
-    @Option(
-        name: .customLong("nats-credentials"),
-        help: ArgumentHelp("With --nats: a .creds file (user JWT and NKey seed, as nsc writes it) to log in with; readable by its owner only.", valueName: "file")
-    )
-    var natsCredentials: String?
-
-    @Option(
-        name: .customLong("host-name"),
-        help: ArgumentHelp("With --nats: this host's name in other hosts' deliveries (default: the hostname).", valueName: "name")
-    )
-    var hostName: String?
 
     func validate() throws {
         if reload && checkConfig {

@@ -28,7 +28,7 @@ struct SeveralHostsTests {
         for name in ["alpha", "beta", "gamma"] {
             let namespace = try network.addHost(name)
             let daemon = try await TestDaemon.start(arguments: ["--host-name", name] + servers + options, namespace: namespace)
-            try await daemon.child.standardError.wait("\(name) to join NATS") { $0.contains("read the latest messages of other hosts") }
+            try await daemon.fleetLog.wait("\(name) to join NATS") { $0.contains("read the latest messages of other hosts") }
             daemons[name] = daemon
         }
         let alpha = daemons["alpha"]!, beta = daemons["beta"]!, gamma = daemons["gamma"]!

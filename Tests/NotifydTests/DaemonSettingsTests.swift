@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NotifyBus
 import NotifyBroker
+import ConfigurationFiles
 import Testing
 
 @testable import notifyd

@@ -66,39 +66,11 @@ public struct ImportedMessage: Sendable {
         self.sequence = sequence
     }
 
-    /// Whether `name` can name a host in a delivery: 1 to 64 bytes of ASCII letters, digits, `.`, `-` and `_`
-    /// (what hostnames are made of; never a `/` or a space, which frame the field it is written in).
-    public static func isValidHostName(_ name: String) -> Bool {
-        let bytes = name.utf8
-        guard (1...64).contains(bytes.count) else { return false }
-        return bytes.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: "_"):
-                true
-            default:
-                false
-            }
-        }
-    }
+    /// Whether `name` can name a host in a delivery (``FleetImport/isValidHostName(_:)``).
+    public static func isValidHostName(_ name: String) -> Bool { FleetImport.isValidHostName(name) }
 
-    /// Whether `name` can be a publisher's unit in another host's message: a systemd unit name, 1 to 255 bytes of
-    /// ASCII letters, digits and `:`, `-`, `_`, `.`, `\`, `@` (systemd's own rule). Anything else is taken in as no
-    /// unit: a peer's claim must not make a delivery's line longer than a client reads, or a state-log record
-    /// larger than the daemon wrote.
-    public static func isValidUnitName(_ name: String) -> Bool {
-        let bytes = name.utf8
-        guard (1...255).contains(bytes.count), name != "-" else { return false }
-        return bytes.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: ":"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "\\"), UInt8(ascii: "@"):
-                true
-            default:
-                false
-            }
-        }
-    }
+    /// Whether `name` can be a publisher's unit in another host's message (``FleetImport/isValidUnitName(_:)``).
+    public static func isValidUnitName(_ name: String) -> Bool { FleetImport.isValidUnitName(name) }
 
     /// The largest sequence number an imported message may give its topic here: half the state log's largest
     /// (``StateLog/largestSequence``), so that local publishes can number on from any imported number for longer

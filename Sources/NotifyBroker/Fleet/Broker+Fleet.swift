@@ -23,8 +23,10 @@ extension Broker {
             announceMissedImports(count: count)
             replyOK(request.id, to: session)
         case .fleetStats(let stats):
-            // The daemon's own names win: a report cannot hide or fake one of them in `STATS`.
+            // The daemon's own names win: a report cannot hide or fake one of them in `STATS`. The imports the
+            // fleet service refused before sending them are added to those refused here.
             let own = Set(fleetCounters.map(\.name)).union(statistics.counters(now: clock()).counters.map(\.name))
+            fleet.refusedByFleet = stats["nats_import_refused"] ?? 0
             fleet.reported = stats.counters.filter { !own.contains($0.name) }
             replyOK(request.id, to: session)
         default:
@@ -103,21 +105,7 @@ extension Broker {
         to follower: Session
     ) {
         guard exportIsSelected(topic) else { return }
-        var lineStart = 0
-        let frame = batch.append { buffer in
-            buffer.writeMessageFrame(
-                .export(retain ? .retained : .notRetained),
-                requestID: nil,
-                topic: topic.name,
-                sequence: sequence,
-                time: time,
-                uid: session.publisher.uid,
-                pid: session.publisher.pid,
-                unitField: session.unitField,
-                payload: payload,
-                lineStart: &lineStart
-            )
-        }
+        let frame = batch.append { Self.writeExport(retain ? .retained : .notRetained, topic, sequence, time, payload, by: session, into: &$0) }
         deliver(frame, of: state, sequence: sequence, payloadSize: payload.count, to: follower, overflow: .dropOldest, isExport: true)
     }
 
@@ -126,9 +114,23 @@ extension Broker {
     func exportClearToFleet(_ topic: Topic, sequence: UInt64, time: PublishTime, by session: Session, to follower: Session) {
         guard exportIsSelected(topic) else { return }
         var frame = allocator.buffer(capacity: ByteBuffer.maximumMessageFrameSize(topic: topic.name, unit: session.unitField, payloadSize: 0))
+        Self.writeExport(.clear, topic, sequence, time, UnsafeRawBufferPointer(start: nil, count: 0), by: session, into: &frame)
+        queue(frame, to: follower)
+    }
+
+    /// Writes the `EXP` frame of a publish or clear of `session`'s.
+    private static func writeExport(
+        _ kind: FleetMessageKind,
+        _ topic: Topic,
+        _ sequence: UInt64,
+        _ time: PublishTime,
+        _ payload: UnsafeRawBufferPointer,
+        by session: Session,
+        into buffer: inout ByteBuffer
+    ) {
         var lineStart = 0
-        frame.writeMessageFrame(
-            .export(.clear),
+        buffer.writeMessageFrame(
+            .export(kind),
             requestID: nil,
             topic: topic.name,
             sequence: sequence,
@@ -136,10 +138,9 @@ extension Broker {
             uid: session.publisher.uid,
             pid: session.publisher.pid,
             unitField: session.unitField,
-            payload: UnsafeRawBufferPointer(start: nil, count: 0),
+            payload: payload,
             lineStart: &lineStart
         )
-        queue(frame, to: follower)
     }
 
     /// Whether a publish of `topic` goes to other hosts: one of the followed patterns, and readable by nobody here.
@@ -155,7 +156,11 @@ extension Broker {
 
     /// The follower is gone: nothing more is exported until the fleet service follows again.
     func fleetSessionClosed(_ session: Session) {
-        if fleet.follower === session { fleet.follower = nil }
+        guard fleet.follower === session else { return }
+        fleet.follower = nil
+        // Its counters went with it: `STATS` must not show a fleet that is gone as connected.
+        fleet.reported = []
+        fleet.refusedByFleet = 0
     }
 
     /// The fleet's counters for `STATS`: whether the fleet service follows now, what this daemon took in and
@@ -166,7 +171,7 @@ extension Broker {
             .init(name: "fleet_linked", value: fleet.follower == nil ? 0 : 1),
             .init(name: "nats_imported", value: fleet.imported),
             .init(name: "nats_clears_imported", value: fleet.clearsImported),
-            .init(name: "nats_import_refused", value: fleet.importRefused),
+            .init(name: "nats_import_refused", value: fleet.importRefused.saturatingAdd(fleet.refusedByFleet)),
             .init(name: "nats_import_repeats", value: fleet.filter.repeats),
             .init(name: "nats_not_exported", value: fleet.notExported),
         ]

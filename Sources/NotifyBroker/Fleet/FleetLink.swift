@@ -20,6 +20,9 @@ final class FleetLink {
     var clearsImported: UInt64 = 0
     /// Imports refused by a check or a rule (each answered `ERR`).
     var importRefused: UInt64 = 0
+    /// Messages the fleet service refused before sending them (over this daemon's limits, a host that is no host
+    /// name), as it last reported.
+    var refusedByFleet: UInt64 = 0
     /// This host's publishes of exported topics that nobody may read here: never sent.
     var notExported: UInt64 = 0
     /// The fleet service's own counters, as it last reported them (`FLEETSTATS`).

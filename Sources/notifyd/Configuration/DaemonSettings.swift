@@ -1,4 +1,5 @@
 import Configuration
+import ConfigurationFiles
 import Logging
 import NotifyBus
 import NotifyBroker
@@ -24,8 +25,6 @@ struct DaemonSettings: Sendable, Equatable {
     var logLevel: Logger.Level
     var syncPolicy: StateLog.SyncPolicy
     var broker: BrokerConfiguration
-    /// The link to a NATS cluster, when servers are named (`--nats`, `[nats] servers`).
-    var bridge: BridgeSettings?
 
     /// The values given on the command line, which win over the file.
     struct Overrides: Sendable {
@@ -52,29 +51,11 @@ struct DaemonSettings: Sendable, Equatable {
         var historyMessages: Int?
         var historyBytes: Int?
         var fleetUser: String?
-        var natsServers: [String] = []
-        var natsExports: [String] = []
-        var natsImports: [String] = []
-        var natsPrefix: String?
-        var hostName: String?
-        var natsOutboxBytes: Int?
-        var natsStreamReplicas: Int?
-        var natsSecurity = BridgeSecurity.Options()
-        var natsCatchUp: String?
-        var natsCatchUpBytes: Int?
     }
 
-    /// The configuration file used: `explicit`, else `notifyd.conf` in systemd's `$CONFIGURATION_DIRECTORY`
-    /// (`ConfigurationDirectory=`), else the default for the user.
+    /// The configuration file used (``ConfigurationFile/path(explicit:)``).
     static func configurationPath(explicit: String?) -> (path: String, isExplicit: Bool) {
-        if let explicit { return (explicit, true) }
-        if let fromSystemd = SocketPath.processEnvironment("CONFIGURATION_DIRECTORY"), !fromSystemd.isEmpty {
-            return (String(fromSystemd.split(separator: ":").first ?? Substring(fromSystemd)) + "/notifyd.conf", false)
-        }
-        if getuid() == 0 { return ("/etc/notifyd/notifyd.conf", false) }
-        let home = SocketPath.processEnvironment("HOME") ?? "/"
-        let base = SocketPath.processEnvironment("XDG_CONFIG_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.config"
-        return (base + "/notifyd/notifyd.conf", false)
+        ConfigurationFile.path(explicit: explicit)
     }
 
     /// Reads the settings.
@@ -118,29 +99,12 @@ struct DaemonSettings: Sendable, Equatable {
                     path: path,
                     line: unknown.line,
                     problem: "unknown setting \"\(unknown.key)\"; the settings are \(names), access rules under [rules]"
-                        + ", history limits by pattern under [history] and the NATS bridge under [nats]"
+                        + ", history limits by pattern under [history] and the fleet service's under [nats] (notifyd-fleet reads them)"
                 )
             }
             providers.append(file)
         }
-        var settings = try DaemonSettings(reader: ConfigReader(providers: providers), file: file, path: path)
-        var section: [String: (text: String, line: Int)] = [:]
-        for (name, entry) in file?.entries(in: "nats") ?? [] { section[name] = (entry.text, entry.line) }
-        settings.bridge = try BridgeSettings.resolve(
-            servers: overrides.natsServers,
-            exports: overrides.natsExports,
-            imports: overrides.natsImports,
-            prefix: overrides.natsPrefix,
-            hostName: overrides.hostName,
-            outboxBytes: overrides.natsOutboxBytes,
-            streamReplicas: overrides.natsStreamReplicas,
-            security: overrides.natsSecurity,
-            catchUp: overrides.natsCatchUp,
-            catchUpBytes: overrides.natsCatchUpBytes,
-            section: section,
-            path: path
-        )
-        return settings
+        return try DaemonSettings(reader: ConfigReader(providers: providers), file: file, path: path)
     }
 
     /// The settings a configuration file may hold.
@@ -375,30 +339,11 @@ struct DaemonSettings: Sendable, Equatable {
         var result = self
         result.logLevel = newer.logLevel
         result.broker = newer.broker
-        result.bridge = newer.bridge
         var ignored: [String] = []
         if newer.socketPath != socketPath { ignored.append("socket") }
         if newer.stateDirectory != stateDirectory { ignored.append("state-dir") }
         if newer.syncPolicy != syncPolicy { ignored.append("sync") }
         return (result, ignored)
-    }
-}
-
-/// A configuration file that cannot be used, and why (with the line, when one is to blame).
-struct ConfigurationError: Error, CustomStringConvertible {
-    let path: String
-    var line: Int?
-    let problem: String
-
-    init(path: String, line: Int? = nil, problem: String) {
-        self.path = path
-        self.line = line
-        self.problem = problem
-    }
-
-    var description: String {
-        if let line { return "configuration \(path), line \(line): \(problem)" }
-        return "configuration \(path): \(problem)"
     }
 }
 
@@ -442,7 +387,6 @@ extension DaemonSettings {
                 text += "\n\(rule.pattern) = " + (rule.limits.isOff ? "off" : "\(rule.limits.messages) \(rule.limits.bytes)")
             }
         }
-        if let bridge { text += "\n" + bridge.summary }
         return text
     }
 }

@@ -21,16 +21,6 @@ enum DaemonEvent: String, Hashable, CaseIterable {
     /// The daemon could not start: its configuration, socket or state directory cannot be used.
     case startFailed = "9b7ed27843ec43718181d1f5a9c2ac89"
     case openFilesLimited = "b85d8dfdf510426aa05b75006411127a"
-    /// The NATS bridge connected to a server.
-    case natsConnected = "ceec87cbef214a7983a054b94d916a5d"
-    /// The NATS bridge lost its server, or could not reach any.
-    case natsDisconnected = "41c89a78e9dc4fa081aa82508b17ad31"
-    /// Messages for NATS did not fit in the bridge's outbox and were not sent.
-    case natsOutboxOverflow = "450ea7c2b1b4454388d75cf6d44f7b87"
-    /// A NATS server refused the bridge's login (its credentials); local traffic goes on.
-    case natsAuthFailed = "c4ebb8827d2c4515a973ad8fe7aed1d3"
-    /// A message from NATS could not be taken in, or the server refused the bridge's stream.
-    case natsProblem = "2f9a50d0079d4d76b6fa793f7d10d73c"
 
     /// The metadata key the journal handler turns into `MESSAGE_ID`.
     static let metadataKey = "message_id"

@@ -40,7 +40,6 @@ struct NotifyServer: Service {
         let state = try await loadState()
         let listener = try await listen(state: state, inherited: inherited)
         socketFile?.setMode(systemWide: getuid() == 0)
-        try await applyBridge(settings.bridge, state: state)
         let status = try await eventLoop.submit { StatusReporter(state: state) }.get()
         let served = listener.localAddress?.pathname ?? settings.socketPath
         var metadata: Logger.Metadata = ["socket": "\(served)", "state_dir": "\(settings.stateDirectory)"]
@@ -75,12 +74,6 @@ struct NotifyServer: Service {
         for timer in timers { timer.cancel() }
 
         logger.log(.stopping, .notice, "stopping: sending connections what they are owed")
-        let unsent = try await eventLoop.flatSubmit {
-            state.value.bridge?.stop(grace: .seconds(2)) ?? eventLoop.makeSucceededFuture(0)
-        }.get()
-        if unsent > 0 {
-            logger.log(.natsOutboxOverflow, .error, "\(unsent) messages for other hosts were not confirmed by NATS before stopping")
-        }
         let closed = try await eventLoop.submit {
             state.value.broker.shutdown()
             return state.value.connections.closeFutures
@@ -183,34 +176,6 @@ struct NotifyServer: Service {
         return timers
     }
 
-    /// Starts, changes or stops the link to NATS as `bridge` says.
-    private func applyBridge(_ bridge: BridgeSettings?, state: NIOLoopBound<ServerState>) async throws {
-        let logger = self.logger
-        let eventLoop = self.eventLoop
-        try await eventLoop.flatSubmit {
-            let server = state.value
-            switch (server.bridge, bridge) {
-            case (nil, nil):
-                return eventLoop.makeSucceededVoidFuture()
-            case (nil, let settings?):
-                // Other hosts' messages are published here as user nobody's: access rules and per-user limits see them
-                // apart from every local user (a remote host cannot write this one's root-only system.… topics unless a
-                // rule lets nobody), and whatever they buffer counts against nobody's quota, not root's.
-                let peer = PeerCredentials(pid: getpid(), uid: ImportedMessage.importerUID, gid: ImportedMessage.importerUID)
-                let started = NATSBridge(settings: settings, broker: server.broker, peer: peer, eventLoop: eventLoop, logger: logger)
-                server.bridge = started
-                started.start()
-                return eventLoop.makeSucceededVoidFuture()
-            case (let running?, let settings?):
-                if running.settings != settings { running.reconfigure(settings) }
-                return eventLoop.makeSucceededVoidFuture()
-            case (let running?, nil):
-                server.bridge = nil
-                return running.stop(grace: .seconds(2)).map { _ in }
-            }
-        }.get()
-    }
-
     /// Reloads the configuration on every SIGHUP of `hangups`; a file that cannot be used leaves the running
     /// configuration in force.
     private func reloadOnHangup(
@@ -226,7 +191,6 @@ struct NotifyServer: Service {
                 let (applied, ignored) = current.reloadable(from: try await reloadSettings())
                 levelSetting.current = applied.logLevel
                 try await eventLoop.submit { state.value.broker.reconfigure(applied.broker) }.get()
-                try await applyBridge(applied.bridge, state: state)
                 current = applied
                 var metadata: Logger.Metadata = ["log_level": "\(applied.logLevel)"]
                 if !ignored.isEmpty { metadata["needs_restart"] = "\(ignored.joined(separator: ","))" }
@@ -250,8 +214,6 @@ extension NotifyServer: CustomStringConvertible {
 final class ServerState {
     let broker: Broker
     let connections = OpenConnections()
-    /// The link to NATS, when the configuration names servers.
-    var bridge: NATSBridge?
     /// Gives freed memory back to the system once the daemon is idle.
     var trimmer = MemoryTrimmer()
     private var limiter = EventRateLimiter()
@@ -336,7 +298,6 @@ final class StatusReporter: Sendable {
         box.time = now
         let status = "\(statistics.connections) connections, \(statistics.topics) topics (\(statistics.retainedTopics) buffered), "
             + "\(statistics.subscriptions) subscriptions, \(Self.rate(rateIn)) msg/s in, \(Self.rate(rateOut)) msg/s out"
-            + (state.value.bridge.map { "; " + $0.statusText } ?? "")
         guard let problem = state.value.broker.stateProblem else { return status }
         return status + "; STATE LOG FAILING, retained publishes refused: \(problem)"
     }

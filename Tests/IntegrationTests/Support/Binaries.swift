@@ -18,6 +18,7 @@ enum Binaries {
     static var notifyd: String { directory + "/notifyd" }
     static var notify: String { directory + "/notify" }
     static var notifydHTTP: String { directory + "/notifyd-http" }
+    static var notifydFleet: String { directory + "/notifyd-fleet" }
 
     static func checkBuilt() throws {
         for binary in [notifyd, notify] where !FileManager.default.isExecutableFile(atPath: binary) {

@@ -133,6 +133,25 @@ struct FleetLinkTests {
         #expect(stats["nats_import_repeats"] == 1 && stats["nats_clears_imported"] == 1)
     }
 
+    @Test("after a restart, a message the broker holds from before (its origin and number) is a repeat; the next one, or another host's, is taken in")
+    func repeatAfterRestart() throws {
+        let harness = Self.harness()
+        let fleet = harness.connect(uid: Self.fleetUID)
+        let then = harness.now - 10_000_000
+        for sequence in 1...5 {
+            fleet.send("IMPORT retain fed.status \(sequence) \(then) 0 1 alpha/- 2\nm\(sequence)\n")
+        }
+        // What a restarted daemon knows of what it took in: only what its topics hold (its filter starts empty).
+        harness.broker.fleet.filter = ImportFilter()
+        fleet.send("IMPORT retain fed.status 5 \(then) 0 1 alpha/- 2\nm5\nIMPORT retain fed.status 6 \(then + 1) 0 1 alpha/- 2\nm6\n")
+        fleet.send("IMPORT retain fed.status 2 \(then + 2) 0 1 gamma/- 2\ng2\nSTATS\n")
+        guard case .stats(_, let stats)? = try fleet.received().last else {
+            Issue.record("no STATS")
+            return
+        }
+        #expect(stats["nats_imported"] == 7 && stats["nats_import_repeats"] == 1)
+    }
+
     @Test("MISSED tells every subscriber of a drop; FLEETSTATS shows in STATS, never over the daemon's own names")
     func missedAndStats() throws {
         let harness = Self.harness()

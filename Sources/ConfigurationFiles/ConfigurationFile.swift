@@ -1,4 +1,4 @@
-import Configuration
+package import Configuration
 
 #if canImport(Glibc)
 import Glibc
@@ -15,19 +15,34 @@ import Musl
 ///
 /// Hand-written rather than YAML: the YAML library brings all of Foundation with it, which made the daemon three
 /// times larger and doubled its idle memory.
-struct ConfigurationFile: ConfigProvider {
-    struct Entry: Sendable {
-        var text: String
-        var line: Int
+package struct ConfigurationFile: ConfigProvider {
+    package struct Entry: Sendable {
+        package var text: String
+        package var line: Int
     }
 
-    let path: String
-    let entries: [String: Entry]
+    package let path: String
+    package let entries: [String: Entry]
 
-    var providerName: String { "configuration file \(path)" }
+    package var providerName: String { "configuration file \(path)" }
+
+    /// The configuration file of the daemon and its fleet service: `explicit`, else `notifyd.conf` in systemd's
+    /// `$CONFIGURATION_DIRECTORY` (`ConfigurationDirectory=`), else `/etc/notifyd/notifyd.conf` for root and
+    /// `$XDG_CONFIG_HOME/notifyd/notifyd.conf` (`~/.config/…`) for another user.
+    package static func path(explicit: String?) -> (path: String, isExplicit: Bool) {
+        if let explicit { return (explicit, true) }
+        func environment(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+        if let fromSystemd = environment("CONFIGURATION_DIRECTORY"), !fromSystemd.isEmpty {
+            return (String(fromSystemd.split(separator: ":").first ?? Substring(fromSystemd)) + "/notifyd.conf", false)
+        }
+        if getuid() == 0 { return ("/etc/notifyd/notifyd.conf", false) }
+        let home = environment("HOME") ?? "/"
+        let base = environment("XDG_CONFIG_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.config"
+        return (base + "/notifyd/notifyd.conf", false)
+    }
 
     /// Reads and parses the file; nil when it does not exist and `mustExist` is false.
-    static func read(path: String, mustExist: Bool) throws(ConfigurationError) -> ConfigurationFile? {
+    package static func read(path: String, mustExist: Bool) throws(ConfigurationError) -> ConfigurationFile? {
         guard let file = fopen(path, "r") else {
             let code = errno
             if code == ENOENT && !mustExist { return nil }
@@ -45,7 +60,7 @@ struct ConfigurationFile: ConfigProvider {
     }
 
     /// Parses the lines of a file.
-    static func parse(_ lines: [String], path: String) throws(ConfigurationError) -> ConfigurationFile {
+    package static func parse(_ lines: [String], path: String) throws(ConfigurationError) -> ConfigurationFile {
         var entries: [String: Entry] = [:]
         var section = ""
         for (index, raw) in lines.enumerated() {
@@ -81,11 +96,11 @@ struct ConfigurationFile: ConfigProvider {
     }
 
     /// The line a setting is on, for error messages.
-    func line(of key: String) -> Int? { entries[key]?.line }
+    package func line(of key: String) -> Int? { entries[key]?.line }
 
     /// The settings of a `[section]` whose keys are names the administrator chooses (such as `[rules]`), in the
     /// order of the file.
-    func entries(in section: String) -> [(name: String, entry: Entry)] {
+    package func entries(in section: String) -> [(name: String, entry: Entry)] {
         let prefix = section + "."
         return entries.filter { $0.key.hasPrefix(prefix) }
             .map { (String($0.key.dropFirst(prefix.count)), $0.value) }
@@ -93,7 +108,7 @@ struct ConfigurationFile: ConfigProvider {
     }
 
     /// Settings the file sets that are not in `known`, with their lines.
-    func unknownKeys(_ known: Set<String>, sections: Set<String> = []) -> [(key: String, line: Int)] {
+    package func unknownKeys(_ known: Set<String>, sections: Set<String> = []) -> [(key: String, line: Int)] {
         entries.filter { entry in
             !known.contains(entry.key) && !sections.contains { entry.key.hasPrefix($0 + ".") }
         }.map { ($0.key, $0.value.line) }.sorted { $0.line < $1.line }
@@ -101,7 +116,7 @@ struct ConfigurationFile: ConfigProvider {
 
     // MARK: - ConfigProvider
 
-    func value(forKey key: AbsoluteConfigKey, type: ConfigType) throws -> LookupResult {
+    package func value(forKey key: AbsoluteConfigKey, type: ConfigType) throws -> LookupResult {
         let name = key.components.joined(separator: ".")
         guard let entry = entries[name] else { return LookupResult(encodedKey: name, value: nil) }
         let content: ConfigContent
@@ -128,12 +143,12 @@ struct ConfigurationFile: ConfigProvider {
         return LookupResult(encodedKey: name, value: ConfigValue(content, isSecret: false))
     }
 
-    func fetchValue(forKey key: AbsoluteConfigKey, type: ConfigType) async throws -> LookupResult {
+    package func fetchValue(forKey key: AbsoluteConfigKey, type: ConfigType) async throws -> LookupResult {
         try value(forKey: key, type: type)
     }
 
     // The protocol's module makes async closures nonisolated(nonsending) by default; this one has to say so.
-    nonisolated(nonsending) func watchValue<Return: ~Copyable>(
+    package nonisolated(nonsending) func watchValue<Return: ~Copyable>(
         forKey key: AbsoluteConfigKey,
         type: ConfigType,
         updatesHandler: nonisolated(nonsending) (ConfigUpdatesAsyncSequence<Result<LookupResult, any Error>, Never>) async throws -> Return
@@ -142,9 +157,9 @@ struct ConfigurationFile: ConfigProvider {
         try await watchValueFromValue(forKey: key, type: type, updatesHandler: updatesHandler)
     }
 
-    func snapshot() -> any ConfigSnapshot { self }
+    package func snapshot() -> any ConfigSnapshot { self }
 
-    nonisolated(nonsending) func watchSnapshot<Return: ~Copyable>(
+    package nonisolated(nonsending) func watchSnapshot<Return: ~Copyable>(
         updatesHandler: nonisolated(nonsending) (ConfigUpdatesAsyncSequence<any ConfigSnapshot, Never>) async throws -> Return
     ) async throws -> Return {
         try await watchSnapshotFromSnapshot(updatesHandler: updatesHandler)

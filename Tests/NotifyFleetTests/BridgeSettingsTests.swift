@@ -1,25 +1,26 @@
 import Foundation
 import NATSClient
 import NIOCore
-import NotifyBus
-import NotifyBroker
+import NotifyProtocol
 import Testing
 
-@testable import notifyd
-import NotifyFederation
+@testable import NotifyFleet
 
 /// The NATS bridge's settings from the command line and `[nats]`, without a server.
 @Suite("NATS bridge settings", .timeLimit(.minutes(3)))
 struct BridgeSettingsTests {
-    typealias File = DaemonSettingsTests.File
+    typealias File = TemporaryFile
 
-    @Test("no servers, no bridge; --nats alone gives the defaults: everything both ways, prefix notifyd, the hostname")
+    @Test("no servers: an error saying what to give; --nats alone gives the defaults: everything both ways, prefix notifyd, the hostname")
     func defaults() async throws {
-        let none = try await DaemonSettings.load(overrides: DaemonSettingsTests.none, configurationFile: "/dev/null")
-        #expect(none.bridge == nil)
-        var overrides = DaemonSettingsTests.none
-        overrides.natsServers = ["nats://10.0.0.1:4222", "10.0.0.2", "[::1]:5222"]
-        let bridge = try #require(try await DaemonSettings.load(overrides: overrides, configurationFile: "/dev/null").bridge)
+        #expect {
+            _ = try FleetSettings.load(overrides: FleetSettings.Overrides(), configurationFile: "/dev/null")
+        } throws: { error in
+            "\(error)".contains("names no NATS server: give --nats nats://HOST:PORT, or servers = under [nats]")
+        }
+        var overrides = FleetSettings.Overrides()
+        overrides.servers = ["nats://10.0.0.1:4222", "10.0.0.2", "[::1]:5222"]
+        let bridge = try FleetSettings.load(overrides: overrides, configurationFile: "/dev/null").bridge
         #expect(bridge.servers.map(\.description) == ["nats://10.0.0.1:4222", "nats://10.0.0.2:4222", "nats://[::1]:5222"])
         #expect(bridge.exports.map(\.text) == [">"] && bridge.imports.map(\.text) == [">"])
         #expect(bridge.prefix == "notifyd" && bridge.hostName == BridgeSettings.systemHostName())
@@ -41,18 +42,18 @@ struct BridgeSettingsTests {
 
             """
         )
-        let settings = try await DaemonSettings.load(overrides: DaemonSettingsTests.none, configurationFile: file.path)
-        let bridge = try #require(settings.bridge)
+        let settings = try FleetSettings.load(overrides: FleetSettings.Overrides(), configurationFile: file.path)
+        let bridge = settings.bridge
         #expect(bridge.servers.map(\.description) == ["nats://a:4222", "nats://b:4223"])
         #expect(bridge.exports.map(\.text) == ["backup.>", "jobs.*"] && bridge.imports.map(\.text) == ["backup.>"])
         #expect(bridge.prefix == "fleet.notifyd" && bridge.hostName == "web-01" && bridge.outboxBytes == 1 << 20 && bridge.streamReplicas == 3)
-        #expect(settings.summary.hasSuffix("[nats]\nservers = nats://a:4222 nats://b:4223\nexport = backup.> jobs.*\nimport = backup.>\nprefix = fleet.notifyd\nhost-name = web-01\noutbox-bytes = 1048576\nstream-replicas = 3\ncatch-up = 3600s\ncatch-up-bytes = 268435456"))
+        #expect(settings.bridge.summary.hasSuffix("[nats]\nservers = nats://a:4222 nats://b:4223\nexport = backup.> jobs.*\nimport = backup.>\nprefix = fleet.notifyd\nhost-name = web-01\noutbox-bytes = 1048576\nstream-replicas = 3\ncatch-up = 3600s\ncatch-up-bytes = 268435456"))
 
-        var overrides = DaemonSettingsTests.none
-        overrides.natsServers = ["c"]
+        var overrides = FleetSettings.Overrides()
+        overrides.servers = ["c"]
         overrides.hostName = "db-02"
-        overrides.natsImports = ["db.>"]
-        let both = try #require(try await DaemonSettings.load(overrides: overrides, configurationFile: file.path).bridge)
+        overrides.imports = ["db.>"]
+        let both = try FleetSettings.load(overrides: overrides, configurationFile: file.path).bridge
         #expect(both.servers.map(\.description) == ["nats://c:4222"] && both.hostName == "db-02" && both.imports.map(\.text) == ["db.>"])
         #expect(both.exports.map(\.text) == ["backup.>", "jobs.*"], "what the command line does not set comes from the file")
     }
@@ -76,7 +77,7 @@ struct BridgeSettingsTests {
     func refused(text: String, line: String, problem: String) async throws {
         let file = File(text)
         do {
-            _ = try await DaemonSettings.load(overrides: DaemonSettingsTests.none, configurationFile: file.path)
+            _ = try FleetSettings.load(overrides: FleetSettings.Overrides(), configurationFile: file.path)
             Issue.record("accepted: \(text)")
         } catch {
             #expect("\(error)".contains(line) && "\(error)".contains(problem), "\(error)")
@@ -85,61 +86,30 @@ struct BridgeSettingsTests {
 
     @Test("catch-up: 1 hour and 256 MiB by default; durations in s, m, h, d or bare seconds; 0 turns it off")
     func catchUp() async throws {
-        var overrides = DaemonSettingsTests.none
-        overrides.natsServers = ["a"]
-        let defaults = try #require(try await DaemonSettings.load(overrides: overrides, configurationFile: "/dev/null").bridge)
+        var overrides = FleetSettings.Overrides()
+        overrides.servers = ["a"]
+        let defaults = try FleetSettings.load(overrides: overrides, configurationFile: "/dev/null").bridge
         #expect(defaults.catchUpSeconds == 3600 && defaults.catchUpBytes == 256 << 20)
         for (text, seconds) in [("90s", 90), ("30m", 1800), ("2h", 7200), ("7d", 604_800), ("45", 45), ("0", 0)] as [(String, Int64)] {
-            overrides.natsCatchUp = text
-            let bridge = try #require(try await DaemonSettings.load(overrides: overrides, configurationFile: "/dev/null").bridge)
+            overrides.catchUp = text
+            let bridge = try FleetSettings.load(overrides: overrides, configurationFile: "/dev/null").bridge
             #expect(bridge.catchUpSeconds == seconds, "\(text)")
         }
         let file = File("[nats]\nservers = a\ncatch-up = 10m\ncatch-up-bytes = 1048576\n")
-        let fromFile = try #require(try await DaemonSettings.load(overrides: DaemonSettingsTests.none, configurationFile: file.path).bridge)
+        let fromFile = try FleetSettings.load(overrides: FleetSettings.Overrides(), configurationFile: file.path).bridge
         #expect(fromFile.catchUpSeconds == 600 && fromFile.catchUpBytes == 1 << 20)
     }
 
     @Test("a bridge option on the command line without a server is an error, not ignored")
     func optionWithoutServer() async throws {
-        var overrides = DaemonSettingsTests.none
-        overrides.natsExports = ["backup.>"]
+        var overrides = FleetSettings.Overrides()
+        overrides.exports = ["backup.>"]
         do {
-            _ = try await DaemonSettings.load(overrides: overrides, configurationFile: "/dev/null")
+            _ = try FleetSettings.load(overrides: overrides, configurationFile: "/dev/null")
             Issue.record("--nats-export without --nats was accepted")
         } catch {
             #expect("\(error)".contains("--nats-export needs a NATS server"), "\(error)")
         }
-    }
-
-    @Test("$… and user.… topics stay on their host, whatever the patterns and the access rules say; the rest is exported when nobody may read it")
-    func staysLocal() throws {
-        #expect(FederatedTopics.staysLocal(try Topic("$notifyd.stats")))
-        #expect(FederatedTopics.staysLocal(try Topic("user.1000.inbox")))
-        #expect(!FederatedTopics.staysLocal(try Topic("users.list")))
-        #expect(!FederatedTopics.staysLocal(try Topic("backup.status")))
-
-        // Rules that let nobody (whom exports are read as) read everything: they decide what is readable, never
-        // what stays home.
-        let resolver = AccessRule.NameResolver(uid: { _ in nil }, gid: { _ in nil })
-        let open = AccessPolicy(rules: [
-            try AccessRule(parsing: "allow read user.1000.> everyone", name: "open-inbox", resolver: resolver),
-            try AccessRule(parsing: "deny read secret.> everyone", name: "secret", resolver: resolver),
-        ])
-        let nobody = PeerCredentials(pid: 1, uid: 65534, gid: 65534)
-        for patterns in [[">"], ["$notifyd.>", "user.>", "backup.>", "secret.>", "users.>"], ["$notifyd.dropped", "user.1000.inbox"]] {
-            let exports = FederatedTopics(try patterns.map { try TopicPattern($0) })
-            for local in ["$notifyd.dropped", "$notifyd.stats", "user.1000.inbox", "user.0.x"] {
-                let topic = try Topic(local)
-                #expect(exports.exportDecision(for: topic, policy: open, reader: nobody) == .notSelected, "\(local) under \(patterns)")
-                #expect(!exports.contains(topic), "\(local) is not taken in under \(patterns) either")
-            }
-        }
-        let all = FederatedTopics([try TopicPattern(">")])
-        #expect(all.exportDecision(for: try Topic("backup.status"), policy: open, reader: nobody) == .export)
-        #expect(all.exportDecision(for: try Topic("users.list"), policy: open, reader: nobody) == .export)
-        #expect(all.exportDecision(for: try Topic("secret.key"), policy: open, reader: nobody) == .notReadable)
-        let some = FederatedTopics([try TopicPattern("backup.>")])
-        #expect(some.exportDecision(for: try Topic("other.t"), policy: open, reader: nobody) == .notSelected)
     }
 }
 
@@ -230,13 +200,15 @@ struct ProvenanceTests {
     func roundTrip() throws {
         var encoder = ExportEncoder(prefix: "fleet", hostName: "web-01")
         var buffer = ByteBuffer()
-        let message = ExportedMessage(
-            topic: try Topic("backup.status"),
-            payload: ByteBuffer(string: "done"),
-            retain: true,
-            sequence: 42,
-            time: PublishTime(microsecondsSinceEpoch: 1_795_305_600_123_456),
-            publisher: Publisher(uid: 1000, pid: 4242, unit: "backup.service")
+        let message = FleetExport(
+            delivery: Delivery(
+                topic: try Topic("backup.status"),
+                sequence: 42,
+                time: PublishTime(microsecondsSinceEpoch: 1_795_305_600_123_456),
+                publisher: Publisher(uid: 1000, pid: 4242, unit: "backup.service"),
+                payload: ByteBuffer(string: "done")
+            ),
+            kind: .retained
         )
         encoder.write(message, into: &buffer)
         let text = String(buffer: buffer)
@@ -262,8 +234,8 @@ struct ProvenanceTests {
 
         // A clear: no payload, Notifyd-Clear on both subjects, read back as a clear.
         var clear = message
-        clear.payload = ByteBuffer()
-        clear.isClear = true
+        clear.delivery.payload = ByteBuffer()
+        clear.kind = .clear
         var clearBuffer = ByteBuffer()
         encoder.write(clear, into: &clearBuffer)
         let clearHeaders = headers.replacingOccurrences(of: "Notifyd-Retain: 1\r\n\r\n", with: "Notifyd-Retain: 1\r\nNotifyd-Clear: 1\r\n\r\n")
@@ -306,60 +278,12 @@ struct ProvenanceTests {
     @Test("each field is bounded where it enters: a unit that is not a unit name is none, a host past 64 bytes is not one")
     func boundedFields() throws {
         let huge = try Self.provenance([("Notifyd-Host", String(repeating: "h", count: 70_000)), ("Notifyd-Unit", String(repeating: "u", count: 70_000))])
-        #expect(huge.unit == nil && huge.host.map { !ImportedMessage.isValidHostName($0) } == true)
+        #expect(huge.unit == nil && huge.host.map { !FleetImport.isValidHostName($0) } == true)
         #expect(try Self.provenance([("Notifyd-Unit", "a b")]).unit == nil)
         #expect(try Self.provenance([("Notifyd-Unit", "getty@tty1.service")]).unit == "getty@tty1.service")
         let numbers = try Self.provenance([("Notifyd-Seq", "9999999999999999999"), ("Notifyd-Uid", "4294967296"), ("Notifyd-Pid", "-1")])
         #expect(numbers.sequence == 9_999_999_999_999_999_999 && numbers.uid == 0 && numbers.pid == 0, "read as written; the broker refuses the number")
         #expect(try Self.provenance([("Notifyd-Seq", "99999999999999999999")]).sequence == 0, "past 19 digits: no number")
-    }
-}
-
-/// What the bridge takes in, skips as a repeat, or refuses for its time, before the broker sees it.
-@Suite("Import filter", .timeLimit(.minutes(3)))
-struct ImportFilterTests {
-    let topic = try! Topic("demo.x")
-    let now: UInt64 = 1_795_305_600_000_000
-
-    @Test("a time far ahead of this host's clock is refused, so one forged message cannot silence a host; a minute ahead is not")
-    func futureTime() {
-        var filter = ImportFilter()
-        let decision = filter.decide(topic: topic, host: "alpha", sequence: 999, time: now + 3_600_000_000, now: now)
-        guard case .refused(let why) = decision else {
-            Issue.record("an hour ahead was taken: \(decision)")
-            return
-        }
-        #expect(why.contains("3600 s ahead"), "\(why)")
-        #expect(filter.decide(topic: topic, host: "alpha", sequence: 999, time: .max, now: now) != .take)
-        #expect(filter.decide(topic: topic, host: "alpha", sequence: 1, time: now + ImportFilter.allowedClockLead, now: now) == .take)
-        // The real host's next message is taken, not skipped as a repeat of the forged one.
-        #expect(filter.decide(topic: topic, host: "alpha", sequence: 5, time: now, now: now) == .take)
-        #expect(filter.repeats == 0)
-    }
-
-    @Test("a message taken in with a time ahead of the clock, within the lead allowed, makes no later real message a repeat")
-    func leadWithinTheAllowance() {
-        var filter = ImportFilter()
-        let forged = now + ImportFilter.allowedClockLead - 1
-        #expect(filter.decide(topic: topic, host: "alpha", sequence: 1 << 61, time: forged, now: now) == .take)
-        filter.taken(topic: topic, host: "alpha", sequence: 1 << 61, time: forged, now: now)
-        #expect(filter.decide(topic: topic, host: "alpha", sequence: 8, time: now + 1, now: now + 1) == .take, "not silenced for the minute")
-        #expect(filter.decide(topic: topic, host: "alpha", sequence: 8, time: now, now: now + 1) == .repeated, "a true repeat still is")
-    }
-
-    @Test("a message no newer by number and time than the last taken from its host is a repeat, and counted")
-    func repeats() {
-        var filter = ImportFilter()
-        filter.taken(topic: topic, host: "alpha", sequence: 5, time: now, now: now)
-        #expect(filter.decide(topic: topic, host: "alpha", sequence: 5, time: now, now: now) == .repeated)
-        #expect(filter.decide(topic: topic, host: "alpha", sequence: 4, time: now - 1, now: now) == .repeated)
-        #expect(filter.decide(topic: topic, host: "alpha", sequence: 1, time: now + 1, now: now) == .take, "renumbered after a wipe, but later")
-        #expect(filter.decide(topic: topic, host: "beta", sequence: 5, time: now, now: now) == .take)
-        #expect(filter.repeats == 2)
-        filter.noteRepeat()
-        #expect(filter.repeats == 3)
-        filter.forgetTaken()
-        #expect(filter.decide(topic: topic, host: "alpha", sequence: 5, time: now, now: now) == .take)
     }
 }
 

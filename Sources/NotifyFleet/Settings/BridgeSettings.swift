@@ -1,6 +1,7 @@
 import NATSClient
-import NotifyBus
-import NotifyBroker
+import ConfigurationFiles
+
+package import NotifyProtocol
 
 #if canImport(Glibc)
 import Glibc
@@ -10,9 +11,9 @@ import Musl
 
 /// How the daemon joins a NATS cluster (`--nats`, or the configuration file's `[nats]` section): which servers, what
 /// crosses in each direction, under which subject prefix, as which host.
-struct BridgeSettings: Sendable, Equatable {
+package struct BridgeSettings: Sendable, Equatable {
     /// A NATS server to connect to.
-    struct Server: Sendable, Equatable, CustomStringConvertible {
+    package struct Server: Sendable, Equatable, CustomStringConvertible {
         var host: String
         var port: Int
         /// Whether the URL asks for TLS (`tls://`); with `nats://`, TLS is used when the server requires it.
@@ -67,22 +68,22 @@ struct BridgeSettings: Sendable, Equatable {
             }
         }
 
-        var description: String {
+        package var description: String {
             let scheme = tls ? "tls" : "nats"
             return host.contains(":") ? "\(scheme)://[\(host)]:\(port)" : "\(scheme)://\(host):\(port)"
         }
     }
 
     /// The servers, tried in order (several servers of one cluster, for failover).
-    var servers: [Server]
+    package var servers: [Server]
     /// Local topics sent to NATS.
-    var exports: [TopicPattern]
+    package var exports: [TopicPattern]
     /// Topics taken in from NATS.
     var imports: [TopicPattern]
     /// The first tokens of every subject the bridge uses: `<prefix>.<topic>`.
     var prefix: String
     /// This host's name in deliveries elsewhere, and in the messages it sends.
-    var hostName: String
+    package var hostName: String
     /// The most bytes of messages waiting to be sent while NATS cannot take them.
     var outboxBytes: Int
     /// Copies of the stream of latest messages a cluster keeps, when this daemon makes it (1 to 5).
@@ -198,7 +199,7 @@ struct BridgeSettings: Sendable, Equatable {
             )
         }
         let hostName = commandLineHostName ?? section["host-name"]?.text ?? systemHostName()
-        guard ImportedMessage.isValidHostName(hostName) else {
+        guard FleetImport.isValidHostName(hostName) else {
             throw failure(
                 "host-name",
                 fromCommandLine: commandLineHostName != nil,
@@ -292,11 +293,11 @@ struct BridgeSettings: Sendable, Equatable {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
         let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return ImportedMessage.isValidHostName(name) ? name : "localhost"
+        return FleetImport.isValidHostName(name) ? name : "localhost"
     }
 
     /// The `[nats]` lines of `notifyd --check-config`.
-    var summary: String {
+    package var summary: String {
         """
         [nats]
         servers = \(servers.map(\.description).joined(separator: " "))

@@ -1,37 +1,28 @@
 import Logging
-import NotifyBroker
 import NATSClient
-import NotifyFederation
 import NIOCore
-import NotifyBus
+import NotifyProtocol
 
-/// The import path: other hosts' messages from NATS into the broker, live or through this host's consumer of the
+/// The import path: other hosts' messages from NATS to the daemon, live or through this host's consumer of the
 /// stream of exports (catch-up), and the fleet's latest messages from their stream.
 extension NATSBridge {
-    /// Takes in a message read from NATS. `replayed`: read back from the stream of latest messages (a message the
-    /// broker holds already is a repeat); `fromStream`: read from a stream, where this host's own messages are too.
+    /// Hands a message read from NATS to the daemon. `replayed`: read back from the stream of latest messages (a
+    /// message the daemon holds already is a repeat); `fromStream`: read from a stream, where this host's own
+    /// messages are too.
     func receive(_ message: NATSMessage, subjectPrefix: String, replayed: Bool, fromStream: Bool? = nil) {
         guard message.subject.utf8.starts(with: subjectPrefix.utf8),
             let topic = try? Topic(String(message.subject.utf8.dropFirst(subjectPrefix.utf8.count))!)
         else { return }
         guard imports.contains(topic) else { return }
-        let now = PublishTime.now().microsecondsSinceEpoch
-        switch importPath.take(message, topic: topic, replayed: replayed, into: broker, through: importer, now: now) {
-        case .published: imported += 1
-        case .cleared: clearsTakenIn += 1
-        case .repeated: return
+        switch forwarder.request(for: message, topic: topic, replayed: replayed, limits: link.limits) {
+        case .forward(let imported):
+            if link.send(Request(.importMessage(imported))) { forwarded += 1 }
         case .ownName:
             // Read back from the stream, it is this host's own; live (NATS sends this connection nothing of its
             // own), it is another host's that goes by this one's name.
             if !(fromStream ?? replayed) { noteSameName() }
-            return
-        case .refused(let why): return noteRefused(topic, why)
-        }
-        guard !brokerFlushIsScheduled else { return }
-        brokerFlushIsScheduled = true
-        eventLoop.assumeIsolated().execute { [self] in
-            brokerFlushIsScheduled = false
-            broker.flush()
+        case .refused(let why):
+            noteRefused(topic, why)
         }
     }
 
@@ -46,12 +37,12 @@ extension NATSBridge {
     }
 
     func noteRefused(_ topic: Topic, _ why: String) {
-        importRefused += 1
-        if importRefused == 1 || importRefused % 1_000 == 0 {
+        importMalformed += 1
+        if importMalformed == 1 || importMalformed % 1_000 == 0 {
             logger.log(
                 .natsProblem,
                 .warning,
-                "a message from NATS for \(topic) was not taken in: \(why) (\(importRefused) so far)",
+                "a message from NATS for \(topic) was not taken in: \(why) (\(importMalformed) so far)",
                 ["topic": "\(topic)"]
             )
         }
@@ -119,13 +110,15 @@ extension NATSBridge {
                         bridge.value.receive(message, subjectPrefix: stream.subjectRoot + ".", replayed: true)
                     }
                 }
+                // Said once the daemon has carried out what was handed to it: then `notify latest` answers with it.
+                try? await eventLoop.flatSubmit { bridge.value.link.sync() }.get()
                 eventLoop.execute {
                     guard generation == bridge.value.generation else { return }
                     let bridge = bridge.value
                     bridge.logger.log(
                         .natsConnected,
                         .info,
-                        "read the latest messages of other hosts from NATS stream \(stream.streamName): \(bridge.imported) messages taken in since start"
+                        "read the latest messages of other hosts from NATS stream \(stream.streamName): \(bridge.forwarded) messages handed to the daemon since start"
                     )
                 }
             } catch {
@@ -169,16 +162,16 @@ extension NATSBridge {
         if let catchUp { return catchUp.caughtUp.futureResult }  // a retry of the latest messages: it runs already
         if position.missed > 0 { noteMissed(position.missed, in: events) }
         let subjectPrefix = settings.prefix + "."
-        let importedBefore = imported
+        let importedBefore = forwarded
         let reader = CatchUpReader(
             connection: connection,
             events: events,
             at: position,
             take: { [weak self] message in
                 guard let self, generation == self.generation else { return }
-                let before = imported
+                let before = forwarded
                 receive(message, subjectPrefix: subjectPrefix, replayed: false, fromStream: true)
-                if catchUp?.isCaughtUp == false { caughtUp += imported - before }
+                if catchUp?.isCaughtUp == false { caughtUp += forwarded - before }
             },
             missed: { [weak self] count in
                 guard let self, generation == self.generation else { return }
@@ -186,12 +179,15 @@ extension NATSBridge {
             }
         )
         catchUp = reader
-        reader.caughtUp.futureResult.assumeIsolated().whenSuccess { [weak self] in
+        reader.caughtUp.futureResult.assumeIsolated().flatMap { [self] in
+            // Said once the daemon has carried out what was handed to it.
+            link.sync()
+        }.whenSuccess { [weak self] in
             guard let self, generation == self.generation else { return }
             logger.log(
                 .natsConnected,
                 .notice,
-                "caught up with NATS stream \(events.streamName) as consumer \(events.consumerName)\(position.isNew ? " (new)" : ""): \(imported - importedBefore) messages of other hosts taken in"
+                "caught up with NATS stream \(events.streamName) as consumer \(events.consumerName)\(position.isNew ? " (new)" : ""): \(forwarded - importedBefore) messages of other hosts handed to the daemon"
             )
         }
         reader.start()
@@ -203,8 +199,7 @@ extension NATSBridge {
     func noteMissed(_ count: UInt64, in events: JetStreamEvents) {
         let (sum, overflow) = catchUpMissed.addingReportingOverflow(count)
         catchUpMissed = overflow ? .max : sum
-        broker.announceMissedImports(count: count)
-        broker.flush()
+        link.send(Request(.announceMissed(count)))
         logger.log(
             .natsProblem,
             .warning,

@@ -1,6 +1,6 @@
 import NATSClient
 import NIOCore
-import NotifyBus
+import NotifyProtocol
 
 /// The JetStream stream that keeps every export for a while (`<prefix>_events`, subjects `<prefix>.>`: the live
 /// subjects themselves, so an export is written once), and this host's durable pull consumer of it, named after the

@@ -1,32 +1,25 @@
-import Logging
+package import Logging
 import NATSClient
-import NotifyFederation
-import NIOCore
-import NotifyBus
-import NotifyBroker
+package import NIOCore
+import NotifyProtocol
 
-/// The daemon's link to a NATS cluster: local publishes go out as NATS messages, other hosts' come in as local
-/// publishes stamped with their origin (README, "Several hosts").
+/// The fleet service's link to a NATS cluster: this host's publishes (the daemon's exports, through
+/// ``DaemonLink``) go out as NATS messages, other hosts' come in and go to the daemon as `IMPORT`s stamped with
+/// their origin (docs/federation.md).
 ///
-/// It lives on the broker's event loop, like everything the broker touches, and its NATS connection runs on the same
-/// loop, so a publish reaches the connection's buffer without a hop between threads. It never makes a local publish
-/// wait: what NATS cannot take now waits in the bounded ``ExportOutbox``, and a lost server only means reconnecting,
-/// with backoff, to the next one of the list.
+/// It lives on the fleet's one event loop with the daemon's link, so an export reaches the NATS connection's buffer
+/// without a hop between threads. It never makes a local publish wait: what NATS cannot take now waits in the bounded
+/// ``ExportOutbox``, and a lost server only means reconnecting, with backoff, to the next one of the list. While the
+/// daemon is not linked, it stays off NATS: other hosts' messages wait in the stream for it.
 ///
 /// Subjects: `<prefix>.<topic>` for every message; a retained one also goes to `<prefix>-latest.<topic>`, which a
 /// JetStream stream (`<prefix>_latest`, one message per subject, as NATS's key-value buckets keep them) holds, so a
 /// host that connects later reads the fleet's latest message of each topic.
-final class NATSBridge {
-    let broker: Broker
+package final class NATSBridge {
+    let link: DaemonLink
     let eventLoop: any EventLoop
     let logger: Logger
-    var settings: BridgeSettings
-    let importer: Session
-    /// Whom exports are read as: `nobody`, as imports are published. A topic goes to other hosts only if nobody may
-    /// read it here, since any client of the NATS server can read what is exported.
-    let exportReader: PeerCredentials
-    /// Exports refused by the access rules (not readable by nobody).
-    var notReadable: UInt64 = 0
+    package private(set) var settings: BridgeSettings
     var outbox: ExportOutbox
     var encoder: ExportEncoder
     var exports: FederatedTopics
@@ -45,22 +38,22 @@ final class NATSBridge {
     var streamIsKnown = false
     var connectedAt = NIODeadline.now()
     var sendIsScheduled = false
-    var brokerFlushIsScheduled = false
+    /// The counters the daemon has, as last sent.
+    var lastReported: [ServerStats.Counter]?
     /// Failed connection attempts since the last success, to log the first of a run and not every one.
     var failedAttempts = 0
     var overflowReported: UInt64 = 0
-    /// What is taken in, and how: a message sent again after a reconnect, or read again from the stream, is not
-    /// published twice, and a claim this host does not accept is refused.
-    var importPath: ImportPath
+    /// What becomes of a message read from NATS: the `IMPORT` that hands it to the daemon, which tells repeats and
+    /// checks every claim.
+    var forwarder: ImportForwarder
 
     /// The largest message (headers and payload) the server takes, from its `INFO`; NATS's default until one is read.
     var serverMaxPayload = 1 << 20
     /// Messages not exported because they were over `serverMaxPayload`.
     var tooLarge: UInt64 = 0
     var sameNameMessages: UInt64 = 0
-    var imported: UInt64 = 0
-    /// Other hosts' `CLEAR`s taken in (applied, or outdated by a newer message here).
-    var clearsTakenIn: UInt64 = 0
+    /// Other hosts' messages handed to the daemon (which counts what it took in: `nats_imported`).
+    var forwarded: UInt64 = 0
     /// This connection's reader of the stream of exports, with catch-up on (``CatchUpReader``).
     var catchUp: CatchUpReader?
     /// The lag the last reader saw, shown while there is none (disconnected: what waits is at least that).
@@ -74,7 +67,9 @@ final class NATSBridge {
     var replays: [EventLoopPromise<Void>] = []
     /// Whether catch-up is on but the server has no JetStream: imports are read live, and what is missed is missed.
     var catchUpUnavailable = false
-    var importRefused: UInt64 = 0
+    /// Messages not handed to the daemon: their origin is not a host name a request can carry, or they are over the
+    /// daemon's limits.
+    var importMalformed: UInt64 = 0
     var connects: UInt64 = 0
     /// Logins a server refused, and the last refusal's sentence while no login has succeeded since.
     var authFailed: UInt64 = 0
@@ -88,30 +83,58 @@ final class NATSBridge {
     static let longestRetryDelay = TimeAmount.seconds(5)
 
     /// Made on the event loop; call ``start()`` there.
-    init(settings: BridgeSettings, broker: Broker, peer: PeerCredentials, eventLoop: any EventLoop, logger: Logger) {
+    package init(settings: BridgeSettings, link: DaemonLink, eventLoop: any EventLoop, logger: Logger) {
         self.settings = settings
-        self.broker = broker
+        self.link = link
         self.eventLoop = eventLoop
         self.logger = logger
-        self.importer = broker.openImporter(peer: peer)
-        self.exportReader = peer
-        self.importPath = ImportPath(hostName: settings.hostName)
+        self.forwarder = ImportForwarder(hostName: settings.hostName)
         self.outbox = ExportOutbox(limit: settings.outboxBytes)
         self.encoder = ExportEncoder(prefix: settings.prefix, hostName: settings.hostName)
         self.exports = FederatedTopics(settings.exports)
         self.imports = FederatedTopics(settings.imports)
     }
 
-    /// Starts exporting and connecting.
-    func start() {
-        broker.exporter = { [unowned self] message in export(message) }
-        broker.extraCounters = { [unowned self] in counters }
-        connect()
+    /// Links to the daemon, and connects to NATS once it is linked (and again after each time it is).
+    package func start() {
+        link.exportPatterns = settings.exports
+        link.onExport = { [unowned self] message in export(message) }
+        link.onLinked = { [unowned self] in
+            lastReported = nil
+            reportCounters()
+            if connection == nil {
+                // An attempt begun before the link was lost is stale.
+                generation += 1
+                connect()
+            }
+        }
+        link.onLost = { [unowned self] in drop(connection, reason: "the link to the daemon was lost") }
+        link.start()
+        reportChanges()
     }
+
+    /// The counters go to the daemon when they change, looked at every ``reportInterval``: `notify stats` is at most
+    /// that much behind, and a burst of messages costs the link a report per interval, not one per message.
+    private func reportChanges() {
+        eventLoop.assumeIsolated().scheduleTask(in: Self.reportInterval) { [weak self] in
+            guard let self, !isStopped else { return }
+            reportCounters()
+            reportChanges()
+        }
+    }
+
+    /// Sends the counters to the daemon, unless they are the ones it has.
+    func reportCounters() {
+        let now = counters
+        guard now != lastReported, link.isLinked else { return }
+        if link.send(Request(.fleetStats(ServerStats(counters: now)))) { lastReported = now }
+    }
+
+    static let reportInterval = TimeAmount.milliseconds(20)
 
     /// Applies new settings (SIGHUP). Another server list, prefix or import list means a new connection; what waits in
     /// the outbox is kept.
-    func reconfigure(_ newer: BridgeSettings) {
+    package func reconfigure(_ newer: BridgeSettings) {
         let reconnects = newer.servers != settings.servers || newer.prefix != settings.prefix || newer.imports != settings.imports
             || newer.hostName != settings.hostName || newer.security != settings.security
             || newer.catchUpSeconds != settings.catchUpSeconds || newer.catchUpBytes != settings.catchUpBytes
@@ -120,21 +143,23 @@ final class NATSBridge {
         encoder = ExportEncoder(prefix: newer.prefix, hostName: newer.hostName)
         exports = FederatedTopics(newer.exports)
         imports = FederatedTopics(newer.imports)
+        if link.exportPatterns != newer.exports {
+            // FOLLOW again with the new patterns: at once if linked, else when the link is made.
+            link.exportPatterns = newer.exports
+            link.send(Request(.follow(newer.exports)))
+        }
         if reconnects {
             serverIndex = 0
             streamIsKnown = false
-            importPath.hostName = newer.hostName
-            importPath.forgetTaken()
+            forwarder.hostName = newer.hostName
             drop(connection, reason: "its settings changed")
         }
     }
 
     /// Stops: sends what the outbox holds if a server takes it within `grace`, then closes. Returns how many
     /// messages were never confirmed.
-    func stop(grace: TimeAmount) -> EventLoopFuture<Int> {
-        broker.exporter = nil
-        broker.extraCounters = nil
-        broker.close(importer)
+    package func stop(grace: TimeAmount) -> EventLoopFuture<Int> {
+        link.stop()
         stopCatchUp()
         isStopped = true
         generation += 1
@@ -161,7 +186,8 @@ final class NATSBridge {
     // MARK: Connecting
 
     func connect() {
-        guard !isStopped else { return }
+        // Off NATS while the daemon is not linked: what other hosts publish waits in the stream for this host.
+        guard !isStopped, link.isLinked else { return }
         let server = currentServer
         let generation = self.generation
         let name = "notifyd \(settings.hostName)"
@@ -253,15 +279,10 @@ final class NATSBridge {
         if let refusal = error as? NATSError, refusal.isAuthorizationFailure {
             loginRefused(by: server, refusal)
         } else if failedAttempts == 1 || failedAttempts % 100 == 0 {
-            let text = "\(error)"
-            // What the packaged unit's hardening answers: say what to do about it rather than let it look like an outage.
-            let hint = ["Address family not supported", "Operation not permitted", "Network is unreachable"].contains { text.contains($0) }
-                ? " (under systemd, notifyd.service keeps the daemon off the network: install the drop-in nats-network.conf from /usr/share/doc/notifyd/examples)"
-                : ""
             logger.log(
                 .natsDisconnected,
                 .warning,
-                "cannot reach NATS at \(server) (\(text))\(hint); local publish and subscribe go on, exports wait in the outbox (\(outbox.count) now), trying the servers again",
+                "cannot reach NATS at \(server) (\(error)); local publish and subscribe go on, exports wait in the outbox (\(outbox.count) now), trying the servers again",
                 ["nats_server": "\(server)", "attempts": "\(failedAttempts)"]
             )
         }
@@ -302,7 +323,7 @@ final class NATSBridge {
             logger.log(
                 .natsAuthFailed,
                 .error,
-                "NATS at \(server) refused the login (\(login)): \(error); local publish and subscribe go on, exports wait in the outbox (\(outbox.count) now); fix the credentials and reload (systemctl reload notifyd)",
+                "NATS at \(server) refused the login (\(login)): \(error); local publish and subscribe go on, exports wait in the outbox (\(outbox.count) now); fix the credentials and reload (systemctl reload notifyd-fleet)",
                 ["nats_server": "\(server)", "attempts": "\(failedAttempts)"]
             )
         }
@@ -350,25 +371,25 @@ final class NATSBridge {
             .init(name: "nats_connects", value: connects),
             .init(name: "nats_auth_failed", value: authFailed),
             .init(name: "nats_exported", value: outbox.confirmed),
-            .init(name: "nats_imported", value: imported),
-            .init(name: "nats_clears_imported", value: clearsTakenIn),
+            .init(name: "nats_forwarded", value: forwarded),
             .init(name: "nats_caught_up", value: caughtUp),
             .init(name: "nats_catch_up_lag", value: catchUp?.lag ?? lastCatchUpLag),
             .init(name: "nats_catch_up_missed", value: catchUpMissed),
-            .init(name: "nats_import_refused", value: importRefused),
-            .init(name: "nats_import_repeats", value: importPath.filter.repeats),
+            // Added to the daemon's own count of refused imports (PROTOCOL.md, "The fleet service").
+            .init(name: "nats_import_refused", value: importMalformed),
+            .init(name: "nats_import_not_sent", value: link.importsNotSent),
+            .init(name: "nats_export_dropped", value: link.exportsDropped),
             .init(name: "nats_outbox_messages", value: UInt64(outbox.count)),
             .init(name: "nats_outbox_bytes", value: UInt64(outbox.bytes)),
             .init(name: "nats_outbox_dropped", value: outbox.dropped),
             .init(name: "nats_too_large", value: tooLarge),
-            .init(name: "nats_not_exported", value: notReadable),
         ]
     }
 
-    /// The bridge's part of the `STATUS=` line.
-    var statusText: String {
-        let state = connectedServer.map { "NATS \($0)" } ?? loginRefused ?? "NATS unreachable"
-        var text = "\(state): \(outbox.confirmed) out, \(imported) in, outbox \(outbox.count)"
+    /// The service's `STATUS=` line.
+    package var statusText: String {
+        let state = !link.isLinked ? "DAEMON NOT LINKED" : connectedServer.map { "NATS \($0)" } ?? loginRefused ?? "NATS unreachable"
+        var text = "\(state): \(outbox.confirmed) out, \(forwarded) in, outbox \(outbox.count)"
         if outbox.dropped > 0 { text += ", \(outbox.dropped) NOT SENT (outbox full)" }
         if tooLarge > 0 { text += ", \(tooLarge) NOT SENT (over NATS max_payload)" }
         return text

@@ -1,8 +1,7 @@
 package import NIOCore
-import NotifyProtocol
-package import NotifyBroker
+package import NotifyProtocol
 
-/// Writes a local publish as the NATS operations that export it: `HPUB <prefix>.<topic>` with the provenance
+/// Writes a local publish (an `EXP` frame from the daemon) as the NATS operations that export it: `HPUB <prefix>.<topic>` with the provenance
 /// headers, and for a retained one the same to `<prefix>-latest.<topic>` (the stream of latest messages). A `CLEAR`
 /// goes both ways too, with `Notifyd-Clear: 1` and no payload: in the stream it takes the cleared message's place. Straight
 /// into the outbox's buffer: no `String`, no headers value, no buffer of its own per message.
@@ -21,13 +20,14 @@ package struct ExportEncoder {
     }
 
     /// Writes `message`'s operations: ``prepare(_:)`` then ``writePrepared(_:into:)``.
-    package mutating func write(_ message: ExportedMessage, into buffer: inout ByteBuffer) {
+    package mutating func write(_ message: FleetExport, into buffer: inout ByteBuffer) {
         _ = prepare(message)
         writePrepared(message, into: &buffer)
     }
 
     /// Builds `message`'s headers and returns the size NATS counts against its `max_payload`: headers and payload.
-    package mutating func prepare(_ message: ExportedMessage) -> Int {
+    package mutating func prepare(_ export: FleetExport) -> Int {
+        let message = export.delivery
         headers.clear()
         headers.writeBytes(headerStart)
         headers.writeStaticString("Notifyd-Uid: ")
@@ -42,21 +42,21 @@ package struct ExportEncoder {
         headers.writeDecimal(message.sequence)
         headers.writeStaticString("\r\nNotifyd-Time: ")
         headers.writeDecimal(message.time.microsecondsSinceEpoch)
-        if message.isClear {
+        if export.kind == .clear {
             headers.writeStaticString("\r\nNotifyd-Retain: 1\r\nNotifyd-Clear: 1\r\n\r\n")
         } else {
-            headers.writeStaticString(message.retain ? "\r\nNotifyd-Retain: 1\r\n\r\n" : "\r\nNotifyd-Retain: 0\r\n\r\n")
+            headers.writeStaticString(export.kind == .retained ? "\r\nNotifyd-Retain: 1\r\n\r\n" : "\r\nNotifyd-Retain: 0\r\n\r\n")
         }
         return headers.readableBytes + message.payload.readableBytes
     }
 
     /// Writes the operations of the message last given to ``prepare(_:)``.
-    package func writePrepared(_ message: ExportedMessage, into buffer: inout ByteBuffer) {
-        writeOperation(livePrefix, message, into: &buffer)
-        if message.retain { writeOperation(latestPrefix, message, into: &buffer) }
+    package func writePrepared(_ export: FleetExport, into buffer: inout ByteBuffer) {
+        writeOperation(livePrefix, export.delivery, into: &buffer)
+        if export.kind != .notRetained { writeOperation(latestPrefix, export.delivery, into: &buffer) }
     }
 
-    private func writeOperation(_ prefix: [UInt8], _ message: ExportedMessage, into buffer: inout ByteBuffer) {
+    private func writeOperation(_ prefix: [UInt8], _ message: Delivery, into buffer: inout ByteBuffer) {
         let headerSize = headers.readableBytes
         buffer.writeBytes(prefix)
         buffer.writeString(message.topic.name)

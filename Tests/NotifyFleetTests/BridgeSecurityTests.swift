@@ -3,14 +3,14 @@ import NATSClient
 import NATSTestSupport
 import Testing
 
-@testable import notifyd
+@testable import NotifyFleet
 
 /// The NATS bridge's TLS and login settings (issue 37): secrets only from files their owner alone may read, one way
 /// to log in, errors that name the option or line and never a secret (no server; the logins themselves are in
 /// NATSLoginTests and FederationSecurityTests).
 @Suite("NATS bridge TLS and login settings", .timeLimit(.minutes(3)))
 struct BridgeSecurityTests {
-    typealias File = DaemonSettingsTests.File
+    typealias File = TemporaryFile
     static let seed = "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY"
 
     /// A file holding `text`, with `mode`.
@@ -20,16 +20,16 @@ struct BridgeSecurityTests {
         return file
     }
 
-    static func load(_ overrides: DaemonSettings.Overrides, file: String = "/dev/null") async throws -> BridgeSettings {
-        try #require(try await DaemonSettings.load(overrides: overrides, configurationFile: file).bridge)
+    static func load(_ overrides: FleetSettings.Overrides, file: String = "/dev/null") async throws -> BridgeSettings {
+        try FleetSettings.load(overrides: overrides, configurationFile: file).bridge
     }
 
     @Test("tls:// servers, a password from its file, and the summary names the files but no secret")
     func commandLine() async throws {
         let password = Self.secret("pässword with spaces\n")
-        var overrides = DaemonSettingsTests.none
-        overrides.natsServers = ["tls://nats.example:4443", "nats://b"]
-        overrides.natsSecurity = BridgeSecurity.Options(user: "fleet", passwordFile: password.path)
+        var overrides = FleetSettings.Overrides()
+        overrides.servers = ["tls://nats.example:4443", "nats://b"]
+        overrides.security = BridgeSecurity.Options(user: "fleet", passwordFile: password.path)
         let bridge = try await Self.load(overrides)
         #expect(bridge.servers.map(\.description) == ["tls://nats.example:4443", "nats://b:4222"])
         #expect(bridge.tls(for: bridge.servers[0]).isRequired && bridge.tls(for: bridge.servers[1]).isRequired, "a password means TLS")
@@ -47,14 +47,14 @@ struct BridgeSecurityTests {
             "-----BEGIN NATS USER JWT-----\naaa.bbb.ccc\n------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n\(Self.seed)\n------END USER NKEY SEED------\n"
         )
         let withToken = File("[nats]\nservers = a\ntoken-file = \(token.path)\n")
-        #expect(try await Self.load(DaemonSettingsTests.none, file: withToken.path).security.credentials == .token("t0ken"))
+        #expect(try await Self.load(FleetSettings.Overrides(), file: withToken.path).security.credentials == .token("t0ken"))
         let withNKey = File("[nats]\nservers = a\nnkey-file = \(nkey.path)\n")
-        #expect(try await Self.load(DaemonSettingsTests.none, file: withNKey.path).security.credentials == .nkey(try NKeySeed(parsing: Self.seed)))
+        #expect(try await Self.load(FleetSettings.Overrides(), file: withNKey.path).security.credentials == .nkey(try NKeySeed(parsing: Self.seed)))
         let withCreds = File("[nats]\nservers = a\ncredentials = \(creds.path)\n")
-        let read = try await Self.load(DaemonSettingsTests.none, file: withCreds.path).security.credentials
+        let read = try await Self.load(FleetSettings.Overrides(), file: withCreds.path).security.credentials
         #expect(read == .userJWT(jwt: "aaa.bbb.ccc", seed: try NKeySeed(parsing: Self.seed)))
-        var overrides = DaemonSettingsTests.none
-        overrides.natsSecurity.tokenFile = token.path
+        var overrides = FleetSettings.Overrides()
+        overrides.security.tokenFile = token.path
         let both = try await Self.load(overrides, file: withToken.path)
         #expect(both.security.credentials == .token("t0ken"))
     }
@@ -64,9 +64,9 @@ struct BridgeSecurityTests {
         let open = Self.secret("t0ken", mode: 0o644)
         let groupReadable = Self.secret("t0ken", mode: 0o640)
         for file in [open, groupReadable] {
-            var overrides = DaemonSettingsTests.none
-            overrides.natsServers = ["a"]
-            overrides.natsSecurity.tokenFile = file.path
+            var overrides = FleetSettings.Overrides()
+            overrides.servers = ["a"]
+            overrides.security.tokenFile = file.path
             await #expect {
                 _ = try await Self.load(overrides)
             } throws: { error in
@@ -78,7 +78,7 @@ struct BridgeSecurityTests {
         let othersMayRead = Self.secret(Self.seed, mode: 0o604)
         let section = File("[nats]\nservers = a\nnkey-file = \(othersMayRead.path)\n")
         await #expect {
-            _ = try await Self.load(DaemonSettingsTests.none, file: section.path)
+            _ = try await Self.load(FleetSettings.Overrides(), file: section.path)
         } throws: { error in
             "\(error)".contains("line 3") && "\(error)".contains("group or others") && !"\(error)".contains(Self.seed)
         }
@@ -99,7 +99,7 @@ struct BridgeSecurityTests {
         let password = Self.secret("not-a-seed")
         let file = File("[nats]\nservers = a\n" + lines.replacingOccurrences(of: "PASSWORD", with: password.path))
         await #expect {
-            _ = try await Self.load(DaemonSettingsTests.none, file: file.path)
+            _ = try await Self.load(FleetSettings.Overrides(), file: file.path)
         } throws: { error in
             "\(error)".contains(problem) && !"\(error)".contains("not-a-seed")
         }
@@ -112,9 +112,9 @@ struct BridgeSecurityTests {
         let authority = File("")
         try FileManager.default.removeItem(atPath: authority.path)
         try FileManager.default.copyItem(atPath: first.authority, toPath: authority.path)
-        var overrides = DaemonSettingsTests.none
-        overrides.natsServers = ["tls://a"]
-        overrides.natsSecurity.tlsCA = authority.path
+        var overrides = FleetSettings.Overrides()
+        overrides.servers = ["tls://a"]
+        overrides.security.tlsCA = authority.path
         let before = try await Self.load(overrides)
         #expect(try await Self.load(overrides) == before, "read again, unchanged")
         try FileManager.default.removeItem(atPath: authority.path)
@@ -124,8 +124,8 @@ struct BridgeSecurityTests {
 
     @Test("credentials in a URL are refused, saying where they go instead, and the sentence holds no secret")
     func urlCredentials() async throws {
-        var overrides = DaemonSettingsTests.none
-        overrides.natsServers = ["nats://fleet:s3cret@a:4222"]
+        var overrides = FleetSettings.Overrides()
+        overrides.servers = ["nats://fleet:s3cret@a:4222"]
         await #expect {
             _ = try await Self.load(overrides)
         } throws: { error in
@@ -149,9 +149,9 @@ struct BridgeSecurityTests {
             (BridgeSecurity.Options(tokenFile: token.path), "a token is given"),
         ]
         for (options, reason) in cases {
-            var overrides = DaemonSettingsTests.none
-            overrides.natsServers = ["nats://a:4222"]
-            overrides.natsSecurity = options
+            var overrides = FleetSettings.Overrides()
+            overrides.servers = ["nats://a:4222"]
+            overrides.security = options
             let tls = try await Self.load(overrides).tls(for: try BridgeSettings.Server(parsing: "nats://a:4222"))
             #expect(tls.isRequired == (reason != nil), "\(options)")
             if let reason { #expect(tls.requiredBecause == reason) }
@@ -160,8 +160,8 @@ struct BridgeSecurityTests {
 
     @Test("a login option without a server is an error")
     func withoutServer() async throws {
-        var overrides = DaemonSettingsTests.none
-        overrides.natsSecurity.user = "fleet"
-        await #expect(throws: (any Error).self) { _ = try await DaemonSettings.load(overrides: overrides, configurationFile: "/dev/null") }
+        var overrides = FleetSettings.Overrides()
+        overrides.security.user = "fleet"
+        #expect(throws: (any Error).self) { _ = try FleetSettings.load(overrides: overrides, configurationFile: "/dev/null") }
     }
 }

@@ -1,6 +1,5 @@
 package import NATSClient
 import NotifyProtocol
-import NotifyBroker
 
 #if canImport(Glibc)
 import Glibc
@@ -43,9 +42,9 @@ package struct Provenance: Equatable {
             case (3, UInt8(ascii: "p")):
                 pid = Self.number(value).flatMap { Int32(exactly: $0) } ?? 0
             case (4, UInt8(ascii: "u")):
-                // Bounded where it enters: anything but a unit name is no unit (see ImportedMessage.isValidUnitName).
+                // Bounded where it enters: anything but a unit name is no unit (see FleetImport.isValidUnitName).
                 unit = value.count <= Self.longestUnitName ? Self.text(value, reusing: known?.unit) : nil
-                if let claimed = unit, !ImportedMessage.isValidUnitName(claimed) { unit = nil }
+                if let claimed = unit, !FleetImport.isValidUnitName(claimed) { unit = nil }
             case (3, UInt8(ascii: "s")):
                 sequence = Self.number(value) ?? 0
             case (4, UInt8(ascii: "t")):

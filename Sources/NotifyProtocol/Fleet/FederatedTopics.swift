@@ -1,6 +1,3 @@
-package import NotifyProtocol
-
-
 /// The topics that cross between this host and the others in one direction: those the `export` (or `import`)
 /// patterns name, never `$…` (the daemon's own) nor `user.<uid>…` (a uid means nothing on another machine), whatever
 /// the patterns say.
@@ -22,21 +19,5 @@ package struct FederatedTopics: Sendable, Equatable {
     /// Whether `topic` crosses.
     package func contains(_ topic: Topic) -> Bool {
         !Self.staysLocal(topic) && (all || patterns.contains { $0.matches(topic) })
-    }
-
-    /// What becomes of a local publish of `topic`.
-    package enum ExportDecision: Equatable {
-        case export
-        /// Not one of the topics that cross.
-        case notSelected
-        /// One of them, but `reader` may not read it here: every client of the NATS server would read it there.
-        case notReadable
-    }
-
-    /// Whether a local publish of `topic` is exported, as these are the export patterns and `reader` (`nobody`) is
-    /// whom exports are read as.
-    package func exportDecision(for topic: Topic, policy: AccessPolicy, reader: PeerCredentials) -> ExportDecision {
-        guard contains(topic) else { return .notSelected }
-        return policy.allows(.read, topic: topic, peer: reader) ? .export : .notReadable
     }
 }

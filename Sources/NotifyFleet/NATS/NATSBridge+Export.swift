@@ -1,23 +1,15 @@
 import Logging
 import NATSClient
-import NotifyFederation
 import NIOCore
-import NotifyBus
-import NotifyBroker
+import NotifyProtocol
 
-/// The export path: local publishes into the outbox, and the outbox to NATS as it takes them.
+/// The export path: the daemon's exports into the outbox, and the outbox to NATS as it takes them.
 extension NATSBridge {
-    func export(_ message: ExportedMessage) {
-        let topic = message.topic
-        // Every client of the NATS server reads what is exported: only what nobody may read here goes (a rule that
-        // lets user:nobody read a topic exports it).
-        switch exports.exportDecision(for: topic, policy: broker.configuration.accessPolicy, reader: exportReader) {
-        case .export: break
-        case .notSelected: return
-        case .notReadable:
-            notReadable += 1
-            return
-        }
+    /// Takes an export of the daemon's (which sends only what the patterns select and nobody may read there).
+    func export(_ message: FleetExport) {
+        let topic = message.delivery.topic
+        // The daemon applies the patterns too; these are the ones of a reload it may not have taken yet.
+        guard exports.contains(topic) else { return }
         // A message over the server's max_payload would make it close the connection, again at every resend.
         let size = encoder.prepare(message)
         guard size <= serverMaxPayload else {
@@ -32,8 +24,8 @@ extension NATSBridge {
             }
             return
         }
-        guard outbox.append(uid: message.publisher.uid, encode: { encoder.writePrepared(message, into: &$0) }) else {
-            reportOverflow(uid: message.publisher.uid)
+        guard outbox.append(uid: message.delivery.publisher.uid, encode: { encoder.writePrepared(message, into: &$0) }) else {
+            reportOverflow(uid: message.delivery.publisher.uid)
             return
         }
         if connection != nil { scheduleSend() }

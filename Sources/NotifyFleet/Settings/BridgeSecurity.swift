@@ -1,21 +1,22 @@
 import NATSClient
+import ConfigurationFiles
 
 /// The NATS bridge's TLS and login: from the command line (`--nats-tls-ca`, `--nats-user`, …) or the file's
 /// `[nats]` section (`tls-ca`, `user`, …). Secrets come from files only (``SecretFile``), read each time the settings
 /// are (at start and on SIGHUP), so a rotated password or `.creds` file is taken by a reload.
-struct BridgeSecurity: Sendable, Equatable {
+package struct BridgeSecurity: Sendable, Equatable {
     /// The paths and names given; what ``resolve(_:section:path:)`` reads.
-    struct Options: Sendable, Equatable {
-        var tlsCA: String?
-        var tlsCert: String?
-        var tlsKey: String?
-        var user: String?
-        var passwordFile: String?
-        var tokenFile: String?
-        var nkeyFile: String?
-        var credentials: String?
+    package struct Options: Sendable, Equatable {
+        package var tlsCA: String?
+        package var tlsCert: String?
+        package var tlsKey: String?
+        package var user: String?
+        package var passwordFile: String?
+        package var tokenFile: String?
+        package var nkeyFile: String?
+        package var credentials: String?
 
-        init(
+        package init(
             tlsCA: String? = nil, tlsCert: String? = nil, tlsKey: String? = nil, user: String? = nil, passwordFile: String? = nil,
             tokenFile: String? = nil, nkeyFile: String? = nil, credentials: String? = nil
         ) {
@@ -29,7 +30,7 @@ struct BridgeSecurity: Sendable, Equatable {
             self.credentials = credentials
         }
 
-        var isEmpty: Bool { self == Options() }
+        package var isEmpty: Bool { self == Options() }
     }
 
     var options = Options()
@@ -118,10 +119,14 @@ struct BridgeSecurity: Sendable, Equatable {
             do { try SecretFile.check(key, holding: "TLS client key") } catch { throw failure("tls-key", "\(error)") }
         }
         security.tls = NATSTLSSettings(certificateAuthorityFile: options.tlsCA, certificateFile: options.tlsCert, keyFile: options.tlsKey)
-        do {
-            try security.tls.check()
-        } catch {
-            throw failure(options.tlsCA != nil ? "tls-ca" : "tls-cert", "\(error)")
+        // The files given are read now, so that one that cannot be used is refused here; without any, the system's
+        // store is read when a server asks for TLS (a host without ca-certificates may never need it).
+        if options.tlsCA != nil || options.tlsCert != nil {
+            do {
+                try security.tls.check()
+            } catch {
+                throw failure(options.tlsCA != nil ? "tls-ca" : "tls-cert", "\(error)")
+            }
         }
         var digest = Hasher()
         for file in [options.tlsCA, options.tlsCert, options.tlsKey].compactMap({ $0 }) {

@@ -1,6 +1,6 @@
 import NATSClient
 import NIOCore
-import NotifyBus
+import NotifyProtocol
 
 /// The JetStream stream that keeps the fleet's latest retained message of each topic: subjects
 /// `<prefix>-latest.<topic>`, one message per subject (as NATS's key-value buckets keep a key), in stream
