@@ -33,6 +33,50 @@ struct NATSConnectionTests {
         await subscriber.close()
     }
 
+    @Test("a request's reply subject cannot be guessed from the last one: a client that saw a reply and answers the next guess first is not believed")
+    func forgedReply() async throws {
+        let server = try await NATSServerProcess.start()
+        defer { server.stop() }
+        let requester = try await NATSConnection.connect(host: "127.0.0.1", port: server.port, name: "requester")
+        let responder = try await NATSConnection.connect(host: "127.0.0.1", port: server.port, name: "responder")
+        let attacker = try await NATSConnection.connect(host: "127.0.0.1", port: server.port, name: "attacker")
+        let requests = try await responder.subscribe(to: "svc.echo")
+        let replies = try await attacker.subscribe(to: "_INBOX.>")
+        try await responder.flush()
+        try await attacker.flush()
+        // The real reply to the second request waits until the attacker's have reached the server: they come first.
+        let (attackerDone, signal) = AsyncStream<Void>.makeStream()
+        let answering = Task {
+            var seen = 0
+            for try await request in requests {
+                seen += 1
+                if seen == 2 {
+                    for await _ in attackerDone { break }
+                }
+                try await responder.publish(ByteBuffer(string: "real \(seen)"), to: request.replyTo!)
+                if seen == 2 { return }
+            }
+        }
+        #expect(String(buffer: try await requester.request(ByteBuffer(string: "1"), to: "svc.echo").payload) == "real 1")
+        // What the attacker learned: the first reply's subject, `<inbox>.<token>`.
+        var seenReplies = replies.makeAsyncIterator()
+        let first = try #require(try await seenReplies.next()).subject
+        let inbox = String(first[..<first.lastIndex(of: ".")!])
+        let token = String(first[first.index(after: first.lastIndex(of: ".")!)...])
+        let second = Task { try await requester.request(ByteBuffer(string: "2"), to: "svc.echo") }
+        // Every guess a counter would make, in both bases a token might be written in.
+        for guess in Set([UInt64(token) ?? 0, UInt64(token, radix: 36) ?? 0].flatMap { base in (1...16).map { base &+ $0 } }) {
+            for text in [String(guess), String(guess, radix: 36)] {
+                try await attacker.publish(ByteBuffer(string: "forged"), to: inbox + "." + text)
+            }
+        }
+        try await attacker.flush()
+        signal.yield()
+        #expect(String(buffer: try await second.value.payload) == "real 2", "the forged answer to a guessed token was ignored")
+        try await answering.value
+        for connection in [requester, responder, attacker] { await connection.close() }
+    }
+
     @Test("nothing listening: connecting fails with an error that names the address")
     func unreachable() async throws {
         let server = try await NATSServerProcess.start()

@@ -259,14 +259,20 @@ public final class NATSConnection: Sendable {
 
 /// The replies a connection waits for: one wildcard subscription (`_INBOX.<random>.*`) serves every request, each
 /// told apart by the last token of its reply subject.
+///
+/// Tokens are random, not counted: another client of the server that learns the inbox (a reply it could read) must
+/// not be able to name the next request's reply subject and answer it first (a forged JetStream reply could make the
+/// fleet service recreate its consumer past the stream's end). NATS's permissions on `_INBOX.>` and `$JS.API.>` are
+/// the real bound (docs/federation.md).
 final class RequestInbox {
     var prefix: String?
-    private var nextToken: UInt64 = 1
     private var waiting: [String: EventLoopPromise<NATSMessage>] = [:]
 
     func register(_ promise: EventLoopPromise<NATSMessage>) -> String {
-        let token = String(nextToken)
-        nextToken += 1
+        var token: String
+        repeat {
+            token = String(UInt64.random(in: 1...UInt64.max), radix: 36)
+        } while waiting[token] != nil
         waiting[token] = promise
         return token
     }
