@@ -288,6 +288,31 @@ expect_match "GET /e2e.http/latest answers it" '"seq":' http_request "GET /e2e.h
 expect "notifyd-http.service runs as notifyd-http" notifyd-http systemctl show -P User notifyd-http.service
 expect "and was started by its socket" active systemctl is-active notifyd-http.service
 
+# The fleet service (docs/federation.md): off until enabled; as its own user, the only uid the daemon lets follow the
+# host's publishes. No NATS server here: it links to the daemon and keeps trying the server, local traffic untouched.
+if [ "$E2E_PHASE" = install ]; then
+  expect "notifyd-fleet.service is not enabled by the package" disabled systemctl is-enabled notifyd-fleet.service
+  expect "systemd-analyze verify notifyd-fleet.service: no complaints" "status 0" \
+    sh -c "systemd-analyze verify --man=no /lib/systemd/system/notifyd-fleet.service 2>&1; echo status \$?"
+  check  "sysusers made the notifyd-fleet user" getent passwd notifyd-fleet
+  check  "name a NATS server under [nats]" sh -c 'printf "[nats]\nservers = nats://127.0.0.1:4222\nhost-name = e2e\n" >>/etc/notifyd/notifyd.conf'
+  check  "systemctl start notifyd-fleet.service" systemctl start notifyd-fleet.service
+  expect "notifyd-fleet.service runs as notifyd-fleet" notifyd-fleet systemctl show -P User notifyd-fleet.service
+  check  "the daemon lets it follow (fleet_linked 1 in notify stats)" within 10 sh -c '[ "$(notify stats | awk "\$1 == \"fleet_linked\" { print \$2 }")" = 1 ]'
+  check  "its counters reach notify stats (nats_connected 0: no server here)" within 10 sh -c '[ "$(notify stats | awk "\$1 == \"nats_connected\" { print \$2 }")" = 0 ]'
+  check  "its journal events carry their MESSAGE_ID (no libsystemd in it)" \
+    sh -c 'journalctl -q -u notifyd-fleet.service MESSAGE_ID=11dc245d1c9a43e1ba75a3e5b921fcec | grep -q "following the daemon"'
+  check  "systemctl reload notifyd-fleet.service (ExecReload=: SIGHUP, no procps needed)" systemctl reload notifyd-fleet.service
+  check  "it read its settings again" within 10 sh -c 'journalctl -q -u notifyd-fleet.service MESSAGE_ID=d18f784170b544cfa7ccd5e68c061b8d | grep -q "configuration reloaded"'
+  check  "local publish and subscribe go on" sh -c 'notify send e2e.fleet local && [ "$(notify latest e2e.fleet)" = local ]'
+  check  "notifyd.service is still off the network" sh -c 'systemctl show -P IPAddressDeny notifyd.service | grep -q .'
+  check  "systemctl stop notifyd-fleet.service" systemctl stop notifyd-fleet.service
+  check  "the daemon sees it gone (fleet_linked 0)" within 10 sh -c '[ "$(notify stats | awk "\$1 == \"fleet_linked\" { print \$2 }")" = 0 ]'
+  check  "take [nats] out again" sh -c "sed -i '/^\[nats\]$/,\$d' /etc/notifyd/notifyd.conf"
+else
+  expect "notifyd-fleet.service stays off after the reboot (never enabled)" inactive systemctl is-active notifyd-fleet.service
+fi
+
 if [ "$E2E_PHASE" = reboot ]; then
   # Lingering survives the reboot: the user's manager, and the socket enabled in the install phase, start at boot.
   check  "after the reboot, the lingering user's manager runs" within 30 test -S /run/user/$TESTER_UID/systemd/private
@@ -315,6 +340,7 @@ if [ "$E2E_PHASE" = reboot ]; then
   check  "the units are gone" test ! -e /lib/systemd/system/notifyd.service -a ! -e /usr/lib/systemd/user/notifyd.socket
   check  "the binaries are gone" test ! -e /usr/sbin/notifyd -a ! -e /usr/bin/notify -a ! -e /usr/sbin/notifyd-http
   check  "the gateway's units are gone" test ! -e /lib/systemd/system/notifyd-http.service -a ! -e /lib/systemd/system/notifyd-http.socket
+  check  "the fleet service and its unit are gone" test ! -e /lib/systemd/system/notifyd-fleet.service -a ! -e /usr/sbin/notifyd-fleet
   check  "the state directory is gone" test ! -e /var/lib/notifyd
   check  "the configuration is gone" test ! -e /etc/notifyd/notifyd.conf
   expect "no failed units after the purge" "" systemctl list-units --state=failed --plain --no-legend
