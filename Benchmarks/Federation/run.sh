@@ -14,23 +14,27 @@
 #   plain NATS      the C harness's throughput and latency modes against the same nats-server
 # Throughput: COUNT 16-byte messages, paced by a 4 MiB window (as the anchors); latency: one message at a time.
 #
-# Environment: NOTIFYD, NOTIFY (default: the release builds), ANCHORS (default /work/shared/anchors), RUN (scratch,
+# Each linked host is a daemon and its fleet service (notifyd-fleet), as packaged.
+#
+# Environment: NOTIFYD, NOTIFY, NOTIFYD_FLEET (default: the release builds), ANCHORS (default /work/shared/anchors), RUN (scratch,
 # default /tmp/notifyd-federation-bench), REPS, COUNT, LAT_MSGS; BRIDGE_OPTIONS, more options for both linked
-# daemons (BRIDGE_OPTIONS="--nats-catch-up 0": live only, without the stream of exports). Build first:
-#   swift build -c release --product notifyd && swift build -c release --product notify
+# fleet services (BRIDGE_OPTIONS="--nats-catch-up 0": live only, without the stream of exports). Build first:
+#   swift build -c release --product notifyd && swift build -c release --product notify \
+#     && swift build -c release --product notifyd-fleet
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 NOTIFYD=${NOTIFYD:-$REPO/.build/release/notifyd}
 NOTIFY=${NOTIFY:-$REPO/.build/release/notify}
+NOTIFYD_FLEET=${NOTIFYD_FLEET:-$REPO/.build/release/notifyd-fleet}
 ANCHORS=${ANCHORS:-/work/shared/anchors}
 RUN=${RUN:-/tmp/notifyd-federation-bench}
 REPS=${REPS:-5}
 COUNT=${COUNT:-500000}
 LAT_MSGS=${LAT_MSGS:-10000}
 
-for bin in "$NOTIFYD" "$NOTIFY"; do
+for bin in "$NOTIFYD" "$NOTIFY" "$NOTIFYD_FLEET"; do
 	[ -x "$bin" ] || { echo "run.sh: $bin not found; build the release binaries first" >&2; exit 1; }
 done
 command -v nats-server >/dev/null || { echo "run.sh: nats-server missing: script/bootstrap --for-tests" >&2; exit 1; }
@@ -64,16 +68,24 @@ URL=nats://127.0.0.1:$PORT
 
 start_daemon() { # name, then options
 	local name=$1; shift
-	"$NOTIFYD" --socket "$RUN/$name.sock" --state-dir "$RUN/$name.state" --config /dev/null "$@" >"$RUN/$name.log" 2>&1 &
+	"$NOTIFYD" --socket "$RUN/$name.sock" --state-dir "$RUN/$name.state" --config /dev/null --fleet-user "$(id -u)" "$@" \
+		>"$RUN/$name.log" 2>&1 &
 	PIDS+=("$!")
 }
+start_fleet() { # name (its daemon's), then options
+	local name=$1; shift
+	"$NOTIFYD_FLEET" --socket "$RUN/$name.sock" --config /dev/null "$@" >"$RUN/$name.fleet.log" 2>&1 &
+	PIDS+=("$!")
+}
+start_daemon alpha
+start_daemon beta
+start_daemon lone
 # The outbox holds a whole window of exports (262,144 messages of about 200 bytes encoded).
 # shellcheck disable=SC2086
-start_daemon alpha --nats "$URL" --host-name alpha --nats-outbox-bytes 268435456 ${BRIDGE_OPTIONS:-}
+start_fleet alpha --nats "$URL" --host-name alpha --nats-outbox-bytes 268435456 ${BRIDGE_OPTIONS:-}
 # shellcheck disable=SC2086
-start_daemon beta --nats "$URL" --host-name beta ${BRIDGE_OPTIONS:-}
-start_daemon lone
-for name in alpha beta; do wait_for 20 grep -q 'read the latest messages' "$RUN/$name.log"; done
+start_fleet beta --nats "$URL" --host-name beta ${BRIDGE_OPTIONS:-}
+for name in alpha beta; do wait_for 20 grep -q 'read the latest messages' "$RUN/$name.fleet.log"; done
 wait_for 20 test -S "$RUN/lone.sock"
 
 RESULTS=$RUN/results.txt
