@@ -1,5 +1,6 @@
 import Foundation
 import NATSTestSupport
+import NATSClient
 import NIOCore
 import NotifyBus
 import Testing
@@ -12,14 +13,32 @@ struct FleetServiceTests {
     func crashUnderLoad() async throws {
         let nats = try await NATSServerProcess.start()
         defer { nats.stop() }
-        let alpha = try await FederationTests.startHost("alpha", servers: [nats])
+        // Room for the whole run in the local subscriber's queue: a test runner too busy to read (CI runs suites side
+        // by side) must not make the daemon drop for it what this test counts.
+        let roomy = ["--max-queued-messages", "1000000", "--max-queued-bytes", "268435456"]
+        let alpha = try await FederationTests.startHost("alpha", servers: [nats], arguments: roomy)
         let beta = try await FederationTests.startHost("beta", servers: [nats])
         let onAlpha = try await alpha.client()
         let local = try await onAlpha.subscribe(to: [TopicPattern("load.>")])
         let publisher = try await alpha.client()
         let count = 20_000
-        // Read as they come, so that the subscriber itself never falls behind.
-        let collecting = Task { try await FederationTests.collect(local, until: "load.end") }
+        // Read as they come; a drop the daemon announces would show why a number is missing.
+        let collecting = Task {
+            try await withDeadline(.seconds(60), waitingFor: "load.end at the local subscriber") {
+                var numbers: [Int] = []
+                var drops: [DropNotice] = []
+                for try await event in local {
+                    switch event {
+                    case .message(let delivery):
+                        if delivery.topic.name == "load.end" { return (numbers, drops) }
+                        if let number = delivery.text.flatMap(Int.init) { numbers.append(number) }
+                    case .dropped(let notice):
+                        drops.append(notice)
+                    }
+                }
+                throw TestFailure("the subscription ended before load.end")
+            }
+        }
         let publishing = Task {
             for index in 1...count { try await publisher.publish("\(index)", to: Topic("load.m"), retain: false) }
             _ = try await publisher.publishAcknowledged("end", to: Topic("load.end"))
@@ -30,9 +49,12 @@ struct FleetServiceTests {
         fleet.signal(SIGKILL)
         _ = try await fleet.exitStatus()
         try await publishing.value
-        let received = try await collecting.value
-        let numbers = received.filter { $0.topic.name == "load.m" }.compactMap { $0.text.flatMap(Int.init) }
-        #expect(numbers == Array(1...count), "every local publish, in order, once")
+        let (numbers, drops) = try await collecting.value
+        let missing = Set(1...count).subtracting(numbers)
+        #expect(
+            numbers == Array(1...count),
+            "every local publish, in order, once: \(numbers.count) received, \(missing.count) missing (\(missing.min() ?? 0) to \(missing.max() ?? 0)), drops announced: \(drops)"
+        )
         #expect(try await FederationTests.stats(of: onAlpha) { $0["fleet_linked"] == 0 }["fleet_linked"] == 0)
         #expect(try await onAlpha.stats()["nats_connected"] == nil, "no counters of a fleet that is gone")
 
@@ -73,5 +95,54 @@ struct FleetServiceTests {
         #expect(try await alpha.notify(["latest", "local.x"]).output == "fine\n")
         await client.close()
         try await alpha.stop()
+    }
+}
+
+/// The stream of latest messages gets a topic's newest once per flush window (issue 47, item 4).
+@Suite("The fleet's latest messages, coalesced (real notifyd, notifyd-fleet and nats-server)", .timeLimit(.minutes(5)))
+struct LatestCoalescingTests {
+    @Test("1,000 retained messages of one topic in a burst: every one goes live, the stream of latest messages gets a few writes, the newest last; a host started later holds the newest")
+    func burst() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let watcher = try await NATSConnection.connect(host: "127.0.0.1", port: nats.port, name: "watcher")
+        let live = try await watcher.subscribe(to: "notifyd.burst.>")
+        let latest = try await watcher.subscribe(to: "notifyd-latest.burst.>")
+        try await watcher.flush()
+        let alpha = try await FederationTests.startHost("alpha", servers: [nats])
+        let onAlpha = try await alpha.client()
+        try await onAlpha.publish((1...1_000).map { ByteBuffer(string: "\($0)") }, to: Topic("burst.status"))
+        _ = try await onAlpha.publishAcknowledged("end", to: Topic("burst.end"), retain: false)
+
+        let liveCount = try await withDeadline(.seconds(30), waitingFor: "every message on the live subject") {
+            var count = 0
+            for try await message in live {
+                if message.subject == "notifyd.burst.end" { return count }
+                count += 1
+            }
+            return count
+        }
+        #expect(liveCount == 1_000, "the live subject gets every message")
+        let stats = try await FederationTests.stats(of: onAlpha) { $0["nats_outbox_messages"] == 0 && $0["nats_exported"] == 1_001 }
+        let coalesced = try #require(stats["nats_latest_coalesced"])
+        // What reached the stream of latest messages, read until its newest.
+        let writes = try await withDeadline(.seconds(30), waitingFor: "the newest on the stream of latest messages") {
+            var payloads: [String] = []
+            for try await message in latest {
+                payloads.append(String(buffer: message.payload))
+                if payloads.last == "1000" { return payloads }
+            }
+            return payloads
+        }
+        #expect(writes.count + Int(coalesced) == 1_000, "each retained message is written there or replaced by a newer one: \(writes.count) written, \(coalesced) coalesced")
+        #expect(writes.count <= 500, "coalesced within a window: \(writes.count) writes")
+        #expect(writes.last == "1000")
+
+        let beta = try await FederationTests.startHost("beta", servers: [nats])
+        #expect(try await beta.notify(["latest", "burst.status"]).output == "1000\n", "a host started later holds the newest")
+        await onAlpha.close()
+        await watcher.close()
+        try await alpha.stop()
+        try await beta.stop()
     }
 }

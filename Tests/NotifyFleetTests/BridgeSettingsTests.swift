@@ -325,3 +325,28 @@ struct JetStreamReplyTests {
         #expect(try events("web-01").consumerName == "web-01")
     }
 }
+
+/// The window's newest retained message of each topic, for the stream of latest messages.
+@Suite("Latest messages, coalesced", .timeLimit(.minutes(3)))
+struct LatestCoalescerTests {
+    static func export(_ topic: String, _ text: String, _ kind: FleetMessageKind = .retained) throws -> FleetExport {
+        FleetExport(
+            delivery: Delivery(topic: try Topic(topic), sequence: 1, time: PublishTime(microsecondsSinceEpoch: 1), publisher: Publisher(uid: 0, pid: 1), payload: ByteBuffer(string: text)),
+            kind: kind
+        )
+    }
+
+    @Test("the newest of each topic, in the order the topics came; a clear replaces a message and a message a clear; counted; bounded by bytes")
+    func newestWins() throws {
+        var coalescer = LatestCoalescer()
+        for (topic, text, kind) in [("a", "1", FleetMessageKind.retained), ("b", "1", .retained), ("a", "2", .retained), ("b", "", .clear), ("a", "3", .retained)] {
+            coalescer.note(try Self.export(topic, text, kind))
+        }
+        #expect(coalescer.bytes == 1 && coalescer.coalesced == 3)
+        let taken = coalescer.take()
+        #expect(taken.map { "\($0.delivery.topic.name) \($0.delivery.text ?? "") \($0.kind)" } == ["a 3 retained", "b  clear"])
+        #expect(coalescer.isEmpty && coalescer.bytes == 0)
+        coalescer.note(try Self.export("c", String(repeating: "x", count: LatestCoalescer.byteLimit)))
+        #expect(coalescer.isFull, "a window that holds its bound ends at once")
+    }
+}

@@ -2,7 +2,8 @@ package import NIOCore
 package import NotifyProtocol
 
 /// Writes a local publish (an `EXP` frame from the daemon) as the NATS operations that export it: `HPUB <prefix>.<topic>` with the provenance
-/// headers, and for a retained one the same to `<prefix>-latest.<topic>` (the stream of latest messages). A `CLEAR`
+/// headers, and for a retained one the same to `<prefix>-latest.<topic>` (the stream of latest messages; the bridge
+/// writes that one once per topic per flush window, ``LatestCoalescer``). A `CLEAR`
 /// goes both ways too, with `Notifyd-Clear: 1` and no payload: in the stream it takes the cleared message's place. Straight
 /// into the outbox's buffer: no `String`, no headers value, no buffer of its own per message.
 package struct ExportEncoder {
@@ -50,10 +51,21 @@ package struct ExportEncoder {
         return headers.readableBytes + message.payload.readableBytes
     }
 
-    /// Writes the operations of the message last given to ``prepare(_:)``.
+    /// Writes the operations of the message last given to ``prepare(_:)``: to the live subject, and for a retained
+    /// message or a clear to the stream of latest messages too.
     package func writePrepared(_ export: FleetExport, into buffer: inout ByteBuffer) {
+        writeLive(export, into: &buffer)
+        if export.kind != .notRetained { writeLatest(export, into: &buffer) }
+    }
+
+    /// Writes the message last given to ``prepare(_:)`` to its live subject, `<prefix>.<topic>`.
+    package func writeLive(_ export: FleetExport, into buffer: inout ByteBuffer) {
         writeOperation(livePrefix, export.delivery, into: &buffer)
-        if export.kind != .notRetained { writeOperation(latestPrefix, export.delivery, into: &buffer) }
+    }
+
+    /// Writes the message last given to ``prepare(_:)`` to the stream of latest messages, `<prefix>-latest.<topic>`.
+    package func writeLatest(_ export: FleetExport, into buffer: inout ByteBuffer) {
+        writeOperation(latestPrefix, export.delivery, into: &buffer)
     }
 
     private func writeOperation(_ prefix: [UInt8], _ message: Delivery, into buffer: inout ByteBuffer) {

@@ -15,7 +15,10 @@ package struct ExportOutbox {
     /// A chunk of encoded messages.
     private struct Chunk {
         var bytes: ByteBuffer
+        /// The messages in it: what ``count`` and ``confirmed`` count.
         var messages: Int
+        /// Its entries: the messages and the writes to the stream of latest messages that go with them.
+        var entries = 0
         /// The bytes of its publishers' (uids') messages, one run per uid in a row: let go of when it is confirmed.
         /// Runs rather than a table: a message of the same uid as the one before, the usual case, costs no hashing.
         var runs: [(uid: UInt32, bytes: Int)] = []
@@ -53,15 +56,17 @@ package struct ExportOutbox {
     package var sentThrough: UInt64 { headNumber + UInt64(sentChunks) }
 
     /// Whether messages wait to be sent.
-    package var hasUnsent: Bool { sentChunks < chunks.count || open.messages > 0 }
+    package var hasUnsent: Bool { sentChunks < chunks.count || open.entries > 0 }
 
     /// The most bytes one uid's messages may hold while `uids` uids hold some, itself included: an equal part of the
     /// outbox with one part kept for a uid not in it yet (half of it for the only one, a third each for two, …).
     package func shareLimit(holding uids: Int) -> Int { max(1, limit / (uids + 1)) }
 
     /// Appends one message of `uid`'s, which `encode` writes, after the others; or refuses it when the bound or the
-    /// uid's share would be passed: false, and it is counted in ``dropped``.
-    package mutating func append(uid: UInt32, encode: (inout ByteBuffer) -> Void) -> Bool {
+    /// uid's share would be passed: false, and it is counted in ``dropped``. `isMessage` false: a write that goes with
+    /// a message sent already (its copy for the stream of latest messages), held and confirmed like one but not
+    /// counted as another message.
+    package mutating func append(uid: UInt32, isMessage: Bool = true, encode: (inout ByteBuffer) -> Void) -> Bool {
         let before = open.bytes.writerIndex
         encode(&open.bytes)
         let size = open.bytes.writerIndex - before
@@ -82,8 +87,11 @@ package struct ExportOutbox {
             open.runs.append((uid, size))
         }
         bytes += size
-        count += 1
-        open.messages += 1
+        open.entries += 1
+        if isMessage {
+            count += 1
+            open.messages += 1
+        }
         if open.bytes.readableBytes >= Self.chunkBytes { seal() }
         return true
     }
@@ -117,7 +125,7 @@ package struct ExportOutbox {
     }
 
     private mutating func seal() {
-        guard open.messages > 0 else { return }
+        guard open.entries > 0 else { return }
         chunks.append(open)
         open = Self.emptyChunk()
     }

@@ -24,9 +24,37 @@ extension NATSBridge {
             }
             return
         }
-        guard outbox.append(uid: message.delivery.publisher.uid, encode: { encoder.writePrepared(message, into: &$0) }) else {
+        guard outbox.append(uid: message.delivery.publisher.uid, encode: { encoder.writeLive(message, into: &$0) }) else {
             reportOverflow(uid: message.delivery.publisher.uid)
             return
+        }
+        // The stream of latest messages gets the topic's newest of the window, not every one.
+        if message.kind != .notRetained {
+            latest.note(message)
+            if latest.isFull { writeLatest() } else { scheduleLatest() }
+        }
+        if connection != nil { scheduleSend() }
+    }
+
+    /// Ends the window of latest messages in ``latestWindow``, unless it is ending already.
+    func scheduleLatest() {
+        guard !latestIsScheduled else { return }
+        latestIsScheduled = true
+        eventLoop.assumeIsolated().scheduleTask(in: Self.latestWindow) { [weak self] in
+            guard let self else { return }
+            latestIsScheduled = false
+            writeLatest()
+        }
+    }
+
+    /// Puts the window's latest messages into the outbox, after the live messages before them, and sends.
+    func writeLatest() {
+        for message in latest.take() {
+            _ = encoder.prepare(message)
+            guard outbox.append(uid: message.delivery.publisher.uid, isMessage: false, encode: { encoder.writeLatest(message, into: &$0) }) else {
+                reportOverflow(uid: message.delivery.publisher.uid)
+                continue
+            }
         }
         if connection != nil { scheduleSend() }
     }

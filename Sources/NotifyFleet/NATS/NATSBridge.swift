@@ -21,6 +21,9 @@ package final class NATSBridge {
     let logger: Logger
     package private(set) var settings: BridgeSettings
     var outbox: ExportOutbox
+    /// The window's newest retained message of each topic, for the stream of latest messages.
+    var latest = LatestCoalescer()
+    var latestIsScheduled = false
     var encoder: ExportEncoder
     var exports: FederatedTopics
     var imports: FederatedTopics
@@ -75,6 +78,8 @@ package final class NATSBridge {
     var authFailed: UInt64 = 0
     var loginRefused: String?
 
+    /// How long retained messages of one topic are coalesced into one write to the stream of latest messages.
+    static let latestWindow = TimeAmount.milliseconds(5)
     static let firstRetryDelay = TimeAmount.milliseconds(100)
     static let keepAliveInterval = TimeAmount.seconds(10)
     /// A connection that lasted less than this did not end the run of failures: the backoff goes on growing (a
@@ -160,6 +165,7 @@ package final class NATSBridge {
     /// messages were never confirmed.
     package func stop(grace: TimeAmount) -> EventLoopFuture<Int> {
         link.stop()
+        writeLatest()
         stopCatchUp()
         isStopped = true
         generation += 1
@@ -383,6 +389,7 @@ package final class NATSBridge {
             .init(name: "nats_outbox_bytes", value: UInt64(outbox.bytes)),
             .init(name: "nats_outbox_dropped", value: outbox.dropped),
             .init(name: "nats_too_large", value: tooLarge),
+            .init(name: "nats_latest_coalesced", value: latest.coalesced),
         ]
     }
 
