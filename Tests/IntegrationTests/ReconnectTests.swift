@@ -106,7 +106,7 @@ struct ReconnectTests {
         #expect(try await interim.stop() == 0)
         daemon = try await TestDaemon.start(in: directory, arguments: arguments)
         let notice = try await events.nextEvent(waitingFor: "the notice of what the history no longer held")
-        #expect(notice == .dropped(DropNotice(topic: try Topic("re.c"), count: 12, firstSequence: 4, lastSequence: 15)))
+        #expect(notice == .dropped(DropNotice(topic: try Topic("re.c"), count: 12, firstSequence: 4, lastSequence: 15, reason: .history)))
         var rest: [String] = []
         for number in 16...20 {
             guard let delivery = try await events.next(waitingFor: "m\(number)") else { break }
@@ -167,7 +167,7 @@ struct ReconnectTests {
         try await cli.standardOutput.wait(timeout: .seconds(60), "the subscriber to catch up") { $0.contains("\"m20\"") }
         let lines = cli.standardOutput.lines
         #expect(lines.count == 9, "\(lines)")
-        #expect(lines[3] == #"{"dropped":{"topic":"re.g","count":12,"first_seq":4,"last_seq":15}}"#)
+        #expect(lines[3] == #"{"dropped":{"topic":"re.g","count":12,"first_seq":4,"last_seq":15,"reason":"history"}}"#)
         #expect(lines.enumerated().allSatisfy { index, line in index == 3 || line.contains("\"payload\":\"m\(index < 3 ? index + 1 : index + 12)\"") }, "\(lines)")
         cli.signal(SIGINT)
         _ = try await cli.exitStatus()

@@ -23,7 +23,7 @@ struct ResumeTests {
 
         let gap = try await daemon.notify(["subscribe", "resume.t", "--since", "2", "--count", "5", "--format", "json"])
         let lines = gap.output.split(separator: "\n")
-        #expect(lines.first == #"{"dropped":{"topic":"resume.t","count":5,"first_seq":3,"last_seq":7}}"#)
+        #expect(lines.first == #"{"dropped":{"topic":"resume.t","count":5,"first_seq":3,"last_seq":7,"reason":"history"}}"#)
         #expect(lines.dropFirst().map(Self.sequence) == [8, 9, 10, 11, 12])
 
         // Resuming at the newest while a publish races the subscription: whether it comes from history or live,

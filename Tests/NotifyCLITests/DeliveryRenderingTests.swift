@@ -33,6 +33,22 @@ struct DeliveryRenderingTests {
         return all
     }
 
+    @Test("a drop notice names the bound that dropped: the subscriber's queue, the history, a forgotten topic, the fleet; none said is the queue")
+    func dropReasons() throws {
+        let topic = try Topic("backup.status")
+        func notice(_ reason: DropReason?, many: Bool = false) -> DropNotice {
+            DropNotice(topic: many ? DropNotice.manyTopics : topic, count: 36, firstSequence: 65, lastSequence: 100, reason: reason)
+        }
+        #expect(DeliveryFormat.sentence(notice(.queue)) == "the daemon dropped 36 messages of backup.status (sequence 65 to 100) because this subscriber fell behind")
+        #expect(DeliveryFormat.sentence(notice(nil)) == DeliveryFormat.sentence(notice(.queue)))
+        #expect(DeliveryFormat.sentence(notice(.history)) == "36 messages of backup.status (sequence 65 to 100) are missing: the topic's history no longer holds them")
+        #expect(DeliveryFormat.sentence(notice(.forgotten)).hasSuffix("the daemon forgot the topic to make room (max-topics)"))
+        #expect(DeliveryFormat.sentence(notice(.fleet, many: true)).hasPrefix("36 messages of other hosts were lost before this host could take them in"))
+        #expect(!DeliveryFormat.sentence(notice(.fleet, many: true)).contains("fell behind"), "not the subscriber's doing")
+        #expect(DeliveryFormat.json(notice(.history)) == #"{"dropped":{"topic":"backup.status","count":36,"first_seq":65,"last_seq":100,"reason":"history"}}"#)
+        #expect(DeliveryFormat.json(notice(nil)).hasSuffix(#""reason":null}}"#))
+    }
+
     @Test("json: each delivery as the JSON writer wrote it, then a line break")
     func json() {
         for delivery in Self.deliveries {

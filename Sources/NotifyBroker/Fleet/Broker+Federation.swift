@@ -213,7 +213,7 @@ extension Broker {
         missedImports = (missedImports ?? 0).saturatingAdd(count)
         missedImportsNewest = now
         for session in openSessions where !session.isImporter && session.subscriptionCount > 0 {
-            noticeMissed(DropNotice(topic: DropNotice.manyTopics, count: count, firstSequence: 0, lastSequence: 0), id: nil, to: session)
+            noticeMissed(DropNotice(topic: DropNotice.manyTopics, count: count, firstSequence: 0, lastSequence: 0, reason: .fleet), id: nil, to: session)
         }
     }
 

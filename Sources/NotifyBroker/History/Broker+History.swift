@@ -272,19 +272,21 @@ extension Broker {
             guard after < state.sequence else { return }
             replayHistory(of: state, id: id, to: target) { history, body in
                 let lastMissed = (history?.firstSequence(after: after) ?? state.sequence + 1) - 1
-                if lastMissed > after { noticeMissed((after + 1)...lastMissed, of: state.topic, id: id, to: target.session) }
+                if lastMissed > after { noticeMissed((after + 1)...lastMissed, of: state.topic, .history, id: id, to: target.session) }
                 history?.forEach(after: after, topic: state.topic.name, body)
             }
         case .time(let time):
             // Notices are replies, which are never dropped: past a bound, one about many topics counts the rest.
             var notices = 0
             var othersMissed: UInt64 = 0
-            let notice = { (missed: ClosedRange<UInt64>, topic: Topic) in
+            var othersReason = DropReason.history
+            let notice = { (missed: ClosedRange<UInt64>, topic: Topic, reason: DropReason) in
                 notices += 1
                 if notices <= DropTally.topicLimit {
-                    self.noticeMissed(missed, of: topic, id: id, to: target.session)
+                    self.noticeMissed(missed, of: topic, reason, id: id, to: target.session)
                 } else {
                     othersMissed = othersMissed.saturatingAdd(missed.size)
+                    othersReason = reason
                 }
             }
             workDone &+= topicTable.forEach(matching: pattern) { state in
@@ -294,10 +296,10 @@ extension Broker {
                     if let history, let evicted = history.lastEvicted, evicted.time > time,
                         history.firstEvicted <= evicted.sequence
                     {
-                        notice(history.firstEvicted...evicted.sequence, state.topic)
+                        notice(history.firstEvicted...evicted.sequence, state.topic, .history)
                     } else if history == nil, state.sequence > 0, (state.lastPublished ?? .distantFuture) > time {
                         // No history: it cannot replay a thing, and without a time (after a restart) may have missed all.
-                        notice(1...state.sequence, state.topic)
+                        notice(1...state.sequence, state.topic, .history)
                     }
                     history?.forEach(after: time, topic: state.topic.name, body)
                 }
@@ -307,13 +309,14 @@ extension Broker {
                 let forgotten = topicTable.forgottenTopics
                 workDone &+= forgotten.forEach(matching: pattern) { topic, entry in
                     guard entry.newest > time, configuration.accessPolicy.allows(.read, topic: topic, peer: peer) else { return }
-                    notice(1...entry.sequence, topic)
+                    notice(1...entry.sequence, topic, .forgotten)
                 }
                 if forgotten.unremembered.newest > time {
                     othersMissed = othersMissed.saturatingAdd(forgotten.unremembered.messages)
+                    othersReason = .forgotten
                 }
             }
-            if othersMissed > 0 { noticeMissed(count: othersMissed, id: id, to: target.session) }
+            if othersMissed > 0 { noticeMissed(count: othersMissed, othersReason, id: id, to: target.session) }
             if missedImportsNewest > time { noticeMissedImports(for: pattern, id: id, to: target.session) }
         }
     }
@@ -323,7 +326,7 @@ extension Broker {
     /// host's own topics (`$…`, `user.…`), which no other host's message can be of.
     private func noticeMissedImports(for pattern: TopicPattern, id: UInt64?, to session: Session) {
         guard let missed = missedImports, !pattern.text.hasPrefix("$"), !pattern.text.hasPrefix("user.") else { return }
-        noticeMissed(count: missed, id: id, to: session)
+        noticeMissed(count: missed, .fleet, id: id, to: session)
     }
 
     /// Tells a subscriber resuming `name` after `point`, a topic the daemon does not have, what it missed if the
@@ -333,7 +336,7 @@ extension Broker {
         guard !topicTable.forgottenTopics.isEmpty else { return }
         if let entry = topicTable.forgottenTopics[name] {
             guard point < entry.sequence, let topic = try? Topic(name) else { return }
-            noticeMissed((point + 1)...entry.sequence, of: topic, id: id, to: session)
+            noticeMissed((point + 1)...entry.sequence, of: topic, .forgotten, id: id, to: session)
         } else if point > 0 {
             noticeUnremembered(id: id, to: session)
         }
@@ -343,7 +346,7 @@ extension Broker {
     /// may have missed: a `DROP` about many topics, when there were any.
     private func noticeUnremembered(id: UInt64?, to session: Session) {
         let messages = topicTable.forgottenTopics.unremembered.messages
-        if messages > 0 { noticeMissed(count: messages, id: id, to: session) }
+        if messages > 0 { noticeMissed(count: messages, .forgotten, id: id, to: session) }
     }
 
     /// Runs `replay` with the topic's history and a function that sends one of its messages.
@@ -362,14 +365,14 @@ extension Broker {
 
     /// Tells a resuming subscriber that the messages `missed` of `topic` are not in its history: a `DROP` with the
     /// `SUB`'s id, so that a client hands it to the subscription that asked.
-    private func noticeMissed(_ missed: ClosedRange<UInt64>, of topic: Topic, id: UInt64?, to session: Session) {
-        let dropped = DropNotice(topic: topic, count: missed.size, firstSequence: missed.lowerBound, lastSequence: missed.upperBound)
+    private func noticeMissed(_ missed: ClosedRange<UInt64>, of topic: Topic, _ reason: DropReason, id: UInt64?, to session: Session) {
+        let dropped = DropNotice(topic: topic, count: missed.size, firstSequence: missed.lowerBound, lastSequence: missed.upperBound, reason: reason)
         noticeMissed(dropped, id: id, to: session)
     }
 
     /// The same about `count` messages of topics past the bound on notices (``DropNotice/manyTopics``).
-    private func noticeMissed(count: UInt64, id: UInt64?, to session: Session) {
-        noticeMissed(DropNotice(topic: DropNotice.manyTopics, count: count, firstSequence: 0, lastSequence: 0), id: id, to: session)
+    private func noticeMissed(count: UInt64, _ reason: DropReason, id: UInt64?, to session: Session) {
+        noticeMissed(DropNotice(topic: DropNotice.manyTopics, count: count, firstSequence: 0, lastSequence: 0, reason: reason), id: id, to: session)
     }
 
     func noticeMissed(_ dropped: DropNotice, id: UInt64?, to session: Session) {

@@ -77,7 +77,8 @@ struct DeliveredMessages {
             topic: notice.topic,
             count: min(notice.count, notice.lastSequence - first + 1),
             firstSequence: first,
-            lastSequence: notice.lastSequence
+            lastSequence: notice.lastSequence,
+            reason: notice.reason
         )
     }
 

@@ -31,7 +31,7 @@ package struct DropTally {
             otherTopics = otherTopics.saturatingAdd(count)
         } else {
             indexByTopic[topic] = notices.count
-            notices.append(DropNotice(topic: topic, count: count, firstSequence: first, lastSequence: last))
+            notices.append(DropNotice(topic: topic, count: count, firstSequence: first, lastSequence: last, reason: .queue))
         }
     }
 
@@ -44,7 +44,7 @@ package struct DropTally {
     package mutating func take() -> [DropNotice] {
         var taken = notices
         if otherTopics > 0 {
-            taken.append(DropNotice(topic: DropNotice.manyTopics, count: otherTopics, firstSequence: 0, lastSequence: 0))
+            taken.append(DropNotice(topic: DropNotice.manyTopics, count: otherTopics, firstSequence: 0, lastSequence: 0, reason: .queue))
         }
         notices.removeAll(keepingCapacity: notices.count <= 64)
         indexByTopic.removeAll(keepingCapacity: indexByTopic.count <= 64)

@@ -23,7 +23,8 @@ public enum OverflowPolicy: String, Sendable, Hashable, CaseIterable {
     }
 }
 
-/// Messages of one topic that the daemon dropped for a subscriber that fell behind (`DROP`).
+/// Messages of one topic that a subscriber does not get (`DROP`): dropped because it fell behind, or, for a
+/// subscription that resumes, no longer held where the daemon keeps them; ``reason`` says which.
 public struct DropNotice: Sendable, Hashable {
     /// The topic whose messages were dropped.
     public var topic: Topic
@@ -34,13 +35,16 @@ public struct DropNotice: Sendable, Hashable {
     public var firstSequence: UInt64
     /// The sequence number of the last message dropped (see ``firstSequence``).
     public var lastSequence: UInt64
+    /// Which bound dropped them; nil when the daemon did not say (one older than this library).
+    public var reason: DropReason?
 
     /// Creates a notice.
-    public init(topic: Topic, count: UInt64, firstSequence: UInt64, lastSequence: UInt64) {
+    public init(topic: Topic, count: UInt64, firstSequence: UInt64, lastSequence: UInt64, reason: DropReason? = nil) {
         self.topic = topic
         self.count = count
         self.firstSequence = firstSequence
         self.lastSequence = lastSequence
+        self.reason = reason
     }
 
     /// The topic of a notice about many topics at once: a subscriber that fell behind on more topics than the daemon
@@ -49,4 +53,24 @@ public struct DropNotice: Sendable, Hashable {
 
     /// Whether this notice counts messages of many topics (``manyTopics``), whose sequence numbers it does not give.
     public var isAboutManyTopics: Bool { topic == DropNotice.manyTopics }
+}
+
+/// Which bound dropped the messages of a ``DropNotice`` (`reason=` on a `DROP` line). Open to values a newer daemon
+/// may send, as ``ErrorCode`` is.
+public struct DropReason: RawRepresentable, Sendable, Hashable {
+    public var rawValue: String
+
+    public init(rawValue: String) {
+        self.rawValue = rawValue
+    }
+
+    /// The subscriber fell behind: its queue in the daemon, under its overflow policy, had no room for them.
+    public static let queue = DropReason(rawValue: "queue")
+    /// A subscription resumed from before what the topic's history holds: they left it to make room.
+    public static let history = DropReason(rawValue: "history")
+    /// The daemon forgot their topic to make room for others (`max-topics`), or lost its state.
+    public static let forgotten = DropReason(rawValue: "forgotten")
+    /// Other hosts' messages lost before this host took them in: older than the fleet's log keeps, or never handed
+    /// over by the fleet service.
+    public static let fleet = DropReason(rawValue: "fleet")
 }

@@ -182,7 +182,13 @@ private struct ServerFrameParser {
                 let firstRange = tokens.next(), let first = LineScanner.unsigned(bytes, firstRange),
                 let lastRange = tokens.next(), let last = LineScanner.unsigned(bytes, lastRange)
             else { return .malformed("bad DROP line \(LineScanner.quoted(bytes, 0..<lineEnd))") }
-            let notice = DropNotice(topic: Topic(unchecked: name), count: count, firstSequence: first, lastSequence: last)
+            var notice = DropNotice(topic: Topic(unchecked: name), count: count, firstSequence: first, lastSequence: last)
+            // `reason=` (protocol 5); other tokens a newer daemon may add are passed over.
+            while let token = tokens.next() {
+                if let (key, value) = keyValue(bytes, token), LineScanner.equals(bytes, key, "reason"), !value.isEmpty {
+                    notice.reason = DropReason(rawValue: string(bytes, value))
+                }
+            }
             if let id { return .frame(.missed(requestID: id, notice), consumed: next) }
             return .frame(.dropped(notice), consumed: next)
         }

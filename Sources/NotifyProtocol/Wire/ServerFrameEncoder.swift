@@ -193,12 +193,17 @@ extension ByteBuffer {
         return written
     }
 
-    /// Writes `DROP <topic> <count> <first-seq> <last-seq>`.
+    /// Writes `DROP <topic> <count> <first-seq> <last-seq> [reason=<reason>]`.
     @discardableResult
     public mutating func writeDropNotice(_ notice: DropNotice, requestID: UInt64? = nil) -> Int {
-        writeRequestID(requestID) + writeStaticString("DROP ") + writeString(notice.topic.name) + writeStaticString(" ") + writeDecimal(notice.count)
-            + writeStaticString(" ") + writeDecimal(notice.firstSequence) + writeStaticString(" ")
-            + writeDecimal(notice.lastSequence) + writeStaticString("\n")
+        var written = writeRequestID(requestID) + writeStaticString("DROP ") + writeString(notice.topic.name) + writeStaticString(" ")
+            + writeDecimal(notice.count) + writeStaticString(" ") + writeDecimal(notice.firstSequence) + writeStaticString(" ")
+            + writeDecimal(notice.lastSequence)
+        // A reason is one token of its own: anything else would break the line.
+        if let reason = notice.reason, !reason.rawValue.isEmpty, reason.rawValue.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
+            written += writeStaticString(" reason=") + writeString(reason.rawValue)
+        }
+        return written + writeStaticString("\n")
     }
 
     /// Writes a `STATS` reply. Names must be single tokens.

@@ -24,8 +24,10 @@ struct Subscribe: AsyncParsableCommand, ConnectingCommand {
             MiB. A subscriber that falls behind (its reader is slower than the publishers) has messages queued for it \
             in the daemon, up to the daemon's limit; past that, --overflow says what happens: drop-oldest (the default) drops the oldest \
             queued messages, latest-only keeps only the newest queued message of each topic, disconnect ends the \
-            subscription (exit 69). What is dropped is announced: a line on standard error, or with --format json a \
-            record {"dropped": {"topic", "count", "first_seq", "last_seq"}} in the output.
+            subscription (exit 69). What is dropped is announced: a line on standard error saying which bound dropped \
+            it (this subscriber's queue, the topic's history, a topic the daemon forgot, other hosts' messages lost on \
+            their way), or with --format json a record {"dropped": {"topic", "count", "first_seq", "last_seq", \
+            "reason"}} in the output (reason: queue, history, forgotten, fleet, or null from an older daemon).
 
             --since resumes from the topics' history (the daemon keeps each topic's last messages): --since SEQ \
             prints what came after that sequence number of the one topic named, --since TIME (RFC 3339: \

@@ -45,7 +45,8 @@ enum DeliveryFormat: String, ExpressibleByArgument, CaseIterable {
         return json.text
     }
 
-    /// A drop notice as a JSON record: `{"dropped":{"topic":…,"count":…,"first_seq":…,"last_seq":…}}`.
+    /// A drop notice as a JSON record: `{"dropped":{"topic":…,"count":…,"first_seq":…,"last_seq":…,"reason":…}}`
+    /// (`reason` null from a daemon that does not say).
     static func json(_ notice: DropNotice) -> String {
         var json = JSONWriter()
         json.beginObject()
@@ -55,6 +56,7 @@ enum DeliveryFormat: String, ExpressibleByArgument, CaseIterable {
         json.field("count", notice.count)
         json.field("first_seq", notice.firstSequence)
         json.field("last_seq", notice.lastSequence)
+        json.field("reason", notice.reason?.rawValue)
         json.endObject()
         json.endObject()
         return json.text
@@ -62,14 +64,31 @@ enum DeliveryFormat: String, ExpressibleByArgument, CaseIterable {
 
     /// A drop notice for people.
     static func sentence(_ notice: DropNotice) -> String {
+        let messages = "\(notice.count) message\(notice.count == 1 ? "" : "s")"
         if notice.isAboutManyTopics {
-            return "the daemon dropped \(notice.count) message\(notice.count == 1 ? "" : "s") of other topics too"
-                + " because this subscriber fell behind on more topics than it keeps a notice for each"
+            switch notice.reason {
+            case .history?:
+                return "\(messages) of other topics are missing: their histories no longer hold them"
+            case .forgotten?:
+                return "\(messages) of topics the daemon forgot to make room (max-topics) may be missing"
+            case .fleet?:
+                return "\(messages) of other hosts were lost before this host could take them in (older than the fleet's log keeps, or not handed over)"
+            default:
+                return "the daemon dropped \(messages) of other topics too because this subscriber fell behind on more topics than it keeps a notice for each"
+            }
         }
         let range = notice.firstSequence == notice.lastSequence
             ? "sequence \(notice.firstSequence)" : "sequence \(notice.firstSequence) to \(notice.lastSequence)"
-        return "the daemon dropped \(notice.count) message\(notice.count == 1 ? "" : "s") of \(notice.topic.name) (\(range))"
-            + " because this subscriber fell behind"
+        switch notice.reason {
+        case .history?:
+            return "\(messages) of \(notice.topic.name) (\(range)) are missing: the topic's history no longer holds them"
+        case .forgotten?:
+            return "\(messages) of \(notice.topic.name) (\(range)) are missing: the daemon forgot the topic to make room (max-topics)"
+        case .fleet?:
+            return "\(messages) of \(notice.topic.name) (\(range)) were lost before this host could take them in from other hosts"
+        default:
+            return "the daemon dropped \(messages) of \(notice.topic.name) (\(range)) because this subscriber fell behind"
+        }
     }
 }
 

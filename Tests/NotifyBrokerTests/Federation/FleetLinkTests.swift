@@ -161,7 +161,7 @@ struct FleetLinkTests {
         let fleet = harness.connect(uid: Self.fleetUID)
         fleet.send("#1 MISSED 36\n")
         #expect(try fleet.received() == [.ok(requestID: 1, value: nil)])
-        #expect(try subscriber.received() == [.dropped(DropNotice(topic: DropNotice.manyTopics, count: 36, firstSequence: 0, lastSequence: 0))])
+        #expect(try subscriber.received() == [.dropped(DropNotice(topic: DropNotice.manyTopics, count: 36, firstSequence: 0, lastSequence: 0, reason: .fleet))])
         let report = "nats_connected 1\nnats_exported 12\nconnections 999\nnats_imported 5\n"
         fleet.send("#2 FLEETSTATS \(report.utf8.count)\n\(report)\n")
         #expect(try fleet.received() == [.ok(requestID: 2, value: nil)])

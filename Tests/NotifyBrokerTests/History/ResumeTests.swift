@@ -65,7 +65,10 @@ struct ResumeTests {
         Self.publish(3, to: "none", from: publisher)
         let subscriber = harness.connect()
         subscriber.send("#1 SUB t since=3\n#2 SUB none since=1\n")
-        #expect(Self.summary(try subscriber.received()) == ["DROP#1 t 12 4-15"] + (16...20).map { "LAST#1 t \($0)" } + ["OK#1", "DROP#2 none 2 2-3", "OK#2"])
+        let frames = try subscriber.received()
+        #expect(Self.summary(frames) == ["DROP#1 t 12 4-15"] + (16...20).map { "LAST#1 t \($0)" } + ["OK#1", "DROP#2 none 2 2-3", "OK#2"])
+        let reasons = frames.compactMap { frame -> DropReason? in if case .missed(_, let notice) = frame { notice.reason } else { nil } }
+        #expect(reasons == [.history, .history], "each says which bound dropped: the history, not the subscriber's queue")
     }
 
     @Test("after a time: each matching topic's messages after it; a topic that lost history after it says so")

@@ -131,7 +131,8 @@ enum ProtocolSamples {
                 topic: topic(&random),
                 count: UInt64.random(in: 1...(last - first + 1), using: &random),
                 firstSequence: first,
-                lastSequence: last
+                lastSequence: last,
+                reason: [nil, DropReason.queue, .history, .forgotten, .fleet, DropReason(rawValue: "newer-one")].randomElement(using: &random)!
             )
             return .dropped(notice)
         case 9:
