@@ -109,13 +109,17 @@ public struct NATSHeaders: Sendable, Hashable {
         let view = block.readableBytesView
         var lineEnd = view.startIndex
         while lineEnd + 1 < view.endIndex, !(view[lineEnd] == UInt8(ascii: "\r") && view[lineEnd + 1] == UInt8(ascii: "\n")) { lineEnd += 1 }
-        let firstLine = block.getString(at: block.readerIndex, length: lineEnd - view.startIndex) ?? version
-        let rest = firstLine.dropFirst(version.count).drop { $0 == " " }
-        if !rest.isEmpty {
-            let parts = rest.split(separator: " ", maxSplits: 1)
-            guard let code = Int(parts[0]) else { return nil }
-            status = code
-            if parts.count > 1 { statusDescription = String(parts[1]) }
+        // The first line is only read as text when it says more than the version (a status): every message has
+        // headers, and a string made for each would be most of what reading them costs.
+        if lineEnd - view.startIndex > version.utf8.count {
+            let firstLine = block.getString(at: block.readerIndex, length: lineEnd - view.startIndex) ?? version
+            let rest = firstLine.dropFirst(version.count).drop { $0 == " " }
+            if !rest.isEmpty {
+                let parts = rest.split(separator: " ", maxSplits: 1)
+                guard let code = Int(parts[0]) else { return nil }
+                status = code
+                if parts.count > 1 { statusDescription = String(parts[1]) }
+            }
         }
         let fieldsStart = min(lineEnd + 2, view.endIndex) - view.startIndex
         received = block.getSlice(at: block.readerIndex + fieldsStart, length: block.readableBytes - fieldsStart)

@@ -143,7 +143,10 @@ extension Broker {
         if lastImportUnit?.host != message.host || lastImportUnit?.unit != message.publisher.unit {
             lastImportUnit = (message.host, message.publisher.unit, message.unitField)
         }
-        importer.publisher = Publisher(uid: message.publisher.uid, pid: message.publisher.pid, unit: lastImportUnit!.field)
+        // Set only when it changes: setting it makes the session's unit field again, which a run of one publisher's
+        // messages need not pay for each.
+        let publisher = Publisher(uid: message.publisher.uid, pid: message.publisher.pid, unit: lastImportUnit!.field)
+        if importer.publisher != publisher { importer.publisher = publisher }
         importer.minimumSequence = message.sequence
         defer { importer.minimumSequence = 0 }
         lastImportRefusal = nil

@@ -22,9 +22,20 @@ package struct ImportForwarder {
     package var hostName: String
     /// The provenance of the last message, whose host and unit the next one likely shares.
     private var lastProvenance: Provenance?
+    /// The last `<host>/<unit>` field written, and whose it was: made once for a run of one publisher's messages.
+    private var lastUnitField: (host: String?, unit: String?, field: String)?
 
     package init(hostName: String) {
         self.hostName = hostName
+    }
+
+    /// The `<host>/<unit>` field of an `IMPORT` line for `publisher` (``Publisher/unitField``), made once per run of
+    /// messages of one host and unit.
+    package mutating func unitField(of publisher: Publisher) -> String {
+        if let last = lastUnitField, last.host == publisher.host, last.unit == publisher.unit { return last.field }
+        let field = publisher.unitField
+        lastUnitField = (publisher.host, publisher.unit, field)
+        return field
     }
 
     /// The request for `message`, whose subject names `topic`, to a daemon that takes `limits`. `replayed`: read from

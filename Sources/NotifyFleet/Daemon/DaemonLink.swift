@@ -95,14 +95,47 @@ package final class DaemonLink {
             }
             return false
         }
-        if unannounced > 0 {
-            pending.writeRequest(Request(.announceMissed(unannounced)))
-            logger.log(.daemonLinkProblem, .warning, "\(unannounced) messages of other hosts could not be handed to the daemon (it was away, or did not read); its subscribers are told of the drop")
-            unannounced = 0
-        }
+        if unannounced > 0 { writeUnannounced() }
         pending.writeRequest(request)
         scheduleFlush()
         return true
+    }
+
+    /// Sends `message` as an `IMPORT`, its `<host>/<unit>` field given (made once for a run of one publisher's),
+    /// written straight into this turn's requests. Counted and refused as ``send(_:)`` refuses.
+    @discardableResult
+    package func sendImport(_ message: FleetImport, unitField: String) -> Bool {
+        guard isLinked, channel != nil, unwritten + pending.readableBytes <= Self.pendingLimit else {
+            importsNotSent += 1
+            unannounced += 1
+            return false
+        }
+        if unannounced > 0 { writeUnannounced() }
+        let delivery = message.delivery
+        var lineStart = 0
+        delivery.payload.withUnsafeReadableBytes { payload in
+            _ = pending.writeMessageFrame(
+                .fleetImport(message.kind, replayed: message.replayed),
+                requestID: nil,
+                topic: delivery.topic.name,
+                sequence: delivery.sequence,
+                time: delivery.time,
+                uid: delivery.publisher.uid,
+                pid: delivery.publisher.pid,
+                unitField: unitField,
+                payload: payload,
+                lineStart: &lineStart
+            )
+        }
+        scheduleFlush()
+        return true
+    }
+
+    /// Tells the daemon of the imports it did not get (`MISSED`), before the next request.
+    private func writeUnannounced() {
+        pending.writeRequest(Request(.announceMissed(unannounced)))
+        logger.log(.daemonLinkProblem, .warning, "\(unannounced) messages of other hosts could not be handed to the daemon (it was away, or did not read); its subscribers are told of the drop")
+        unannounced = 0
     }
 
     /// Succeeds once the daemon has carried out every request sent before (a `PING` answered); fails if the link is

@@ -10,13 +10,10 @@ extension NATSBridge {
     /// message the daemon holds already is a repeat); `fromStream`: read from a stream, where this host's own
     /// messages are too.
     func receive(_ message: NATSMessage, subjectPrefix: String, replayed: Bool, fromStream: Bool? = nil) {
-        guard message.subject.utf8.starts(with: subjectPrefix.utf8),
-            let topic = try? Topic(String(message.subject.utf8.dropFirst(subjectPrefix.utf8.count))!)
-        else { return }
-        guard imports.contains(topic) else { return }
+        guard let topic = importedTopic(of: message.subject, prefix: subjectPrefix) else { return }
         switch forwarder.request(for: message, topic: topic, replayed: replayed, limits: link.limits) {
         case .forward(let imported):
-            if link.send(Request(.importMessage(imported))) { forwarded += 1 }
+            if link.sendImport(imported, unitField: forwarder.unitField(of: imported.delivery.publisher)) { forwarded += 1 }
         case .ownName:
             // Read back from the stream, it is this host's own; live (NATS sends this connection nothing of its
             // own), it is another host's that goes by this one's name.
@@ -24,6 +21,22 @@ extension NATSBridge {
         case .refused(let why):
             noteRefused(topic, why)
         }
+    }
+
+    /// The topic a subject under `prefix` names, when it is one this host takes in; nil otherwise. Checked once per
+    /// distinct subject: a host's messages come under a few subjects again and again, and a topic made and checked
+    /// anew for each was a fifth of what taking one in cost (``subjectTopics``, bounded).
+    func importedTopic(of subject: String, prefix: String) -> Topic? {
+        if let known = subjectTopics[subject] { return known }
+        var topic: Topic?
+        if subject.utf8.starts(with: prefix.utf8), let name = String(subject.utf8.dropFirst(prefix.utf8.count)),
+            let parsed = try? Topic(name), imports.contains(parsed)
+        {
+            topic = parsed
+        }
+        if subjectTopics.count >= Self.subjectTopicsLimit { subjectTopics.removeAll(keepingCapacity: true) }
+        subjectTopics[subject] = .some(topic)
+        return topic
     }
 
     func noteSameName() {

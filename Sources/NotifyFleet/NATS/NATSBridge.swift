@@ -49,6 +49,10 @@ package final class NATSBridge {
     /// What becomes of a message read from NATS: the `IMPORT` that hands it to the daemon, which tells repeats and
     /// checks every claim.
     var forwarder: ImportForwarder
+    /// Subjects read from NATS and the topic each names here (nil: none this host takes in), so that a subject is
+    /// checked once; emptied when the imports or the prefix change, and when it holds ``subjectTopicsLimit``.
+    var subjectTopics: [String: Topic?] = [:]
+    static let subjectTopicsLimit = 4_096
 
     /// The largest message (headers and payload) the server takes, from its `INFO`; NATS's default until one is read.
     var serverMaxPayload = 1 << 20
@@ -148,6 +152,7 @@ package final class NATSBridge {
         encoder = ExportEncoder(prefix: newer.prefix, hostName: newer.hostName)
         exports = FederatedTopics(newer.exports)
         imports = FederatedTopics(newer.imports)
+        subjectTopics.removeAll()
         if link.exportPatterns != newer.exports {
             // FOLLOW again with the new patterns: at once if linked, else when the link is made.
             link.exportPatterns = newer.exports

@@ -22,26 +22,10 @@ extension RequestParser {
             TopicSyntax.string(from: UnsafeRawBufferPointer(rebasing: bytes[range]), kind: kind, maxLength: limits.maxTopic)
                 .mapError { ProtocolError(.invalidTopic, $0.description, requestID: id) }
         }
+        // A fleet verb starts with I, F or M: any other request passes on after one look.
+        guard let first = line.verb.first.map({ bytes[$0] | 0x20 }), first == UInt8(ascii: "i") || first == UInt8(ascii: "f") || first == UInt8(ascii: "m")
+        else { return nil }
         let verbIs = { (word: StaticString) in LineScanner.equalsIgnoringCase(bytes, line.verb, word) }
-
-        if verbIs("FOLLOW") {
-            var patterns: [TopicPattern] = []
-            while let range = tokens.next() {
-                switch name(range, .pattern) {
-                case .success(let text): patterns.append(TopicPattern(unchecked: text))
-                case .failure(let error): return .failure(error, consumed: next, payloadToSkip: 0)
-                }
-            }
-            guard !patterns.isEmpty else { return fail(.malformed, "FOLLOW needs the patterns of what is exported: FOLLOW <pattern>...") }
-            return .request(Request(id: id, .follow(patterns)), consumed: next)
-        }
-
-        if verbIs("MISSED") {
-            guard let countRange = tokens.next(), let count = LineScanner.unsigned(bytes, countRange), tokens.next() == nil else {
-                return fail(.malformed, "MISSED takes a count: MISSED <count>")
-            }
-            return .request(Request(id: id, .announceMissed(count)), consumed: next)
-        }
 
         if verbIs("IMPORT") {
             let usage = "IMPORT retain|noretain|clear|replay|replay-clear <topic> <seq> <time> <uid> <pid> <host>/<unit> <size>, then the payload"
@@ -99,6 +83,25 @@ extension RequestParser {
                 replayed: replayed
             )
             return .importMessage(id: id, message, payloadOffset: next, size: size, consumed: next + size + breakLength)
+        }
+
+        if verbIs("FOLLOW") {
+            var patterns: [TopicPattern] = []
+            while let range = tokens.next() {
+                switch name(range, .pattern) {
+                case .success(let text): patterns.append(TopicPattern(unchecked: text))
+                case .failure(let error): return .failure(error, consumed: next, payloadToSkip: 0)
+                }
+            }
+            guard !patterns.isEmpty else { return fail(.malformed, "FOLLOW needs the patterns of what is exported: FOLLOW <pattern>...") }
+            return .request(Request(id: id, .follow(patterns)), consumed: next)
+        }
+
+        if verbIs("MISSED") {
+            guard let countRange = tokens.next(), let count = LineScanner.unsigned(bytes, countRange), tokens.next() == nil else {
+                return fail(.malformed, "MISSED takes a count: MISSED <count>")
+            }
+            return .request(Request(id: id, .announceMissed(count)), consumed: next)
         }
 
         if verbIs("FLEETSTATS") {

@@ -321,6 +321,9 @@ struct RequestParser {
             }
         }
 
+        // The fleet service's requests, IMPORT the most frequent of all but PUB: before the rest.
+        if let fleet = parseFleetRequest(line) { return fleet }
+
         if verbIs("SUB") {
             let usage = "SUB <pattern> [latest | since=<sequence>|<RFC 3339 time>] [overflow=drop-oldest|latest-only|disconnect]"
             guard let patternRange = tokens.next() else {
@@ -437,8 +440,6 @@ struct RequestParser {
                 "unknown option \(LineScanner.quoted(bytes, option)) for OPT; the options are noecho, echo, pause and resume"
             )
         }
-
-        if let fleet = parseFleetRequest(line) { return fleet }
 
         return fail(
             .unknownOperation,
