@@ -58,8 +58,10 @@ public struct DropNotice: Sendable, Hashable {
 /// Which bound dropped the messages of a ``DropNotice`` (`reason=` on a `DROP` line). Open to values a newer daemon
 /// may send, as ``ErrorCode`` is.
 public struct DropReason: RawRepresentable, Sendable, Hashable {
+    /// The word on the line, such as `history`.
     public var rawValue: String
 
+    /// A reason by its word on the line.
     public init(rawValue: String) {
         self.rawValue = rawValue
     }
