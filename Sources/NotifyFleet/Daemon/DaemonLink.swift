@@ -43,6 +43,13 @@ package final class DaemonLink {
     private var flushIsScheduled = false
     /// Bytes handed to the channel that the socket has not taken yet.
     private var unwritten = 0
+    /// Whether the imports a lost link takes with it come again by themselves: true while they are read from the
+    /// catch-up stream, which delivers again what was not acknowledged (nothing is until the daemon confirms it).
+    /// Then they are not announced as lost.
+    package var redeliversLostImports = false
+    /// Imports in ``pending``, and those handed to the channel and not written yet: what a lost link takes with it.
+    private var pendingImports: UInt64 = 0
+    private var unwrittenImports: UInt64 = 0
     private var nextPingID: UInt64 = 1
     private var pings: [UInt64: EventLoopPromise<Void>] = [:]
 
@@ -97,6 +104,7 @@ package final class DaemonLink {
         }
         if unannounced > 0 { writeUnannounced() }
         pending.writeRequest(request)
+        if case .importMessage = request.command { pendingImports += 1 }
         scheduleFlush()
         return true
     }
@@ -127,6 +135,7 @@ package final class DaemonLink {
                 lineStart: &lineStart
             )
         }
+        pendingImports += 1
         scheduleFlush()
         return true
     }
@@ -161,10 +170,15 @@ package final class DaemonLink {
             let bytes = pending
             pending = channel.allocator.buffer(capacity: min(bytes.capacity, 1 << 20))
             let size = bytes.readableBytes
+            let imports = pendingImports
             let generation = self.generation
             unwritten += size
+            unwrittenImports += imports
+            pendingImports = 0
             channel.writeAndFlush(bytes).assumeIsolated().whenComplete { [self] _ in
-                if generation == self.generation { unwritten -= size }
+                guard generation == self.generation else { return }
+                unwritten -= size
+                unwrittenImports -= imports
             }
         }
     }
@@ -252,8 +266,15 @@ package final class DaemonLink {
         let wasLinked = isLinked
         generation += 1
         isLinked = false
+        // Imports that never reached the daemon's socket: counted, and announced to its subscribers once the link is
+        // back, unless the catch-up stream delivers them again (nothing unconfirmed is acknowledged there).
+        let lost = pendingImports + unwrittenImports
+        importsNotSent += lost
+        if !redeliversLostImports { unannounced += lost }
         pending.clear()
         unwritten = 0
+        pendingImports = 0
+        unwrittenImports = 0
         failPings()
         channel?.close(promise: nil)
         channel = nil

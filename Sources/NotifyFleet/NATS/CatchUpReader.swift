@@ -8,7 +8,9 @@ import NIOCore
 ///
 /// Lives on the bridge's event loop. A pull request asks for a batch and waits on the server for it; the next is
 /// sent when the batch is in, or when the server ends the request (`404`, `408`). The last message taken in is
-/// acknowledged once per turn of the loop (the consumer acknowledges everything up to it).
+/// acknowledged (the consumer acknowledges everything up to it) once the daemon has carried it out
+/// (``confirmed``, a `PING` on the daemon's link): a message handed over but lost with the link, or with a daemon that
+/// stopped, is never acknowledged, so the stream delivers it again (and the daemon skips what it took in already).
 final class CatchUpReader {
     private let connection: NATSConnection
     private let events: JetStreamEvents
@@ -17,6 +19,8 @@ final class CatchUpReader {
     private let take: (NATSMessage) -> Void
     /// Told how many messages the stream no longer had when the reader came to them (a jump in its numbers).
     private let missed: (UInt64) -> Void
+    /// Succeeds once the daemon has carried out everything handed to it before the call.
+    private let confirmed: () -> EventLoopFuture<Void>
     /// The stream sequence number of the last message read.
     private var readThrough: UInt64
     /// Succeeds when the reader reaches the present: nothing older waits for it in the stream.
@@ -39,13 +43,15 @@ final class CatchUpReader {
         events: JetStreamEvents,
         at position: JetStreamEvents.Position,
         take: @escaping (NATSMessage) -> Void,
-        missed: @escaping (UInt64) -> Void
+        missed: @escaping (UInt64) -> Void,
+        confirmed: @escaping () -> EventLoopFuture<Void>
     ) {
         self.connection = connection
         self.events = events
         self.eventLoop = connection.eventLoop
         self.take = take
         self.missed = missed
+        self.confirmed = confirmed
         self.lag = position.pending
         self.readThrough = position.readThrough
         self.caughtUp = connection.eventLoop.makePromise(of: Void.self)
@@ -75,7 +81,7 @@ final class CatchUpReader {
     /// Acknowledges what was taken in and stops reading (the connection is being let go of, or catch-up turned off).
     func stop() {
         guard !isStopped else { return }
-        acknowledge()
+        // What the daemon has not confirmed is not acknowledged: the stream delivers it again next time.
         isStopped = true
         if let subscription { connection.unsubscribe(subscription) }
         if !isCaughtUp { caughtUp.fail(NATSError("the connection ended before catch-up was done")) }
@@ -134,14 +140,18 @@ final class CatchUpReader {
         eventLoop.assumeIsolated().execute { [weak self] in
             guard let self else { return }
             acknowledgeIsScheduled = false
-            acknowledge()
+            acknowledgeOnceConfirmed()
         }
     }
 
-    /// Acknowledges the last message taken in, and with it every one before (the consumer's `ack_policy` is `all`).
-    private func acknowledge() {
+    /// Acknowledges the last message taken in, and with it every one before (the consumer's `ack_policy` is `all`),
+    /// once the daemon has carried them out; not when the link is lost first.
+    private func acknowledgeOnceConfirmed() {
         guard !isStopped, let subject = lastToAcknowledge else { return }
         lastToAcknowledge = nil
-        connection.sendNow([.publish(subject: subject, replyTo: nil, headers: nil, payload: ByteBuffer())])
+        confirmed().assumeIsolated().whenSuccess { [weak self] in
+            guard let self, !isStopped else { return }
+            connection.sendNow([.publish(subject: subject, replyTo: nil, headers: nil, payload: ByteBuffer())])
+        }
     }
 }

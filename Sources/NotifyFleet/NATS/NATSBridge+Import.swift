@@ -189,9 +189,11 @@ extension NATSBridge {
             missed: { [weak self] count in
                 guard let self, generation == self.generation else { return }
                 noteMissed(count, in: events)
-            }
+            },
+            confirmed: { [link] in link.sync() }
         )
         catchUp = reader
+        link.redeliversLostImports = true
         reader.caughtUp.futureResult.assumeIsolated().flatMap { [self] in
             // Said once the daemon has carried out what was handed to it.
             link.sync()
@@ -237,6 +239,7 @@ extension NATSBridge {
     /// Lets go of the connection's reader of the stream, acknowledging what it took in, and of the replays of the
     /// latest messages under way on it.
     func stopCatchUp() {
+        link.redeliversLostImports = false
         if let catchUp { lastCatchUpLag = catchUp.lag }
         catchUp?.stop()
         catchUp = nil
