@@ -38,7 +38,8 @@ struct NotifydFleet: AsyncParsableCommand {
             when tls-ca, tls-cert, a password or a token is given, is reached over TLS only). Options win over the \
             file. SIGHUP reads it again. The counters are in `notify stats` (nats_…).
 
-            Exit status: 0 after SIGTERM or SIGINT; 64 for bad options; 78 for settings that cannot be used.
+            Exit status: 0 after SIGTERM or SIGINT (or a --reload asked); 64 for bad options; 78 for settings that \
+            cannot be used; 1 when --reload cannot reach the process.
             """
     )
 
@@ -102,7 +103,7 @@ struct NotifydFleet: AsyncParsableCommand {
     @Option(
         name: .customLong("nats-stream-replicas"),
         help: ArgumentHelp(
-            "copies a NATS cluster keeps of the stream of latest messages, when this service makes it, 1 to 5 (default: 1; in a cluster, 3 survives the loss of a server).",
+            "copies a NATS cluster keeps of the streams (latest messages, catch-up), when this service makes them, 1 to 5 (default: 1; in a cluster, 3 survives the loss of a server).",
             valueName: "count"
         )
     )

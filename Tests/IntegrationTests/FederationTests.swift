@@ -348,7 +348,7 @@ struct FederationTests {
         let received = try await Self.collect(remote, until: "fed.outage.end")
         let numbers = received.dropLast().map { Int($0.text!.prefix { $0 != " " })! }
         #expect(numbers == Array(1...Int(held)), "the first \(held), in order, once")
-        #expect(try await onAlpha.stats()["nats_outbox_messages"] == 0)
+        #expect(try await Self.stats(of: onAlpha) { $0["nats_outbox_messages"] == 0 }["nats_outbox_messages"] == 0, "the end confirmed too")
         await onAlpha.close()
         await onBeta.close()
         try await alpha.stop()

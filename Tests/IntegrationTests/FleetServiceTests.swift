@@ -14,12 +14,17 @@ struct FleetServiceTests {
         let nats = try await NATSServerProcess.start()
         defer { nats.stop() }
         // Room for the whole run in the local subscriber's queue: a test runner too busy to read (CI runs suites side
-        // by side) must not make the daemon drop for it what this test counts.
-        let roomy = ["--max-queued-messages", "1000000", "--max-queued-bytes", "268435456"]
+        // by side) must not make the daemon drop for it what this test counts. Here the fleet service runs as the
+        // subscriber's user (packaged, it has a user of its own): the user's share must hold its backlog too.
+        let roomy = [
+            "--max-queued-messages", "1000000", "--max-queued-bytes", "268435456",
+            "--max-queued-bytes-per-user", "1073741824", "--max-queued-bytes-total", "2147483648",
+        ]
         let alpha = try await FederationTests.startHost("alpha", servers: [nats], arguments: roomy)
         let beta = try await FederationTests.startHost("beta", servers: [nats])
         let onAlpha = try await alpha.client()
-        let local = try await onAlpha.subscribe(to: [TopicPattern("load.>")])
+        // And room in the library's own buffer: a consumer the runner starves must not make the client drop either.
+        let local = try await onAlpha.subscribe(to: [TopicPattern("load.>")], buffer: SubscriptionBufferLimits(highEvents: 100_000, highBytes: 64 << 20))
         let publisher = try await alpha.client()
         let count = 20_000
         // Read as they come; a drop the daemon announces would show why a number is missing.
@@ -51,9 +56,10 @@ struct FleetServiceTests {
         try await publishing.value
         let (numbers, drops) = try await collecting.value
         let missing = Set(1...count).subtracting(numbers)
+        let inOrder = zip(numbers, numbers.dropFirst()).allSatisfy { $0 < $1 }
         #expect(
-            numbers == Array(1...count),
-            "every local publish, in order, once: \(numbers.count) received, \(missing.count) missing (\(missing.min() ?? 0) to \(missing.max() ?? 0)), drops announced: \(drops)"
+            missing.isEmpty && numbers.count == count && inOrder,
+            "every local publish, in order, once: \(numbers.count) received, \(missing.count) missing (\(missing.min() ?? 0) to \(missing.max() ?? 0)), in order: \(inOrder), drops announced: \(drops)"
         )
         #expect(try await FederationTests.stats(of: onAlpha) { $0["fleet_linked"] == 0 }["fleet_linked"] == 0)
         #expect(try await onAlpha.stats()["nats_connected"] == nil, "no counters of a fleet that is gone")

@@ -10,9 +10,10 @@ struct Stats: ParsableCommand, ConnectingCommand {
             (what the topics' histories keep); messages_in (publishes) and \
             messages_out (deliveries) with their payload bytes_in and bytes_out; dropped (deliveries dropped for \
             subscribers that fell behind); queued_bytes (waiting now for connections that fell behind); uptime_seconds; reloads and reloads_failed (configuration reloads \
-            applied and refused); pid (the daemon's process id). With --nats: nats_connected, nats_server, nats_connects, \
-            nats_exported, nats_imported, nats_import_refused, nats_outbox_messages, nats_outbox_bytes, \
-            nats_outbox_dropped and nats_too_large (PROTOCOL.md). Per-topic counters: notify topics.
+            applied and refused); pid (the daemon's process id). With a fleet user set (fleet-user): fleet_linked and \
+            the daemon's nats_imported, nats_clears_imported, nats_import_refused, nats_import_repeats, \
+            nats_not_exported, then the fleet service's (nats_connected, nats_exported, the outbox's, catch-up's; \
+            docs/federation.md). Per-topic counters: notify topics.
             """
     )
 
