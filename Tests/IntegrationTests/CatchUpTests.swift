@@ -23,6 +23,51 @@ struct CatchUpTests {
         await observer.close()
     }
 
+    @Test("the daemon killed while its fleet service catches up: what was handed over but not confirmed comes again, so a resume after the restart gets each message once, in order")
+    func daemonKilledDuringCatchUp() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let history = ["--history-messages", "5000", "--history-bytes", "1048576"]
+        let alpha = try await FederationTests.startHost("alpha", servers: [nats], arguments: history)
+        let beta = try await FederationTests.startHost("beta", servers: [nats], arguments: history)
+        let betaFleet = try #require(beta.fleet)
+        // Beta's fleet service stops reading while alpha publishes: the messages wait for it in the stream.
+        betaFleet.signal(SIGSTOP)
+        let onAlpha = try await alpha.client()
+        for index in 1...2_000 {
+            _ = try await onAlpha.publishAcknowledged("\(index)", to: Topic("kill.m"), retain: false)
+        }
+        try await FederationTests.waitForCounter("nats_exported", toReach: 2_000, on: onAlpha)
+        // Its daemon dies as it comes back to them: whatever it was handed and had not confirmed is lost with it.
+        beta.child.signal(SIGKILL)
+        _ = try await beta.child.exitStatus()
+        betaFleet.signal(SIGCONT)
+        let again = try ChildProcess(
+            Binaries.notifyd,
+            ["--socket", beta.socketPath, "--state-dir", beta.stateDirectory, "--config", beta.configurationPath, "--fleet-user", "\(getuid())"]
+                + history
+        )
+        try await again.standardError.wait("the daemon to listen again") { $0.contains("listening") }
+        let onBeta = try await NotifyClient.connect(to: beta.socketPath)
+        try await FederationTests.waitForCounter("nats_imported", toReach: 1, on: onBeta)
+        var resumed = try await beta.notify(["subscribe", "kill.m", "--since", "0", "--count", "2000", "--format", "raw", "--timeout", "5"])
+        for _ in 0..<8 where resumed.status != 0 {
+            resumed = try await beta.notify(["subscribe", "kill.m", "--since", "0", "--count", "2000", "--format", "raw", "--timeout", "5"])
+        }
+        if resumed.status != 0 {
+            Issue.record("not all 2,000 at beta: \(resumed.output.split(separator: "\n").count) lines, \(resumed.stderr)\nstats: \(try await onBeta.stats())\nfleet: \(betaFleet.standardError.text)")
+        }
+        let lines = resumed.output.split(separator: "\n").map { String($0) }
+        #expect(lines == (1...2_000).map { String($0) }, "each once, in order: \(lines.count) lines")
+        await onBeta.close()
+        await onAlpha.close()
+        betaFleet.signal(SIGTERM)
+        #expect(try await betaFleet.exitStatus() == 0)
+        again.signal(SIGTERM)
+        #expect(try await again.exitStatus() == 0)
+        try await alpha.stop()
+    }
+
     @Test("a host stopped while another publishes 1,000 acknowledged messages takes them all in when it is back: a subscriber resuming with --since gets each once, in order")
     func stoppedHostCatchesUp() async throws {
         let nats = try await NATSServerProcess.start()

@@ -72,14 +72,18 @@ struct JetStreamEvents: Sendable {
     }
 
     /// Makes this host's durable consumer, or finds it, and says where it stands. A consumer of another filter (made
-    /// by an earlier version) is made again.
+    /// by an earlier version) is made again, and so is one with messages delivered and not acknowledged: the daemon
+    /// never confirmed them (its link, or the daemon, was lost), and JetStream would deliver them again only after
+    /// `ack_wait`, behind newer ones of their topics, which the daemon would then take for repeats. Made again at its
+    /// acknowledged floor, it delivers them first, in order.
     func ensureConsumer(over connection: NATSConnection) async throws -> Position {
         let api = JetStreamAPI(connection)
         var isNew = false
         var info: String
         do {
             info = try await api.request("CONSUMER.INFO.\(streamName).\(consumerName)", body: "")
-            if JSONScan.string("filter_subject", in: info) != filterSubject {
+            let unconfirmed = (JSONScan.integer("num_ack_pending", in: info) ?? 0) > 0
+            if JSONScan.string("filter_subject", in: info) != filterSubject || unconfirmed {
                 // Made again where the old one stood: nothing it had not read is skipped.
                 let floor = UInt64(max(0, Self.ackFloor(in: info) ?? 0))
                 _ = try await api.request("CONSUMER.DELETE.\(streamName).\(consumerName)", body: "")
