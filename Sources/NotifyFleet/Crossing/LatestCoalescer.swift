@@ -14,10 +14,13 @@ package struct LatestCoalescer {
     private var pending: OrderedDictionary<Topic, FleetExport> = [:]
     /// Payload bytes held.
     package private(set) var bytes = 0
+    /// Bytes of the buffers those payloads are slices of (the link's reads), which holding them keeps alive: what
+    /// the bound counts, so that a few bytes of each of many reads cannot hold many reads.
+    private var heldStorage = 0
     /// Retained messages whose write to the stream of latest messages a newer one of their topic replaced.
     package private(set) var coalesced: UInt64 = 0
 
-    /// Payload bytes past which the window should end now.
+    /// Bytes held past which the window should end now.
     package static let byteLimit = 1 << 20
 
     package init() {}
@@ -25,16 +28,18 @@ package struct LatestCoalescer {
     package var isEmpty: Bool { pending.isEmpty }
 
     /// Whether the window should end now, whatever its time.
-    package var isFull: Bool { bytes >= Self.byteLimit }
+    package var isFull: Bool { heldStorage >= Self.byteLimit }
 
     /// Holds `export` (retained, or a clear) as its topic's newest.
     package mutating func note(_ export: FleetExport) {
         let size = export.delivery.payload.readableBytes
         if let replaced = pending.updateValue(export, forKey: export.delivery.topic) {
             bytes -= replaced.delivery.payload.readableBytes
+            heldStorage -= replaced.delivery.payload.storageCapacity
             coalesced += 1
         }
         bytes += size
+        heldStorage += export.delivery.payload.storageCapacity
     }
 
     /// The messages held, in the order their topics came, and the window starts again.
@@ -42,6 +47,7 @@ package struct LatestCoalescer {
         let taken = Array(pending.values)
         pending.removeAll(keepingCapacity: true)
         bytes = 0
+        heldStorage = 0
         return taken
     }
 }
