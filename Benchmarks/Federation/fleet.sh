@@ -13,41 +13,18 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-stage=$REPO/.build/deb/notifyd_$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' "$REPO/Sources/NotifyBus/Version.swift")_$(dpkg --print-architecture 2>/dev/null || echo amd64)
-NOTIFYD=${NOTIFYD:-$stage/usr/sbin/notifyd}
-NOTIFY=${NOTIFY:-$stage/usr/bin/notify}
-NOTIFYD_FLEET=${NOTIFYD_FLEET:-$stage/usr/sbin/notifyd-fleet}
 ANCHORS=${ANCHORS:-/work/shared/anchors}
 HOSTS=${HOSTS:-12}
 COUNT=${COUNT:-100000}
 DEADLINE=${DEADLINE:-120}
 RUN=${RUN:-/tmp/notifyd-fleet-bench}
-for bin in "$NOTIFYD" "$NOTIFY" "$NOTIFYD_FLEET"; do
-	[ -x "$bin" ] || { echo "fleet.sh: $bin not found; packaging/build-deb.sh first (or set NOTIFYD, NOTIFY, NOTIFYD_FLEET)" >&2; exit 1; }
-done
-command -v nats-server >/dev/null || { echo "fleet.sh: nats-server missing: script/bootstrap --for-tests" >&2; exit 1; }
-case $RUN in /|"$REPO"*) echo "fleet.sh: refusing RUN=$RUN" >&2; exit 1 ;; esac
-rm -rf "$RUN" && mkdir -p "$RUN"
-PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-wait_for() { # seconds, then a command that succeeds once ready
-	local deadline=$((SECONDS + $1)); shift
-	until "$@" >/dev/null 2>&1; do
-		[ $SECONDS -lt $deadline ] || { echo "fleet.sh: timed out waiting for: $*" >&2; exit 1; }
-		sleep 0.05
-	done
-}
-cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-TICKS=$(getconf CLK_TCK)
+NAME=Federation/fleet.sh
+# shellcheck source=../Support/fleet.sh
+source "$REPO/Benchmarks/Support/fleet.sh"
 
 cp -R "$ANCHORS" "$RUN/harness"
 make -s -C "$RUN/harness" bench >/dev/null
-nats-server -a 127.0.0.1 -p -1 -js -sd "$RUN/jetstream" >"$RUN/nats.log" 2>&1 &
-NATS=$!
-PIDS+=("$NATS")
-wait_for 10 grep -q 'Server is ready' "$RUN/nats.log"
-PORT=$(grep -o 'client connections on 127.0.0.1:[0-9]*' "$RUN/nats.log" | head -n 1 | sed 's/.*://')
+start_nats
 
 # Plain NATS first, 1 -> HOSTS-1, on the same server: COUNT 16-byte messages.
 subscribers=$((HOSTS - 1))

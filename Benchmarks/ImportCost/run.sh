@@ -12,36 +12,15 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-stage=$REPO/.build/deb/notifyd_$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' "$REPO/Sources/NotifyBus/Version.swift")_$(dpkg --print-architecture 2>/dev/null || echo amd64)
-NOTIFYD=${NOTIFYD:-$stage/usr/sbin/notifyd}
-NOTIFY=${NOTIFY:-$stage/usr/bin/notify}
-NOTIFYD_FLEET=${NOTIFYD_FLEET:-$stage/usr/sbin/notifyd-fleet}
 COUNT=${COUNT:-300000}
 REPS=${REPS:-3}
 RUN=${RUN:-/tmp/notifyd-import-cost}
-for bin in "$NOTIFYD" "$NOTIFY" "$NOTIFYD_FLEET"; do
-	[ -x "$bin" ] || { echo "run.sh: $bin not found; packaging/build-deb.sh first (or set NOTIFYD, NOTIFY, NOTIFYD_FLEET)" >&2; exit 1; }
-done
-command -v nats-server >/dev/null || { echo "run.sh: nats-server missing: script/bootstrap --for-tests" >&2; exit 1; }
-case $RUN in /|"$REPO"*) echo "run.sh: refusing RUN=$RUN" >&2; exit 1 ;; esac
-rm -rf "$RUN" && mkdir -p "$RUN"
-PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-wait_for() { # seconds, then a command that succeeds once ready
-	local deadline=$((SECONDS + $1)); shift
-	until "$@" >/dev/null 2>&1; do
-		[ $SECONDS -lt $deadline ] || { echo "run.sh: timed out waiting for: $*" >&2; exit 1; }
-		sleep 0.05
-	done
-}
-cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }  # clock ticks, user + system
+NAME=ImportCost/run.sh
+# shellcheck source=../Support/fleet.sh
+source "$REPO/Benchmarks/Support/fleet.sh"
 stat_of() { "$NOTIFY" --socket "$RUN/beta.sock" stats | awk -v name="$1" '$1 == name { print $2 }'; }
 
-nats-server -a 127.0.0.1 -p -1 -js -sd "$RUN/jetstream" >"$RUN/nats.log" 2>&1 &
-PIDS+=("$!")
-wait_for 10 grep -q 'Server is ready' "$RUN/nats.log"
-PORT=$(grep -o 'client connections on 127.0.0.1:[0-9]*' "$RUN/nats.log" | head -n 1 | sed 's/.*://')
+start_nats
 "$NOTIFYD" --socket "$RUN/beta.sock" --state-dir "$RUN/state" --config /dev/null --fleet-user "$(id -u)" --history-messages 0 \
 	>"$RUN/beta.log" 2>&1 &
 DAEMON=$!
@@ -51,7 +30,6 @@ PIDS+=("$DAEMON")
 FLEET=$!
 PIDS+=("$FLEET")
 wait_for 20 grep -q 'read the latest messages' "$RUN/fleet.log"
-TICKS=$(getconf CLK_TCK)
 
 for rep in $(seq 1 "$REPS"); do
 	before=$(stat_of nats_imported)
