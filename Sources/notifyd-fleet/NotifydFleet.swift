@@ -49,6 +49,15 @@ struct NotifydFleet: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The configuration file whose [nats] section to read (default: the daemon's notifyd.conf).", valueName: "path"))
     var config: String?
 
+    @Option(
+        name: .customLong("state-dir"),
+        help: ArgumentHelp(
+            "Where to keep where this host stands in the fleet's log, so a restart takes in what it missed (default: $STATE_DIRECTORY, which the unit sets to /var/lib/notifyd-fleet; with neither, a restart starts from the log's end).",
+            valueName: "path"
+        )
+    )
+    var stateDirectory: String?
+
     @Flag(name: .customLong("check-config"), help: "Check the settings, print them (never a secret), and exit.")
     var checkConfig = false
 
@@ -228,16 +237,23 @@ struct NotifydFleet: AsyncParsableCommand {
         LoggingSystem.bootstrap { _ in FleetLogHandler(level: level, toJournal: toJournal) }
         let logger = Logger(label: "notifyd-fleet")
         let socketPath = SocketPath.resolveForClient(explicit: socket)
+        // systemd may give several directories, separated by colons: the first is this unit's.
+        let stateDirectory = (stateDirectory ?? getenv("STATE_DIRECTORY").map { String(cString: $0) }?.split(separator: ":").first.map(String.init))
+            .flatMap { $0.isEmpty ? nil : $0 }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let eventLoop = group.next()
         let signals = await UnixSignalsSequence(trapping: .sighup, .sigterm, .sigint)
         let bridge = try await eventLoop.submit {
             let link = DaemonLink(socketPath: socketPath, exportPatterns: settings.bridge.exports, eventLoop: eventLoop, logger: logger)
-            let bridge = NATSBridge(settings: settings.bridge, link: link, eventLoop: eventLoop, logger: logger)
+            let bridge = NATSBridge(settings: settings.bridge, link: link, eventLoop: eventLoop, logger: logger, stateDirectory: stateDirectory)
             bridge.start()
             return NIOLoopBound(bridge, eventLoop: eventLoop)
         }.get()
-        logger.log(.started, .notice, "notifyd-fleet started as host \(settings.bridge.hostName): daemon \(socketPath), NATS \(settings.bridge.servers.map(\.description).joined(separator: " "))")
+        logger.log(
+            .started,
+            .notice,
+            "notifyd-fleet started as host \(settings.bridge.hostName): daemon \(socketPath), NATS \(settings.bridge.servers.map(\.description).joined(separator: " ")), positions \(stateDirectory ?? "in memory only (no --state-dir)")"
+        )
         let status = ServiceStatus()
         status.ready()
         let statusTimer = eventLoop.scheduleRepeatedTask(initialDelay: .seconds(2), delay: .seconds(2)) { _ in

@@ -9,13 +9,13 @@ import Testing
 /// in what it missed, once, in order, into its topics' histories; what the stream no longer kept is announced.
 @Suite("Catch-up after an absence (real nats-server and notifyd)", .timeLimit(.minutes(10)))
 struct CatchUpTests {
-    /// Waits until the stream of exports has let go of every message through stream number `last`: what it held of
-    /// them can no longer be caught up.
+    /// Waits until the log has let go of every record, `last` of them at least: what they held can no longer be
+    /// caught up.
     static func waitUntilAgedOut(_ nats: NATSServerProcess, through last: Int) async throws {
         let observer = try await NATSConnection.connect(host: "127.0.0.1", port: nats.port, name: "observer")
         try await withDeadline(.seconds(30), waitingFor: "the stream to age its messages out") {
             while true {
-                let info = try await JetStreamAPI(observer).request("STREAM.INFO.notifyd_events", body: "")
+                let info = try await JetStreamAPI(observer).request("STREAM.INFO.notifyd_log", body: "")
                 if JSONScan.integer("messages", in: info) == 0, (JSONScan.integer("last_seq", in: info) ?? 0) >= last { return }
                 try await Task.sleep(for: .milliseconds(100))
             }
@@ -136,8 +136,11 @@ struct CatchUpTests {
         for index in 1...10 {
             #expect(try await alpha.notify(["send", "gap.m", "\(index)", "--no-retain"]).status == 0)
         }
-        // Until the stream has let them go: then nothing of them can be caught up.
-        try await Self.waitUntilAgedOut(nats, through: 11)
+        // Until the log has let them go: then nothing of them can be caught up.
+        let onAlpha = try await alpha.client()
+        try await FederationTests.waitForCounter("nats_exported", toReach: 11, on: onAlpha)
+        await onAlpha.close()
+        try await Self.waitUntilAgedOut(nats, through: 1)
         link.restore()
         try await watcher.standardOutput.wait("the drop at beta's subscriber") { $0.contains(#""dropped""#) }
         let drop = try #require(watcher.standardOutput.lines.first { $0.contains(#""dropped""#) })
@@ -147,7 +150,7 @@ struct CatchUpTests {
         try await watcher.standardOutput.wait("the message after them") { $0.contains("gap.after") }
         #expect(!watcher.standardOutput.text.contains(#""topic":"gap.m""#), "none of them came")
         #expect(try await FederationTests.stats(of: onBeta) { $0["nats_catch_up_missed"] == 10 }["nats_catch_up_missed"] == 10)
-        #expect(beta.log.contains("10 messages of NATS stream notifyd_events were gone before this host read them"))
+        #expect(beta.log.contains("10 messages of alpha were gone from NATS stream notifyd_log before this host read them"))
 
         watcher.signal(SIGTERM)
         _ = try await watcher.exitStatus()
@@ -156,17 +159,17 @@ struct CatchUpTests {
         try await alpha.stop()
     }
 
-    @Test("a stream of exports that cannot be made (another stream has its subjects): each host says why and goes on live")
+    @Test("a log that cannot be made (another stream has its subjects): each host says why and goes on live")
     func streamCannotBeMade() async throws {
         let nats = try await NATSServerProcess.start()
         defer { nats.stop() }
         let admin = try await NATSConnection.connect(host: "127.0.0.1", port: nats.port, name: "admin")
-        _ = try await JetStreamAPI(admin).request("STREAM.CREATE.theirs", body: #"{"name":"theirs","subjects":["notifyd.>"],"storage":"memory"}"#)
+        _ = try await JetStreamAPI(admin).request("STREAM.CREATE.theirs", body: #"{"name":"theirs","subjects":["notifyd_log.>"],"storage":"memory"}"#)
         await admin.close()
         let alpha = try await FederationTests.startHost("alpha", servers: [nats])
         let beta = try await FederationTests.startHost("beta", servers: [nats])
         for host in [alpha, beta] {
-            #expect(host.log.contains("the stream of exports cannot be used") && host.log.contains("other hosts' messages are read live"), "\(host.log)")
+            #expect(host.log.contains("the log cannot be used") && host.log.contains("other hosts' messages are read live"), "\(host.log)")
         }
         let onBeta = try await beta.client()
         let subscription = try await onBeta.subscribe(to: [TopicPattern("taken.>")])
@@ -190,9 +193,12 @@ struct CatchUpTests {
         for index in 1...10 {
             #expect(try await alpha.notify(["send", "gone.m", "\(index)", "--no-retain"]).status == 0)
         }
-        try await Self.waitUntilAgedOut(nats, through: 10)
+        let onAlpha = try await alpha.client()
+        try await FederationTests.waitForCounter("nats_exported", toReach: 10, on: onAlpha)
+        await onAlpha.close()
+        try await Self.waitUntilAgedOut(nats, through: 1)
         let again = try await FederationTests.startHost("beta", servers: [nats], arguments: catchUp, in: betaDirectory)
-        #expect(again.log.contains("10 messages of NATS stream notifyd_events were gone before this host read them"))
+        #expect(again.log.contains("10 messages of alpha were gone from NATS stream notifyd_log before this host read them"))
         // Without --count, --timeout ends it with 0.
         let resumed = try await again.notify(["subscribe", "gone.>", "--since", stoppedAt, "--format", "json", "--timeout", "1"])
         #expect(resumed.status == 0, "\(resumed.stderr)")

@@ -33,51 +33,71 @@ struct HostileNATSTests {
 
     static var now: UInt64 { PublishTime.now().microsecondsSinceEpoch }
 
-    @Test("a message sent straight to the catch-up reader's inbox is not taken in, and the reply subject it names is not acknowledged")
-    func forgedIntoTheConsumersInbox() async throws {
+    @Test("forged export numbers (far ahead, going back, a newer run, a log position past the end) never silence or hold back the real host: the log never shows them, so they are let go of, counted and logged")
+    func forgedExportNumbers() async throws {
         let nats = try await NATSServerProcess.start()
         defer { nats.stop() }
         let forger = try await Forger.connect(to: nats)
-        // Any client sees the reader's pull requests, and in them its inbox.
-        let pulls = try await forger.connection.subscribe(to: "$JS.API.CONSUMER.MSG.NEXT.>")
-        let acknowledgements = try await forger.connection.subscribe(to: "$JS.ACK.>")
-        let forgedReplies = try await forger.connection.subscribe(to: "forged.reply")
-        let beta = try await FederationTests.startHost("beta", servers: [nats])
+        let live = try await forger.connection.subscribe(to: "notifyd.>")
         let alpha = try await FederationTests.startHost("alpha", servers: [nats])
-        let inbox = try await withDeadline(.seconds(30), waitingFor: "beta's pull request") {
-            for try await pull in pulls where pull.subject.hasSuffix(".beta") {
-                if let replyTo = pull.replyTo { return replyTo }
-            }
-            throw NATSError("the pull requests ended")
-        }
-
-        var headers = NATSHeaders()
-        for (name, value) in [("Notifyd-Host", "mallory"), ("Notifyd-Seq", "1"), ("Notifyd-Time", "\(Self.now)")] { headers.append(name, value) }
-        try await forger.connection.publish(ByteBuffer(string: "forged"), to: inbox, headers: headers, replyTo: "forged.reply")
-        try await forger.connection.flush()
-        // Then a real export: its delivery is acknowledged after the forged message was dealt with (one connection,
-        // in order), so by then an acknowledgement of the forged one would have come first.
-        let onAlpha = try await alpha.client()
-        try await onAlpha.publishAcknowledged("real", to: Topic("demo.real"))
-        let betaAcknowledged = try await withDeadline(.seconds(30), waitingFor: "beta's acknowledgement of the real export") {
-            for try await acknowledgement in acknowledgements where acknowledgement.subject.contains(".beta.") { return true }
-            return false
-        }
-        #expect(betaAcknowledged)
+        let beta = try await FederationTests.startHost("beta", servers: [nats])
         let onBeta = try await beta.client()
-        try await FederationTests.waitForCounter("nats_imported", toReach: 1, on: onBeta)
-        let forgedReply = try await withDeadline(.seconds(5), waitingFor: "the forger's flush") { () -> String? in
-            try await forger.connection.publish(ByteBuffer(string: "end"), to: "forged.reply")
-            for try await reply in forgedReplies { return String(buffer: reply.payload) }
-            return nil
+        let watcher = try startNotify(["subscribe", "demo.>", "--format", "line"], socket: beta.socketPath)
+        try await BackpressureTests.waitForSubscriptions(1, on: onBeta)
+        // Alpha's run, as any client of the server reads it from a live message.
+        #expect(try await alpha.notify(["send", "demo.first", "1"]).status == 0)
+        let stamp = try await withDeadline(.seconds(30), waitingFor: "alpha's first export") { () -> ExportStampText in
+            for try await message in live where message.subject == "notifyd.demo.first" {
+                if let text = message.headers?["Notifyd-Export"] { return ExportStampText(text) }
+            }
+            throw NATSError("the subscription ended")
         }
-        #expect(forgedReply == "end", "beta published nothing to the reply subject the forged message named")
-        #expect(try await onBeta.stats()["nats_imported"] == 1, "only the real export was taken in")
+        try await watcher.standardOutput.wait("alpha's first message at beta") { $0.contains("demo.first 1") }
+
+        let now = Self.now
+        func forge(_ topic: String, export: String, log: String) async throws {
+            try await forger.publish(topic, ByteBuffer(string: "forged"), [
+                ("Notifyd-Host", "alpha"), ("Notifyd-Seq", "\(Int.random(in: 100...900))"), ("Notifyd-Time", "\(now)"),
+                ("Notifyd-Export", export), ("Notifyd-Log", log),
+            ])
+        }
+        try await forge("demo.ahead", export: "\(stamp.epoch)-\(stamp.number + 1_000_000)", log: "0")
+        try await forge("demo.back", export: "\(stamp.epoch)-1", log: "0")
+        try await forge("demo.run", export: "9999999999999999999-5", log: "999999999999")
+        // Alpha's real next message comes at once: nothing forged holds it back.
+        #expect(try await alpha.notify(["send", "demo.real", "2"]).status == 0)
+        try await watcher.standardOutput.wait("alpha's real message at beta") { $0.contains("demo.real 2") }
+        // And after them, alpha goes on as before: nothing of it is skipped or silenced.
+        for index in 3...5 { #expect(try await alpha.notify(["send", "demo.after", "\(index)"]).status == 0) }
+        try await watcher.standardOutput.wait("alpha's later messages at beta") { $0.contains("demo.after 5") }
+        let stats = try await FederationTests.stats(of: onBeta) { ($0["nats_import_unconfirmed"] ?? 0) >= 1 }
+        #expect((stats["nats_import_unconfirmed"] ?? 0) >= 1, "what the log never showed is counted: \(stats)")
+        #expect((stats["nats_import_repeated"] ?? 0) >= 1, "a number going back is a repeat: \(stats)")
+        #expect((stats["nats_log_records_read"] ?? 0) < 200, "the reads are bounded: \(stats)")
+        #expect(stats["nats_catch_up_missed"] == 0, "no forged gap is announced as a loss: \(stats)")
+        #expect(beta.log.contains("were not taken in: its log did not show them"), "\(beta.log)")
+        let lines = watcher.standardOutput.lines
+        #expect(lines == ["demo.first 1", "demo.real 2", "demo.after 3", "demo.after 4", "demo.after 5"], "alpha's own, each once, in order, nothing forged: \(lines)")
+        watcher.signal(SIGTERM)
+        _ = try await watcher.exitStatus()
         await onBeta.close()
-        await onAlpha.close()
         await forger.close()
-        _ = try await alpha.stop()
-        _ = try await beta.stop()
+        try await alpha.stop()
+        try await beta.stop()
+    }
+
+    /// An export stamp as a raw NATS client reads it: `<epoch>-<number>`.
+    struct ExportStampText {
+        var epoch: UInt64 = 0
+        var number: UInt64 = 0
+
+        init(_ text: String) {
+            let parts = text.split(separator: "-")
+            if parts.count == 2 {
+                epoch = UInt64(parts[0]) ?? 0
+                number = UInt64(parts[1]) ?? 0
+            }
+        }
     }
 
     @Test("a forged Notifyd-Seq past 2^61 and a time a day ahead are refused; resumes, latest and a restart go on, and the real host is not silenced")

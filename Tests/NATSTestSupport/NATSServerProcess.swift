@@ -37,6 +37,8 @@ public final class NATSServerProcess: Sendable {
 
     /// The address it listens on (loopback unless given).
     public let address: String
+    /// How it joined a cluster, if it did: what a restart of it gives again.
+    public let cluster: ClusterMembership?
 
     /// `nats://<address>:<port>`.
     public var url: String { "nats://\(address):\(port)" }
@@ -116,7 +118,7 @@ public final class NATSServerProcess: Sendable {
             process.terminate()
             throw Failure(description: "nats-server did not say where it listens within \(timeout)")
         }
-        return NATSServerProcess(port: port, address: address, process: process, store: directory, ownsStore: store == nil)
+        return NATSServerProcess(port: port, address: address, cluster: cluster, process: process, store: directory, ownsStore: store == nil)
     }
 
     /// Starts `count` servers routed to each other as one cluster, each with JetStream and its own store.
@@ -147,9 +149,10 @@ public final class NATSServerProcess: Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    private init(port: Int, address: String, process: Process, store: String, ownsStore: Bool) {
+    private init(port: Int, address: String, cluster: ClusterMembership?, process: Process, store: String, ownsStore: Bool) {
         self.port = port
         self.address = address
+        self.cluster = cluster
         self.process = process
         self.store = store
         self.ownsStore = ownsStore

@@ -299,30 +299,18 @@ struct JetStreamReplyTests {
         #expect(JetStreamDelivery(replySubject: nil) == nil)
     }
 
-    @Test("messages skipped between two stream numbers: none before the first read or for a redelivery, and no overflow whatever numbers a peer puts in a reply subject")
-    func skipped() {
-        #expect(JetStreamEvents.skipped(after: 0, to: 9) == 0, "nothing read yet")
-        #expect(JetStreamEvents.skipped(after: 4, to: 5) == 0)
-        #expect(JetStreamEvents.skipped(after: 4, to: 9) == 4)
-        #expect(JetStreamEvents.skipped(after: 9, to: 4) == 0, "a redelivery")
-        #expect(JetStreamEvents.skipped(after: .max, to: .max) == 0)
-        #expect(JetStreamEvents.skipped(after: 1, to: .max) == UInt64.max - 2)
-    }
-
-    @Test("stream, subject and consumer names from the prefix and the host name")
+    @Test("stream and subject names from the prefix and the host name")
     func names() throws {
         let latest = JetStreamLatest(prefix: "fleet.notifyd")
         #expect(latest.streamName == "fleet_notifyd_latest" && latest.subjectRoot == "fleet.notifyd-latest")
-        func events(_ host: String) throws -> JetStreamEvents {
-            var settings = try #require(try BridgeSettings.resolve(servers: ["a"], exports: [], imports: [], prefix: "fleet.notifyd", hostName: host, outboxBytes: nil, section: [:], path: "-"))
-            settings.catchUpSeconds = 60
-            return JetStreamEvents(settings: settings)
-        }
-        let dotted = try events("web.01")
-        #expect(dotted.streamName == "fleet_notifyd_events" && dotted.filterSubject == "fleet.notifyd.>")
-        #expect(dotted.consumerName == "web_2E01")
-        #expect(try events("web_01").consumerName == "web_5F01", "no two host names share a consumer")
-        #expect(try events("web-01").consumerName == "web-01")
+        var settings = try #require(try BridgeSettings.resolve(servers: ["a"], exports: [], imports: [], prefix: "fleet.notifyd", hostName: "web.01", outboxBytes: nil, section: [:], path: "-"))
+        settings.catchUpSeconds = 60
+        let log = JetStreamLog(settings: settings)
+        #expect(log.streamName == "fleet_notifyd_log" && log.allSubjects == "fleet.notifyd_log.>")
+        #expect(log.subject(of: "web.01") == "fleet.notifyd_log.web.01")
+        #expect(log.host(of: "fleet.notifyd_log.web.01") == "web.01")
+        #expect(log.host(of: "fleet.notifyd.web.01") == nil, "a live subject is no record's")
+        #expect(log.earlierStreamName == "fleet_notifyd_events")
     }
 }
 

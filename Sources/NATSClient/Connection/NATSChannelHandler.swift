@@ -57,6 +57,11 @@ final class NATSChannelHandler: ChannelInboundHandler {
         context.write(wrapOutboundOut(bytes), promise: nil)
     }
 
+    /// Sends what was written, asking nothing back.
+    func flushWritten() {
+        context?.flush()
+    }
+
     /// Sends what was written, then a `PING`; `confirmed` completes when its `PONG` comes, so the server handled
     /// everything before it.
     func flush(confirmed: EventLoopPromise<Void>) {

@@ -212,6 +212,12 @@ public final class NATSConnection: Sendable {
         handler.value.write(bytes)
     }
 
+    /// Sends what was written, without a `PING`: for writes confirmed otherwise (JetStream acknowledgements). On the
+    /// event loop.
+    public func flushWritten() {
+        handler.value.flushWritten()
+    }
+
     /// Sends what was written and a `PING`; `confirmed` succeeds when the server has handled all of it. On the event
     /// loop.
     public func flush(confirmed: EventLoopPromise<Void>) {

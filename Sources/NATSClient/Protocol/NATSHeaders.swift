@@ -1,4 +1,4 @@
-import NIOCore
+public import NIOCore
 
 /// The headers of a NATS message (`HPUB`, `HMSG`): a version line, `NATS/1.0`, optionally followed by a status code
 /// and description (`NATS/1.0 503` for a request nobody answers), then `Name: value` lines, then an empty line.
@@ -103,7 +103,7 @@ public struct NATSHeaders: Sendable, Hashable {
 
     /// Reads headers from their wire form, `block` being exactly the header bytes of a message; nil when they do not
     /// start with `NATS/1.0`.
-    init?(parsing block: ByteBuffer) {
+    public init?(parsing block: ByteBuffer) {
         let version = "NATS/1.0"
         guard block.readableBytesView.starts(with: version.utf8) else { return nil }
         let view = block.readableBytesView

@@ -6,6 +6,9 @@ package import NotifyProtocol
 /// writes that one once per topic per flush window, ``LatestCoalescer``). A `CLEAR`
 /// goes both ways too, with `Notifyd-Clear: 1` and no payload: in the stream it takes the cleared message's place. Straight
 /// into the outbox's buffer: no `String`, no headers value, no buffer of its own per message.
+///
+/// With a log (catch-up on), a live message also carries its export number and the log's last acknowledged record
+/// (``ExportStamp``, `Notifyd-Log`): a receiver tells a gap from them and knows where in the log to look.
 package struct ExportEncoder {
     private let livePrefix: [UInt8]
     private let latestPrefix: [UInt8]
@@ -13,8 +16,18 @@ package struct ExportEncoder {
     private let headerStart: [UInt8]
     /// The header block of the message being written, reused.
     private var headers = ByteBuffer()
+    /// This run's epoch: its exports are numbered from 1 under it.
+    package let epoch: UInt64
+    /// The number the next export gets, once ``numberUsed()`` says the last one went into the outbox.
+    package private(set) var nextNumber: UInt64 = 1
+    /// The stream sequence of the last record of the log the server acknowledged.
+    package var logSequence: UInt64 = 0
+    /// Whether exports are numbered: only with a log to repair gaps from.
+    package var numbers: Bool
 
-    package init(prefix: String, hostName: String) {
+    package init(prefix: String, hostName: String, epoch: UInt64 = ExportEncoder.newEpoch(), numbers: Bool = false) {
+        self.epoch = epoch
+        self.numbers = numbers
         livePrefix = Array("HPUB \(prefix).".utf8)
         latestPrefix = Array("HPUB \(prefix)-latest.".utf8)
         headerStart = Array("NATS/1.0\r\nNotifyd-Host: \(hostName)\r\n".utf8)
@@ -26,8 +39,15 @@ package struct ExportEncoder {
         writePrepared(message, into: &buffer)
     }
 
+    /// An epoch for a run that starts now: the time in microseconds, so a later run's is larger.
+    package static func newEpoch() -> UInt64 { max(1, PublishTime.now().microsecondsSinceEpoch) }
+
+    /// The message last prepared with a number went into the outbox: the next gets the next number.
+    package mutating func numberUsed() { nextNumber += 1 }
+
     /// Builds `message`'s headers and returns the size NATS counts against its `max_payload`: headers and payload.
-    package mutating func prepare(_ export: FleetExport) -> Int {
+    /// `numbered`: with its export number (a live message; not its copy for the stream of latest messages).
+    package mutating func prepare(_ export: FleetExport, numbered: Bool = true) -> Int {
         let message = export.delivery
         headers.clear()
         headers.writeBytes(headerStart)
@@ -43,6 +63,14 @@ package struct ExportEncoder {
         headers.writeDecimal(message.sequence)
         headers.writeStaticString("\r\nNotifyd-Time: ")
         headers.writeDecimal(message.time.microsecondsSinceEpoch)
+        if numbers, numbered {
+            headers.writeStaticString("\r\nNotifyd-Export: ")
+            headers.writeDecimal(epoch)
+            headers.writeStaticString("-")
+            headers.writeDecimal(nextNumber)
+            headers.writeStaticString("\r\nNotifyd-Log: ")
+            headers.writeDecimal(logSequence)
+        }
         if export.kind == .clear {
             headers.writeStaticString("\r\nNotifyd-Retain: 1\r\nNotifyd-Clear: 1\r\n\r\n")
         } else {

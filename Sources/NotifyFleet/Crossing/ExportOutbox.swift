@@ -6,9 +6,12 @@ package import NIOCore
 /// confirmation (so at least once; receivers drop the repeats by origin and sequence).
 ///
 /// Messages are encoded into chunks of about 64 KiB, each written whole and confirmed whole: no buffer and no queue
-/// entry per message. Bounded in bytes: a message that does not fit is refused and counted, never queued past the
-/// bound, and nothing queued is dropped to make room (what was accepted is sent in order). Each uid has a share of
-/// it (``shareLimit(holding:)``): a flood from one user, or a few, during an outage leaves room for everyone else's.
+/// entry per message. With a log, a chunk is also the payload of one record of it, and is confirmed by the record's
+/// JetStream acknowledgement (``acknowledge(_:)``); without, by the `PONG` after it (``confirm(through:)``).
+///
+/// Bounded in bytes: a message that does not fit is refused and counted, never queued past the bound, and nothing
+/// queued is dropped to make room (what was accepted is sent in order). Each uid has a share of it
+/// (``shareLimit(holding:)``): a flood from one user, or a few, during an outage leaves room for everyone else's.
 package struct ExportOutbox {
     /// The most bytes of encoded messages held.
     package var limit: Int
@@ -22,6 +25,8 @@ package struct ExportOutbox {
         /// The bytes of its publishers' (uids') messages, one run per uid in a row: let go of when it is confirmed.
         /// Runs rather than a table: a message of the same uid as the one before, the usual case, costs no hashing.
         var runs: [(uid: UInt32, bytes: Int)] = []
+        /// The largest tag of its messages (``append(uid:isMessage:tag:encode:)``).
+        var tag: UInt64 = 0
     }
     /// The bytes held of each publisher's (uid's) messages.
     private var bytesByUID: [UInt32: Int] = [:]
@@ -44,6 +49,13 @@ package struct ExportOutbox {
     package private(set) var lastRefusalWasShare = false
     /// Messages the server confirmed.
     package private(set) var confirmed: UInt64 = 0
+    /// The largest tag of the messages confirmed: with the log, the export number every one up to which is stored.
+    package private(set) var confirmedTag: UInt64 = 0
+    /// The most bytes a chunk holds, unless one message alone is larger: a record of the log is one chunk, and must
+    /// stay within the server's `max_payload`.
+    package var largestChunk = Int.max
+    /// Numbers of sent chunks acknowledged while an older one was not yet: confirmed once every one before is.
+    private var acknowledgedAhead = Set<UInt64>()
 
     /// A chunk is sealed once it holds this many bytes, so a write is about this large.
     package static let chunkBytes = 64 << 10
@@ -66,7 +78,8 @@ package struct ExportOutbox {
     /// uid's share would be passed: false, and it is counted in ``dropped``. `isMessage` false: a write that goes with
     /// a message sent already (its copy for the stream of latest messages), held and confirmed like one but not
     /// counted as another message.
-    package mutating func append(uid: UInt32, isMessage: Bool = true, encode: (inout ByteBuffer) -> Void) -> Bool {
+    /// `tag`: a number the caller gives the message (its export number), reported back by ``confirmedTag``.
+    package mutating func append(uid: UInt32, isMessage: Bool = true, tag: UInt64 = 0, encode: (inout ByteBuffer) -> Void) -> Bool {
         let before = open.bytes.writerIndex
         encode(&open.bytes)
         let size = open.bytes.writerIndex - before
@@ -80,6 +93,13 @@ package struct ExportOutbox {
             if lastRefusalWasShare { droppedOverShare += 1 }
             return false
         }
+        if open.entries > 0, open.bytes.readableBytes > largestChunk {
+            // The chunk would be too large for one record: this message starts the next.
+            let message = open.bytes.getSlice(at: before, length: size)!
+            open.bytes.moveWriterIndex(to: before)
+            seal()
+            open.bytes.writeImmutableBuffer(message)
+        }
         bytesByUID[uid] = held + size
         if let last = open.runs.indices.last, open.runs[last].uid == uid {
             open.runs[last].bytes += size
@@ -88,6 +108,7 @@ package struct ExportOutbox {
         }
         bytes += size
         open.entries += 1
+        open.tag = max(open.tag, tag)
         if isMessage {
             count += 1
             open.messages += 1
@@ -114,14 +135,35 @@ package struct ExportOutbox {
             bytes -= first.bytes.readableBytes
             count -= first.messages
             confirmed += UInt64(first.messages)
+            confirmedTag = max(confirmedTag, first.tag)
             headNumber += 1
             sentChunks -= 1
         }
     }
 
+    /// The number of the oldest chunk not confirmed: every one before it is.
+    package var confirmedThrough: UInt64 { chunks.isEmpty && open.entries == 0 ? sentThrough : headNumber }
+
+    /// Whether chunks were sent that are not confirmed yet.
+    package var hasUnconfirmedSent: Bool { sentChunks > 0 }
+
+    /// The number the last chunk ``nextUnsent()`` returned goes by, for ``acknowledge(_:)``.
+    package var lastSentNumber: UInt64 { sentThrough - 1 }
+
+    /// The server acknowledged chunk `number`'s record: it and every chunk before it that is acknowledged too are let
+    /// go of. A number that is not of a chunk sent and held is ignored.
+    package mutating func acknowledge(_ number: UInt64) {
+        guard number >= headNumber, number < sentThrough else { return }
+        acknowledgedAhead.insert(number)
+        var through = headNumber
+        while acknowledgedAhead.remove(through) != nil { through += 1 }
+        confirm(through: through)
+    }
+
     /// The connection was lost: what was sent and not confirmed is sent again on the next one.
     package mutating func resendUnconfirmed() {
         sentChunks = 0
+        acknowledgedAhead.removeAll()
     }
 
     private mutating func seal() {

@@ -41,8 +41,24 @@ package struct ImportForwarder {
     /// The request for `message`, whose subject names `topic`, to a daemon that takes `limits`. `replayed`: read from
     /// the stream of latest messages.
     package mutating func request(for message: NATSMessage, topic: Topic, replayed: Bool, limits: ProtocolLimits = .default) -> Outcome {
+        request(for: message, provenance: provenance(of: message), topic: topic, replayed: replayed, limits: limits)
+    }
+
+    /// `message`'s provenance, read from its headers (the host and unit shared with the last one's when the same).
+    package mutating func provenance(of message: NATSMessage) -> Provenance {
         let provenance = Provenance(headers: message.headers, reusing: lastProvenance)
         lastProvenance = provenance
+        return provenance
+    }
+
+    /// The request for `message`, whose provenance was read already.
+    package func request(
+        for message: NATSMessage,
+        provenance: Provenance,
+        topic: Topic,
+        replayed: Bool,
+        limits: ProtocolLimits = .default
+    ) -> Outcome {
         let host = provenance.host ?? Provenance.unknownHost
         guard host != hostName else { return .ownName }
         // The host goes on the request's line: only a host name may (no space, no `/`, no line break).

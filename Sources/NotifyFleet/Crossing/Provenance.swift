@@ -7,7 +7,9 @@ import Glibc
 
 /// Where a message crossing NATS comes from: its host, its publisher there, its number and time, and whether it is
 /// retained or a clear, carried in NATS headers (`Notifyd-Host`, `Notifyd-Uid`, `Notifyd-Pid`, `Notifyd-Unit`,
-/// `Notifyd-Seq`, `Notifyd-Time`, `Notifyd-Retain`, `Notifyd-Clear`), one per field so that any NATS tool shows them.
+/// `Notifyd-Seq`, `Notifyd-Time`, `Notifyd-Retain`, `Notifyd-Clear`), one per field so that any NATS tool shows them;
+/// and, on the live subjects, where it stands in its origin's exports (`Notifyd-Export: <epoch>-<number>`,
+/// `Notifyd-Log: <log sequence>`, ``ExportStamp``).
 package struct Provenance: Equatable {
     package var host: String?
     package var uid: UInt32 = 0
@@ -20,6 +22,11 @@ package struct Provenance: Equatable {
     package var retain = true
     /// `Notifyd-Clear: 1`: the origin cleared the topic's buffered message (``ExportedMessage/isClear``).
     package var isClear = false
+    /// `Notifyd-Export`: the origin's export number, when it sent one.
+    package var export: ExportStamp?
+    /// `Notifyd-Log`: the origin's log had every record through this stream sequence before this message was
+    /// exported, so the record that holds it comes after (0: not said).
+    package var logSequence: UInt64 = 0
 
     /// The origin of a message some other NATS client published, without our headers.
     package static let unknownHost = "nats"
@@ -53,6 +60,10 @@ package struct Provenance: Equatable {
                 retain = !(value.count == 1 && value[0] == UInt8(ascii: "0"))
             case (5, UInt8(ascii: "c")):
                 isClear = value.count == 1 && value[0] == UInt8(ascii: "1")
+            case (6, UInt8(ascii: "e")):
+                export = ExportStamp(parsing: value)
+            case (3, UInt8(ascii: "l")):
+                logSequence = Self.number(value) ?? 0
             default:
                 return
             }
@@ -80,7 +91,7 @@ package struct Provenance: Equatable {
 
     package init() {}
 
-    private static func number(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
+    static func number(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
         guard !bytes.isEmpty, bytes.count <= 19 else { return nil }
         var value: UInt64 = 0
         for byte in bytes {

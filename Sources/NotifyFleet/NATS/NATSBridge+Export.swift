@@ -10,9 +10,11 @@ extension NATSBridge {
         let topic = message.delivery.topic
         // The daemon applies the patterns too; these are the ones of a reload it may not have taken yet.
         guard exports.contains(topic) else { return }
-        // A message over the server's max_payload would make it close the connection, again at every resend.
+        // A message over the server's max_payload would make it close the connection, again at every resend; with
+        // the log, its record (the operation itself, in a chunk of its own) must fit too.
         let size = encoder.prepare(message)
-        guard size <= serverMaxPayload else {
+        let recordSize = sequencing ? size + 64 + settings.prefix.utf8.count + topic.name.utf8.count : size
+        guard recordSize <= serverMaxPayload else {
             tooLarge += 1
             if tooLarge == 1 || tooLarge % 1_000 == 0 {
                 logger.log(
@@ -24,10 +26,12 @@ extension NATSBridge {
             }
             return
         }
-        guard outbox.append(uid: message.delivery.publisher.uid, encode: { encoder.writeLive(message, into: &$0) }) else {
+        let number = encoder.numbers ? encoder.nextNumber : 0
+        guard outbox.append(uid: message.delivery.publisher.uid, tag: number, encode: { encoder.writeLive(message, into: &$0) }) else {
             reportOverflow(uid: message.delivery.publisher.uid)
             return
         }
+        encoder.numberUsed()
         // The stream of latest messages gets the topic's newest of the window, not every one.
         if message.kind != .notRetained {
             latest.note(message)
@@ -50,7 +54,7 @@ extension NATSBridge {
     /// Puts the window's latest messages into the outbox, after the live messages before them, and sends.
     func writeLatest() {
         for message in latest.take() {
-            _ = encoder.prepare(message)
+            _ = encoder.prepare(message, numbered: false)
             guard outbox.append(uid: message.delivery.publisher.uid, isMessage: false, encode: { encoder.writeLatest(message, into: &$0) }) else {
                 reportOverflow(uid: message.delivery.publisher.uid)
                 continue
@@ -67,6 +71,11 @@ extension NATSBridge {
         eventLoop.assumeIsolated().execute { [self] in
             sendIsScheduled = false
             guard drain(), let connection else { return }
+            // With the log, each chunk is confirmed by its record's acknowledgement instead.
+            guard !sequencing else {
+                connection.flushWritten()
+                return
+            }
             let mark = outbox.sentThrough
             let generation = self.generation
             let confirmed = eventLoop.makePromise(of: Void.self)
@@ -83,8 +92,12 @@ extension NATSBridge {
     func drain() -> Bool {
         guard let connection, isReady else { return false }
         var wrote = false
-        while connection.isWritable, let message = outbox.nextUnsent() {
-            connection.write(message)
+        let logged = sequencing
+        // The wait for an acknowledgement starts with the first record outstanding.
+        if logged, !outbox.hasUnconfirmedSent { lastAcknowledgement = .now() }
+        while connection.isWritable, let chunk = outbox.nextUnsent() {
+            connection.write(chunk)
+            if logged { writeRecord(chunk, number: outbox.lastSentNumber, over: connection) }
             wrote = true
         }
         return wrote

@@ -3,21 +3,68 @@ import NATSClient
 import NIOCore
 import NotifyProtocol
 
-/// The import path: other hosts' messages from NATS to the daemon, live or through this host's consumer of the
-/// stream of exports (catch-up), and the fleet's latest messages from their stream.
+/// The import path: other hosts' messages from NATS to the daemon, live (with catch-up on, through the
+/// ``OriginSequencer``, which sends gaps to the log), and the fleet's latest messages from their stream.
 extension NATSBridge {
+    /// Whether live messages are numbered and checked against the log on this connection: catch-up on, and the log
+    /// usable.
+    var sequencing: Bool { settings.catchUpSeconds > 0 && !catchUpUnavailable }
+
+    /// Subscribes to other hosts' messages as NATS delivers them. With the log, every exported subject
+    /// (`<prefix>.>`), since an origin numbers all it exports and a number not seen must be one lost; what the import
+    /// patterns do not select is then counted and let go of here. Without, the import patterns' subjects.
+    func subscribeLive(over connection: NATSConnection) {
+        let subjectPrefix = settings.prefix + "."
+        let subjects = sequencing ? [subjectPrefix + ">"] : settings.imports.map { subjectPrefix + $0.text }
+        for subject in subjects {
+            connection.subscribe(to: subject) { [weak self] message in
+                self?.receiveLive(message, subjectPrefix: subjectPrefix)
+            }
+        }
+    }
+
+    /// A live message: taken in at once when it is the next of its origin (or carries no number), else it waits for
+    /// the origin's log.
+    func receiveLive(_ message: NATSMessage, subjectPrefix: String) {
+        let topic = importedTopic(of: message.subject, prefix: subjectPrefix)
+        guard sequencing else {
+            if let topic { forward(message, topic: topic, provenance: forwarder.provenance(of: message), replayed: false, fromStream: false) }
+            return
+        }
+        // Nothing goes to a daemon that is not linked: the log brings it once it is.
+        guard link.isLinked else { return }
+        let provenance = forwarder.provenance(of: message)
+        guard let stamp = provenance.export, let host = provenance.host, host != settings.hostName, FleetImport.isValidHostName(host) else {
+            if let topic { forward(message, topic: topic, provenance: provenance, replayed: false, fromStream: false) }
+            return
+        }
+        switch sequencer.live(message, host: host, stamp: stamp, logSequence: provenance.logSequence, size: message.payload.readableBytes) {
+        case .take, .untracked:
+            if let topic { forward(message, topic: topic, provenance: provenance, replayed: false, fromStream: false) }
+            schedulePositionSync()
+        case .repeated:
+            repeats += 1
+        case .held(let readFrom):
+            if let readFrom { startRead(of: host, after: readFrom) }
+        }
+    }
+
     /// Hands a message read from NATS to the daemon. `replayed`: read back from the stream of latest messages (a
     /// message the daemon holds already is a repeat); `fromStream`: read from a stream, where this host's own
     /// messages are too.
     func receive(_ message: NATSMessage, subjectPrefix: String, replayed: Bool, fromStream: Bool? = nil) {
         guard let topic = importedTopic(of: message.subject, prefix: subjectPrefix) else { return }
-        switch forwarder.request(for: message, topic: topic, replayed: replayed, limits: link.limits) {
+        forward(message, topic: topic, provenance: forwarder.provenance(of: message), replayed: replayed, fromStream: fromStream ?? replayed)
+    }
+
+    func forward(_ message: NATSMessage, topic: Topic, provenance: Provenance, replayed: Bool, fromStream: Bool) {
+        switch forwarder.request(for: message, provenance: provenance, topic: topic, replayed: replayed, limits: link.limits) {
         case .forward(let imported):
             if link.sendImport(imported, unitField: forwarder.unitField(of: imported.delivery.publisher)) { forwarded += 1 }
         case .ownName:
-            // Read back from the stream, it is this host's own; live (NATS sends this connection nothing of its
+            // Read back from a stream, it is this host's own; live (NATS sends this connection nothing of its
             // own), it is another host's that goes by this one's name.
-            if !(fromStream ?? replayed) { noteSameName() }
+            if !fromStream { noteSameName() }
         case .refused(let why):
             noteRefused(topic, why)
         }
@@ -61,59 +108,53 @@ extension NATSBridge {
         }
     }
 
-    // MARK: Latest across hosts
+    // MARK: Setting up a connection
 
-    /// Subscribes to other hosts' messages as NATS delivers them, without the stream: catch-up off, or no JetStream.
-    func subscribeLive(over connection: NATSConnection) {
-        let subjectPrefix = settings.prefix + "."
-        for pattern in settings.imports {
-            connection.subscribe(to: subjectPrefix + pattern.text) { [weak self] message in
-                self?.receive(message, subjectPrefix: subjectPrefix, replayed: false)
-            }
-        }
-    }
-
-    /// The stream that keeps each topic's latest retained message and, with catch-up, the stream of exports (each
-    /// made if missing); then, with catch-up, what this host missed, read from its consumer until the present; then,
-    /// for each import pattern, the latest messages read into the broker (after catch-up: a topic's latest is then
-    /// no newer than what came through the consumer, so it brings only what the stream of exports no longer keeps).
+    /// The stream that keeps each topic's latest retained message and, with catch-up, the log (each made if
+    /// missing); then, with catch-up, what this host missed, read from the log until its end; then, for each import
+    /// pattern, the latest messages read into the broker (after catch-up: a topic's latest is then no newer than what
+    /// came through the log, so it brings only what the log no longer keeps).
     func readLatest(over connection: NATSConnection, generation: UInt64, attempt: Int = 1) {
         let stream = JetStreamLatest(prefix: settings.prefix, replicas: settings.streamReplicas)
-        let events = settings.catchUpSeconds > 0 && !catchUpUnavailable ? JetStreamEvents(settings: settings) : nil
+        let log = sequencing ? JetStreamLog(settings: settings) : nil
         let patterns = settings.imports
         let bridge = NIOLoopBound(self, eventLoop: eventLoop)
         let eventLoop = self.eventLoop
         Task {
             var streamFailure: (any Error)?
-            var position: JetStreamEvents.Position?
+            var bounds: (first: UInt64, last: UInt64)?
             do {
-                try await stream.ensureStream(over: connection)
-                if let events {
-                    try await events.ensureStream(over: connection)
-                    position = try await events.ensureConsumer(over: connection)
+                if let log {
+                    try await log.ensureStream(over: connection)
+                    try await log.ensureHeadsStream(over: connection)
+                    bounds = try await log.bounds(over: connection)
+                    if await log.earlierStreamExists(over: connection) {
+                        eventLoop.execute { bridge.value.noteEarlierStream(log) }
+                    }
                 }
+                try await stream.ensureStream(over: connection)
             } catch {
                 streamFailure = error
             }
             // Exports waited for this step. Without catch-up they go out made or not (without JetStream all the
-            // same); with it, only into the stream of exports (a server just restarted may take messages before it
-            // has its streams back, and they would be in no stream), unless the server has no JetStream at all.
+            // same); with it, only once the log is there to keep them (a server just restarted may take messages
+            // before it has its streams back, and they would be in no log), unless the server has no JetStream.
             let made = streamFailure == nil
             let noJetStream = (streamFailure as? JetStreamError)?.description.contains("not enabled") == true
             eventLoop.execute {
                 guard generation == bridge.value.generation else { return }
                 if made { bridge.value.streamIsKnown = true }
-                if events != nil, noJetStream { bridge.value.withoutCatchUp(over: connection) }
-                guard events == nil || made || noJetStream else { return }
+                if log != nil, noJetStream { bridge.value.withoutCatchUp(over: connection) }
+                guard log == nil || made || noJetStream else { return }
                 guard !bridge.value.isReady else { return }
                 bridge.value.isReady = true
                 bridge.value.scheduleSend()
             }
             do {
                 if let streamFailure { throw streamFailure }
-                if let events, let position {
+                if let log, let bounds {
                     let caughtUp = try await eventLoop.submit {
-                        bridge.value.startCatchUp(events, at: position, over: connection, generation: generation)
+                        bridge.value.startCatchUp(log, bounds: bounds, over: connection, generation: generation)
                     }.get()
                     try await caughtUp.get()
                 }
@@ -135,14 +176,16 @@ extension NATSBridge {
                     )
                 }
             } catch {
-                // A cluster that has just formed answers "temporarily unavailable" until it has a leader: try again,
-                // less and less often, while the connection lasts. Exports wait for the stream of exports for three
-                // tries (7 s); then this connection goes on without catch-up, rather than hold them longer.
-                let setUp = position != nil
+                // A cluster that has just formed, or lost a server, answers "temporarily unavailable", or not at all,
+                // until it has a leader: try again, less and less often, while the connection lasts (exports wait in
+                // the outbox for the log). Only a log that cannot be made at all (another stream has its subjects)
+                // makes this connection go on without catch-up.
+                let setUp = bounds != nil
+                let cannotBeMade = (error as? JetStreamError)?.code == JetStreamLog.subjectsTaken
                 eventLoop.execute {
                     guard generation == bridge.value.generation else { return }
-                    if events != nil, !setUp, attempt >= 3 {
-                        bridge.value.withoutCatchUp(over: connection, because: "the stream of exports cannot be used: \(error)")
+                    if log != nil, !setUp, cannotBeMade {
+                        bridge.value.withoutCatchUp(over: connection, because: "the log cannot be used: \(error)")
                         if !bridge.value.isReady {
                             bridge.value.isReady = true
                             bridge.value.scheduleSend()
@@ -163,88 +206,35 @@ extension NATSBridge {
         }
     }
 
-    // MARK: Catch-up
-
-    /// Starts reading this host's consumer of the stream of exports; returns when it will have reached the present.
-    func startCatchUp(
-        _ events: JetStreamEvents,
-        at position: JetStreamEvents.Position,
-        over connection: NATSConnection,
-        generation: UInt64
-    ) -> EventLoopFuture<Void> {
-        if let catchUp { return catchUp.caughtUp.futureResult }  // a retry of the latest messages: it runs already
-        if position.missed > 0 { noteMissed(position.missed, in: events) }
-        let subjectPrefix = settings.prefix + "."
-        let importedBefore = forwarded
-        let reader = CatchUpReader(
-            connection: connection,
-            events: events,
-            at: position,
-            take: { [weak self] message in
-                guard let self, generation == self.generation else { return }
-                let before = forwarded
-                receive(message, subjectPrefix: subjectPrefix, replayed: false, fromStream: true)
-                if catchUp?.isCaughtUp == false { caughtUp += forwarded - before }
-            },
-            missed: { [weak self] count in
-                guard let self, generation == self.generation else { return }
-                noteMissed(count, in: events)
-            },
-            confirmed: { [link] in link.sync() }
-        )
-        catchUp = reader
-        link.redeliversLostImports = true
-        reader.caughtUp.futureResult.assumeIsolated().flatMap { [self] in
-            // Said once the daemon has carried out what was handed to it.
-            link.sync()
-        }.whenSuccess { [weak self] in
-            guard let self, generation == self.generation else { return }
-            logger.log(
-                .natsConnected,
-                .notice,
-                "caught up with NATS stream \(events.streamName) as consumer \(events.consumerName)\(position.isNew ? " (new)" : ""): \(forwarded - importedBefore) messages of other hosts handed to the daemon"
-            )
-        }
-        reader.start()
-        return reader.caughtUp.futureResult
-    }
-
-    /// Messages of the stream of exports gone before this host read them: its subscribers are told (a `DROP`), the
-    /// journal says so, and `nats_catch_up_missed` counts them.
-    func noteMissed(_ count: UInt64, in events: JetStreamEvents) {
-        let (sum, overflow) = catchUpMissed.addingReportingOverflow(count)
-        catchUpMissed = overflow ? .max : sum
-        link.send(Request(.announceMissed(count)))
+    /// The stream an earlier version read every export from is still there: said once per start, with what to do.
+    func noteEarlierStream(_ log: JetStreamLog) {
+        guard !earlierStreamNoted else { return }
+        earlierStreamNoted = true
         logger.log(
             .natsProblem,
             .warning,
-            "\(count) messages of NATS stream \(events.streamName) were gone before this host read them (older than catch-up = \(settings.catchUpSeconds) s, or past catch-up-bytes): this host's subscribers were told of the drop",
-            ["dropped": "\(count)"]
+            "NATS stream \(log.earlierStreamName), which earlier versions of notifyd kept every export in, is no longer used (this version reads \(log.streamName) only to repair gaps) and costs the server a write per message: once every host runs this version, remove it (nats stream rm \(log.earlierStreamName))"
         )
     }
 
-    /// Catch-up is on but the server has no JetStream, or the stream of exports cannot be made (its subjects taken by
-    /// another stream, say): other hosts' messages are read live on this connection, and said so once.
+    /// Catch-up is on but the server has no JetStream, or the log cannot be made (its subjects taken by another
+    /// stream, say): other hosts' messages are read live on this connection, without numbers checked, and said so
+    /// once. What waited for the log is taken in as it is.
     func withoutCatchUp(over connection: NATSConnection, because reason: String = "NATS has no JetStream") {
         guard !catchUpUnavailable else { return }
+        let wasSequencing = sequencing
         catchUpUnavailable = true
+        encoder.numbers = false
         logger.log(
             .natsProblem,
             .warning,
             "\(reason): no catch-up on this connection (what other hosts publish while this host is away is missed); other hosts' messages are read live"
         )
-        subscribeLive(over: connection)
-    }
-
-    /// Lets go of the connection's reader of the stream, acknowledging what it took in, and of the replays of the
-    /// latest messages under way on it.
-    func stopCatchUp() {
-        link.redeliversLostImports = false
-        if let catchUp { lastCatchUpLag = catchUp.lag }
-        catchUp?.stop()
-        catchUp = nil
-        let stopped = replays
-        replays.removeAll()
-        for replay in stopped { replay.fail(NATSError("the connection was let go of")) }
+        stopReads()
+        guard wasSequencing else { return }
+        // The subscription to every export stays; importedTopic keeps what the patterns select.
+        for message in sequencer.takeEverything() {
+            receive(message, subjectPrefix: settings.prefix + ".", replayed: false)
+        }
     }
 }

@@ -61,13 +61,52 @@ package final class NATSBridge {
     var sameNameMessages: UInt64 = 0
     /// Other hosts' messages handed to the daemon (which counts what it took in: `nats_imported`).
     var forwarded: UInt64 = 0
-    /// This connection's reader of the stream of exports, with catch-up on (``CatchUpReader``).
-    var catchUp: CatchUpReader?
-    /// The lag the last reader saw, shown while there is none (disconnected: what waits is at least that).
-    var lastCatchUpLag: UInt64 = 0
-    /// Messages taken in from the stream of exports before it reached the present: what was missed while away.
+    /// Which live messages are taken in at once, and which wait for their origin's log (catch-up on).
+    var sequencer = OriginSequencer<NATSMessage>()
+    /// The reads of the log under way on this connection: catch-up (key "") and repairs (key: the origin).
+    var reads: [String: LogRead] = [:]
+    /// Succeeds when this connection's catch-up reaches the log's end.
+    var catchUpDone: EventLoopPromise<Void>?
+    /// The log's last sequence when catch-up started, and the records left to read.
+    var catchUpTarget: UInt64 = 0
+    var catchUpLag: UInt64 = 0
+    var catchUpStartedWith: UInt64 = 0
+    /// Where a catch-up starts when no origin is known: where the last one ended.
+    var positionStart: UInt64?
+    /// Where this host stands, as the daemon last confirmed, and as last written to ``positionsPath``.
+    var confirmedPositions = PositionFile()
+    var writtenPositions: PositionFile?
+    /// The state file (`<state-dir>/positions-<prefix>`), if there is a state directory.
+    var positionsPath: String?
+    var positionSyncIsScheduled = false
+    /// Whether this host has never stood anywhere in this log (no state file): it starts at every origin's head.
+    var isFirstJoin = true
+    var positionWriteIsScheduled = false
+    /// Where this host's records go, and where their acknowledgements come.
+    var logSubject: String
+    /// Where this host's head goes, and the export number it last said.
+    var headSubject: String
+    var headWritten: UInt64 = 0
+    var headIsScheduled = false
+    let logInbox = "_INBOX.\(UInt64.random(in: 1...UInt64.max)).log"
+    /// When a record was last acknowledged.
+    var lastAcknowledgement = NIODeadline.now()
+    /// Records the server did not store, and times unacknowledged ones were sent again.
+    var logRefusals: UInt64 = 0
+    var resentRecords: UInt64 = 0
+    var earlierStreamNoted = false
+    /// Records read from the log, and those that did not parse.
+    var recordsRead: UInt64 = 0
+    var recordsMalformed: UInt64 = 0
+    /// Reads of one origin's log started for a gap, and the messages they brought.
+    var repairs: UInt64 = 0
+    var repaired: UInt64 = 0
+    /// Live messages dropped as taken in already.
+    var repeats: UInt64 = 0
+    var unconfirmedNoted: UInt64 = 0
+    /// Messages taken in from the log before it reached its end: what was missed while away.
     var caughtUp: UInt64 = 0
-    /// Messages the stream no longer kept when this host came back: announced to its subscribers as dropped.
+    /// Messages the log no longer kept when this host looked for them: announced to its subscribers as dropped.
     var catchUpMissed: UInt64 = 0
     /// The replays of the latest messages under way on this connection (done ones too, until it ends): failed when it
     /// is let go of, so that none waits for ever.
@@ -92,16 +131,43 @@ package final class NATSBridge {
     static let longestRetryDelay = TimeAmount.seconds(5)
 
     /// Made on the event loop; call ``start()`` there.
-    package init(settings: BridgeSettings, link: DaemonLink, eventLoop: any EventLoop, logger: Logger) {
+    /// `stateDirectory`: where this host keeps where it stands in the fleet's log (none: in memory only, so a
+    /// restart starts from the log's end).
+    package init(settings: BridgeSettings, link: DaemonLink, eventLoop: any EventLoop, logger: Logger, stateDirectory: String? = nil) {
         self.settings = settings
         self.link = link
         self.eventLoop = eventLoop
         self.logger = logger
         self.forwarder = ImportForwarder(hostName: settings.hostName)
         self.outbox = ExportOutbox(limit: settings.outboxBytes)
-        self.encoder = ExportEncoder(prefix: settings.prefix, hostName: settings.hostName)
+        self.encoder = ExportEncoder(prefix: settings.prefix, hostName: settings.hostName, numbers: settings.catchUpSeconds > 0)
         self.exports = FederatedTopics(settings.exports)
         self.imports = FederatedTopics(settings.imports)
+        self.logSubject = JetStreamLog(settings: settings).subject(of: settings.hostName)
+        self.headSubject = JetStreamLog(settings: settings).headSubject(of: settings.hostName)
+        self.positionsPath = stateDirectory.map { "\($0)/positions-\(settings.prefix)" }
+        loadPositions()
+    }
+
+    /// Reads where this host stood (the state file of the settings' prefix); a file that does not read is said and
+    /// left for the next write to replace.
+    func loadPositions() {
+        confirmedPositions = PositionFile()
+        positionStart = nil
+        isFirstJoin = true
+        if let positionsPath {
+            do {
+                if let file = try PositionFile.read(positionsPath) {
+                    confirmedPositions = file
+                    positionStart = file.start
+                    isFirstJoin = false
+                }
+            } catch {
+                logger.log(.natsProblem, .error, "\(positionsPath) cannot be used (\(error)): this host starts from the end of the fleet's log, and takes in nothing it missed before")
+            }
+        }
+        writtenPositions = isFirstJoin ? nil : confirmedPositions
+        sequencer.restore(confirmedPositions.origins)
     }
 
     /// Links to the daemon, and connects to NATS once it is linked (and again after each time it is).
@@ -117,7 +183,10 @@ package final class NATSBridge {
                 connect()
             }
         }
-        link.onLost = { [unowned self] in drop(connection, reason: "the link to the daemon was lost") }
+        link.onLost = { [unowned self] in
+            fallBackToConfirmedPositions()
+            drop(connection, reason: "the link to the daemon was lost")
+        }
         link.start()
         reportChanges()
     }
@@ -147,9 +216,20 @@ package final class NATSBridge {
         let reconnects = newer.servers != settings.servers || newer.prefix != settings.prefix || newer.imports != settings.imports
             || newer.hostName != settings.hostName || newer.security != settings.security
             || newer.catchUpSeconds != settings.catchUpSeconds || newer.catchUpBytes != settings.catchUpBytes
+        let older = settings
         settings = newer
         outbox.limit = newer.outboxBytes
-        encoder = ExportEncoder(prefix: newer.prefix, hostName: newer.hostName)
+        if newer.prefix != older.prefix || newer.hostName != older.hostName {
+            // Another log, or another origin in it: numbers start again under a new epoch.
+            writePositions()
+            encoder = ExportEncoder(prefix: newer.prefix, hostName: newer.hostName, numbers: newer.catchUpSeconds > 0)
+            logSubject = JetStreamLog(settings: newer).subject(of: newer.hostName)
+            headSubject = JetStreamLog(settings: newer).headSubject(of: newer.hostName)
+            headWritten = 0
+            positionsPath = positionsPath.map { String($0[..<$0.lastIndex(of: "/")!]) + "/positions-\(newer.prefix)" }
+            loadPositions()
+        }
+        encoder.numbers = newer.catchUpSeconds > 0
         exports = FederatedTopics(newer.exports)
         imports = FederatedTopics(newer.imports)
         subjectTopics.removeAll()
@@ -169,9 +249,30 @@ package final class NATSBridge {
     /// Stops: sends what the outbox holds if a server takes it within `grace`, then closes. Returns how many
     /// messages were never confirmed.
     package func stop(grace: TimeAmount) -> EventLoopFuture<Int> {
+        // Where this host stands, as the daemon confirms it now: a restart reads the log from there.
+        let snapshot = PositionFile(origins: sequencer.positions, start: positionStart ?? 0)
+        guard link.isLinked else { return stopNow(grace: grace) }
+        let answered = eventLoop.makePromise(of: Bool.self)
+        let isAnswered = NIOLoopBoundBox(false, eventLoop: eventLoop)
+        func answer(_ confirmed: Bool) {
+            guard !isAnswered.value else { return }
+            isAnswered.value = true
+            answered.succeed(confirmed)
+        }
+        link.sync().assumeIsolated().whenComplete { answer((try? $0.get()) != nil) }
+        let deadline = eventLoop.assumeIsolated().scheduleTask(in: .seconds(2)) { answer(false) }
+        return answered.futureResult.assumeIsolated().flatMap { [self] confirmed in
+            deadline.cancel()
+            if confirmed { confirmedPositions = snapshot }
+            return stopNow(grace: grace)
+        }.nonisolated()
+    }
+
+    private func stopNow(grace: TimeAmount) -> EventLoopFuture<Int> {
         link.stop()
         writeLatest()
-        stopCatchUp()
+        stopReads()
+        writePositions()
         isStopped = true
         generation += 1
         guard let connection else {
@@ -183,14 +284,27 @@ package final class NATSBridge {
         let mark = outbox.sentThrough
         connection.flush(confirmed: confirmed)
         let deadline = eventLoop.scheduleTask(in: grace) { confirmed.fail(NATSError("not confirmed in time")) }
-        return confirmed.futureResult.assumeIsolated().map { [self] in
+        let logged = sequencing
+        return confirmed.futureResult.assumeIsolated().flatMap { [self] in
+            // With the log, a chunk is confirmed by its record's acknowledgement, which may come after the PONG.
+            if !logged { outbox.confirm(through: mark) }
+            return whenAcknowledged(through: mark, before: .now() + grace)
+        }.map { [self] in
             deadline.cancel()
-            outbox.confirm(through: mark)
+            writeHead()
             return outbox.count
         }.recover { _ in self.outbox.count }.always { [self] unsent in
             self.connection = nil
             logger.log(.natsDisconnected, .notice, "left NATS (the link is stopped); \((try? unsent.get()) ?? 0) messages were not confirmed")
             Task { await connection.close() }
+        }.nonisolated()
+    }
+
+    /// Succeeds once every chunk before `mark` is confirmed, or at `deadline`.
+    func whenAcknowledged(through mark: UInt64, before deadline: NIODeadline) -> EventLoopFuture<Void> {
+        guard outbox.confirmedThrough < mark, NIODeadline.now() < deadline else { return eventLoop.makeSucceededVoidFuture() }
+        return eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(5)) {}.futureResult.assumeIsolated().flatMap { [self] in
+            whenAcknowledged(through: mark, before: deadline)
         }.nonisolated()
     }
 
@@ -231,6 +345,8 @@ package final class NATSBridge {
         }
         self.connection = connection
         serverMaxPayload = JSONScan.integer("max_payload", in: connection.serverInfo).map { max(1, $0) } ?? serverMaxPayload
+        // A chunk is one record of the log: within max_payload, with room for the record's own line.
+        outbox.largestChunk = max(1, serverMaxPayload - 256)
         connects += 1
         failedAttempts = 0
         loginRefused = nil
@@ -242,8 +358,16 @@ package final class NATSBridge {
         // Weakly: a connection being closed may call back after a reload has let go of the bridge.
         connection.setOnClosed { [weak self] error in self?.disconnected(error, generation: generation) }
         connection.setOnWritable { [weak self] in self?.scheduleSend() }
-        // With catch-up, other hosts' messages come through this host's consumer of the stream (readLatest).
-        if settings.catchUpSeconds == 0 { subscribeLive(over: connection) }
+        // With catch-up, live messages wait until the log is read from where this host stands (readLatest).
+        if sequencing {
+            sequencer.restore(sequencer.positions)
+            sequencer.beginCatchUp()
+            subscribeAcknowledgements(over: connection, generation: generation)
+            subscribeHeads(over: connection, generation: generation)
+            lastAcknowledgement = .now()
+            watchAcknowledgements(generation: generation)
+        }
+        subscribeLive(over: connection)
         // Said once the server has the subscriptions: from then on, what any host publishes reaches this one.
         let subscribed = eventLoop.makePromise(of: Void.self)
         connection.flush(confirmed: subscribed)
@@ -264,12 +388,36 @@ package final class NATSBridge {
         keepAlive(generation: generation)
     }
 
+    /// Records not acknowledged within ``acknowledgementDeadline`` are sent again on the same connection: a stream
+    /// whose leader died answers nothing for them, and other hosts wait for them to fill their gaps.
+    func watchAcknowledgements(generation: UInt64) {
+        eventLoop.assumeIsolated().scheduleTask(in: .seconds(1)) { [weak self] in
+            guard let self, generation == self.generation, connection != nil, sequencing else { return }
+            if outbox.hasUnconfirmedSent, NIODeadline.now() - lastAcknowledgement > Self.acknowledgementDeadline {
+                resentRecords += 1
+                lastAcknowledgement = .now()
+                outbox.resendUnconfirmed()
+                scheduleSend()
+            }
+            watchAcknowledgements(generation: generation)
+        }
+    }
+
+    static let acknowledgementDeadline = TimeAmount.seconds(2)
+
     /// A `PING` every ``keepAliveInterval``; a connection that does not answer within another is closed (and so
     /// replaced): a server gone without a word (a partition, a half-open connection) would otherwise look connected
     /// while nothing is confirmed.
     func keepAlive(generation: UInt64) {
         eventLoop.assumeIsolated().scheduleTask(in: Self.keepAliveInterval) { [weak self] in
             guard let self, generation == self.generation, let connection = self.connection else { return }
+            // Records sent and not acknowledged for as long: the stream is not storing them (its leader lost, say);
+            // another connection sends them again.
+            if sequencing, outbox.hasUnconfirmedSent, NIODeadline.now() - lastAcknowledgement > Self.keepAliveInterval {
+                logger.log(.natsProblem, .warning, "NATS did not acknowledge this host's log records for \(Self.keepAliveInterval.nanoseconds / 1_000_000_000) s: reconnecting, and sending them again")
+                connection.closeNow()
+                return
+            }
             let answered = eventLoop.makePromise(of: Void.self)
             connection.flush(confirmed: answered)
             let deadline = eventLoop.assumeIsolated().scheduleTask(in: Self.keepAliveInterval) { [weak self] in
@@ -303,7 +451,7 @@ package final class NATSBridge {
     func disconnected(_ error: NATSError, generation: UInt64) {
         guard generation == self.generation else { return }
         let server = currentServer
-        stopCatchUp()
+        stopReads()
         connection = nil
         self.generation += 1
         outbox.resendUnconfirmed()
@@ -341,7 +489,7 @@ package final class NATSBridge {
     }
 
     func drop(_ connection: NATSConnection?, reason: String) {
-        stopCatchUp()
+        stopReads()
         generation += 1
         outbox.resendUnconfirmed()
         if let connection {
@@ -384,8 +532,16 @@ package final class NATSBridge {
             .init(name: "nats_exported", value: outbox.confirmed),
             .init(name: "nats_forwarded", value: forwarded),
             .init(name: "nats_caught_up", value: caughtUp),
-            .init(name: "nats_catch_up_lag", value: catchUp?.lag ?? lastCatchUpLag),
+            .init(name: "nats_catch_up_lag", value: catchUpLag),
             .init(name: "nats_catch_up_missed", value: catchUpMissed),
+            .init(name: "nats_repairs", value: repairs),
+            .init(name: "nats_repaired", value: repaired),
+            .init(name: "nats_import_repeated", value: repeats),
+            .init(name: "nats_import_held", value: UInt64(sequencer.heldMessages)),
+            .init(name: "nats_import_unconfirmed", value: sequencer.unconfirmed + sequencer.discarded),
+            .init(name: "nats_log_records_read", value: recordsRead),
+            .init(name: "nats_log_refused", value: logRefusals + recordsMalformed + sequencer.implausible),
+            .init(name: "nats_log_resent", value: resentRecords),
             // Added to the daemon's own count of refused imports (PROTOCOL.md, "The fleet service").
             .init(name: "nats_import_refused", value: importMalformed),
             .init(name: "nats_import_not_sent", value: link.importsNotSent),

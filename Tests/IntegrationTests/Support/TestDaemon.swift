@@ -62,7 +62,11 @@ final class TestDaemon: Sendable {
         }
         child = try spawn(Binaries.notifyd, own + daemonArguments)
         // The fleet service links to the daemon when it listens (it tries again until then).
-        fleet = inFleet ? try spawn(Binaries.notifydFleet, ["--socket", socketPath, "--config", configuration] + fleetArguments) : nil
+        // Its state directory beside the daemon's: a host restarted in the same directory catches up from where it stood.
+        let fleetState = directory.path + "/fleet-state"
+        try? FileManager.default.createDirectory(atPath: fleetState, withIntermediateDirectories: true)
+        fleet = inFleet
+            ? try spawn(Binaries.notifydFleet, ["--socket", socketPath, "--config", configuration, "--state-dir", fleetState] + fleetArguments) : nil
     }
 
     /// The daemon's arguments and the fleet service's (`--nats…` and `--host-name`, each with its value).
