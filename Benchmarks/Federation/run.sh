@@ -18,7 +18,7 @@
 #
 # Environment: NOTIFYD, NOTIFY, NOTIFYD_FLEET (default: the release builds), ANCHORS (default /work/shared/anchors), RUN (scratch,
 # default /tmp/notifyd-federation-bench), REPS, COUNT, LAT_MSGS; BRIDGE_OPTIONS, more options for both linked
-# fleet services (BRIDGE_OPTIONS="--nats-catch-up 0": live only, without the stream of exports). Build first:
+# fleet services (BRIDGE_OPTIONS="--nats-catch-up 0": live only, without the log). Build first:
 #   swift build -c release --product notifyd && swift build -c release --product notify \
 #     && swift build -c release --product notifyd-fleet
 set -euo pipefail

@@ -122,7 +122,7 @@ public final class Broker {
     /// loop handles before that read is flushed, so the stamp is about when its first message was read. A topic
     /// forgotten and numbered again gets a later time all the same (`timeMovesOnAfterForgetting`).
     @exclusivity(unchecked) var batchTime: PublishTime?
-    /// Messages of other hosts lost before this daemon could take them in (its bridge's catch-up stream no longer
+    /// Messages of other hosts lost before this daemon could take them in (the fleet's log no longer
     /// kept them), and when the last such loss was found: told to subscribers that resume from before it.
     var missedImports: UInt64?
     var missedImportsNewest = PublishTime(microsecondsSinceEpoch: 0)

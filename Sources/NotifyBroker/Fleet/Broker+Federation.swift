@@ -206,7 +206,7 @@ extension Broker {
     }
 
     /// Tells every subscriber here that `count` messages of other hosts were lost before this host could take them
-    /// in (its bridge's catch-up stream no longer kept them): a `DROP $notifyd.dropped <count> 0 0`, as for messages
+    /// in (the fleet's log no longer kept them): a `DROP $notifyd.dropped <count> 0 0`, as for messages
     /// of topics it cannot name. Never silent, and never told to the importer.
     ///
     /// A subscriber that resumes later (`since=` a time before it, or number 0) is told too, for as long as the daemon

@@ -43,9 +43,9 @@ package final class DaemonLink {
     private var flushIsScheduled = false
     /// Bytes handed to the channel that the socket has not taken yet.
     private var unwritten = 0
-    /// Whether the imports a lost link takes with it come again by themselves: true while they are read from the
-    /// catch-up stream, which delivers again what was not acknowledged (nothing is until the daemon confirms it).
-    /// Then they are not announced as lost.
+    /// Whether the imports a lost link takes with it come again by themselves: true while the fleet's log is read
+    /// from where the daemon last confirmed (the bridge falls back there when the link is lost). Then they are not
+    /// announced as lost.
     package var redeliversLostImports = false
     /// Imports in ``pending``, and those handed to the channel and not written yet: what a lost link takes with it.
     private var pendingImports: UInt64 = 0
@@ -267,7 +267,7 @@ package final class DaemonLink {
         generation += 1
         isLinked = false
         // Imports that never reached the daemon's socket: counted, and announced to its subscribers once the link is
-        // back, unless the catch-up stream delivers them again (nothing unconfirmed is acknowledged there).
+        // back, unless the fleet's log brings them again (read from where the daemon last confirmed).
         let lost = pendingImports + unwrittenImports
         importsNotSent += lost
         if !redeliversLostImports { unannounced += lost }

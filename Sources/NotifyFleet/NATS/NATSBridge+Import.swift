@@ -225,6 +225,7 @@ extension NATSBridge {
         let wasSequencing = sequencing
         catchUpUnavailable = true
         encoder.numbers = false
+        link.redeliversLostImports = false
         logger.log(
             .natsProblem,
             .warning,

@@ -353,12 +353,13 @@ package final class NATSBridge {
         catchUpUnavailable = false
         connectedAt = .now()
         // Only until the stream is known to exist: later connections need not wait for JetStream to answer, but
-        // with catch-up each waits until the stream of exports is there to keep what it sends.
+        // with catch-up each waits until the log is there to keep what it sends.
         isReady = streamIsKnown && settings.catchUpSeconds == 0
         // Weakly: a connection being closed may call back after a reload has let go of the bridge.
         connection.setOnClosed { [weak self] error in self?.disconnected(error, generation: generation) }
         connection.setOnWritable { [weak self] in self?.scheduleSend() }
         // With catch-up, live messages wait until the log is read from where this host stands (readLatest).
+        link.redeliversLostImports = sequencing
         if sequencing {
             sequencer.restore(sequencer.positions)
             sequencer.beginCatchUp()

@@ -90,7 +90,7 @@ package struct BridgeSettings: Sendable, Equatable {
     var streamReplicas = 1
     /// TLS and the login.
     var security = BridgeSecurity()
-    /// How long the stream of exports (`<prefix>_events`) keeps them for a host that is away, in seconds; 0: no
+    /// How long the log (`<prefix>_log`) keeps what each host exported, for a host that is away, in seconds; 0: no
     /// catch-up (imports are read live only).
     var catchUpSeconds = BridgeSettings.defaultCatchUpSeconds
     /// The most bytes that stream keeps.
