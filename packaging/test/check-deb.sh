@@ -32,8 +32,9 @@ check "notifyd-http --help answers" sh -c "'$root/usr/sbin/notifyd-http' --help 
 check "notifyd-fleet --help answers" sh -c "'$root/usr/sbin/notifyd-fleet' --help | grep -q 'through NATS'"
 # The daemon holds every local user's messages: no TLS library and no NATS code in it (issue 47); the fleet service
 # has both. (Strings of BoringSSL's and of the NATS client's own, which a build that links them keeps.)
-check "notifyd links no TLS and no NATS code" sh -c "text=\$(strings -a '$root/usr/sbin/notifyd') && ! echo \"\$text\" | grep -q -e 'BoringSSL' -e 'NATSConnection' -e 'NATS/1.0'"
-check "notifyd-fleet has them (the check above can see them)" sh -c "text=\$(strings -a '$root/usr/sbin/notifyd-fleet') && echo \"\$text\" | grep -q 'NATS/1.0' && echo \"\$text\" | grep -q 'BoringSSL'"
+# (grep reads strings' output itself: dash's echo would act on a backslash sequence in the text, \c ending it.)
+check "notifyd links no TLS and no NATS code" sh -c "! strings -a '$root/usr/sbin/notifyd' | grep -q -e 'BoringSSL' -e 'NATSConnection' -e 'NATS/1.0'"
+check "notifyd-fleet has them (the check above can see them)" sh -c "strings -a '$root/usr/sbin/notifyd-fleet' | grep -q 'NATS/1.0' && strings -a '$root/usr/sbin/notifyd-fleet' | grep -q 'BoringSSL'"
 for path in lib/systemd/system/notifyd.socket lib/systemd/system/notifyd.service lib/systemd/system/notifyd-http.service \
             lib/systemd/system/notifyd-http.socket lib/systemd/system/notifyd-fleet.service \
             usr/lib/systemd/user/notifyd.socket usr/lib/systemd/user/notifyd.service \
