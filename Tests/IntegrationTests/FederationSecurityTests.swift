@@ -21,7 +21,7 @@ struct FederationSecurityTests {
         let nats = try await NATSServerProcess.start(
             configuration: """
                 \(certificates.serverTLSBlock())
-                authorization { user: "fleet", password: "correct horse" }
+                authorization { timeout: 30, user: "fleet", password: "correct horse" }
                 """
         )
         defer { nats.stop() }
@@ -111,7 +111,7 @@ struct FederationSecurityTests {
         let nats = try await NATSServerProcess.start(
             configuration: """
                 \(certificates.serverTLSBlock())
-                authorization { user: "fleet", password: "right" }
+                authorization { timeout: 30, user: "fleet", password: "right" }
                 """
         )
         defer { nats.stop() }
@@ -155,7 +155,7 @@ struct FederationSecurityTests {
 
     @Test("a password for a nats:// server that offers no TLS is never sent: no connection, and the journal says why")
     func passwordNeedsTLS() async throws {
-        let nats = try await NATSServerProcess.start(configuration: #"authorization { user: "fleet", password: "right" }"#)
+        let nats = try await NATSServerProcess.start(configuration: #"authorization { timeout: 30, user: "fleet", password: "right" }"#)
         defer { nats.stop() }
         let directory = try TemporaryDirectory()
         Self.secret("right\n", at: directory.path + "/password")
@@ -181,7 +181,7 @@ struct FederationSecurityTests {
         let betaSeed = try NKeySeed(kind: .user, privateKey: (0..<32).map { _ in UInt8.random(in: 0...255) })
         let stranger = try NKeySeed(kind: .user, privateKey: (0..<32).map { _ in UInt8.random(in: 0...255) })
         let nats = try await NATSServerProcess.start(
-            configuration: #"authorization { users = [ { nkey: "\#(alphaSeed.publicKey)" }, { nkey: "\#(betaSeed.publicKey)" } ] }"#
+            configuration: #"authorization { timeout: 30, users = [ { nkey: "\#(alphaSeed.publicKey)" }, { nkey: "\#(betaSeed.publicKey)" } ] }"#
         )
         defer { nats.stop() }
         let directory = try TemporaryDirectory()

@@ -86,7 +86,7 @@ struct NATSLoginTests {
     @Test("user and password, token, NKey: the right one logs in, a wrong one is a refused login")
     func logins() async throws {
         let passwords = try await NATSServerProcess.start(
-            configuration: #"authorization { users = [ { user: "fleet", password: "s3cret \"quoted\"" }, { user: "other", password: "x" } ] }"#
+            configuration: #"authorization { timeout: 30, users = [ { user: "fleet", password: "s3cret \"quoted\"" }, { user: "other", password: "x" } ] }"#
         )
         defer { passwords.stop() }
         try await Self.roundTrip(passwords.port, credentials: .userPassword(user: "fleet", password: #"s3cret "quoted""#))
@@ -94,14 +94,14 @@ struct NATSLoginTests {
         #expect(wrongPassword?.isAuthorizationFailure == true, "\(String(describing: wrongPassword))")
         #expect(await Self.failure(passwords.port)?.isAuthorizationFailure == true, "no credentials at all")
 
-        let tokens = try await NATSServerProcess.start(configuration: #"authorization { token: "t0ken-of-the-fleet" }"#)
+        let tokens = try await NATSServerProcess.start(configuration: #"authorization { timeout: 30, token: "t0ken-of-the-fleet" }"#)
         defer { tokens.stop() }
         try await Self.roundTrip(tokens.port, credentials: .token("t0ken-of-the-fleet"))
         #expect(await Self.failure(tokens.port, credentials: .token("other"))?.isAuthorizationFailure == true)
 
         let seed = try NKeySeed(parsing: NATSCredentialsTests.seed)
         let stranger = try NKeySeed(kind: .user, privateKey: [UInt8](repeating: 7, count: 32))
-        let nkeys = try await NATSServerProcess.start(configuration: #"authorization { users = [ { nkey: "\#(seed.publicKey)" } ] }"#)
+        let nkeys = try await NATSServerProcess.start(configuration: #"authorization { timeout: 30, users = [ { nkey: "\#(seed.publicKey)" } ] }"#)
         defer { nkeys.stop() }
         try await Self.roundTrip(nkeys.port, credentials: .nkey(seed))
         #expect(await Self.failure(nkeys.port, credentials: .nkey(stranger))?.isAuthorizationFailure == true)
@@ -123,7 +123,7 @@ struct NATSLoginTests {
     @Test("TLS and a password together, as a managed NATS asks")
     func tlsAndPassword() async throws {
         let certificates = try TestCertificates()
-        let server = try await NATSServerProcess.start(configuration: certificates.serverTLSBlock() + "\n" + #"authorization { user: "fleet", password: "pw" }"#)
+        let server = try await NATSServerProcess.start(configuration: certificates.serverTLSBlock() + "\n" + #"authorization { timeout: 30, user: "fleet", password: "pw" }"#)
         defer { server.stop() }
         try await Self.roundTrip(
             server.port,

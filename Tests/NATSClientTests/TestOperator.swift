@@ -26,6 +26,7 @@ struct TestOperator {
             operator: \(Self.jwt(issuer: operatorSeed, subject: operatorSeed.publicKey, name: "test-operator", nats: #"{"system_account":"\#(system)","type":"operator","version":2}"#))
             system_account: \(system)
             resolver: MEMORY
+            authorization { timeout: 30 }
             resolver_preload: {
               \(account): \(Self.jwt(issuer: operatorSeed, subject: account, name: "test-account", nats: Self.accountClaims))
               \(system): \(Self.jwt(issuer: operatorSeed, subject: system, name: "SYS", nats: systemClaims))
