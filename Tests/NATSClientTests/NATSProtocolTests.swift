@@ -1,4 +1,5 @@
 import NIOCore
+import NIOEmbedded
 import Testing
 
 @testable import NATSClient
@@ -77,6 +78,40 @@ struct NATSProtocolTests {
         #expect(throws: NATSServerDecoder.Malformed.self) {
             _ = try Self.decode(text, step: 4_096, decoder: NATSServerDecoder(maxControlLine: 4096, maxPayload: 1 << 20))
         }
+    }
+
+    @Test("a connection's handler takes operations split across reads, hands each message to its subscription, and closes on what is not the protocol", arguments: [1, 5, 64, 4_096])
+    func handlerAcrossReads(step: Int) throws {
+        let channel = EmbeddedChannel()
+        let handler = NATSChannelHandler(info: channel.eventLoop.makePromise(of: String.self), decoder: NATSServerDecoder())
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 4222)).wait()
+        var received: [NATSMessage] = []
+        handler.addSubscription("9", .callback { received.append($0) })
+        var closedBecause: NATSError?
+        handler.onClosed = { closedBecause = $0 }
+        var wire = "INFO {}\r\n"
+        for index in 0..<50 {
+            wire += index % 2 == 0 ? "HMSG notifyd.some.long.topic.name 9 18 19\r\nNATS/1.0\r\nA: \(index % 10)\r\n\r\nx\r\n" : "MSG notifyd.other 9 1\r\ny\r\n"
+        }
+        wire += "MSG notifyd.x 8 1\r\nz\r\n"  // a subscription this connection does not have: let go
+        let bytes = Array(wire.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            try channel.writeInbound(ByteBuffer(bytes: bytes[offset..<min(offset + step, bytes.count)]))
+            offset += step
+        }
+        #expect(try handler.infoFuture.wait() == "{}")
+        #expect(received.count == 50)
+        #expect(received.map(\.subject) == (0..<50).map { $0 % 2 == 0 ? "notifyd.some.long.topic.name" : "notifyd.other" })
+        #expect(received.map { String(buffer: $0.payload) } == (0..<50).map { $0 % 2 == 0 ? "x" : "y" })
+        #expect(received.enumerated().allSatisfy { index, message in index % 2 == 1 || message.headers?["A"] == "\(index % 10)" })
+        #expect(closedBecause == nil && channel.isActive)
+
+        try channel.writeInbound(ByteBuffer(string: "MSG notifyd.x 9 1\r\nz\r\nHELLO there\r\nMSG notifyd.x 9 1\r\nw\r\n"))
+        #expect(received.count == 51, "what came before the bad line is taken; nothing after it")
+        #expect(closedBecause?.description.contains("an unknown operation: HELLO") == true, "\(String(describing: closedBecause))")
+        #expect(!channel.isActive)
     }
 }
 

@@ -1,11 +1,15 @@
 import NIOCore
 import NIOSSL
 
-/// The client's end of one connection to a NATS server, on its event loop: answers the server's `PING`s, hands each
-/// message to its subscription, and completes a flush when the `PONG` for its `PING` comes (the server answers
-/// them in order).
+/// The client's end of one connection to a NATS server, on its event loop: reads the server's operations from the
+/// bytes as they come, answers its `PING`s, hands each message to its subscription, and completes a flush when the
+/// `PONG` for its `PING` comes (the server answers them in order).
+///
+/// The operations are read here, in a loop over each read's bytes, rather than by a `ByteToMessageHandler` in
+/// front: that handler passes each operation on as an `NIOAny` (a message boxed on the heap) through the pipeline,
+/// which cost a subscriber of many messages more than reading them did.
 final class NATSChannelHandler: ChannelInboundHandler {
-    typealias InboundIn = NATSServerOperation
+    typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     /// Where a subscription's messages go: a stream for `async` consumers, or a function called on the event loop.
@@ -19,6 +23,11 @@ final class NATSChannelHandler: ChannelInboundHandler {
     private var pongs: [EventLoopPromise<Void>] = []
     private var subscriptions: [String: Receiver] = [:]
     private var failure: NATSError?
+    private let decoder: NATSServerDecoder
+    /// What was read and not yet taken as operations: the start of one that has not all come.
+    private var unread: ByteBuffer?
+    /// The subject of the last message read, made again only when the next differs.
+    private var lastSubject: String?
     /// Called once, when the connection is gone, with why.
     var onClosed: ((NATSError) -> Void)?
     /// Called when the connection takes writes again after it did not.
@@ -26,8 +35,10 @@ final class NATSChannelHandler: ChannelInboundHandler {
     /// The requests waiting for their replies.
     let requests = RequestInbox()
 
-    init(info: EventLoopPromise<String>) {
+    /// `decoder` bounds what the server may send: a line, a message.
+    init(info: EventLoopPromise<String>, decoder: NATSServerDecoder) {
         self.info = info
+        self.decoder = decoder
     }
 
     var infoFuture: EventLoopFuture<String> { info.futureResult }
@@ -94,7 +105,36 @@ final class NATSChannelHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        var bytes = unwrapInboundIn(data)
+        if var kept = unread.take() {
+            kept.writeBuffer(&bytes)
+            bytes = kept
+        }
+        do {
+            // Stops once the connection is closed (a callback may close it, or an -ERR did).
+            while failure == nil, self.context != nil, let operation = try decoder.decode(buffer: &bytes, reusing: &lastSubject) {
+                handle(operation, context: context)
+            }
+        } catch {
+            failure = failure ?? NATSError("the NATS server sent what is not the NATS protocol: \(error)")
+            context.close(promise: nil)
+            return
+        }
+        guard bytes.readableBytes > 0, failure == nil else { return }
+        // The start of an operation, kept for the next read (the decoder bounds it: a line, a message). A few bytes
+        // would keep a whole receive buffer alive, and every payload sliced from it: copied out, unless most of the
+        // buffer is that operation.
+        if bytes.readableBytes < bytes.capacity / 2 {
+            var copy = context.channel.allocator.buffer(capacity: max(bytes.readableBytes, 256))
+            copy.writeBuffer(&bytes)
+            unread = copy
+        } else {
+            unread = bytes
+        }
+    }
+
+    private func handle(_ operation: NATSServerOperation, context: ChannelHandlerContext) {
+        switch operation {
         case .info(let json):
             info.succeed(json)
         case .ping:

@@ -52,10 +52,12 @@ public final class NATSConnection: Sendable {
                 .connectTimeout(timeout)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        let handler = NATSChannelHandler(info: channel.eventLoop.makePromise(of: String.self))
-                        let info = handler.infoFuture
                         // INFO lists a cluster's servers, so it may be longer than a client's 4 KiB lines.
-                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(NATSServerDecoder(maxControlLine: 64 << 10)))
+                        let handler = NATSChannelHandler(
+                            info: channel.eventLoop.makePromise(of: String.self),
+                            decoder: NATSServerDecoder(maxControlLine: 64 << 10)
+                        )
+                        let info = handler.infoFuture
                         try channel.pipeline.syncOperations.addHandler(handler)
                         added.withLockedValue { $0 = (NIOLoopBound(handler, eventLoop: channel.eventLoop), info) }
                     }

@@ -24,6 +24,8 @@ package struct ImportForwarder {
     private var lastProvenance: Provenance?
     /// The last `<host>/<unit>` field written, and whose it was: made once for a run of one publisher's messages.
     private var lastUnitField: (host: String?, unit: String?, field: String)?
+    /// The last host name found valid: a run of one host's messages checks its name once.
+    private var lastValidHost: String?
 
     package init(hostName: String) {
         self.hostName = hostName
@@ -44,6 +46,15 @@ package struct ImportForwarder {
         request(for: message, provenance: provenance(of: message), topic: topic, replayed: replayed, limits: limits)
     }
 
+    /// Whether `host` may go on a request's line (``FleetImport/isValidHostName(_:)``), checked once per run of
+    /// messages of one host (whose name ``provenance(of:)`` hands as the same `String`).
+    package mutating func isValidHostName(_ host: String) -> Bool {
+        if host == lastValidHost { return true }
+        guard FleetImport.isValidHostName(host) else { return false }
+        lastValidHost = host
+        return true
+    }
+
     /// `message`'s provenance, read from its headers (the host and unit shared with the last one's when the same).
     package mutating func provenance(of message: NATSMessage) -> Provenance {
         let provenance = Provenance(headers: message.headers, reusing: lastProvenance)
@@ -52,7 +63,7 @@ package struct ImportForwarder {
     }
 
     /// The request for `message`, whose provenance was read already.
-    package func request(
+    package mutating func request(
         for message: NATSMessage,
         provenance: Provenance,
         topic: Topic,
@@ -62,7 +73,7 @@ package struct ImportForwarder {
         let host = provenance.host ?? Provenance.unknownHost
         guard host != hostName else { return .ownName }
         // The host goes on the request's line: only a host name may (no space, no `/`, no line break).
-        guard FleetImport.isValidHostName(host) else {
+        guard isValidHostName(host) else {
             return .refused("its origin host is not a host name (1 to 64 letters, digits, '.', '-', '_')")
         }
         // What the daemon's decoder would refuse without reading it: refused here, with the sentence it would say.

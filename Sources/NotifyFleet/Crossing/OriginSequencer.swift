@@ -123,17 +123,21 @@ package struct OriginSequencer<Message> {
 
     /// What to do with a live message of `host`'s, numbered `stamp`, exported after log record `logSequence`.
     package mutating func live(_ message: Message, host: String, stamp: ExportStamp, logSequence: UInt64, size: Int) -> LiveOutcome {
-        if origins[host] == nil {
+        // The host is looked up once: the next message of a known origin (nearly every one) is taken with one hash.
+        var found = origins.index(forKey: host)
+        if found == nil {
             guard origins.count < originLimit else { return .untracked }
             origins[host] = Origin()
+            found = origins.index(forKey: host)
         }
-        if let position = origins[host]!.position {
+        let index = found!
+        if let position = origins.values[index].position {
             if stamp.epoch < position.epoch || (stamp.epoch == position.epoch && stamp.number <= position.taken) { return .repeated }
             // The next one is taken even while a read is under way: what waits is all later (a gap, or a forgery
             // far ahead, which must not hold the real origin back).
             if stamp.epoch == position.epoch, stamp.number == position.taken + 1, !isCatchingUp {
-                origins[host]!.position!.taken = stamp.number
-                origins[host]!.position!.logSequence = max(position.logSequence, logSequence)
+                origins.values[index].position!.taken = stamp.number
+                if logSequence > position.logSequence { origins.values[index].position!.logSequence = logSequence }
                 return .take
             }
         }

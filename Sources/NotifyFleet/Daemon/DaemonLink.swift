@@ -192,7 +192,6 @@ package final class DaemonLink {
         ClientBootstrap(group: eventLoop)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ServerFrameDecoder()))
                     try channel.pipeline.syncOperations.addHandler(DaemonLinkHandler(link: link, generation: generation))
                 }
             }
@@ -302,11 +301,16 @@ package struct DaemonLinkError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Hands the daemon's frames to the link.
+/// Reads the daemon's frames and hands each to the link. Read here, in a loop over each read's bytes, as the
+/// client library does, rather than by a `ByteToMessageHandler` in front: that passes each frame on as an `NIOAny`
+/// (boxed on the heap), which cost more than reading it on a link that carries every export.
 private final class DaemonLinkHandler: ChannelInboundHandler {
-    typealias InboundIn = ServerFrame
+    typealias InboundIn = ByteBuffer
     let link: NIOLoopBound<DaemonLink>
     let generation: UInt64
+    private var decoder = ServerFrameDecoder()
+    /// The start of a frame that has not all come.
+    private var unread: ByteBuffer?
 
     init(link: NIOLoopBound<DaemonLink>, generation: UInt64) {
         self.link = link
@@ -314,7 +318,29 @@ private final class DaemonLinkHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        link.value.receive(unwrapInboundIn(data), generation: generation)
+        var buffer = unwrapInboundIn(data)
+        if var kept = unread.take() {
+            kept.writeBuffer(&buffer)
+            buffer = kept
+        }
+        do {
+            while context.channel.isActive, let frame = try decoder.decode(buffer: &buffer) {
+                link.value.receive(frame, generation: generation)
+            }
+        } catch {
+            context.close(promise: nil)
+            return
+        }
+        guard buffer.readableBytes > 0 else { return }
+        // Bounded by the decoder (it refuses a frame larger than any the daemon sends); a few bytes are copied out
+        // rather than keep a whole receive buffer, and the exports sliced from it, alive.
+        if buffer.readableBytes < buffer.capacity / 2 {
+            var copy = context.channel.allocator.buffer(capacity: max(buffer.readableBytes, 256))
+            copy.writeBuffer(&buffer)
+            unread = copy
+        } else {
+            unread = buffer
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

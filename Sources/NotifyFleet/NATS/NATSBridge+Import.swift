@@ -34,7 +34,7 @@ extension NATSBridge {
         // Nothing goes to a daemon that is not linked: the log brings it once it is.
         guard link.isLinked else { return }
         let provenance = forwarder.provenance(of: message)
-        guard let stamp = provenance.export, let host = provenance.host, host != settings.hostName, FleetImport.isValidHostName(host) else {
+        guard let stamp = provenance.export, let host = provenance.host, host != settings.hostName, forwarder.isValidHostName(host) else {
             if let topic { forward(message, topic: topic, provenance: provenance, replayed: false, fromStream: false) }
             return
         }
@@ -74,6 +74,15 @@ extension NATSBridge {
     /// distinct subject: a host's messages come under a few subjects again and again, and a topic made and checked
     /// anew for each was a fifth of what taking one in cost (``subjectTopics``, bounded).
     func importedTopic(of subject: String, prefix: String) -> Topic? {
+        // The last subject first: the decoder hands the same `String` for a run of one subject, so this compare is
+        // of two pointers, and no hash is computed.
+        if let last = lastSubjectTopic, last.subject == subject { return last.topic }
+        let topic = lookUpTopic(of: subject, prefix: prefix)
+        lastSubjectTopic = (subject, topic)
+        return topic
+    }
+
+    private func lookUpTopic(of subject: String, prefix: String) -> Topic? {
         if let known = subjectTopics[subject] { return known }
         var topic: Topic?
         if subject.utf8.starts(with: prefix.utf8), let name = String(subject.utf8.dropFirst(prefix.utf8.count)),

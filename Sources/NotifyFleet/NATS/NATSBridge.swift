@@ -52,6 +52,8 @@ package final class NATSBridge {
     /// Subjects read from NATS and the topic each names here (nil: none this host takes in), so that a subject is
     /// checked once; emptied when the imports or the prefix change, and when it holds ``subjectTopicsLimit``.
     var subjectTopics: [String: Topic?] = [:]
+    /// The last subject looked up and its topic, asked before ``subjectTopics``.
+    var lastSubjectTopic: (subject: String, topic: Topic?)?
     static let subjectTopicsLimit = 4_096
 
     /// The largest message (headers and payload) the server takes, from its `INFO`; NATS's default until one is read.
@@ -233,6 +235,7 @@ package final class NATSBridge {
         exports = FederatedTopics(newer.exports)
         imports = FederatedTopics(newer.imports)
         subjectTopics.removeAll()
+        lastSubjectTopic = nil
         if link.exportPatterns != newer.exports {
             // FOLLOW again with the new patterns: at once if linked, else when the link is made.
             link.exportPatterns = newer.exports
