@@ -68,6 +68,63 @@ struct CatchUpTests {
         try await alpha.stop()
     }
 
+    @Test("a host cut by nats-server as a slow consumer (a small max_pending, its reader paused) gets every live message it lost back from the log: its subscriber sees each once, in order")
+    func slowConsumerRepairedFromTheLog() async throws {
+        // 256 KiB pending for a client (a message at most 128 KiB, which nats-server needs below it): a host whose fleet service stops reading is cut once the kernel's buffers
+        // and this are full, as a host too slow for the traffic would be.
+        let nats = try await NATSServerProcess.start(configuration: "max_payload: 131072\nmax_pending: 262144")
+        defer { nats.stop() }
+        // nats-server slows alpha (its publishes wait) while beta does not read: alpha's outbox holds what waits,
+        // 32 MiB for the test's uid here (8 MiB by default), so nothing is dropped before it is exported.
+        let alpha = try await FederationTests.startHost("alpha", servers: [nats], arguments: ["--nats-outbox-bytes", "67108864"])
+        let beta = try await FederationTests.startHost("beta", servers: [nats])
+        let betaFleet = try #require(beta.fleet)
+        let onBeta = try await beta.client()
+        let live = try await onBeta.subscribe(to: [TopicPattern("slow.>")])
+        let onAlpha = try await alpha.client()
+        #expect(try await alpha.notify(["send", "slow.ready", "x"]).status == 0)
+        _ = try await FederationTests.collect(live, until: "slow.ready")
+
+        // About 7 MB for beta while its reader is paused: more than loopback's socket buffers and max_pending hold.
+        let count = 6_000
+        let padding = String(repeating: ".", count: 1_000)
+        betaFleet.signal(SIGSTOP)
+        let topic = try Topic("slow.m")
+        for index in 1...count {
+            _ = try await onAlpha.publishAcknowledged("\(index) \(padding)", to: topic, retain: false)
+        }
+        let exported = try await FederationTests.stats(of: onAlpha) { $0["nats_exported"] ?? 0 > count }
+        #expect(exported["nats_exported"] ?? 0 > count, "\(exported)\n\(alpha.fleetLog.text)")
+        try await withDeadline(.seconds(30), waitingFor: "nats-server to cut beta as a slow consumer") {
+            while !nats.hasSaid("Slow Consumer") { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        betaFleet.signal(SIGCONT)
+
+        #expect(try await alpha.notify(["send", "slow.after", "end"]).status == 0)
+        let received = try await withDeadline(.seconds(60), waitingFor: "all \(count) messages and slow.after at beta") {
+            var received: [String] = []
+            for try await event in live {
+                switch event {
+                case .message(let delivery) where delivery.topic.name == "slow.after":
+                    return received
+                case .message(let delivery):
+                    received.append(String(String(buffer: delivery.payload).prefix { $0 != " " }))
+                default:
+                    throw TestFailure("beta's subscriber was told of a loss after \(received.count) messages: \(event)")
+                }
+            }
+            throw TestFailure("the subscription ended after \(received.count) messages")
+        }
+        #expect(received == (1...count).map { String($0) }, "each once, in order: \(received.count) messages")
+        let stats = try await onBeta.stats()
+        #expect((stats["nats_connects"] ?? 0) >= 2, "beta connected again after the cut: \(stats)")
+        #expect((stats["nats_repaired"] ?? 0) + (stats["nats_caught_up"] ?? 0) > 0, "what was lost came from the log: \(stats)")
+        await onAlpha.close()
+        await onBeta.close()
+        try await beta.stop()
+        try await alpha.stop()
+    }
+
     @Test("a host stopped while another publishes 1,000 acknowledged messages takes them all in when it is back: a subscriber resuming with --since gets each once, in order")
     func stoppedHostCatchesUp() async throws {
         let nats = try await NATSServerProcess.start()

@@ -15,6 +15,8 @@ public final class NATSServerProcess: Sendable {
     public let store: String
     private let process: Process
     private let ownsStore: Bool
+    /// What the server printed (its log), the latest ``linesKept`` lines at most.
+    private let said: NIOLockedValueBox<[String]>
 
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
@@ -41,6 +43,13 @@ public final class NATSServerProcess: Sendable {
     public let cluster: ClusterMembership?
 
     /// `nats://<address>:<port>`.
+    /// Whether a line the server has printed so far contains `text` (a slow consumer cut, say).
+    public func hasSaid(_ text: String) -> Bool {
+        said.withLockedValue { $0.contains { $0.contains(text) } }
+    }
+
+    static let linesKept = 10_000
+
     public var url: String { "nats://\(address):\(port)" }
 
     /// Starts the server and waits (at most `timeout`) until it says where it listens (and, in a cluster, until
@@ -80,6 +89,7 @@ public final class NATSServerProcess: Sendable {
         process.standardOutput = FileHandle.nullDevice
         let (lines, sink) = AsyncStream.makeStream(of: String.self)
         let pending = NIOLockedValueBox("")
+        let said = NIOLockedValueBox<[String]>([])
         errors.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
             if data.isEmpty {
@@ -90,7 +100,12 @@ public final class NATSServerProcess: Sendable {
             pending.withLockedValue { text in
                 text += String(decoding: data, as: UTF8.self)
                 while let newline = text.firstIndex(of: "\n") {
-                    sink.yield(String(text[..<newline]))
+                    let line = String(text[..<newline])
+                    said.withLockedValue { said in
+                        if said.count >= Self.linesKept { said.removeFirst(said.count / 2) }
+                        said.append(line)
+                    }
+                    sink.yield(line)
                     text = String(text[text.index(after: newline)...])
                 }
             }
@@ -118,7 +133,7 @@ public final class NATSServerProcess: Sendable {
             process.terminate()
             throw Failure(description: "nats-server did not say where it listens within \(timeout)")
         }
-        return NATSServerProcess(port: port, address: address, cluster: cluster, process: process, store: directory, ownsStore: store == nil)
+        return NATSServerProcess(port: port, address: address, cluster: cluster, process: process, store: directory, ownsStore: store == nil, said: said)
     }
 
     /// Starts `count` servers routed to each other as one cluster, each with JetStream and its own store.
@@ -149,7 +164,8 @@ public final class NATSServerProcess: Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    private init(port: Int, address: String, cluster: ClusterMembership?, process: Process, store: String, ownsStore: Bool) {
+    private init(port: Int, address: String, cluster: ClusterMembership?, process: Process, store: String, ownsStore: Bool, said: NIOLockedValueBox<[String]>) {
+        self.said = said
         self.port = port
         self.address = address
         self.cluster = cluster
