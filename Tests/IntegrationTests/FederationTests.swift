@@ -299,6 +299,45 @@ struct FederationTests {
         try await alpha.stop()
     }
 
+    @Test("a burst of notify send --lines fifty times the outbox, NATS up: the fleet service waits for room instead of dropping, and every line reaches the other host once, in order")
+    func burstLargerThanTheOutbox() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        // 64 KiB: a uid's part (half) holds about 150 of these exports; the burst is about 8 MB.
+        let alpha = try await Self.startHost("alpha", servers: [nats], arguments: ["--nats-outbox-bytes", "65536"])
+        let beta = try await Self.startHost("beta", servers: [nats])
+        let onBeta = try await beta.client()
+        let remote = try await onBeta.subscribe(to: [TopicPattern("fed.burst.>")])
+        let count = 40_000
+        let lines = (1...count).map { "\($0) \(String(repeating: "b", count: 40))\n" }.joined()
+        let sent = try await alpha.notify(["send", "fed.burst.m", "--lines", "--no-retain"], input: Array(lines.utf8), timeout: .seconds(120))
+        #expect(sent.status == 0, "\(sent.stderr)")
+        #expect(try await alpha.notify(["send", "fed.burst.end", "x"]).status == 0)
+        let received = try await withDeadline(.seconds(120), waitingFor: "all \(count) lines and fed.burst.end at beta") {
+            var received: [String] = []
+            for try await event in remote {
+                switch event {
+                case .message(let delivery) where delivery.topic.name == "fed.burst.end":
+                    return received
+                case .message(let delivery):
+                    received.append(String(String(buffer: delivery.payload).prefix { $0 != " " }))
+                default:
+                    throw TestFailure("beta's subscriber was told of a loss after \(received.count) lines: \(event)")
+                }
+            }
+            throw TestFailure("the subscription ended after \(received.count) lines")
+        }
+        #expect(received == (1...count).map { String($0) }, "each once, in order: \(received.count) lines")
+        let onAlpha = try await alpha.client()
+        let stats = try await onAlpha.stats()
+        #expect(stats["nats_outbox_dropped"] == 0 && stats["nats_export_dropped"] == 0, "\(stats)")
+        #expect((stats["nats_export_waited"] ?? 0) > 0, "the burst did not fit, and waited: \(stats)")
+        await onAlpha.close()
+        await onBeta.close()
+        try await beta.stop()
+        try await alpha.stop()
+    }
+
     @Test("NATS killed and restarted: local traffic goes on, the outbox is sent in order, what overflowed is counted and logged")
     func outage() async throws {
         let nats = try await NATSServerProcess.start()

@@ -79,7 +79,13 @@ package struct ExportOutbox {
     /// a message sent already (its copy for the stream of latest messages), held and confirmed like one but not
     /// counted as another message.
     /// `tag`: a number the caller gives the message (its export number), reported back by ``confirmedTag``.
-    package mutating func append(uid: UInt32, isMessage: Bool = true, tag: UInt64 = 0, encode: (inout ByteBuffer) -> Void) -> Bool {
+    package mutating func append(
+        uid: UInt32,
+        isMessage: Bool = true,
+        tag: UInt64 = 0,
+        countsRefusal: Bool = true,
+        encode: (inout ByteBuffer) -> Void
+    ) -> Bool {
         let before = open.bytes.writerIndex
         encode(&open.bytes)
         let size = open.bytes.writerIndex - before
@@ -88,6 +94,8 @@ package struct ExportOutbox {
         let withinShare = held == 0 || held + size <= shareLimit(holding: bytesByUID.count)
         guard bytes + size <= limit, withinShare else {
             open.bytes.moveWriterIndex(to: before)
+            // A refusal the caller answers by waiting for room is no drop.
+            guard countsRefusal else { return false }
             dropped += 1
             lastRefusalWasShare = bytes + size <= limit
             if lastRefusalWasShare { droppedOverShare += 1 }

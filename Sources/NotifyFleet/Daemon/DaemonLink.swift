@@ -31,11 +31,16 @@ package final class DaemonLink {
 
     private var channel: (any Channel)?
     package private(set) var isLinked = false
+    /// Whether the daemon's frames wait unread (``pauseReading()``): the daemon's queue for this service then holds
+    /// them, within its bounds, instead of this service's outbox dropping them.
+    package private(set) var isReadingPaused = false
+    /// Reads on again what the connection's handler kept while paused.
+    fileprivate var resumeHandler: (() -> Void)?
     /// The sizes the daemon takes, from its greeting.
     package private(set) var limits = ProtocolLimits.default
     private var isStopped = false
     /// Bumped when a connection ends, so that callbacks of an older one do nothing.
-    private var generation: UInt64 = 0
+    fileprivate var generation: UInt64 = 0
     private var retryDelay = DaemonLink.firstRetryDelay
     private var failedAttempts = 0
     /// Requests written this turn of the loop, sent as one write at its end.
@@ -211,6 +216,18 @@ package final class DaemonLink {
             }
     }
 
+    /// Stops reading the daemon's frames after the one in hand, until ``resumeReading()``.
+    package func pauseReading() {
+        isReadingPaused = true
+    }
+
+    /// Reads the daemon's frames again: those that came while paused first.
+    package func resumeReading() {
+        guard isReadingPaused else { return }
+        isReadingPaused = false
+        resumeHandler?()
+    }
+
     /// A frame from the daemon, on connection `generation`.
     fileprivate func receive(_ frame: ServerFrame, generation: UInt64) {
         guard generation == self.generation else { return }
@@ -265,6 +282,8 @@ package final class DaemonLink {
         let wasLinked = isLinked
         generation += 1
         isLinked = false
+        isReadingPaused = false
+        resumeHandler = nil
         // Imports that never reached the daemon's socket: counted, and announced to its subscribers once the link is
         // back, unless the fleet's log brings them again (read from where the daemon last confirmed).
         let lost = pendingImports + unwrittenImports
@@ -317,19 +336,42 @@ private final class DaemonLinkHandler: ChannelInboundHandler {
         self.generation = generation
     }
 
+    func handlerAdded(context: ChannelHandlerContext) {
+        let generation = self.generation
+        guard link.value.generation == generation else { return }
+        link.value.resumeHandler = { [weak self] in
+            guard let self, link.value.generation == generation else { return }
+            context.channel.setOption(ChannelOptions.autoRead, value: true).whenComplete { _ in }
+            readKept(context: context)
+            if !link.value.isReadingPaused { context.read() }
+        }
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
         if var kept = unread.take() {
             kept.writeBuffer(&buffer)
             buffer = kept
         }
+        unread = buffer
+        // Paused, what comes is kept unread (a read already under way brings a few buffers more, no further).
+        guard !link.value.isReadingPaused else { return }
+        readKept(context: context)
+    }
+
+    /// Hands the link each whole frame kept, until it pauses.
+    private func readKept(context: ChannelHandlerContext) {
+        guard var buffer = unread.take() else { return }
         do {
-            while context.channel.isActive, let frame = try decoder.decode(buffer: &buffer) {
+            while context.channel.isActive, !link.value.isReadingPaused, let frame = try decoder.decode(buffer: &buffer) {
                 link.value.receive(frame, generation: generation)
             }
         } catch {
             context.close(promise: nil)
             return
+        }
+        if link.value.isReadingPaused {
+            context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
         }
         guard buffer.readableBytes > 0 else { return }
         // Bounded by the decoder (it refuses a frame larger than any the daemon sends); a few bytes are copied out

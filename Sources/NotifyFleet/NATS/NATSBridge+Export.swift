@@ -27,8 +27,19 @@ extension NATSBridge {
             return
         }
         let number = encoder.numbers ? encoder.nextNumber : 0
-        guard outbox.append(uid: message.delivery.publisher.uid, tag: number, encode: { encoder.writeLive(message, into: &$0) }) else {
-            reportOverflow(uid: message.delivery.publisher.uid)
+        // While NATS takes what the outbox holds, room comes soon: an export that does not fit waits, and the
+        // daemon's frames after it wait unread in its queue for this service (bounded there, and announced if it
+        // drops them). Without a connection, nothing makes room: it is dropped and counted, as the outbox's bounds say.
+        let mayWait = connection != nil && isReady && waitingExport == nil
+        let uid = message.delivery.publisher.uid
+        guard outbox.append(uid: uid, tag: number, countsRefusal: !mayWait, encode: { encoder.writeLive(message, into: &$0) }) else {
+            if mayWait {
+                waitingExport = message
+                exportsWaitedForRoom += 1
+                link.pauseReading()
+                return
+            }
+            reportOverflow(uid: uid)
             return
         }
         encoder.numberUsed()
@@ -38,6 +49,16 @@ extension NATSBridge {
             if latest.isFull { writeLatest() } else { scheduleLatest() }
         }
         if connection != nil { scheduleSend() }
+    }
+
+    /// Takes the export that waited for room in the outbox, now that some was made (or the connection that would make
+    /// it was lost, when it is dropped if there is still none), and reads the daemon's frames again unless it waits
+    /// still.
+    func retryWaitingExport() {
+        guard let waiting = waitingExport else { return }
+        waitingExport = nil
+        export(waiting)
+        if waitingExport == nil { link.resumeReading() }
     }
 
     /// Ends the window of latest messages in ``latestWindow``, unless it is ending already.
@@ -83,6 +104,7 @@ extension NATSBridge {
             confirmed.futureResult.assumeIsolated().whenSuccess { [self] in
                 guard generation == self.generation else { return }
                 outbox.confirm(through: mark)
+                retryWaitingExport()
             }
         }
     }

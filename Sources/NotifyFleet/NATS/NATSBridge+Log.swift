@@ -85,6 +85,7 @@ extension NATSBridge {
         encoder.logSequence = max(encoder.logSequence, UInt64(sequence))
         outbox.acknowledge(number)
         if outbox.confirmedTag > headWritten { scheduleHead() }
+        retryWaitingExport()
     }
 
     /// Writes this host's head (the last export number its log acknowledged) within ``headInterval``, unless a write

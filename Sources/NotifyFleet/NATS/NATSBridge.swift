@@ -46,6 +46,11 @@ package final class NATSBridge {
     /// Failed connection attempts since the last success, to log the first of a run and not every one.
     var failedAttempts = 0
     var overflowReported: UInt64 = 0
+    /// An export the outbox had no room for while NATS was taking what it holds: it waits, and the daemon's frames
+    /// after it wait unread (``DaemonLink/pauseReading()``), until an acknowledgement makes room.
+    var waitingExport: FleetExport?
+    /// Exports that waited so (`nats_export_waited`).
+    var exportsWaitedForRoom: UInt64 = 0
     /// What becomes of a message read from NATS: the `IMPORT` that hands it to the daemon, which tells repeats and
     /// checks every claim.
     var forwarder: ImportForwarder
@@ -459,6 +464,7 @@ package final class NATSBridge {
         connection = nil
         self.generation += 1
         outbox.resendUnconfirmed()
+        retryWaitingExport()
         if NIODeadline.now() - connectedAt >= Self.stableConnection { retryDelay = Self.firstRetryDelay }
         guard !isStopped else { return }
         if error.isAuthorizationFailure {
@@ -553,6 +559,7 @@ package final class NATSBridge {
             .init(name: "nats_outbox_messages", value: UInt64(outbox.count)),
             .init(name: "nats_outbox_bytes", value: UInt64(outbox.bytes)),
             .init(name: "nats_outbox_dropped", value: outbox.dropped),
+            .init(name: "nats_export_waited", value: exportsWaitedForRoom),
             .init(name: "nats_too_large", value: tooLarge),
             .init(name: "nats_latest_coalesced", value: latest.coalesced),
         ]
