@@ -11,7 +11,16 @@ import Testing
 @Suite("NATS TLS and logins (real nats-server)", .timeLimit(.minutes(3)))
 struct NATSLoginTests {
     /// Connects with `tls` and `credentials`, and checks a message crosses the connection and back.
-    static func roundTrip(_ port: Int, host: String = "127.0.0.1", tls: NATSTLSSettings = NATSTLSSettings(), credentials: NATSCredentials? = nil) async throws {
+    /// Connects to `server`, subscribes, publishes and gets the message back; a failure says what the server logged.
+    static func roundTrip(_ server: NATSServerProcess, host: String = "127.0.0.1", tls: NATSTLSSettings = NATSTLSSettings(), credentials: NATSCredentials? = nil) async throws {
+        do {
+            try await roundTrip(server.port, host: host, tls: tls, credentials: credentials)
+        } catch {
+            throw NATSServerProcess.Failure(description: "\(error); the server's last lines:\n\(server.lastLines())")
+        }
+    }
+
+    static func roundTrip(_ port: Int, host: String, tls: NATSTLSSettings, credentials: NATSCredentials?) async throws {
         let connection = try await NATSConnection.connect(host: host, port: port, name: "login-test", tls: tls, credentials: credentials)
         let messages = try await connection.subscribe(to: "login.test")
         try await connection.publish(ByteBuffer(string: "hello"), to: "login.test")
@@ -40,10 +49,10 @@ struct NATSLoginTests {
         let server = try await NATSServerProcess.start(configuration: certificates.serverTLSBlock())
         defer { server.stop() }
         let tls = NATSTLSSettings(isRequired: true, certificateAuthorityFile: certificates.authority)
-        try await Self.roundTrip(server.port, tls: tls)
-        try await Self.roundTrip(server.port, host: "localhost", tls: tls)
+        try await Self.roundTrip(server, tls: tls)
+        try await Self.roundTrip(server, host: "localhost", tls: tls)
         // nats:// to a server whose INFO says tls_required: TLS all the same.
-        try await Self.roundTrip(server.port, tls: NATSTLSSettings(certificateAuthorityFile: certificates.authority))
+        try await Self.roundTrip(server, tls: NATSTLSSettings(certificateAuthorityFile: certificates.authority))
     }
 
     @Test("a certificate of another authority, of another name, or TLS asked of a server without it: refused, never plain text")
@@ -78,7 +87,7 @@ struct NATSLoginTests {
         #expect(withoutCertificate?.description.contains("TLS") == true, "no client certificate: \(String(describing: withoutCertificate))")
         tls.certificateFile = certificates.clientCertificate
         tls.keyFile = certificates.clientKey
-        try await Self.roundTrip(server.port, tls: tls)
+        try await Self.roundTrip(server, tls: tls)
         tls.keyFile = nil
         #expect(await Self.failure(server.port, tls: tls)?.description.contains("both") == true)
     }
@@ -89,21 +98,21 @@ struct NATSLoginTests {
             configuration: #"authorization { timeout: 30, users = [ { user: "fleet", password: "s3cret \"quoted\"" }, { user: "other", password: "x" } ] }"#
         )
         defer { passwords.stop() }
-        try await Self.roundTrip(passwords.port, credentials: .userPassword(user: "fleet", password: #"s3cret "quoted""#))
+        try await Self.roundTrip(passwords, credentials: .userPassword(user: "fleet", password: #"s3cret "quoted""#))
         let wrongPassword = await Self.failure(passwords.port, credentials: .userPassword(user: "fleet", password: "guess"))
         #expect(wrongPassword?.isAuthorizationFailure == true, "\(String(describing: wrongPassword))")
         #expect(await Self.failure(passwords.port)?.isAuthorizationFailure == true, "no credentials at all")
 
         let tokens = try await NATSServerProcess.start(configuration: #"authorization { timeout: 30, token: "t0ken-of-the-fleet" }"#)
         defer { tokens.stop() }
-        try await Self.roundTrip(tokens.port, credentials: .token("t0ken-of-the-fleet"))
+        try await Self.roundTrip(tokens, credentials: .token("t0ken-of-the-fleet"))
         #expect(await Self.failure(tokens.port, credentials: .token("other"))?.isAuthorizationFailure == true)
 
         let seed = try NKeySeed(parsing: NATSCredentialsTests.seed)
         let stranger = try NKeySeed(kind: .user, privateKey: [UInt8](repeating: 7, count: 32))
         let nkeys = try await NATSServerProcess.start(configuration: #"authorization { timeout: 30, users = [ { nkey: "\#(seed.publicKey)" } ] }"#)
         defer { nkeys.stop() }
-        try await Self.roundTrip(nkeys.port, credentials: .nkey(seed))
+        try await Self.roundTrip(nkeys, credentials: .nkey(seed))
         #expect(await Self.failure(nkeys.port, credentials: .nkey(stranger))?.isAuthorizationFailure == true)
     }
 
@@ -112,7 +121,7 @@ struct NATSLoginTests {
         let trusted = TestOperator()
         let server = try await NATSServerProcess.start(configuration: trusted.serverConfiguration)
         defer { server.stop() }
-        try await Self.roundTrip(server.port, credentials: try NATSCredentials(credsFile: trusted.creds()))
+        try await Self.roundTrip(server, credentials: try NATSCredentials(credsFile: trusted.creds()))
         let stranger = TestOperator()
         let untrusted = await Self.failure(server.port, credentials: try NATSCredentials(credsFile: stranger.creds()))
         #expect(untrusted?.isAuthorizationFailure == true, "\(String(describing: untrusted))")
@@ -126,7 +135,7 @@ struct NATSLoginTests {
         let server = try await NATSServerProcess.start(configuration: certificates.serverTLSBlock() + "\n" + #"authorization { timeout: 30, user: "fleet", password: "pw" }"#)
         defer { server.stop() }
         try await Self.roundTrip(
-            server.port,
+            server,
             tls: NATSTLSSettings(isRequired: true, certificateAuthorityFile: certificates.authority),
             credentials: .userPassword(user: "fleet", password: "pw")
         )

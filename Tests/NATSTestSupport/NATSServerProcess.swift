@@ -20,6 +20,10 @@ public final class NATSServerProcess: Sendable {
 
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
+
+        public init(description: String) {
+            self.description = description
+        }
     }
 
     /// How a server joins a cluster: its name, its route port, and the route ports of all members.
@@ -46,6 +50,11 @@ public final class NATSServerProcess: Sendable {
     /// Whether a line the server has printed so far contains `text` (a slow consumer cut, say).
     public func hasSaid(_ text: String) -> Bool {
         said.withLockedValue { $0.contains { $0.contains(text) } }
+    }
+
+    /// The last `count` lines the server printed, one per line: what a failed test shows to say why.
+    public func lastLines(_ count: Int = 20) -> String {
+        said.withLockedValue { $0.suffix(count).joined(separator: "\n") }
     }
 
     static let linesKept = 10_000
