@@ -150,6 +150,32 @@ struct OriginSequencerTests {
         #expect(!sequencer.needsMore("alpha"))
     }
 
+    @Test("an origin met for the first time with more live messages than may wait (a burst during catch-up) starts with the first of them, not the newest: the log brings them all, in order")
+    func newOriginPastTheBound() {
+        var sequencer = Sequencer()
+        sequencer.heldLimitPerOrigin = 3
+        sequencer.beginCatchUp()
+        for number in UInt64(1)...8 {
+            #expect(sequencer.live("m\(number)", host: "alpha", stamp: Self.stamp(number), logSequence: 0, size: 1) == .held(readFrom: nil))
+        }
+        #expect(sequencer.discarded > 0)
+        let ended = sequencer.endCatchUp(through: 0)
+        #expect(ended.take.isEmpty && ended.reads.map(\.host) == ["alpha"] && ended.reads.first?.from == 0)
+        // Still coming while the read is under way: they wait, and the read must reach them too.
+        for number in UInt64(9)...12 {
+            _ = sequencer.live("m\(number)", host: "alpha", stamp: Self.stamp(number), logSequence: 0, size: 1)
+        }
+        var taken: [String] = []
+        for (sequence, numbers) in [(1, 1...4), (2, 5...8), (3, 9...12)] as [(UInt64, ClosedRange<UInt64>)] {
+            let applied = sequencer.apply(record: sequence, of: "alpha", entries: Self.record(numbers))
+            #expect(applied.missed == 0)
+            taken += applied.take
+        }
+        #expect(taken == (1...12).map { "m\($0)" }, "each once, in order, from the first live one")
+        #expect(!sequencer.needsMore("alpha") && sequencer.repairs == 0)
+        #expect(sequencer.live("m13", host: "alpha", stamp: Self.stamp(13), logSequence: 3, size: 1) == .take)
+    }
+
     @Test("too many origins: one more is taken as it comes, untracked")
     func originBound() {
         var sequencer = Sequencer()

@@ -61,6 +61,11 @@ package struct OriginSequencer<Message> {
         var discardedThrough: ExportStamp?
         /// The origin's head (``expect(_:through:)``): its log held everything through it once.
         var expectedThrough: ExportStamp?
+        /// Of an origin not followed yet, the earliest live message that waited: where following it starts, even
+        /// once what waited was let go of (a burst past the bound: the log must bring all of it, not just the newest).
+        var firstSeen: ExportStamp?
+        /// The log holds none of the messages from ``firstSeen`` on at or before this stream sequence.
+        var firstSeenAfter: UInt64 = 0
         var isRepairing = false
     }
 
@@ -157,6 +162,10 @@ package struct OriginSequencer<Message> {
 
     private mutating func hold(_ held: Held, of host: String) {
         var origin = origins[host]!
+        if origin.position == nil, origin.firstSeen.map({ Self.precedes(held.stamp, $0) }) ?? true {
+            origin.firstSeen = held.stamp
+            origin.firstSeenAfter = held.logSequence
+        }
         if origin.held.count >= heldLimitPerOrigin || origin.heldBytes + held.size > heldBytesPerOrigin
             || heldBytes + held.size > heldBytesLimit || origin.discardedThrough != nil
         {
@@ -234,14 +243,13 @@ package struct OriginSequencer<Message> {
         for entry in entries {
             guard let stamp = entry.stamp else { continue }
             if origins[host]!.position == nil {
-                // An origin met now: it starts with what waits for it (older messages are from before this host
-                // followed it), or with the first it has in the log.
-                if let first = origins[host]!.held.first?.stamp ?? origins[host]!.discardedThrough,
-                    stamp.epoch != first.epoch || stamp.number < first.number
-                {
+                // An origin met now: it starts with the first live message that waited for it (older messages are
+                // from before this host followed it), or with the first it has in the log.
+                if let first = origins[host]!.firstSeen, stamp.epoch != first.epoch || stamp.number < first.number {
                     continue
                 }
                 origins[host]!.position = Position(epoch: stamp.epoch, taken: stamp.number - 1, logSequence: recordSequence - 1)
+                origins[host]!.firstSeen = nil
             }
             var position = origins[host]!.position!
             if stamp.epoch < position.epoch { continue }
@@ -326,6 +334,7 @@ package struct OriginSequencer<Message> {
         if origins[host]?.position != nil { return true }
         guard origins[host] != nil || origins.count < originLimit else { return false }
         origins[host, default: Origin()].position = position
+        origins[host]!.firstSeen = nil
         return true
     }
 
@@ -450,7 +459,7 @@ package struct OriginSequencer<Message> {
             }
             repairs += 1
             origins[host]!.isRepairing = true
-            reads.append((host, origin.position?.logSequence ?? origin.held.first?.logSequence ?? 0))
+            reads.append((host, origin.position?.logSequence ?? origin.firstSeenAfter))
         }
         return (take, reads)
     }
