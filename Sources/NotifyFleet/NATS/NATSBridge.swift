@@ -301,10 +301,17 @@ package final class NATSBridge {
             deadline.cancel()
             writeHead()
             return outbox.count
-        }.recover { _ in self.outbox.count }.always { [self] unsent in
+        }.recover { _ in self.outbox.count }.flatMap { [self] unsent in
             self.connection = nil
-            logger.log(.natsDisconnected, .notice, "left NATS (the link is stopped); \((try? unsent.get()) ?? 0) messages were not confirmed")
-            Task { await connection.close() }
+            logger.log(.natsDisconnected, .notice, "left NATS (the link is stopped); \(unsent) messages were not confirmed")
+            // Closed before the future succeeds: the caller shuts the event loop down next, and a close still under
+            // way would then be cut short on a loop that takes no more tasks.
+            let closed = eventLoop.makePromise(of: Int.self)
+            Task {
+                await connection.close()
+                closed.succeed(unsent)
+            }
+            return closed.futureResult
         }.nonisolated()
     }
 
