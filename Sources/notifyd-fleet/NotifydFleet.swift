@@ -25,9 +25,10 @@ struct NotifydFleet: AsyncParsableCommand {
             as user nobody with their origin host and checks every claim in them. Only the daemon's fleet-user may do \
             this (by default the system user notifyd-fleet, which the package's notifyd-fleet.service runs as). \
             Retained messages are also kept in a JetStream stream, so a host that starts later answers `notify \
-            latest` with the fleet's latest; every export is kept for --nats-catch-up (1h by default) in another, which \
-            each host reads through a durable consumer of its own, so a host that was away takes in what it missed, \
-            in order, and is told (a DROP) of what was older than the stream keeps. A CLEAR crosses too. While NATS is \
+            latest` with the fleet's latest. Every export is numbered and also appended, batched, to a log stream kept for \
+            --nats-catch-up (1h by default), which a host reads only to fill a gap in an origin's numbers or to take in \
+            what it missed while away, in order; it is told (a DROP) of what was older than the log keeps. Where this \
+            host stands in each origin's numbers is kept in --state-dir, not on the server. A CLEAR crosses too. While NATS is \
             unreachable, local traffic goes on and exports wait in a bounded outbox (--nats-outbox-bytes). While the \
             daemon is away, this service stays off NATS.
 
@@ -240,6 +241,11 @@ struct NotifydFleet: AsyncParsableCommand {
         // systemd may give several directories, separated by colons: the first is this unit's.
         let stateDirectory = (stateDirectory ?? getenv("STATE_DIRECTORY").map { String(cString: $0) }?.split(separator: ":").first.map(String.init))
             .flatMap { $0.isEmpty ? nil : $0 }
+        if let stateDirectory, mkdir(stateDirectory, 0o700) != 0, errno != EEXIST {
+            // Found out now, not at the first write a minute in: without it a restart takes in again what it had.
+            writeToStandardError("notifyd-fleet: --state-dir \(stateDirectory) cannot be made: \(String(cString: strerror(errno)))")
+            throw ExitCode(78)
+        }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let eventLoop = group.next()
         let signals = await UnixSignalsSequence(trapping: .sighup, .sigterm, .sigint)

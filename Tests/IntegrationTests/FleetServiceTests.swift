@@ -102,6 +102,27 @@ struct FleetServiceTests {
         await client.close()
         try await alpha.stop()
     }
+
+    @Test("--state-dir missing is made (0700) at start; one that cannot be made is exit 78 with a sentence, not a failure a minute in")
+    func stateDirectory() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-state-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let common = ["--socket", root + "/no-daemon.sock", "--config", "/dev/null", "--nats", "nats://127.0.0.1:1", "--host-name", "alpha"]
+
+        let fresh = root + "/positions"
+        let fleet = try ChildProcess(Binaries.notifydFleet, common + ["--state-dir", fresh])
+        try await fleet.standardError.wait("the fleet service to start") { $0.contains("notifyd-fleet started") }
+        var status = stat()
+        #expect(stat(fresh, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR, "made at start")
+        #expect(status.st_mode & 0o777 == 0o700)
+        fleet.signal(SIGTERM)
+        #expect(try await fleet.exitStatus() == 0)
+
+        let unreachable = try ChildProcess(Binaries.notifydFleet, common + ["--state-dir", root + "/missing/parent"])
+        #expect(try await unreachable.exitStatus() == 78)
+        #expect(unreachable.standardError.text.contains("--state-dir \(root)/missing/parent cannot be made: No such file or directory"), "\(unreachable.standardError.text)")
+    }
 }
 
 /// The stream of latest messages gets a topic's newest once per flush window (issue 47, item 4).
