@@ -172,6 +172,63 @@ struct CatchUpTests {
         try await alpha.stop()
     }
 
+    @Test("a subscriber resuming before its host has caught up follows the catch-up live: 100 messages through a history of 64, each once, in order, no drop; one resuming after is told the history no longer holds the first 36, not that it fell behind")
+    func resumeBeforeCatchUp() async throws {
+        let nats = try await NATSServerProcess.start()
+        defer { nats.stop() }
+        let history = ["--history-messages", "64"]
+        let alpha = try await FederationTests.startHost("alpha", servers: [nats], arguments: history)
+        let betaDirectory = try TemporaryDirectory()
+        let beta = try await FederationTests.startHost("beta", servers: [nats], arguments: history, in: betaDirectory)
+        #expect(try await alpha.notify(["send", "resume.before", "seen live"]).status == 0)
+        let first = try await beta.client()
+        try await FederationTests.waitForCounter("nats_imported", toReach: 1, on: first)
+        await first.close()
+        try await beta.stop()
+
+        let onAlpha = try await alpha.client()
+        for index in 1...100 {
+            _ = try await onAlpha.publishAcknowledged("\(index)", to: Topic("resume.m"), retain: false)
+        }
+        try await FederationTests.waitForCounter("nats_exported", toReach: 101, on: onAlpha)
+
+        // Beta's daemon is back, its fleet service not yet: the subscriber resumes before the catch-up starts.
+        let daemon = try await TestDaemon.start(in: betaDirectory, arguments: history)
+        let onBeta = try await daemon.client()
+        let resumed = try await onBeta.subscribe(to: [TopicPattern("resume.m")], since: .sequence(0))
+        let fleet = try ChildProcess(
+            Binaries.notifydFleet,
+            ["--socket", daemon.socketPath, "--config", daemon.configurationPath, "--state-dir", betaDirectory.path + "/fleet-state",
+             "--nats", nats.url, "--host-name", "beta"]
+        )
+        let (lines, drops) = try await withDeadline(.seconds(30), waitingFor: "100 messages caught up") {
+            var lines: [String] = []
+            var drops: [DropNotice] = []
+            for try await event in resumed {
+                switch event {
+                case .message(let delivery): lines.append(String(buffer: delivery.payload))
+                case .dropped(let notice): drops.append(notice)
+                }
+                if lines.count == 100 { break }
+            }
+            return (lines, drops)
+        }
+        #expect(lines == (1...100).map { String($0) }, "each once, in order")
+        #expect(drops.isEmpty, "nothing it follows live is missing: \(drops)")
+
+        let late = try await daemon.notify(["subscribe", "resume.m", "--since", "0", "--count", "64", "--format", "raw", "--timeout", "10"])
+        #expect(late.output.split(separator: "\n").map { String($0) } == (37...100).map { String($0) })
+        #expect(late.stderr.contains("36 messages of resume.m (sequence 1 to 36) are missing: the topic's history no longer holds them"), "\(late.stderr)")
+        #expect(!late.stderr.contains("fell behind"))
+
+        await onBeta.close()
+        await onAlpha.close()
+        fleet.signal(SIGTERM)
+        #expect(try await fleet.exitStatus() == 0)
+        try await daemon.stop()
+        try await alpha.stop()
+    }
+
     @Test("a host cut off from NATS for longer than catch-up: what the stream no longer kept is announced to its subscribers as a drop, never silent")
     func absenceLongerThanCatchUp() async throws {
         let nats = try await NATSServerProcess.start()
