@@ -67,21 +67,118 @@ package struct OriginSequencer<Message> {
         /// The log holds none of the messages from ``firstSeen`` on at or before this stream sequence.
         var firstSeenAfter: UInt64 = 0
         var isRepairing = false
+
+        typealias Limit = (messages: Int, bytes: Int, all: Int)
+
+        /// Holds a live message until the log is read; past `limit`, lets go of all that waits (they are all in
+        /// the log, or lost with their origin), and the read must reach the newest.
+        mutating func hold(_ message: Held, limit: Limit, totals: inout Totals) {
+            if position == nil, firstSeen.map({ OriginSequencer.precedes(message.stamp, $0) }) ?? true {
+                firstSeen = message.stamp
+                firstSeenAfter = message.logSequence
+            }
+            guard held.count >= limit.messages || heldBytes + message.size > limit.bytes
+                || totals.heldBytes + message.size > limit.all || discardedThrough != nil
+            else {
+                insert(message, totals: &totals)
+                return
+            }
+            totals.discarded += UInt64(held.count + 1)
+            totals.heldMessages -= held.count
+            totals.heldBytes -= heldBytes
+            let newest = held.last.map { OriginSequencer.later($0.stamp, message.stamp) } ?? message.stamp
+            discardedThrough = discardedThrough.map { OriginSequencer.later($0, newest) } ?? newest
+            held.removeAll()
+            heldBytes = 0
+        }
+
+        /// Holds a record's entry that comes after a gap; false when `limit` leaves no room.
+        mutating func holdConfirmed(_ message: Held, limit: Limit, totals: inout Totals) -> Bool {
+            guard held.count < limit.messages, heldBytes + message.size <= limit.bytes, totals.heldBytes + message.size <= limit.all
+            else { return false }
+            insert(message, totals: &totals)
+            return true
+        }
+
+        /// Puts `message` where its number goes (the usual case: last); one already there with its number is kept,
+        /// made confirmed if this one is.
+        mutating func insert(_ message: Held, totals: inout Totals) {
+            var index = held.endIndex
+            while index > held.startIndex, OriginSequencer.precedes(message.stamp, held[index - 1].stamp) { index -= 1 }
+            if index > held.startIndex, held[index - 1].stamp == message.stamp {
+                if message.confirmed { held[index - 1] = message }
+                return
+            }
+            held.insert(message, at: index)
+            heldBytes += message.size
+            totals.heldMessages += 1
+            totals.heldBytes += message.size
+        }
+
+        /// Takes the waiting live messages that are now next, drops those the log brought, and ends the read once
+        /// none waits and the log has brought everything let go of.
+        mutating func release(into take: inout [Message], isCatchingUp: Bool, totals: inout Totals) {
+            while var position {
+                // What the log brought, wherever it waits.
+                let before = held.count
+                var bytesBrought = 0
+                held.removeAll { message in
+                    guard message.stamp.epoch < position.epoch || (message.stamp.epoch == position.epoch && message.stamp.number <= position.taken)
+                    else { return false }
+                    bytesBrought += message.size
+                    return true
+                }
+                heldBytes -= bytesBrought
+                totals.heldBytes -= bytesBrought
+                totals.heldMessages -= before - held.count
+                guard let first = held.first, first.stamp.epoch == position.epoch, first.stamp.number == position.taken + 1 else { break }
+                position.taken = first.stamp.number
+                position.logSequence = max(position.logSequence, first.logSequence)
+                self.position = position
+                take.append(first.message)
+                held.removeFirst()
+                heldBytes -= first.size
+                totals.heldMessages -= 1
+                totals.heldBytes -= first.size
+            }
+            if let through = discardedThrough, let position, (position.epoch, position.taken) >= (through.epoch, through.number) {
+                discardedThrough = nil
+            }
+            if let through = expectedThrough, let position, (position.epoch, position.taken) >= (through.epoch, through.number) {
+                expectedThrough = nil
+            }
+            if isRepairing, !isCatchingUp, held.isEmpty, discardedThrough == nil, expectedThrough == nil {
+                isRepairing = false
+                totals.repairs -= 1
+            }
+        }
     }
 
     private var origins: [String: Origin] = [:]
     /// Whether every origin's log is being read (a start, a reconnect): live messages wait, and no origin's own read
     /// starts until ``endCatchUp()``.
     package private(set) var isCatchingUp = false
+    /// What all origins hold and do, counted: a struct of its own so that an origin's entry can be changed in place
+    /// beside it (a copy of the entry out of the dictionary and back copied its whole waiting queue each time:
+    /// quadratic in what waits, seconds of CPU for a first burst of 10,000).
+    private struct Totals {
+        var heldMessages = 0
+        var heldBytes = 0
+        var repairs = 0
+        var discarded: UInt64 = 0
+        var unconfirmed: UInt64 = 0
+    }
+
+    private var totals = Totals()
     /// Messages waiting, in all, and their bytes.
-    package private(set) var heldMessages = 0
-    package private(set) var heldBytes = 0
+    package var heldMessages: Int { totals.heldMessages }
+    package var heldBytes: Int { totals.heldBytes }
     /// Origins whose log is being read now.
-    package private(set) var repairs = 0
+    package var repairs: Int { totals.repairs }
     /// Live messages let go of while waiting (the log brings them, or they were lost), and those taken without the
     /// log confirming them (``giveUp(_:)``).
-    package private(set) var discarded: UInt64 = 0
-    package private(set) var unconfirmed: UInt64 = 0
+    package var discarded: UInt64 { totals.discarded }
+    package var unconfirmed: UInt64 { totals.unconfirmed }
     /// Entries of records skipped for a jump past ``largestJump``.
     package private(set) var implausible: UInt64 = 0
 
@@ -110,9 +207,9 @@ package struct OriginSequencer<Message> {
     /// Starts again from `positions` (the last the daemon confirmed): what waited is let go of; the log brings it.
     package mutating func restore(_ positions: [String: Position]) {
         origins = positions.mapValues { Origin(position: $0) }
-        heldMessages = 0
-        heldBytes = 0
-        repairs = 0
+        totals.heldMessages = 0
+        totals.heldBytes = 0
+        totals.repairs = 0
         isCatchingUp = false
     }
 
@@ -149,68 +246,31 @@ package struct OriginSequencer<Message> {
         let reading = origins[host]!.isRepairing || isCatchingUp
         guard reading || repairs < repairLimit else {
             // Too many reads under way: taken as it is, confirmed by nothing (the daemon still drops repeats).
-            unconfirmed += 1
+            totals.unconfirmed += 1
             if origins[host]!.position == nil { origins[host] = nil }
             return .untracked
         }
         hold(Held(message: message, stamp: stamp, logSequence: logSequence, size: size), of: host)
         if reading { return .held(readFrom: nil) }
-        repairs += 1
+        totals.repairs += 1
         origins[host]!.isRepairing = true
         return .held(readFrom: origins[host]!.position?.logSequence ?? logSequence)
     }
 
     private mutating func hold(_ held: Held, of host: String) {
-        var origin = origins[host]!
-        if origin.position == nil, origin.firstSeen.map({ Self.precedes(held.stamp, $0) }) ?? true {
-            origin.firstSeen = held.stamp
-            origin.firstSeenAfter = held.logSequence
-        }
-        if origin.held.count >= heldLimitPerOrigin || origin.heldBytes + held.size > heldBytesPerOrigin
-            || heldBytes + held.size > heldBytesLimit || origin.discardedThrough != nil
-        {
-            // Too many wait: they are all in the log (or lost with their origin); the read must reach the newest.
-            discarded += UInt64(origin.held.count + 1)
-            heldMessages -= origin.held.count
-            heldBytes -= origin.heldBytes
-            let newest = origin.held.last.map { Self.later($0.stamp, held.stamp) } ?? held.stamp
-            origin.discardedThrough = origin.discardedThrough.map { Self.later($0, newest) } ?? newest
-            origin.held.removeAll()
-            origin.heldBytes = 0
-        } else {
-            insert(held, into: &origin)
-        }
-        origins[host] = origin
-    }
-
-    /// Puts `held` where its number goes (the usual case: last); one already there with its number is kept, made
-    /// confirmed if this one is.
-    private mutating func insert(_ held: Held, into origin: inout Origin) {
-        var index = origin.held.endIndex
-        while index > origin.held.startIndex, Self.precedes(held.stamp, origin.held[index - 1].stamp) { index -= 1 }
-        if index > origin.held.startIndex, origin.held[index - 1].stamp == held.stamp {
-            if held.confirmed { origin.held[index - 1] = held }
-            return
-        }
-        origin.held.insert(held, at: index)
-        origin.heldBytes += held.size
-        heldMessages += 1
-        heldBytes += held.size
-    }
-
-    private static func precedes(_ a: ExportStamp, _ b: ExportStamp) -> Bool {
-        (a.epoch, a.number) < (b.epoch, b.number)
+        let limit = (messages: heldLimitPerOrigin, bytes: heldBytesPerOrigin, all: heldBytesLimit)
+        origins[host]!.hold(held, limit: limit, totals: &totals)
     }
 
     /// Holds a record's entry that comes after a gap, until the records before it are read; false when the bounds
     /// leave no room (the gap is then taken as a loss).
     private mutating func holdConfirmed(_ held: Held, of host: String) -> Bool {
-        var origin = origins[host]!
-        guard origin.held.count < heldLimitPerOrigin, origin.heldBytes + held.size <= heldBytesPerOrigin, heldBytes + held.size <= heldBytesLimit
-        else { return false }
-        insert(held, into: &origin)
-        origins[host] = origin
-        return true
+        let limit = (messages: heldLimitPerOrigin, bytes: heldBytesPerOrigin, all: heldBytesLimit)
+        return origins[host]!.holdConfirmed(held, limit: limit, totals: &totals)
+    }
+
+    private static func precedes(_ a: ExportStamp, _ b: ExportStamp) -> Bool {
+        (a.epoch, a.number) < (b.epoch, b.number)
     }
 
     private static func later(_ a: ExportStamp, _ b: ExportStamp) -> ExportStamp {
@@ -282,46 +342,7 @@ package struct OriginSequencer<Message> {
     /// Takes the waiting live messages that are now next, drops those the log brought, and ends the read once none
     /// waits and the log has brought everything let go of.
     private mutating func release(_ host: String, into take: inout [Message]) {
-        var origin = origins[host]!
-        while var position = origin.position {
-            // What the log brought, wherever it waits.
-            let before = origin.held.count
-            origin.held.removeAll { held in
-                guard held.stamp.epoch < position.epoch || (held.stamp.epoch == position.epoch && held.stamp.number <= position.taken) else {
-                    return false
-                }
-                origin.heldBytes -= held.size
-                heldBytes -= held.size
-                return true
-            }
-            heldMessages -= before - origin.held.count
-            guard let first = origin.held.first, first.stamp.epoch == position.epoch, first.stamp.number == position.taken + 1 else {
-                break
-            }
-            position.taken = first.stamp.number
-            position.logSequence = max(position.logSequence, first.logSequence)
-            origin.position = position
-            take.append(first.message)
-            origin.held.removeFirst()
-            origin.heldBytes -= first.size
-            heldMessages -= 1
-            heldBytes -= first.size
-        }
-        if let through = origin.discardedThrough, let position = origin.position,
-            (position.epoch, position.taken) >= (through.epoch, through.number)
-        {
-            origin.discardedThrough = nil
-        }
-        if let through = origin.expectedThrough, let position = origin.position,
-            (position.epoch, position.taken) >= (through.epoch, through.number)
-        {
-            origin.expectedThrough = nil
-        }
-        if origin.isRepairing, !isCatchingUp, origin.held.isEmpty, origin.discardedThrough == nil, origin.expectedThrough == nil {
-            origin.isRepairing = false
-            repairs -= 1
-        }
-        origins[host] = origin
+        origins[host]!.release(into: &take, isCatchingUp: isCatchingUp, totals: &totals)
     }
 
     /// The log's end was reached, and what waits for `host` is still not next: the log may not have it yet (its
@@ -355,17 +376,16 @@ package struct OriginSequencer<Message> {
     /// log from where it stands must bring the rest. Returns where to start that read, or nil when none is needed
     /// (or one is under way, which will look for it too).
     package mutating func expect(_ host: String, through head: ExportStamp) -> UInt64? {
-        guard var origin = origins[host], let position = origin.position, !isCatchingUp else { return nil }
+        guard let index = origins.index(forKey: host), let position = origins.values[index].position, !isCatchingUp else { return nil }
         guard (head.epoch, head.number) > (position.epoch, position.taken), head.epoch >= position.epoch else { return nil }
         if head.epoch == position.epoch, head.number - position.taken > Self.largestJump {
             implausible += 1
             return nil
         }
-        origin.expectedThrough = origin.expectedThrough.map { Self.later($0, head) } ?? head
-        defer { origins[host] = origin }
-        guard !origin.isRepairing, repairs < repairLimit else { return nil }
-        origin.isRepairing = true
-        repairs += 1
+        origins.values[index].expectedThrough = origins.values[index].expectedThrough.map { Self.later($0, head) } ?? head
+        guard !origins.values[index].isRepairing, totals.repairs < repairLimit else { return nil }
+        origins.values[index].isRepairing = true
+        totals.repairs += 1
         return position.logSequence
     }
 
@@ -392,14 +412,15 @@ package struct OriginSequencer<Message> {
     }
 
     package mutating func giveUpCounting(_ host: String, keeping: Bool = false) -> (released: [Message], missed: UInt64) {
-        guard var origin = origins[host] else { return ([], 0) }
+        // Taken out and put back: a copy left in the dictionary would share the queue.
+        guard var origin = origins.removeValue(forKey: host) else { return ([], 0) }
         var released: [Message] = []
         var missed: UInt64 = 0
         // In number order: what the log brought is taken, the numbers before it it never brought are missed;
         // what only came live is let go of (or, `keeping`, taken as it is).
         for held in origin.held {
-            heldMessages -= 1
-            heldBytes -= held.size
+            totals.heldMessages -= 1
+            totals.heldBytes -= held.size
             if held.confirmed, var position = origin.position {
                 if held.stamp.epoch < position.epoch || (held.stamp.epoch == position.epoch && held.stamp.number <= position.taken) { continue }
                 if held.stamp.epoch > position.epoch { position = Position(epoch: held.stamp.epoch, taken: 0, logSequence: position.logSequence) }
@@ -411,7 +432,7 @@ package struct OriginSequencer<Message> {
             } else if keeping {
                 released.append(held.message)
             } else {
-                unconfirmed += 1
+                totals.unconfirmed += 1
             }
         }
         origin.held.removeAll()
@@ -420,9 +441,9 @@ package struct OriginSequencer<Message> {
         origin.discardedThrough = nil
         if origin.isRepairing {
             origin.isRepairing = false
-            repairs -= 1
+            totals.repairs -= 1
         }
-        origins[host] = origin.position == nil ? nil : origin
+        if origin.position != nil { origins[host] = origin }
         return (released, missed)
     }
 
@@ -453,11 +474,11 @@ package struct OriginSequencer<Message> {
             release(host, into: &take)
             let origin = origins[host]!
             guard !origin.held.isEmpty || origin.discardedThrough != nil, !origin.isRepairing else { continue }
-            guard repairs < repairLimit else {
+            guard totals.repairs < repairLimit else {
                 take += giveUp(host)
                 continue
             }
-            repairs += 1
+            totals.repairs += 1
             origins[host]!.isRepairing = true
             reads.append((host, origin.position?.logSequence ?? origin.firstSeenAfter))
         }
