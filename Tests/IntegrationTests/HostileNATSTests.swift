@@ -48,7 +48,8 @@ struct HostileNATSTests {
         #expect(try await alpha.notify(["send", "demo.first", "1"]).status == 0)
         let stamp = try await withDeadline(.seconds(30), waitingFor: "alpha's first export") { () -> ExportStampText in
             for try await message in live where message.subject == "notifyd.demo.first" {
-                if let text = message.headers?["Notifyd-Export"] { return ExportStampText(text) }
+                // `Notifyd: 1 <host> <uid> <pid> <seq> <time> <kind> <export> <log> <unit>`: the export is the 8th field.
+                if let fields = message.headers?["Notifyd"]?.split(separator: " "), fields.count == 10 { return ExportStampText(String(fields[7])) }
             }
             throw NATSError("the subscription ended")
         }

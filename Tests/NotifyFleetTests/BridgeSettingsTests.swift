@@ -212,8 +212,7 @@ struct ProvenanceTests {
         )
         encoder.write(message, into: &buffer)
         let text = String(buffer: buffer)
-        let headers = "NATS/1.0\r\nNotifyd-Host: web-01\r\nNotifyd-Uid: 1000\r\nNotifyd-Pid: 4242\r\nNotifyd-Unit: backup.service\r\n"
-            + "Notifyd-Seq: 42\r\nNotifyd-Time: 1795305600123456\r\nNotifyd-Retain: 1\r\n\r\n"
+        let headers = "NATS/1.0\r\nNotifyd: 1 web-01 1000 4242 42 1795305600123456 r - - backup.service\r\n\r\n"
         let size = headers.utf8.count
         #expect(text == "HPUB fleet.backup.status \(size) \(size + 4)\r\n\(headers)done\r\nHPUB fleet-latest.backup.status \(size) \(size + 4)\r\n\(headers)done\r\n")
 
@@ -232,13 +231,13 @@ struct ProvenanceTests {
         expected.time = 1_795_305_600_123_456
         #expect(Provenance(headers: received.headers) == expected)
 
-        // A clear: no payload, Notifyd-Clear on both subjects, read back as a clear.
+        // A clear: no payload, of kind c on both subjects, read back as a clear.
         var clear = message
         clear.delivery.payload = ByteBuffer()
         clear.kind = .clear
         var clearBuffer = ByteBuffer()
         encoder.write(clear, into: &clearBuffer)
-        let clearHeaders = headers.replacingOccurrences(of: "Notifyd-Retain: 1\r\n\r\n", with: "Notifyd-Retain: 1\r\nNotifyd-Clear: 1\r\n\r\n")
+        let clearHeaders = headers.replacingOccurrences(of: " r - - ", with: " c - - ")
         let clearSize = clearHeaders.utf8.count
         #expect(String(buffer: clearBuffer) == "HPUB fleet.backup.status \(clearSize) \(clearSize)\r\n\(clearHeaders)\r\nHPUB fleet-latest.backup.status \(clearSize) \(clearSize)\r\n\(clearHeaders)\r\n")
         var clearWire = ByteBuffer(string: "HMSG fleet.backup.status 1 \(clearSize) \(clearSize)\r\n\(clearHeaders)\r\n")
@@ -248,6 +247,43 @@ struct ProvenanceTests {
         }
         expected.isClear = true
         #expect(Provenance(headers: receivedClear.headers) == expected)
+    }
+
+    @Test("numbered, not retained, no unit: the export and the log in their fields, dashes for the rest; one header of about 80 bytes")
+    func numbered() throws {
+        var encoder = ExportEncoder(prefix: "fleet", hostName: "web-01", epoch: 1_795_305_600_000_001, numbers: true)
+        encoder.logSequence = 77
+        let message = FleetExport(
+            delivery: Delivery(
+                topic: try Topic("t"),
+                sequence: 9,
+                time: PublishTime(microsecondsSinceEpoch: 1_795_305_600_123_456),
+                publisher: Publisher(uid: 0, pid: 1, unit: "not a unit"),
+                payload: ByteBuffer(string: "x")
+            ),
+            kind: .notRetained
+        )
+        var buffer = ByteBuffer()
+        encoder.write(message, into: &buffer)
+        let headers = "NATS/1.0\r\nNotifyd: 1 web-01 0 1 9 1795305600123456 m 1795305600000001-1 77 -\r\n\r\n"
+        #expect(String(buffer: buffer) == "HPUB fleet.t \(headers.utf8.count) \(headers.utf8.count + 1)\r\n\(headers)x\r\n")
+        let read = try Self.provenance([("Notifyd", "1 web-01 0 1 9 1795305600123456 m 1795305600000001-1 77 -")])
+        #expect(read.host == "web-01" && read.sequence == 9 && !read.retain && !read.isClear && read.unit == nil)
+        #expect(read.export == ExportStamp(epoch: 1_795_305_600_000_001, number: 1) && read.logSequence == 77)
+    }
+
+    @Test("the one header read as strictly as the fields it replaces: another version or too few fields is not read; each field bounded")
+    func oneHeaderBounds() throws {
+        #expect(try Self.provenance([("Notifyd", "2 web-01 0 1 9 1 m - - -")]).host == nil, "a version this host does not know")
+        #expect(try Self.provenance([("Notifyd", "1 web-01 0 1 9 1 m - -")]).host == nil, "nine fields")
+        #expect(try Self.provenance([("notifyd", "1 web-01 0 1 9 1 m - - - more")]).host == "web-01", "a field more is for a later version; any case")
+        let huge = try Self.provenance([("Notifyd", "1 \(String(repeating: "h", count: 70_000)) 4294967296 -1 99999999999999999999 x z 0-1 y \(String(repeating: "u", count: 300))")])
+        #expect(huge.host.map { !FleetImport.isValidHostName($0) } == true && huge.host?.isEmpty == true)
+        #expect(huge.uid == 0 && huge.pid == 0 && huge.sequence == 0 && huge.time == 0 && huge.retain && !huge.isClear)
+        #expect(huge.export == nil && huge.logSequence == 0 && huge.unit == nil)
+        #expect(try Self.provenance([("Notifyd", "1 a 0 1 9 1 c - - getty@tty1.service")]).unit == "getty@tty1.service")
+        #expect(try Self.provenance([("Notifyd", "1 a 0 1 9 1 c - - getty@tty1.service")]).isClear)
+        #expect(try Self.provenance([("Notifyd", "1 a 0 1 9 1 r - - a/b")]).unit == nil, "not a unit name")
     }
 
     @Test("a message of another NATS client: no headers, retained, host unknown; names in any case")

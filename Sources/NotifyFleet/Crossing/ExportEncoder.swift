@@ -1,18 +1,20 @@
 package import NIOCore
 package import NotifyProtocol
 
-/// Writes a local publish (an `EXP` frame from the daemon) as the NATS operations that export it: `HPUB <prefix>.<topic>` with the provenance
-/// headers, and for a retained one the same to `<prefix>-latest.<topic>` (the stream of latest messages; the bridge
+/// Writes a local publish (an `EXP` frame from the daemon) as the NATS operations that export it: `HPUB <prefix>.<topic>` with its
+/// provenance in one header (``Provenance``, `Notifyd: 1 <host> <uid> <pid> <seq> <time> <kind> <export> <log> <unit>`), and for a retained one the same to `<prefix>-latest.<topic>` (the stream of latest messages; the bridge
 /// writes that one once per topic per flush window, ``LatestCoalescer``). A `CLEAR`
-/// goes both ways too, with `Notifyd-Clear: 1` and no payload: in the stream it takes the cleared message's place. Straight
+/// goes both ways too, of kind `c` and with no payload: in the stream it takes the cleared message's place. Straight
 /// into the outbox's buffer: no `String`, no headers value, no buffer of its own per message.
 ///
 /// With a log (catch-up on), a live message also carries its export number and the log's last acknowledged record
-/// (``ExportStamp``, `Notifyd-Log`): a receiver tells a gap from them and knows where in the log to look.
+/// (``ExportStamp``, and the `<log>` field): a receiver tells a gap from them and knows where in the log to look.
+/// One header of about 80 bytes instead of one per field (about 210): every byte of it is carried by the server to
+/// every host and stored in the log, and the server's CPU per message grows with its size.
 package struct ExportEncoder {
     private let livePrefix: [UInt8]
     private let latestPrefix: [UInt8]
-    /// `NATS/1.0` and the host's line, the same for every message.
+    /// `NATS/1.0` and the header's start up to the host, the same for every message.
     private let headerStart: [UInt8]
     /// The header block of the message being written, reused.
     private var headers = ByteBuffer()
@@ -24,13 +26,15 @@ package struct ExportEncoder {
     package var logSequence: UInt64 = 0
     /// Whether exports are numbered: only with a log to repair gaps from.
     package var numbers: Bool
+    /// The last unit checked, and whether it is a unit name: a run of one publisher's messages is checked once.
+    private var checkedUnit: (unit: String, isName: Bool)?
 
     package init(prefix: String, hostName: String, epoch: UInt64 = ExportEncoder.newEpoch(), numbers: Bool = false) {
         self.epoch = epoch
         self.numbers = numbers
         livePrefix = Array("HPUB \(prefix).".utf8)
         latestPrefix = Array("HPUB \(prefix)-latest.".utf8)
-        headerStart = Array("NATS/1.0\r\nNotifyd-Host: \(hostName)\r\n".utf8)
+        headerStart = Array("NATS/1.0\r\nNotifyd: 1 \(hostName) ".utf8)
     }
 
     /// Writes `message`'s operations: ``prepare(_:)`` then ``writePrepared(_:into:)``.
@@ -51,32 +55,44 @@ package struct ExportEncoder {
         let message = export.delivery
         headers.clear()
         headers.writeBytes(headerStart)
-        headers.writeStaticString("Notifyd-Uid: ")
         headers.writeDecimal(UInt64(message.publisher.uid))
-        headers.writeStaticString("\r\nNotifyd-Pid: ")
+        headers.writeStaticString(" ")
         headers.writeDecimal(Int64(message.publisher.pid))
-        if let unit = message.publisher.unit {
-            headers.writeStaticString("\r\nNotifyd-Unit: ")
-            headers.writeString(unit)
-        }
-        headers.writeStaticString("\r\nNotifyd-Seq: ")
+        headers.writeStaticString(" ")
         headers.writeDecimal(message.sequence)
-        headers.writeStaticString("\r\nNotifyd-Time: ")
+        headers.writeStaticString(" ")
         headers.writeDecimal(message.time.microsecondsSinceEpoch)
+        switch export.kind {
+        case .notRetained: headers.writeStaticString(" m ")
+        case .retained: headers.writeStaticString(" r ")
+        case .clear: headers.writeStaticString(" c ")
+        }
         if numbers, numbered {
-            headers.writeStaticString("\r\nNotifyd-Export: ")
             headers.writeDecimal(epoch)
             headers.writeStaticString("-")
             headers.writeDecimal(nextNumber)
-            headers.writeStaticString("\r\nNotifyd-Log: ")
+            headers.writeStaticString(" ")
             headers.writeDecimal(logSequence)
-        }
-        if export.kind == .clear {
-            headers.writeStaticString("\r\nNotifyd-Retain: 1\r\nNotifyd-Clear: 1\r\n\r\n")
         } else {
-            headers.writeStaticString(export.kind == .retained ? "\r\nNotifyd-Retain: 1\r\n\r\n" : "\r\nNotifyd-Retain: 0\r\n\r\n")
+            headers.writeStaticString("- -")
         }
+        headers.writeStaticString(" ")
+        if let unit = message.publisher.unit, isUnitName(unit) {
+            headers.writeString(unit)
+        } else {
+            headers.writeStaticString("-")
+        }
+        headers.writeStaticString("\r\n\r\n")
         return headers.readableBytes + message.payload.readableBytes
+    }
+
+    /// Whether `unit` may go in the header: a unit name has no space to split the fields at (the daemon gives one
+    /// always; this keeps a bad one from reading as other fields).
+    private mutating func isUnitName(_ unit: String) -> Bool {
+        if let checkedUnit, checkedUnit.unit == unit { return checkedUnit.isName }
+        let isName = FleetImport.isValidUnitName(unit)
+        checkedUnit = (unit, isName)
+        return isName
     }
 
     /// Writes the operations of the message last given to ``prepare(_:)``: to the live subject, and for a retained

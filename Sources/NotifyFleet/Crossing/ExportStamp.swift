@@ -1,6 +1,7 @@
-/// Where a message stands in its origin's exports: `Notifyd-Export: <epoch>-<number>`. The origin's fleet service
-/// numbers what it exports 1, 2, 3, … from each start (its epoch: the time it started, in microseconds), so a receiver
-/// sees at once that it lacks some (a gap in the numbers) or that the origin started again (a newer epoch).
+/// Where a message stands in its origin's exports: `<epoch>-<number>`, the `<export>` field of its `Notifyd` header
+/// (``Provenance``). The origin's fleet service numbers what it exports 1, 2, 3, … from each start (its epoch: the
+/// time it started, in microseconds), so a receiver sees at once that it lacks some (a gap in the numbers) or that the
+/// origin started again (a newer epoch).
 ///
 /// Read from NATS, where any client of the fleet's account can write one: both numbers are checked digits within
 /// `UInt64`, and a receiver believes a number only once the origin's log shows it (``OriginSequencer``).

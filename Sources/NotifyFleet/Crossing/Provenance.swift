@@ -5,11 +5,18 @@ import NotifyProtocol
 import Glibc
 #endif
 
-/// Where a message crossing NATS comes from: its host, its publisher there, its number and time, and whether it is
-/// retained or a clear, carried in NATS headers (`Notifyd-Host`, `Notifyd-Uid`, `Notifyd-Pid`, `Notifyd-Unit`,
-/// `Notifyd-Seq`, `Notifyd-Time`, `Notifyd-Retain`, `Notifyd-Clear`), one per field so that any NATS tool shows them;
-/// and, on the live subjects, where it stands in its origin's exports (`Notifyd-Export: <epoch>-<number>`,
-/// `Notifyd-Log: <log sequence>`, ``ExportStamp``).
+/// Where a message crossing NATS comes from: its host, its publisher there, its number and time, whether it is
+/// retained or a clear, and, on the live subjects, where it stands in its origin's exports (``ExportStamp``), carried
+/// in one NATS header, its fields separated by one space:
+///
+///     Notifyd: 1 <host> <uid> <pid> <seq> <time> <kind> <export> <log> <unit>
+///
+/// `1` is the header's version; `<kind>` is `m` (a message), `r` (retained) or `c` (a clear); `<export>` is
+/// `<epoch>-<number>` and `<log>` the origin's last acknowledged log record, or `-` each on a copy for the stream of
+/// latest messages; `<unit>` is `-` when there is none. A version other than 1 is not read. The header of one field
+/// per value that earlier versions wrote (`Notifyd-Host`, `Notifyd-Uid`, `Notifyd-Pid`, `Notifyd-Unit`,
+/// `Notifyd-Seq`, `Notifyd-Time`, `Notifyd-Retain`, `Notifyd-Clear`, `Notifyd-Export`, `Notifyd-Log`) is read too:
+/// the stream of latest messages holds them, and another NATS client may write them.
 package struct Provenance: Equatable {
     package var host: String?
     package var uid: UInt32 = 0
@@ -36,9 +43,13 @@ package struct Provenance: Equatable {
     package init(headers: NATSHeaders?, reusing known: Provenance? = nil) {
         guard let headers else { return }
         headers.forEachField { name, value in
+            if name.count == 7, Self.hasPrefix(name, count: 7) {
+                readFields(value, reusing: known)
+                return
+            }
             // "Notifyd-" then one of Host, Uid, Pid, Unit, Seq, Time, Retain, Clear: told apart by length and first
             // letter.
-            guard name.count >= 11, Self.hasPrefix(name) else { return }
+            guard name.count >= 11, Self.hasPrefix(name, count: 8) else { return }
             let first = name[8] | 0x20
             switch (name.count - 8, first) {
             case (4, UInt8(ascii: "h")):
@@ -74,8 +85,9 @@ package struct Provenance: Equatable {
     private static let longestHostName = 64
     private static let longestUnitName = 255
 
-    private static func hasPrefix(_ name: UnsafeRawBufferPointer) -> Bool {
-        for index in 0..<prefix.count where name[index] | 0x20 != prefix[index] {
+    /// Whether `name` starts with the first `count` bytes of `notifyd-`, in any case.
+    private static func hasPrefix(_ name: UnsafeRawBufferPointer, count: Int) -> Bool {
+        for index in 0..<count where name[index] | 0x20 != prefix[index] {
             return false
         }
         return true
@@ -90,6 +102,48 @@ package struct Provenance: Equatable {
     }
 
     package init() {}
+
+    /// Reads the one header's fields (see the type's description): each as its field of one per value would be,
+    /// with the same bounds; a header of another version, or of fewer fields, is not read at all.
+    private mutating func readFields(_ value: UnsafeRawBufferPointer, reusing known: Provenance?) {
+        // Field by field, without an array of them: this runs for every message another host sends.
+        var read = Provenance()
+        var field = 0
+        var start = 0
+        while field < Self.fieldCount, start <= value.count {
+            var end = start
+            while end < value.count, value[end] != UInt8(ascii: " ") { end += 1 }
+            let token = UnsafeRawBufferPointer(rebasing: value[start..<end])
+            switch field {
+            case 0:
+                guard token.count == 1, token[0] == UInt8(ascii: "1") else { return }
+            case 1:
+                // Past a host name's length it is refused as not one (the broker checks): no long string made.
+                read.host = token.count <= Self.longestHostName ? Self.text(token, reusing: known?.host) : ""
+            case 2: read.uid = Self.number(token).flatMap { UInt32(exactly: $0) } ?? 0
+            case 3: read.pid = Self.number(token).flatMap { Int32(exactly: $0) } ?? 0
+            case 4: read.sequence = Self.number(token) ?? 0
+            case 5: read.time = Self.number(token) ?? 0
+            case 6:
+                let kind = token.count == 1 ? token[0] : 0
+                read.retain = kind != UInt8(ascii: "m")
+                read.isClear = kind == UInt8(ascii: "c")
+            case 7: read.export = ExportStamp(parsing: token)
+            case 8: read.logSequence = Self.number(token) ?? 0
+            default:
+                guard token.count != 1 || token[0] != UInt8(ascii: "-"), token.count <= Self.longestUnitName else { break }
+                // Bounded where it enters: anything but a unit name is no unit (see FleetImport.isValidUnitName).
+                let claimed = Self.text(token, reusing: known?.unit)
+                if FleetImport.isValidUnitName(claimed) { read.unit = claimed }
+            }
+            field += 1
+            start = end + 1
+        }
+        if field == Self.fieldCount { self = read }
+    }
+
+    /// The one header's fields, its version first.
+    private static let fieldCount = 10
 
     static func number(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
         guard !bytes.isEmpty, bytes.count <= 19 else { return nil }

@@ -432,7 +432,7 @@ extension NATSBridge {
         logger.log(
             .natsProblem,
             .warning,
-            "\(count) live messages from \(host) were not taken in: its log did not show them within \(Self.repairPatience.nanoseconds / 1_000_000_000) s (a forged Notifyd-Export, or a host whose log is not written yet, whose next message or head brings them from the log); where this host stands in \(host)'s messages did not move",
+            "\(count) live messages from \(host) were not taken in: its log did not show them within \(Self.repairPatience.nanoseconds / 1_000_000_000) s (a forged export number, or a host whose log is not written yet, whose next message or head brings them from the log); where this host stands in \(host)'s messages did not move",
             ["origin": "\(host)"]
         )
     }
