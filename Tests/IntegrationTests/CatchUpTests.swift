@@ -23,6 +23,32 @@ struct CatchUpTests {
         await observer.close()
     }
 
+    /// Alpha and beta on `nats`, beta having met alpha (one message of `topic`'s prefix taken in) and stopped, then
+    /// `count` acknowledged messages `1`, `2`, … of `topic` published on alpha while beta is away. Returns alpha, a
+    /// client of alpha's, and beta's directory (to start it again where it stood).
+    static func awayWhileAlphaPublishes(
+        _ count: Int,
+        of topic: String,
+        on nats: NATSServerProcess,
+        arguments: [String]
+    ) async throws -> (alpha: TestDaemon, onAlpha: NotifyClient, betaDirectory: TemporaryDirectory) {
+        let alpha = try await FederationTests.startHost("alpha", servers: [nats], arguments: arguments)
+        let betaDirectory = try TemporaryDirectory()
+        let beta = try await FederationTests.startHost("beta", servers: [nats], arguments: arguments, in: betaDirectory)
+        #expect(try await alpha.notify(["send", topic + ".before", "seen live"]).status == 0)
+        let onBeta = try await beta.client()
+        try await FederationTests.waitForCounter("nats_imported", toReach: 1, on: onBeta)
+        await onBeta.close()
+        try await beta.stop()
+
+        let onAlpha = try await alpha.client()
+        for index in 1...count {
+            _ = try await onAlpha.publishAcknowledged("\(index)", to: try Topic(topic), retain: false)
+        }
+        try await FederationTests.waitForCounter("nats_exported", toReach: UInt64(count + 1), on: onAlpha)
+        return (alpha, onAlpha, betaDirectory)
+    }
+
     @Test("the daemon killed while its fleet service catches up: what was handed over but not confirmed comes again, so a resume after the restart gets each message once, in order")
     func daemonKilledDuringCatchUp() async throws {
         let nats = try await NATSServerProcess.start()
@@ -131,21 +157,7 @@ struct CatchUpTests {
         let nats = try await NATSServerProcess.start()
         defer { nats.stop() }
         let history = ["--history-messages", "5000"]
-        let alpha = try await FederationTests.startHost("alpha", servers: [nats], arguments: history)
-        let betaDirectory = try TemporaryDirectory()
-        let beta = try await FederationTests.startHost("beta", servers: [nats], arguments: history, in: betaDirectory)
-        #expect(try await alpha.notify(["send", "catch.before", "seen live"]).status == 0)
-        let onBeta = try await beta.client()
-        try await FederationTests.waitForCounter("nats_imported", toReach: 1, on: onBeta)
-        await onBeta.close()
-        try await beta.stop()
-
-        let onAlpha = try await alpha.client()
-        let topic = try Topic("catch.m")
-        for index in 1...1_000 {
-            _ = try await onAlpha.publishAcknowledged("\(index)", to: topic, retain: false)
-        }
-        try await FederationTests.waitForCounter("nats_exported", toReach: 1_001, on: onAlpha)
+        let (alpha, onAlpha, betaDirectory) = try await Self.awayWhileAlphaPublishes(1_000, of: "catch.m", on: nats, arguments: history)
 
         let again = try await FederationTests.startHost("beta", servers: [nats], arguments: history, in: betaDirectory)
         let onAgain = try await again.client()
@@ -177,20 +189,7 @@ struct CatchUpTests {
         let nats = try await NATSServerProcess.start()
         defer { nats.stop() }
         let history = ["--history-messages", "64"]
-        let alpha = try await FederationTests.startHost("alpha", servers: [nats], arguments: history)
-        let betaDirectory = try TemporaryDirectory()
-        let beta = try await FederationTests.startHost("beta", servers: [nats], arguments: history, in: betaDirectory)
-        #expect(try await alpha.notify(["send", "resume.before", "seen live"]).status == 0)
-        let first = try await beta.client()
-        try await FederationTests.waitForCounter("nats_imported", toReach: 1, on: first)
-        await first.close()
-        try await beta.stop()
-
-        let onAlpha = try await alpha.client()
-        for index in 1...100 {
-            _ = try await onAlpha.publishAcknowledged("\(index)", to: Topic("resume.m"), retain: false)
-        }
-        try await FederationTests.waitForCounter("nats_exported", toReach: 101, on: onAlpha)
+        let (alpha, onAlpha, betaDirectory) = try await Self.awayWhileAlphaPublishes(100, of: "resume.m", on: nats, arguments: history)
 
         // Beta's daemon is back, its fleet service not yet: the subscriber resumes before the catch-up starts.
         let daemon = try await TestDaemon.start(in: betaDirectory, arguments: history)
