@@ -23,15 +23,8 @@ extension ClientChannelHandler {
             errorCaught(context: context, error: ServerFrameDecoder.Malformed(reason: reason))
             return
         }
-        // A few bytes of a frame would keep a whole receive buffer (and every payload sliced from it) alive: copied
-        // out, unless most of the buffer is that one frame.
-        if buffer.readableBytes < buffer.capacity / 2 {
-            var copy = context.channel.allocator.buffer(capacity: max(buffer.readableBytes, 256))
-            copy.writeBuffer(&buffer)
-            unread = copy
-        } else {
-            unread = buffer
-        }
+        // Bounded by the decoder (it refuses a frame larger than any the daemon sends).
+        unread = buffer.keptForNextRead(allocator: context.channel.allocator)
     }
 
     /// Takes one frame from the daemon. A delivery, the common frame, is moved to its route rather than copied

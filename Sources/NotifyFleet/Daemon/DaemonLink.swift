@@ -374,15 +374,8 @@ private final class DaemonLinkHandler: ChannelInboundHandler {
             context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
         }
         guard buffer.readableBytes > 0 else { return }
-        // Bounded by the decoder (it refuses a frame larger than any the daemon sends); a few bytes are copied out
-        // rather than keep a whole receive buffer, and the exports sliced from it, alive.
-        if buffer.readableBytes < buffer.capacity / 2 {
-            var copy = context.channel.allocator.buffer(capacity: max(buffer.readableBytes, 256))
-            copy.writeBuffer(&buffer)
-            unread = copy
-        } else {
-            unread = buffer
-        }
+        // Bounded by the decoder (it refuses a frame larger than any the daemon sends).
+        unread = buffer.keptForNextRead(allocator: context.channel.allocator)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

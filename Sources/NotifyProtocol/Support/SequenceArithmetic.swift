@@ -1,5 +1,5 @@
 /// Counting sequence numbers without trapping. A topic's numbers can come from outside (another host's
-/// `Notifyd-Seq`, a client's `since=`, the state log), and `ClosedRange<UInt64>.count` is an `Int`, which traps
+/// `<seq>`, a client's `since=`, the state log), and `ClosedRange<UInt64>.count` is an `Int`, which traps
 /// for a range wider than `Int.max`: counts of numbers stay `UInt64` here, and saturate instead of overflowing.
 extension ClosedRange<UInt64> {
     /// How many numbers the range holds; `UInt64.max` for the one range that holds more (`0...UInt64.max`).
