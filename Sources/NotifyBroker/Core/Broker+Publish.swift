@@ -101,7 +101,10 @@ extension Broker {
 
     /// Publishes `payload` to `state`, `topic`'s state, once the publish is allowed.
     private func publish(to state: TopicState, _ topic: Topic, payload: UnsafeRawBufferPointer, options: PublishOptions, id: UInt64?, from session: Session) {
-        state.sequence = max(state.sequence + 1, session.minimumSequence)
+        // Another host's message may give its number, past this topic's here: the numbers between were never
+        // messages here (`previous` tells a history made now).
+        let previous = state.sequence
+        state.sequence = max(previous + 1, session.minimumSequence)
         let time = batchStamp()
         state.lastPublished = time
         state.published += 1
@@ -153,6 +156,7 @@ extension Broker {
             lineStart: lineStart,
             of: state,
             sequence: sequence,
+            after: previous,
             time: time,
             payloadSize: payload.count,
             by: session.account

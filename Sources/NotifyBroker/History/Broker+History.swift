@@ -15,20 +15,24 @@ extension Broker {
     }
 
     /// Notes the message just published (its frame in the batch, its line start `lineStart` bytes long) for its
-    /// topic's history, charged to its publisher; ``settleHistory()`` takes it in.
+    /// topic's history, charged to its publisher; ``settleHistory()`` takes it in. `previous`: the topic's number
+    /// before it (one less, unless another host's message gave its own).
     /// - Returns: its index among the messages noted, or nil when its topic keeps no history.
     func recordHistory(
         _ frame: Range<Int>,
         lineStart: Int,
         of state: TopicState,
         sequence: UInt64,
+        after previous: UInt64,
         time: PublishTime,
         payloadSize: Int,
         by owner: UserAccount
     ) -> Int? {
         if state.history == nil {
             guard !historyLimits(of: state).isOff else { return nil }
-            makeHistory(of: state, before: sequence, time: time)
+            // What the topic had before is history no longer held: the messages through `previous`, not the
+            // numbers another host's message skipped (a topic first taken in at number 1,000 had none before).
+            makeHistory(of: state, before: previous + 1, time: time)
         }
         let index = pendingHistory.messages.count
         pendingHistory.append(.init(
@@ -117,12 +121,12 @@ extension Broker {
         state.retainInBlock(block)
     }
 
-    /// Makes `state`'s history if it has none yet: what the topic had before `sequence`, published no later than
-    /// `time`, is history no longer held.
+    /// Makes `state`'s history if it has none yet: what the topic had before `sequence` (at most one message per
+    /// number), published no later than `time`, is history no longer held.
     private func makeHistory(of state: TopicState, before sequence: UInt64, time: PublishTime) {
         guard state.history == nil else { return }
         state.history = TopicHistory()
-        if sequence > 1 { state.history!.noteEvicted(through: sequence - 1, time: time) }
+        if sequence > 1 { state.history!.noteEvicted(through: sequence - 1, messages: sequence - 1, time: time) }
     }
 
     /// Appends to the log what each history kept in this batch and still holds, and the number of each topic's
@@ -221,10 +225,15 @@ extension Broker {
         let limits = historyLimits(of: state)
         guard !limits.isOff else { return [] }
         var run: [(index: Int, delivery: Delivery)] = []
+        // Messages of the runs before the newest: gone, and counted as gone (a resume from before them is told).
+        var earlierRuns: UInt64 = 0
         for (index, frame) in frames.enumerated() {
             var input = frame
             guard case .delivery(let delivery)? = try? decoder.decode(buffer: &input) else { continue }
-            if let last = run.last, delivery.sequence != last.delivery.sequence + 1 { run.removeAll() }
+            if let last = run.last, delivery.sequence != last.delivery.sequence + 1 {
+                earlierRuns += UInt64(run.count)
+                run.removeAll()
+            }
             run.append((index, delivery))
         }
         // Only the newest can stay: the rest would be let go again at once.
@@ -246,6 +255,7 @@ extension Broker {
             state.lastPublished = max(state.lastPublished ?? delivery.time, delivery.time)
         }
         guard let history = state.history else { return [] }
+        history.countEvicted(earlierRuns)
         // What it restored is in the log already.
         history.loggedThrough = history.newestSequence ?? 0
         return kept.filter { history.contains($0.delivery.sequence) }.map(\.index)
@@ -271,8 +281,15 @@ extension Broker {
             let after = point > state.sequence ? 0 : point
             guard after < state.sequence else { return }
             replayHistory(of: state, id: id, to: target) { history, body in
-                let lastMissed = (history?.firstSequence(after: after) ?? state.sequence + 1) - 1
-                if lastMissed > after { noticeMissed((after + 1)...lastMissed, of: state.topic, .history, id: id, to: target.session) }
+                var lastMissed = (history?.firstSequence(after: after) ?? state.sequence + 1) - 1
+                var most = UInt64.max
+                if let history {
+                    // Past the newest message the history let go of, a number it does not hold was never a message
+                    // here (another host's numbering, taken on): what is missed is what it let go of, counted.
+                    lastMissed = min(lastMissed, history.lastEvicted?.sequence ?? 0)
+                    most = history.evictedMessages
+                }
+                if lastMissed > after { noticeMissed((after + 1)...lastMissed, of: state.topic, .history, atMost: most, id: id, to: target.session) }
                 history?.forEach(after: after, topic: state.topic.name, body)
             }
         case .time(let time):
@@ -280,12 +297,12 @@ extension Broker {
             var notices = 0
             var othersMissed: UInt64 = 0
             var othersReason = DropReason.history
-            let notice = { (missed: ClosedRange<UInt64>, topic: Topic, reason: DropReason) in
+            let notice = { (missed: ClosedRange<UInt64>, most: UInt64, topic: Topic, reason: DropReason) in
                 notices += 1
                 if notices <= DropTally.topicLimit {
-                    self.noticeMissed(missed, of: topic, reason, id: id, to: target.session)
+                    self.noticeMissed(missed, of: topic, reason, atMost: most, id: id, to: target.session)
                 } else {
-                    othersMissed = othersMissed.saturatingAdd(missed.size)
+                    othersMissed = othersMissed.saturatingAdd(min(missed.size, most))
                     othersReason = reason
                 }
             }
@@ -293,13 +310,14 @@ extension Broker {
                 guard configuration.accessPolicy.allows(.read, topic: state.topic, peer: peer) else { return }
                 replayHistory(of: state, id: id, to: target) { history, body in
                     // Which of the messages it no longer holds came after `time` it cannot tell: all are announced.
-                    if let history, let evicted = history.lastEvicted, evicted.time > time,
-                        history.firstEvicted <= evicted.sequence
-                    {
-                        notice(history.firstEvicted...evicted.sequence, state.topic, .history)
+                    if let history, let evicted = history.lastEvicted, evicted.time > time, history.evictedMessages > 0 {
+                        // The run ends at the newest it let go of; where it starts is not kept, only how many left:
+                        // the first number is the one it would be had the numbers not jumped.
+                        let count = min(history.evictedMessages, evicted.sequence)
+                        notice((evicted.sequence - count + 1)...evicted.sequence, count, state.topic, .history)
                     } else if history == nil, state.sequence > 0, (state.lastPublished ?? .distantFuture) > time {
                         // No history: it cannot replay a thing, and without a time (after a restart) may have missed all.
-                        notice(1...state.sequence, state.topic, .history)
+                        notice(1...state.sequence, .max, state.topic, .history)
                     }
                     history?.forEach(after: time, topic: state.topic.name, body)
                 }
@@ -309,7 +327,7 @@ extension Broker {
                 let forgotten = topicTable.forgottenTopics
                 workDone &+= forgotten.forEach(matching: pattern) { topic, entry in
                     guard entry.newest > time, configuration.accessPolicy.allows(.read, topic: topic, peer: peer) else { return }
-                    notice(1...entry.sequence, topic, .forgotten)
+                    notice(1...entry.sequence, .max, topic, .forgotten)
                 }
                 if forgotten.unremembered.newest > time {
                     othersMissed = othersMissed.saturatingAdd(forgotten.unremembered.messages)
@@ -363,10 +381,12 @@ extension Broker {
         }
     }
 
-    /// Tells a resuming subscriber that the messages `missed` of `topic` are not in its history: a `DROP` with the
-    /// `SUB`'s id, so that a client hands it to the subscription that asked.
-    private func noticeMissed(_ missed: ClosedRange<UInt64>, of topic: Topic, _ reason: DropReason, id: UInt64?, to session: Session) {
-        let dropped = DropNotice(topic: topic, count: missed.size, firstSequence: missed.lowerBound, lastSequence: missed.upperBound, reason: reason)
+    /// Tells a resuming subscriber that the messages `missed` of `topic` are not in its history, `most` of them at
+    /// most (some numbers of the run may never have been messages here): a `DROP` with the `SUB`'s id, so that a
+    /// client hands it to the subscription that asked.
+    private func noticeMissed(_ missed: ClosedRange<UInt64>, of topic: Topic, _ reason: DropReason, atMost most: UInt64 = .max, id: UInt64?, to session: Session) {
+        let count = min(missed.size, most)
+        let dropped = DropNotice(topic: topic, count: count, firstSequence: missed.lowerBound, lastSequence: missed.upperBound, reason: reason)
         noticeMissed(dropped, id: id, to: session)
     }
 

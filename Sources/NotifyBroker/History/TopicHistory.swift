@@ -92,8 +92,10 @@ final class TopicHistory {
     /// The newest message that left the history (sequence 0 until one did): everything up to it is gone.
     @exclusivity(unchecked) private var lastEvictedSequence: UInt64 = 0
     @exclusivity(unchecked) private var lastEvictedTime = PublishTime(microsecondsSinceEpoch: 0)
-    /// The oldest message that ever left it (1 until one did): what left is the run from it to ``lastEvicted``.
-    @exclusivity(unchecked) private(set) var firstEvicted: UInt64 = 1
+    /// How many messages left it, those the topic had before it began included: what a resume from before them
+    /// missed at most. Counted, not read off the run of numbers up to ``lastEvicted``: a topic's numbers can jump
+    /// (another host's, taken on with its message), and the numbers skipped were never messages here.
+    @exclusivity(unchecked) private(set) var evictedMessages: UInt64 = 0
 
     /// The newest message the state log holds: a commit appends those kept after it.
     @exclusivity(unchecked) var loggedThrough: UInt64 = 0
@@ -201,16 +203,25 @@ final class TopicHistory {
     /// newest message, so what came before it goes too.
     func skip(sequence: UInt64, firstGone: UInt64? = nil, time: PublishTime, released: (Entry) -> Void) {
         while let entry = removeOldest() { released(entry) }
-        if lastEvicted == nil { firstEvicted = firstGone ?? sequence }
+        if sequence > 0 {
+            let first = Swift.min(firstGone ?? sequence, sequence)
+            evictedMessages = evictedMessages.saturatingAdd((first...sequence).size)
+        }
         noteLastEvicted(sequence, time)
         shrinkIfSparse()
     }
 
     /// Records that the messages up to `sequence`, the last of them published no later than `time`, are not held:
-    /// what a topic had before its history began.
-    func noteEvicted(through sequence: UInt64, time: PublishTime) {
-        if lastEvicted == nil { firstEvicted = 1 }
+    /// what a topic had before its history began (`messages` of them at most).
+    func noteEvicted(through sequence: UInt64, messages: UInt64, time: PublishTime) {
+        evictedMessages = evictedMessages.saturatingAdd(messages)
         noteLastEvicted(sequence, time)
+    }
+
+    /// Counts `messages` more as gone without a number to end at: runs of an older numbering, say, that a restart
+    /// could not put back.
+    func countEvicted(_ messages: UInt64) {
+        evictedMessages = evictedMessages.saturatingAdd(messages)
     }
 
     private func noteLastEvicted(_ sequence: UInt64, _ time: PublishTime) {
@@ -254,7 +265,7 @@ final class TopicHistory {
         head = position(head, plus: oldest.recordSize)
         used -= oldest.recordSize
         count -= 1
-        if lastEvicted == nil { firstEvicted = oldest.sequence }
+        evictedMessages = evictedMessages.saturatingAdd(1)
         noteLastEvicted(oldest.sequence, oldest.time)
         return oldest
     }
