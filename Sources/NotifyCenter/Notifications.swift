@@ -11,6 +11,8 @@ public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
 
     let subscription: NotifySubscription
     let selection: NotificationSelection<Message>
+    /// What ``values`` does with a message that does not decode: the center's `onUndecodable`.
+    let reportUndecodable: @Sendable (UndecodableNotification) -> Void
 
     public func makeAsyncIterator() -> Iterator {
         Iterator(base: subscription.makeAsyncIterator(), selection: selection)
@@ -32,9 +34,28 @@ public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
     /// How many messages wait for the consumer now, and their bytes (see ``/NotifyBus/NotifySubscription/buffered``).
     public var buffered: (events: Int, bytes: Int) { subscription.buffered }
 
-    /// Only the notifications: a message that does not decode ends the sequence with its
-    /// ``UndecodableNotification``, and drop notices are left out, for callers that do not care what was dropped.
+    /// Only the notifications, for callers that do not care what was dropped: drop notices are left out, and a
+    /// message that does not decode is skipped and reported as the center's observers report one (its
+    /// `onUndecodable`; by default a line on standard error). By default any local user may publish to an ordinary
+    /// topic: one message of another shape must not end every consumer's loop. The sequence ends only with the
+    /// subscription (an error of the connection is thrown). ``strictValues`` ends at such a message instead.
     public var values: some AsyncSequence<Received<Message>, any Error> {
+        let report = reportUndecodable
+        return compactMap { event -> Received<Message>? in
+            switch event {
+            case .notification(let received): return received
+            case .undecodable(let undecodable):
+                report(undecodable)
+                return nil
+            case .dropped: return nil
+            }
+        }
+    }
+
+    /// The notifications, like ``values``, but a message that does not decode ends the sequence: it is thrown, as
+    /// its ``UndecodableNotification``. For a topic only trusted publishers may write (an access rule), where such a
+    /// message means the two sides disagree on the type.
+    public var strictValues: some AsyncSequence<Received<Message>, any Error> {
         compactMap { event throws -> Received<Message>? in
             switch event {
             case .notification(let received): return received

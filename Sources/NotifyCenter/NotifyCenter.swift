@@ -199,7 +199,11 @@ public final class NotifyCenter: Sendable {
             since: since,
             buffer: buffer
         )
-        return Notifications(subscription: subscription, selection: selection(Message.self, where: isIncluded, from: sender))
+        return Notifications(
+            subscription: subscription,
+            selection: selection(Message.self, where: isIncluded, from: sender),
+            reportUndecodable: onUndecodable
+        )
     }
 
     // MARK: - Observers

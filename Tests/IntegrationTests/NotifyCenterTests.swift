@@ -191,6 +191,41 @@ struct NotifyCenterTests {
         try await daemon.stop()
     }
 
+    @Test("values skips a message that does not decode, reports it as observers do, and goes on; strictValues ends with it")
+    func valuesSurviveBadInput() async throws {
+        let daemon = try await TestDaemon.start()
+        let undecodable = Recorder<UndecodableNotification>()
+        let center = try await NotifyCenter.connect(to: daemon.socketPath, onUndecodable: { undecodable.record($0) })
+        let lenient = try await center.notifications(of: BackupFinished.self)
+        let strict = try await center.notifications(of: BackupFinished.self)
+
+        // Any local user may publish to an ordinary topic: a message of another shape, then a good one.
+        #expect(try await daemon.notify(["send", BackupFinished.topic.name, "garbage"]).status == 0)
+        let good = #"{"host": "sh", "number": 5, "at": "2026-11-25T10:00:00Z"}"#
+        #expect(try await daemon.notify(["send", BackupFinished.topic.name, good]).status == 0)
+
+        let first = try await withDeadline(.seconds(30), waitingFor: "the good message through values") { () -> Received<BackupFinished>? in
+            var iterator = lenient.values.makeAsyncIterator()
+            return try await iterator.next()
+        }
+        #expect(first?.value.number == 5, "the sequence went on past the message that does not decode")
+        try await undecodable.wait("the report of the message that does not decode") { $0.count == 1 }
+        #expect(undecodable.all.first?.delivery.text == "garbage")
+
+        let ended = try await withDeadline(.seconds(30), waitingFor: "strictValues to end") { () -> String in
+            var iterator = strict.strictValues.makeAsyncIterator()
+            do {
+                let value = try await iterator.next()
+                return "a value: \(String(describing: value))"
+            } catch let error as UndecodableNotification {
+                return error.delivery.text ?? "(not text)"
+            }
+        }
+        #expect(ended == "garbage")
+        await center.close()
+        try await daemon.stop()
+    }
+
     @Test("remove(_:) stops only this center's tokens: another center's, or a Messenger's, is left running")
     func removeOwnTokensOnly() async throws {
         let daemon = try await TestDaemon.start()
