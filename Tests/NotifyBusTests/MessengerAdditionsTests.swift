@@ -1,3 +1,4 @@
+import Foundation
 import NotifyBus
 import Synchronization
 import Testing
@@ -46,6 +47,58 @@ struct MessengerAdditionsTests {
         #expect(sender.recorder.values.isEmpty, "its sender does not hear it, now as then")
         messenger.resetLatest()
         #expect(!messenger.sendLatest() && received.values == [7, 7])
+        token.cancel()
+    }
+
+    @Test("a second registration of one owner that starts with the latest gets it alone: the first, added before, does not get it again")
+    func latestFirstToOneRegistration() {
+        final class Owner {}
+        let messenger = Messenger<Int>()
+        let owner = Owner()
+        messenger.send(1)
+        let first = Recorder<Int>()
+        let second = Recorder<Int>()
+        messenger.observe(owner: owner) { first.append($0) }
+        messenger.observe(owner: owner, latestFirst: true) { second.append($0) }
+        messenger.send(2)
+        #expect(first.values == [2], "added after 1 was sent, and not the one that asked for the latest")
+        #expect(second.values == [1, 2])
+
+        let observer = RecordingObserver()
+        messenger.add(observer)
+        messenger.add(observer, latestFirst: true)
+        messenger.send(3)
+        #expect(observer.recorder.values == [2, 3, 3], "the latest once, to the registration that asked; then 3 to both")
+    }
+
+    @Test("sendLatest racing send from another thread never sends an older value after a newer one, and latest never goes back")
+    func sendLatestRacingSend() {
+        let messenger = Messenger<Int>()
+        let received = Recorder<Int>()
+        let token = messenger.observe { received.append($0) }
+        let count = 200_000
+        // Two threads at once, each waiting for the other to start: one sends 1, 2, 3, …, the other sends the latest
+        // again and again.
+        let started = Atomic<Int>(0)
+        let done = DispatchGroup()
+        for thread in 0..<2 {
+            done.enter()
+            Thread.detachNewThread {
+                started.add(1, ordering: .relaxed)
+                while started.load(ordering: .relaxed) < 2 {}
+                if thread == 0 {
+                    for value in 1...count { messenger.send(value) }
+                } else {
+                    for _ in 1...count { messenger.sendLatest() }
+                }
+                done.leave()
+            }
+        }
+        done.wait()
+        let values = received.values
+        let wentBack = zip(values, values.dropFirst()).first { $0.1 < $0.0 }
+        #expect(wentBack == nil, "an older value after a newer one: \(String(describing: wentBack))")
+        #expect(messenger.latest == count)
         token.cancel()
     }
 

@@ -39,7 +39,8 @@ public final class Messenger<Message: Sendable>: Sendable {
         let sequence: UInt64
         /// Who sent it (``send(_:from:)``): not handed back to it, and what observers of one sender look for.
         let sender: ObjectIdentifier?
-        /// The one registration it is for: the latest message, replayed to an observer that starts with it.
+        /// The one registration it is for (not its observer, which may have others): the latest message, replayed
+        /// to an observer that starts with it.
         var target: ObjectIdentifier? = nil
     }
 
@@ -123,9 +124,15 @@ public final class Messenger<Message: Sendable>: Sendable {
     /// - Returns: whether there was a message to send (nothing is sent while none is buffered).
     @discardableResult
     public func sendLatest() -> Bool {
-        guard let (latest, sender) = state.withLock({ state in state.latest.map { ($0, state.latestSender) } }) else { return false }
-        enqueue(latest, from: sender)
-        return true
+        // Read and queued under one lock: a send between the two would otherwise be followed by the value it
+        // replaced, which would become the latest again.
+        var sent = false
+        enqueue { state in
+            guard let latest = state.latest else { return nil }
+            sent = true
+            return (latest, state.latestSender)
+        }
+        return sent
     }
 
     /// Forgets the buffered message without sending anything.
@@ -237,7 +244,7 @@ public final class Messenger<Message: Sendable>: Sendable {
             // The latest goes through the queue, so that it comes before anything sent after it, to this
             // registration alone.
             guard latestFirst, let latest = state.latest else { return (registration, false) }
-            state.queue.append(Pending(message: latest, sequence: state.lastSequence, sender: state.latestSender, target: identity))
+            state.queue.append(Pending(message: latest, sequence: state.lastSequence, sender: state.latestSender, target: ObjectIdentifier(registration)))
             if state.isDelivering { return (registration, false) }
             state.isDelivering = true
             return (registration, true)
@@ -254,7 +261,13 @@ public final class Messenger<Message: Sendable>: Sendable {
     }
 
     private func enqueue(_ message: Message, from sender: ObjectIdentifier?) {
+        enqueue { _ in (message, sender) }
+    }
+
+    /// Sends the message `next` returns (nil: none), chosen under the same lock that queues it.
+    private func enqueue(_ next: (inout State) -> (Message, ObjectIdentifier?)?) {
         let mustDeliver = state.withLock { state in
+            guard let (message, sender) = next(&state) else { return false }
             state.lastSequence += 1
             if state.buffersLatest {
                 state.latest = message

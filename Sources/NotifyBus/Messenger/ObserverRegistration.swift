@@ -52,12 +52,13 @@ final class ObserverRegistration<Message: Sendable>: Sendable {
     var isLive: Bool { isActive && observerExists?() != false }
 
     /// Calls the observer with `message` if the registration is still active and the message is one it wants:
-    /// sent after it was added (or replayed to it alone: `target`), not by itself, by its sender if it has one.
+    /// sent after it was added (or replayed to this registration alone: `target`), not by itself, by its sender if it
+    /// has one.
     /// - Returns: false when the registration turned out to be dead (its weakly held observer is gone).
     func offer(_ message: Message, sequence: UInt64, from sentBy: ObjectIdentifier?, target: ObjectIdentifier?) -> Bool {
         guard isActive else { return true }
         if let target {
-            guard target == identity else { return true }
+            guard target == ObjectIdentifier(self) else { return true }
         } else {
             guard sequence > addedAfter, identity != sentBy else { return true }
         }
