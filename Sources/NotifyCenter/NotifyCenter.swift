@@ -47,11 +47,11 @@ public final class NotifyCenter: Sendable {
     private let onEnded: @Sendable (ObservationEnded) -> Void
     /// The observations running, and the one queue their events come in by, in the connection's order.
     private let observations = ObservationTable()
-    /// What this center posted, to be left out of what its subscriptions resume with; nil when it hears its own.
-    private let ownPosts: OwnPosts?
+    /// What this center posted, to be left out of what its subscriptions resume with while it does not hear its own.
+    private let ownPosts: OwnPosts
 
     /// A center over `client`, which keeps its echo setting: it hears its own posts as the client does
-    /// (``/NotifyBus/NotifyClient/receivesOwnPublishes``). A client told `setEcho(false)` makes a center that does not, as
+    /// (``/NotifyBus/NotifyClient/receivesOwnPublishes``), now and after any later `setEcho`. A client told `setEcho(false)` makes a center that does not, as
     /// ``connect(to:receivesOwnPosts:reconnectWithin:onUndecodable:onDropped:onEnded:)`` makes by default: its own
     /// posts are then left out also of what a subscription resumes with after a reconnect.
     /// - Parameters:
@@ -62,30 +62,14 @@ public final class NotifyCenter: Sendable {
     ///     behind, or resumed after more than the history holds); by default a line on standard error.
     ///   - onEnded: what is done when an observer's subscription ends by itself (the connection is lost for good,
     ///     or the daemon ended it), so that it receives nothing more; by default a line on standard error.
-    public convenience init(
+    public init(
         client: NotifyClient,
         onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
         onDropped: (@Sendable (DropNotice) -> Void)? = nil,
         onEnded: (@Sendable (ObservationEnded) -> Void)? = nil
     ) {
-        self.init(
-            client: client,
-            receivesOwnPosts: client.receivesOwnPublishes,
-            onUndecodable: onUndecodable,
-            onDropped: onDropped,
-            onEnded: onEnded
-        )
-    }
-
-    private init(
-        client: NotifyClient,
-        receivesOwnPosts: Bool,
-        onUndecodable: (@Sendable (UndecodableNotification) -> Void)?,
-        onDropped: (@Sendable (DropNotice) -> Void)?,
-        onEnded: (@Sendable (ObservationEnded) -> Void)?
-    ) {
         self.client = client
-        ownPosts = receivesOwnPosts ? nil : OwnPosts()
+        ownPosts = OwnPosts(isHeard: { client.receivesOwnPublishes })
         observations.startDelivering()
         self.onUndecodable = onUndecodable ?? { StandardError.write("notifycenter: \($0)") }
         self.onDropped =
@@ -125,7 +109,6 @@ public final class NotifyCenter: Sendable {
         if !receivesOwnPosts { try await client.setEcho(false) }
         return NotifyCenter(
             client: client,
-            receivesOwnPosts: receivesOwnPosts,
             onUndecodable: onUndecodable,
             onDropped: onDropped,
             onEnded: onEnded
@@ -141,7 +124,7 @@ public final class NotifyCenter: Sendable {
     public func post<Message: NotifyMessage>(_ message: Message, retain: Bool = true) async throws -> UInt64 {
         let topic = message.topic
         let sequence = try await client.publishAcknowledged(Message.codec.encode(message), to: topic, retain: retain)
-        ownPosts?.posted(sequence, to: topic)
+        ownPosts.posted(sequence, to: topic)
         return sequence
     }
 
@@ -318,7 +301,9 @@ public final class NotifyCenter: Sendable {
     public func remove(_ observer: AnyObject) -> Bool {
         if let token = observer as? ObservationToken {
             guard token.issuer == ObjectIdentifier(observations) else { return false }
-            let had = !token.isCancelled
+            // Whether its observation still ran: one that ended by itself (its subscription lost for good, its
+            // observer object gone) had none to stop, though its token was never cancelled.
+            let had = observations.stop(token.tag)
             token.cancel()
             return had
         }
@@ -415,6 +400,6 @@ public final class NotifyCenter: Sendable {
     /// A token that stops observation `id`.
     private func token(for id: UInt64) -> ObservationToken {
         let observations = self.observations
-        return ObservationToken(issuer: ObjectIdentifier(observations), onCancel: { observations.stop(id) })
+        return ObservationToken(issuer: ObjectIdentifier(observations), tag: id, onCancel: { observations.stop(id) })
     }
 }

@@ -10,8 +10,8 @@ import Musl
 import Darwin
 #endif
 
-/// The latest notifications a center posted itself, by topic and number, for a center that does not hear its own
-/// posts.
+/// The latest notifications a center posted itself, by topic and number, to leave out while it does not hear its
+/// own posts.
 ///
 /// The daemon leaves a connection's own messages out of what it delivers to it (`OPT noecho`), but when the
 /// connection is lost and a subscription resumes from the daemon's history on a new one, the history holds them like
@@ -29,6 +29,13 @@ final class OwnPosts: Sendable {
     private static let processID = getpid()
 
     private let state = Mutex<(order: Deque<Post>, members: Set<Post>)>(([], []))
+    /// Whether the center hears its own posts now: its client's echo, asked at each message of this process (the
+    /// client may be told otherwise after the center was made).
+    private let isHeard: @Sendable () -> Bool
+
+    init(isHeard: @escaping @Sendable () -> Bool) {
+        self.isHeard = isHeard
+    }
 
     func posted(_ sequence: UInt64, to topic: Topic) {
         let post = Post(topic: topic, sequence: sequence)
@@ -42,7 +49,7 @@ final class OwnPosts: Sendable {
     func contains(_ delivery: Delivery) -> Bool {
         // Another host's or another process's messages are never this center's (numbers a topic gives again after
         // its state was lost must not hide them).
-        guard delivery.publisher.host == nil, delivery.publisher.pid == OwnPosts.processID else { return false }
+        guard delivery.publisher.host == nil, delivery.publisher.pid == OwnPosts.processID, !isHeard() else { return false }
         return state.withLock { $0.members.contains(Post(topic: delivery.topic, sequence: delivery.sequence)) }
     }
 }

@@ -271,6 +271,54 @@ struct NotifyCenterTests {
         try await daemon.stop()
     }
 
+    @Test("a center over a client follows its echo as it changes: told setEcho(false) after the center was made, it leaves its own posts out of a history replay")
+    func centerFollowsLaterEcho() async throws {
+        let daemon = try await TestDaemon.start()
+        let client = try await NotifyClient.connect(to: daemon.socketPath)
+        let center = NotifyCenter(client: client)
+        try await client.setEcho(false)
+        try await center.post(Self.backup(1))
+        let notifications = try await center.notifications(of: BackupFinished.self, since: .sequence(0))
+        let other = try await NotifyCenter.connect(to: daemon.socketPath)
+        try await other.post(Self.backup(2))
+        let heard = try await withDeadline(.seconds(30), waitingFor: "the other center's post") { () -> [Int] in
+            var heard: [Int] = []
+            for try await received in notifications.values {
+                heard.append(received.value.number)
+                if received.value.number == 2 { break }
+            }
+            return heard
+        }
+        #expect(heard == [2], "its own post is not heard, though the client echoed when the center was made")
+        await other.close()
+        await center.close()
+        try await daemon.stop()
+    }
+
+    @Test("remove(token) says whether the observation still ran: false for one that ended by itself; a token let go of ends its observation")
+    func removeAfterEnd() async throws {
+        let daemon = try await TestDaemon.start()
+        let ended = Recorder<String>()
+        let center = try await NotifyCenter.connect(to: daemon.socketPath, reconnectWithin: nil, onEnded: { ended.record("\($0)") })
+        let heard = Recorder<Int>()
+        // A token nobody keeps: the observation ends with it.
+        _ = try await center.observe(BackupFinished.self) { heard.record($0.value.number) }
+        #expect(center.observerCount == 0, "ended when its token was let go of")
+        let running = try await center.observe(Alarm.self) { _ in }
+        #expect(center.observerCount == 1)
+        let poster = try await NotifyCenter.connect(to: daemon.socketPath)
+        try await poster.post(Self.backup(1))
+        try await poster.post(Alarm(level: "x"))
+        await poster.close()
+
+        #expect(try await daemon.stop() == 0)
+        try await ended.wait("the observation to end by itself") { !$0.isEmpty }
+        #expect(!center.remove(running), "it had ended: nothing to remove")
+        #expect(!center.remove(running), "nor the second time")
+        #expect(heard.all.isEmpty, "the observation whose token was let go of heard nothing")
+        await center.close()
+    }
+
     @Test("an observation whose subscription ends by itself is reported, not dropped; one removed on purpose is not")
     func endedObservation() async throws {
         let daemon = try await TestDaemon.start()

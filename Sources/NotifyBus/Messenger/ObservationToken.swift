@@ -14,6 +14,7 @@ public final class ObservationToken: Sendable, Hashable {
     /// A token whose identity names a registration that does not exist yet; ``arm(_:)`` completes it.
     init() {
         issuer = nil
+        tag = 0
     }
 
     /// A token that runs `cancel` once, when it is cancelled or deallocated: for observations made elsewhere (the
@@ -21,18 +22,23 @@ public final class ObservationToken: Sendable, Hashable {
     public init(onCancel cancel: @escaping @Sendable () -> Void) {
         onCancel.withLock { $0 = cancel }
         issuer = nil
+        tag = 0
     }
 
     /// A token as ``init(onCancel:)`` makes one, that also names what issued it: whoever removes by token checks it
     /// is theirs (the NotifyCenter's `remove(_:)` refuses another center's token). `issuer` must stay alive as long
     /// as the token (`cancel` keeps it), so that no other object takes its identity.
-    package init(issuer: ObjectIdentifier, onCancel cancel: @escaping @Sendable () -> Void) {
+    /// `tag`: what the issuer knows the observation by.
+    package init(issuer: ObjectIdentifier, tag: UInt64, onCancel cancel: @escaping @Sendable () -> Void) {
         onCancel.withLock { $0 = cancel }
         self.issuer = issuer
+        self.tag = tag
     }
 
     /// What issued the token, when it says.
     package let issuer: ObjectIdentifier?
+    /// What the issuer knows the observation by (0 when it did not say).
+    package let tag: UInt64
 
     /// Sets what cancelling does. The messenger registers the observer under this token's identity first, so the
     /// two are made in two steps.
