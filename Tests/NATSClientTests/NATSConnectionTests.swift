@@ -1,4 +1,5 @@
 import NIOCore
+import NIOPosix
 import NATSTestSupport
 import Testing
 
@@ -78,6 +79,24 @@ struct NATSConnectionTests {
         for connection in [requester, responder, attacker] { await connection.close() }
     }
 
+    @Test("a server that asks for TLS and then says nothing is given up at the timeout, and the error says so, not that the server closed")
+    func silentTLS() async throws {
+        // Sends its INFO, asking for TLS, and never answers the handshake.
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(SilentTLSServer()) }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(server.localAddress?.port)
+        do {
+            _ = try await NATSConnection.connect(host: "127.0.0.1", port: port, name: "t", tls: NATSTLSSettings(isRequired: true), timeout: .seconds(1))
+            Issue.record("connected to a server that never finished TLS")
+        } catch let error as NATSError {
+            #expect(error.description.contains("did not finish the TLS handshake and the login within 1 s"), "\(error)")
+        }
+        try await server.close()
+    }
+
     @Test("nothing listening: connecting fails with an error that names the address")
     func unreachable() async throws {
         let server = try await NATSServerProcess.start()
@@ -90,4 +109,15 @@ struct NATSConnectionTests {
             #expect(error.description.contains("127.0.0.1:\(port)"), "\(error)")
         }
     }
+}
+
+/// Says its INFO, asking for TLS, once a client connects, and nothing after.
+private final class SilentTLSServer: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.writeAndFlush(NIOAny(ByteBuffer(string: #"INFO {"server_id":"silent","tls_required":true}"# + "\r\n")), promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 }

@@ -21,7 +21,8 @@ struct NATSLoginTests {
     }
 
     static func roundTrip(_ port: Int, host: String, tls: NATSTLSSettings, credentials: NATSCredentials?) async throws {
-        let connection = try await NATSConnection.connect(host: host, port: port, name: "login-test", tls: tls, credentials: credentials)
+        // A TLS handshake and login may take longer than the 5 s a service allows on a runner running every suite.
+        let connection = try await NATSConnection.connect(host: host, port: port, name: "login-test", tls: tls, credentials: credentials, timeout: .seconds(60))
         let messages = try await connection.subscribe(to: "login.test")
         try await connection.publish(ByteBuffer(string: "hello"), to: "login.test")
         var iterator = messages.makeAsyncIterator()
@@ -33,7 +34,7 @@ struct NATSLoginTests {
     /// The error connecting with `tls` and `credentials` fails with.
     static func failure(_ port: Int, host: String = "127.0.0.1", tls: NATSTLSSettings = NATSTLSSettings(), credentials: NATSCredentials? = nil) async -> NATSError? {
         do {
-            let connection = try await NATSConnection.connect(host: host, port: port, name: "login-test", tls: tls, credentials: credentials)
+            let connection = try await NATSConnection.connect(host: host, port: port, name: "login-test", tls: tls, credentials: credentials, timeout: .seconds(60))
             await connection.close()
             return nil
         } catch let error as NATSError {

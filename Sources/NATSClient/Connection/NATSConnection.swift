@@ -71,8 +71,13 @@ public final class NATSConnection: Sendable {
             channel.close(promise: nil)
             throw NATSError("the connection to \(host):\(port) was set up without its handler")
         }
-        // A peer that takes the connection and says nothing (not a NATS server, or one that is stuck) is given up.
-        let silence = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        // A peer that takes the connection and says nothing (not a NATS server, or one that is stuck) is given up;
+        // so is a TLS handshake and login that take longer. Noted, so that the close is said to be this side's.
+        let gaveUp = NIOLockedValueBox(false)
+        let silence = channel.eventLoop.scheduleTask(in: timeout) {
+            gaveUp.withLockedValue { $0 = true }
+            channel.close(promise: nil)
+        }
         defer { silence.cancel() }
         let serverInfo: String
         do {
@@ -110,6 +115,9 @@ public final class NATSConnection: Sendable {
             try await connection.send([.connect(options)])
             try await connection.flush()  // within `timeout` too: the scheduled close fails it
         } catch {
+            if gaveUp.withLockedValue({ $0 }) {
+                throw NATSError("\(host):\(port) did not finish \(usesTLS ? "the TLS handshake and " : "")the login within \(timeout.nanoseconds / 1_000_000_000) s: given up")
+            }
             // A write fails only with "closed"; the handler heard why (TLS refused, a login refused).
             let reason = try? await channel.eventLoop.submit { handler.value.failureReason }.get()
             throw reason ?? NATSError("\(host):\(port): \(error)")
