@@ -89,10 +89,13 @@ struct NATSConnectionTests {
             .bind(host: "127.0.0.1", port: 0).get()
         let port = try #require(server.localAddress?.port)
         do {
-            _ = try await NATSConnection.connect(host: "127.0.0.1", port: port, name: "t", tls: NATSTLSSettings(isRequired: true), timeout: .seconds(1))
+            _ = try await NATSConnection.connect(host: "127.0.0.1", port: port, name: "t", tls: NATSTLSSettings(isRequired: true), timeout: .seconds(3))
             Issue.record("connected to a server that never finished TLS")
         } catch let error as NATSError {
-            #expect(error.description.contains("did not finish the TLS handshake and the login within 1 s"), "\(error)")
+            // On a runner so busy that even the INFO takes 3 s, that is what is said: the timeout either way.
+            let said = error.description
+            #expect(said.contains("did not finish the TLS handshake and the login within 3 s") || said.contains("sent no NATS INFO within 3 s"), "\(error)")
+            #expect(!said.contains("server closed"), "\(error)")
         }
         try await server.close()
     }

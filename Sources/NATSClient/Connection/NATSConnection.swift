@@ -88,6 +88,11 @@ public final class NATSConnection: Sendable {
         let serverOffersTLS = JSONScan.boolean("tls_required", in: serverInfo) == true || JSONScan.boolean("tls_available", in: serverInfo) == true
         let usesTLS = tls.isRequired || JSONScan.boolean("tls_required", in: serverInfo) == true
         let connection = NATSConnection(serverInfo: serverInfo, usesTLS: usesTLS, channel: channel, handler: handler)
+        /// Why the connection failed when this side's timer closed it: not the server's doing.
+        func gaveUpError() -> NATSError? {
+            guard gaveUp.withLockedValue({ $0 }) else { return nil }
+            return NATSError("\(host):\(port) did not finish \(usesTLS ? "the TLS handshake and " : "")the login within \(timeout.nanoseconds / 1_000_000_000) s: given up")
+        }
         if usesTLS {
             guard serverOffersTLS else {
                 channel.close(promise: nil)
@@ -98,6 +103,7 @@ public final class NATSConnection: Sendable {
                     try channel.pipeline.syncOperations.addHandler(try tls.makeHandler(host: host), position: .first)
                 }.get()
             } catch {
+                if let gaveUp = gaveUpError() { throw gaveUp }
                 // The server may close before TLS is set up (its handshake timeout on a busy host): say so, by name.
                 channel.close(promise: nil)
                 throw error as? NATSError ?? NATSError("\(host):\(port) closed the connection before TLS could start: \(error)")
@@ -115,9 +121,7 @@ public final class NATSConnection: Sendable {
             try await connection.send([.connect(options)])
             try await connection.flush()  // within `timeout` too: the scheduled close fails it
         } catch {
-            if gaveUp.withLockedValue({ $0 }) {
-                throw NATSError("\(host):\(port) did not finish \(usesTLS ? "the TLS handshake and " : "")the login within \(timeout.nanoseconds / 1_000_000_000) s: given up")
-            }
+            if let gaveUp = gaveUpError() { throw gaveUp }
             // A write fails only with "closed"; the handler heard why (TLS refused, a login refused).
             let reason = try? await channel.eventLoop.submit { handler.value.failureReason }.get()
             throw reason ?? NATSError("\(host):\(port): \(error)")
