@@ -23,7 +23,13 @@ public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
         var base: NotifySubscription.Iterator
         let selection: NotificationSelection<Message>
 
-        public mutating func next() async throws -> NotificationEvent<Message>? {
+        /// The next event; `for try await` calls it on its caller's executor (the main actor, say): a notification of
+        /// the batch at hand is decoded and returned there, without a hop to the global executor and back.
+        public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(any Error) -> NotificationEvent<Message>? {
+            try await next()
+        }
+
+        public nonisolated(nonsending) mutating func next() async throws -> NotificationEvent<Message>? {
             while let event = try await base.next() {
                 if let selected = selection.select(event) { return selected }
             }

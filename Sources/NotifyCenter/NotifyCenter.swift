@@ -121,7 +121,7 @@ public final class NotifyCenter: Sendable {
     /// daemon's acknowledgement.
     /// - Returns: its number in its topic.
     @discardableResult
-    public func post<Message: NotifyMessage>(_ message: Message, retain: Bool = true) async throws -> UInt64 {
+    nonisolated(nonsending) public func post<Message: NotifyMessage>(_ message: Message, retain: Bool = true) async throws -> UInt64 {
         let topic = message.topic
         let sequence = try await client.publishAcknowledged(Message.codec.encode(message), to: topic, retain: retain)
         ownPosts.posted(sequence, to: topic)
@@ -131,7 +131,7 @@ public final class NotifyCenter: Sendable {
     /// Posts `message` without waiting for an acknowledgement, as `Messenger.send` does: for a stream of
     /// notifications where each round trip would cost more than the post. A refusal by the daemon is thrown by a
     /// later call of ``/NotifyBus/NotifyClient/flush()`` on ``client``.
-    public func send<Message: NotifyMessage>(_ message: Message, retain: Bool = true) async throws {
+    nonisolated(nonsending) public func send<Message: NotifyMessage>(_ message: Message, retain: Bool = true) async throws {
         try await client.publish(Message.codec.encode(message), to: message.topic, retain: retain)
     }
 

@@ -7,7 +7,7 @@ import NotifyProtocol
 /// backoff) by a new one that the subscriptions are carried over to.
 extension NotifyClient {
     /// Runs `body` on the connection; when that was lost, on a new one, and once more when it is lost under `body`.
-    func withConnection<Result: Sendable>(_ body: (Link) async throws -> Result) async throws -> Result {
+    nonisolated(nonsending) func withConnection<Result: Sendable>(_ body: nonisolated(nonsending) (Link) async throws -> Result) async throws -> Result {
         let link = try await current()
         do {
             return try await body(link)
@@ -24,7 +24,7 @@ extension NotifyClient {
     }
 
     /// The connection to use: the one there is, or, when it was lost and the client reconnects, a new one.
-    func current() async throws -> Link {
+    nonisolated(nonsending) func current() async throws -> Link {
         let link = self.link.withLockedValue { $0 }
         guard reconnectWithin != nil, !link.channel.isActive, !isClosed.withLockedValue({ $0 }) else { return link }
         return try await reconnect(replacing: link)

@@ -19,7 +19,7 @@ extension NotifyClient {
     ///   - payload: the message, any bytes up to the daemon's `max-payload`.
     ///   - topic: where it is published.
     ///   - retain: whether the message becomes the topic's buffered latest message.
-    public func publish(_ payload: ByteBuffer, to topic: Topic, retain: Bool = true) async throws {
+    nonisolated(nonsending) public func publish(_ payload: ByteBuffer, to topic: Topic, retain: Bool = true) async throws {
         try checkSize(payload)
         try await withConnection { link in try await link.outbox.append(CollectionOfOne(payload), to: topic, retain: retain) }
     }
@@ -27,21 +27,21 @@ extension NotifyClient {
     /// Publishes each of `payloads` to `topic`, in order, without waiting for the daemon to confirm them, as
     /// ``publish(_:to:retain:)-(ByteBuffer,_,_)`` does one: for a stream of messages (`notify send --lines`), one
     /// call for many. Errors the daemon sends back are thrown by the next ``flush()``.
-    public func publish(_ payloads: [ByteBuffer], to topic: Topic, retain: Bool = true) async throws {
+    nonisolated(nonsending) public func publish(_ payloads: [ByteBuffer], to topic: Topic, retain: Bool = true) async throws {
         guard !payloads.isEmpty else { return }
         for payload in payloads { try checkSize(payload) }
         try await withConnection { link in try await link.outbox.append(payloads, to: topic, retain: retain) }
     }
 
     /// Publishes `text` (as UTF-8) to `topic` without waiting for confirmation (see ``publish(_:to:retain:)-(ByteBuffer,_,_)``).
-    public func publish(_ text: String, to topic: Topic, retain: Bool = true) async throws {
+    nonisolated(nonsending) public func publish(_ text: String, to topic: Topic, retain: Bool = true) async throws {
         try await publish(ByteBuffer(string: text), to: topic, retain: retain)
     }
 
     /// Publishes `payload` to `topic` and waits until the daemon accepted it.
     /// - Returns: the message's sequence number within its topic.
     @discardableResult
-    public func publishAcknowledged(_ payload: ByteBuffer, to topic: Topic, retain: Bool = true) async throws -> UInt64 {
+    nonisolated(nonsending) public func publishAcknowledged(_ payload: ByteBuffer, to topic: Topic, retain: Bool = true) async throws -> UInt64 {
         try checkSize(payload)
         let frame = try await withConnection { link in try await link.outbox.appendAcknowledged(payload, to: topic, retain: retain) }
         if case .error(let error) = frame { throw NotifyClientError.refused(error) }
@@ -51,7 +51,7 @@ extension NotifyClient {
 
     /// Publishes `text` (as UTF-8) to `topic` and waits until the daemon accepted it.
     @discardableResult
-    public func publishAcknowledged(_ text: String, to topic: Topic, retain: Bool = true) async throws -> UInt64 {
+    nonisolated(nonsending) public func publishAcknowledged(_ text: String, to topic: Topic, retain: Bool = true) async throws -> UInt64 {
         try await publishAcknowledged(ByteBuffer(string: text), to: topic, retain: retain)
     }
 

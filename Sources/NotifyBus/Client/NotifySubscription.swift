@@ -57,7 +57,13 @@ public struct NotifySubscription: AsyncSequence, Sendable {
             self.subscription = subscription
         }
 
-        public mutating func next() async throws -> SubscriptionEvent? {
+        /// The next event; `for try await` calls it on its caller's executor (the main actor, say): an event of the
+        /// batch at hand is returned there at once, without a hop to the global executor and back.
+        public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(any Error) -> SubscriptionEvent? {
+            try await next()
+        }
+
+        public nonisolated(nonsending) mutating func next() async throws -> SubscriptionEvent? {
             if let event = nextAtHand() { return event }
             do {
                 guard let next = try await subscription.inbox.take() else {

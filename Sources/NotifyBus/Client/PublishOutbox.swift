@@ -57,7 +57,7 @@ final class PublishOutbox: Sendable {
     /// outbox is full.
     /// - Throws: the connection's error once it is gone (nothing was taken), or `CancellationError` when the task
     ///   was cancelled while waiting for room (nothing was taken, and the client stays usable).
-    func append(_ payloads: some Collection<ByteBuffer>, to topic: Topic, retain: Bool) async throws {
+    nonisolated(nonsending) func append(_ payloads: some Collection<ByteBuffer>, to topic: Topic, retain: Bool) async throws {
         while true {
             let step = state.withLock { state -> AppendStep in
                 if let closed = state.closed { return .closed(closed) }
@@ -84,7 +84,7 @@ final class PublishOutbox: Sendable {
     /// is full), and waits for the daemon's reply to it: an `OK` with its sequence number, or an `ERR`.
     /// - Throws: the connection's error once it is gone before the reply came (the publish was not written, or its
     ///   reply will not come), or `CancellationError` when the task was cancelled while waiting for room.
-    func appendAcknowledged(_ payload: ByteBuffer, to topic: Topic, retain: Bool) async throws -> ServerFrame {
+    nonisolated(nonsending) func appendAcknowledged(_ payload: ByteBuffer, to topic: Topic, retain: Bool) async throws -> ServerFrame {
         while true {
             let room = state.withLock { state -> AppendStep in
                 if let closed = state.closed { return .closed(closed) }
