@@ -44,7 +44,8 @@ struct ClientThroughput: AsyncParsableCommand {
         abstract: "The client library's rates: publish, publishAcknowledged (1 and 64 tasks), iterating a subscription, NotifyCenter.",
         discussion: """
             One release notifyd with its defaults; each case on fresh connections, --runs times, medians printed. \
-            publish: one task, one call per 16 B message, then flush(); publish-main: the same from the main actor. ack-1: one task, publishAcknowledged in a \
+            publish: one task, one call per 16 B message, then flush(); publish-main, iterate-main, center-main: \
+            the same from the main actor (top-level code, a @MainActor type). ack-1: one task, publishAcknowledged in a \
             loop. ack-64: 64 tasks at once. ack-rtt: ack-1's floor, the same over a blocking NotifyConnection (no \
             event loop, no task). resume-floor: ack-64's ceiling on this machine with no socket and no daemon,             64 tasks each awaiting a continuation that a spinning thread resumes in batches. iterate: a publisher using the batch form publish([ByteBuffer]) in \
             1,000s, and one consumer iterating `for try await event in subscription`, counting messages and what \
@@ -57,8 +58,8 @@ struct ClientThroughput: AsyncParsableCommand {
     @Option(help: "Acknowledged publishes per run of ack-1 and ack-rtt (four times as many for ack-64).") var acknowledged = 50_000
     @Option(help: "Typed messages per run of center.") var typed = 200_000
     @Option(help: "Runs of each case (medians reported).") var runs = 3
-    @Option(help: "Cases to run, comma-separated: publish, publish-main, ack-1, ack-64, ack-rtt, resume-floor, iterate, center, memory.")
-    var cases = "publish,publish-main,ack-1,ack-64,ack-rtt,iterate,center"
+    @Option(help: "Cases to run, comma-separated: publish, publish-main, ack-1, ack-64, ack-rtt, resume-floor, iterate, iterate-main, center, center-main, memory.")
+    var cases = "publish,publish-main,ack-1,ack-64,ack-rtt,iterate,iterate-main,center,center-main"
 
     func run() async throws {
         let daemon = try DaemonProcess()
@@ -90,7 +91,9 @@ struct ClientThroughput: AsyncParsableCommand {
         case "ack-rtt": return (try roundTrips(daemon), nil)
         case "resume-floor": return (await resumeFloor(tasks: 64, each: max(1, acknowledged * 4 / 64)), nil)
         case "iterate": return try await iterate(daemon)
+        case "iterate-main": return try await iterate(daemon, isolation: MainActor.shared)
         case "center": return (try await center(daemon), nil)
+        case "center-main": return (try await center(daemon, isolation: MainActor.shared), nil)
         default: throw LoadError("no case \(name)")
         }
     }
@@ -155,12 +158,15 @@ struct ClientThroughput: AsyncParsableCommand {
         return Double(tasks * each) / seconds(ContinuousClock.now - start)
     }
 
-    private func iterate(_ daemon: DaemonProcess) async throws -> (Double, String?) {
+    /// On `isolation`, the publisher and the consumer both (iterate-main: the main actor).
+    private func iterate(_ daemon: DaemonProcess, isolation: isolated (any Actor)? = #isolation) async throws -> (Double, String?) {
         let subscriber = try await NotifyClient.connect(to: daemon.socketPath)
         let publisher = try await NotifyClient.connect(to: daemon.socketPath)
         defer { Task { await subscriber.close(); await publisher.close() } }
         let subscription = try await subscriber.subscribe(to: [TopicPattern("client.iterate.>")])
+        // Captures the isolation, so it runs there too.
         let receiving = Task {
+            isolation?.preconditionIsolated("the consumer runs where the case says")
             var received = 0
             var dropped = 0
             for try await event in subscription {
@@ -184,13 +190,15 @@ struct ClientThroughput: AsyncParsableCommand {
         return (Double(received) / elapsed, "dropped \(dropped)")
     }
 
-    private func center(_ daemon: DaemonProcess) async throws -> Double {
+    /// On `isolation`, the poster and the consumer both (center-main: the main actor).
+    private func center(_ daemon: DaemonProcess, isolation: isolated (any Actor)? = #isolation) async throws -> Double {
         let subscriber = try await NotifyCenter.connect(to: daemon.socketPath)
         let publisher = try await NotifyCenter.connect(to: daemon.socketPath)
         defer { Task { await subscriber.close(); await publisher.close() } }
         let notifications = try await subscriber.notifications(of: Status.self)
         let count = typed
         let receiving = Task {
+            isolation?.preconditionIsolated("the consumer runs where the case says")
             var received = 0
             for try await event in notifications {
                 guard case .notification(let notification) = event else { continue }
