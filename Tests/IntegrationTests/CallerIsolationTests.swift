@@ -45,6 +45,13 @@ private actor Caller {
     }
 }
 
+/// How often a main-actor task ran, and whether it still should.
+@MainActor
+private final class MainActorTicks {
+    var ticks = 0
+    var running = true
+}
+
 /// The library's async calls run on their caller's executor where they need not suspend (issue 48, item 0): from the
 /// main actor, or any actor, a publish or the next message of a batch at hand costs no hop to the global executor
 /// and back, which made the library 30 times slower there.
@@ -58,6 +65,34 @@ struct CallerIsolationTests {
         let jobs = try await caller.publish(10_000, with: client)
         try await client.flush()
         #expect(jobs < 500, "\(jobs) hops onto the actor for 10,000 publishes")
+        await client.close()
+        try await daemon.stop()
+    }
+
+    @Test("10,000 publishes from the main actor keep it: another main-actor task that runs whenever it is free runs a few times, not between every two publishes")
+    @MainActor
+    func publishStaysOnTheMainActor() async throws {
+        let daemon = try await TestDaemon.start()
+        let client = try await NotifyClient.connect(to: daemon.socketPath)
+        let payload = ByteBuffer(string: "0123456789abcdef")
+        let topic = try Topic("isolation.main")
+        // Runs each time the main actor is free: a publish that left it for the global executor and came back
+        // would let it run once per publish.
+        let count = MainActorTicks()
+        let ticker = Task { @MainActor in
+            while count.running {
+                count.ticks += 1
+                await Task.yield()
+            }
+        }
+        await Task.yield()
+        let before = count.ticks
+        for _ in 0..<10_000 { try await client.publish(payload, to: topic, retain: false) }
+        let during = count.ticks - before
+        count.running = false
+        await ticker.value
+        try await client.flush()
+        #expect(during < 500, "another main-actor task ran \(during) times during 10,000 publishes")
         await client.close()
         try await daemon.stop()
     }
