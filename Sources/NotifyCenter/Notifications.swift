@@ -98,7 +98,7 @@ struct NotificationSelection<Message: NotifyMessage>: Sendable {
     let codec: NotifyCodec<Message>
     let isIncluded: (@Sendable (Message) -> Bool)?
     let sender: Sender?
-    let ownPosts: OwnPosts?
+    let ownPosts: OwnPosts
 
     /// The event to pass on for `event`; nil for a message left out.
     func select(_ event: SubscriptionEvent) -> NotificationEvent<Message>? {
@@ -107,7 +107,7 @@ struct NotificationSelection<Message: NotifyMessage>: Sendable {
             return .dropped(notice)
         case .message(let delivery):
             if let sender, !sender.matches(delivery.publisher) { return nil }
-            if let ownPosts, ownPosts.contains(delivery) { return nil }
+            if ownPosts.contains(delivery) { return nil }
             switch Notifications<Message>.decode(delivery, with: codec) {
             case .success(let received):
                 if let isIncluded, !isIncluded(received.value) { return nil }

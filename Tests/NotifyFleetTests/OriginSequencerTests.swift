@@ -176,6 +176,18 @@ struct OriginSequencerTests {
         #expect(sequencer.live("m13", host: "alpha", stamp: Self.stamp(13), logSequence: 3, size: 1) == .take)
     }
 
+    @Test("an origin met for the first time is read from the least log sequence its waiting messages name: a forged one can make the read start sooner, never later")
+    func newOriginReadStart() {
+        var sequencer = Sequencer()
+        sequencer.beginCatchUp()
+        _ = sequencer.live("m5", host: "alpha", stamp: Self.stamp(5), logSequence: 40, size: 1)
+        // A forgery with an earlier number and a log sequence far past the real records.
+        _ = sequencer.live("forged", host: "alpha", stamp: Self.stamp(2), logSequence: 1_000_000, size: 1)
+        _ = sequencer.live("m6", host: "alpha", stamp: Self.stamp(6), logSequence: 41, size: 1)
+        let ended = sequencer.endCatchUp(through: 30)
+        #expect(ended.reads.map(\.host) == ["alpha"] && ended.reads.first?.from == 40)
+    }
+
     @Test("too many origins: one more is taken as it comes, untracked")
     func originBound() {
         var sequencer = Sequencer()

@@ -1,11 +1,13 @@
 package import NIOCore
 package import NotifyProtocol
 
-/// Writes a local publish (an `EXP` frame from the daemon) as the NATS operations that export it: `HPUB <prefix>.<topic>` with its
-/// provenance in one header (``Provenance``, `Notifyd: 1 <host> <uid> <pid> <seq> <time> <kind> <export> <log> <unit>`), and for a retained one the same to `<prefix>-latest.<topic>` (the stream of latest messages; the bridge
-/// writes that one once per topic per flush window, ``LatestCoalescer``). A `CLEAR`
-/// goes both ways too, of kind `c` and with no payload: in the stream it takes the cleared message's place. Straight
-/// into the outbox's buffer: no `String`, no headers value, no buffer of its own per message.
+/// Writes a local publish (an `EXP` frame from the daemon) as the NATS operations that export it:
+/// `HPUB <prefix>.<topic>` with its provenance in one header (``Provenance``,
+/// `Notifyd: 1 <host> <uid> <pid> <seq> <time> <kind> <export> <log> <unit>`), and for a retained one the same to
+/// `<prefix>-latest.<topic>` (the stream of latest messages; the bridge writes that one once per topic per flush
+/// window, ``LatestCoalescer``). A `CLEAR` goes both ways too, of kind `c` and with no payload: in the stream it takes
+/// the cleared message's place. Straight into the outbox's buffer: no `String`, no headers value, no buffer of its
+/// own per message.
 ///
 /// With a log (catch-up on), a live message also carries its export number and the log's last acknowledged record
 /// (``ExportStamp``, and the `<log>` field): a receiver tells a gap from them and knows where in the log to look.

@@ -64,8 +64,10 @@ package struct OriginSequencer<Message> {
         /// Of an origin not followed yet, the earliest live message that waited: where following it starts, even
         /// once what waited was let go of (a burst past the bound: the log must bring all of it, not just the newest).
         var firstSeen: ExportStamp?
-        /// The log holds none of the messages from ``firstSeen`` on at or before this stream sequence.
-        var firstSeenAfter: UInt64 = 0
+        /// Where a read of its log starts: the least `Notifyd` log sequence of the live messages that waited (each
+        /// says the log held nothing of it through there). The least, not the first message's: a forged one can
+        /// only make the read start sooner, never skip the real origin's records.
+        var firstSeenAfter: UInt64 = .max
         var isRepairing = false
 
         typealias Limit = (messages: Int, bytes: Int, all: Int)
@@ -73,9 +75,9 @@ package struct OriginSequencer<Message> {
         /// Holds a live message until the log is read; past `limit`, lets go of all that waits (they are all in
         /// the log, or lost with their origin), and the read must reach the newest.
         mutating func hold(_ message: Held, limit: Limit, totals: inout Totals) {
-            if position == nil, firstSeen.map({ OriginSequencer.precedes(message.stamp, $0) }) ?? true {
-                firstSeen = message.stamp
-                firstSeenAfter = message.logSequence
+            if position == nil {
+                if firstSeen.map({ OriginSequencer.precedes(message.stamp, $0) }) ?? true { firstSeen = message.stamp }
+                firstSeenAfter = min(firstSeenAfter, message.logSequence)
             }
             guard held.count >= limit.messages || heldBytes + message.size > limit.bytes
                 || totals.heldBytes + message.size > limit.all || discardedThrough != nil
@@ -254,19 +256,20 @@ package struct OriginSequencer<Message> {
         if reading { return .held(readFrom: nil) }
         totals.repairs += 1
         origins[host]!.isRepairing = true
-        return .held(readFrom: origins[host]!.position?.logSequence ?? logSequence)
+        return .held(readFrom: origins[host]!.position?.logSequence ?? min(logSequence, origins[host]!.firstSeenAfter))
     }
 
     private mutating func hold(_ held: Held, of host: String) {
-        let limit = (messages: heldLimitPerOrigin, bytes: heldBytesPerOrigin, all: heldBytesLimit)
-        origins[host]!.hold(held, limit: limit, totals: &totals)
+        origins[host]!.hold(held, limit: heldLimit, totals: &totals)
     }
+
+    /// The bounds on what waits, as an origin's steps take them.
+    private var heldLimit: Origin.Limit { (messages: heldLimitPerOrigin, bytes: heldBytesPerOrigin, all: heldBytesLimit) }
 
     /// Holds a record's entry that comes after a gap, until the records before it are read; false when the bounds
     /// leave no room (the gap is then taken as a loss).
     private mutating func holdConfirmed(_ held: Held, of host: String) -> Bool {
-        let limit = (messages: heldLimitPerOrigin, bytes: heldBytesPerOrigin, all: heldBytesLimit)
-        return origins[host]!.holdConfirmed(held, limit: limit, totals: &totals)
+        origins[host]!.holdConfirmed(held, limit: heldLimit, totals: &totals)
     }
 
     private static func precedes(_ a: ExportStamp, _ b: ExportStamp) -> Bool {
@@ -480,7 +483,7 @@ package struct OriginSequencer<Message> {
             }
             totals.repairs += 1
             origins[host]!.isRepairing = true
-            reads.append((host, origin.position?.logSequence ?? origin.firstSeenAfter))
+            reads.append((host, origin.position?.logSequence ?? (origin.firstSeenAfter == .max ? 0 : origin.firstSeenAfter)))
         }
         return (take, reads)
     }
