@@ -45,7 +45,7 @@ struct MessengerAdditionsTests {
         #expect(messenger.sendLatest())
         #expect(received.values == [7, 7], "once more")
         #expect(sender.recorder.values.isEmpty, "its sender does not hear it, now as then")
-        messenger.resetLatest()
+        messenger.clear()
         #expect(!messenger.sendLatest() && received.values == [7, 7])
         token.cancel()
     }
@@ -119,7 +119,7 @@ struct MessengerAdditionsTests {
         level.send(7)
         #expect(plain.values == [7], "without latestFirst, only what is sent after")
         #expect(received.values == [5, 6, 7] && object.recorder.values == [6, 7])
-        level.resetLatest()
+        level.clear()
         let none = Recorder<Int>()
         let noneToken = level.observe(latestFirst: true) { none.append($0) }
         #expect(none.values.isEmpty)

@@ -249,7 +249,7 @@ struct MessengerTests {
         messenger.send("a")
         messenger.send("b")
         #expect(messenger.latest == "b")
-        messenger.resetLatest()
+        messenger.clear()
         #expect(messenger.latest == nil)
         #expect(received.values == ["a", "b"], "reset sends nothing")
         _ = token

@@ -53,29 +53,32 @@ extension Messenger {
     public func remove(_ observer: AnyObject) -> Bool {
         let identity = ObjectIdentifier(observer)
         let removed = state.withLock { state in
-            let before = state.registrations.count
+            var removed: [ObserverRegistration<Message>] = []
             state.registrations.removeAll { registration in
                 guard registration.identity == identity else { return false }
                 registration.state.store(.removed, ordering: .releasing)
+                removed.append(registration)
                 return true
             }
-            return state.registrations.count != before
+            return removed
         }
+        for registration in removed { registration.onRemoved?() }
         // A token is done with: what it holds besides its registration (a main-actor observer's buffer) goes too.
-        if removed, let token = observer as? ObservationToken { token.cancel() }
-        return removed
+        if !removed.isEmpty, let token = observer as? ObservationToken { token.cancel() }
+        return !removed.isEmpty
     }
 
     /// Marks every registration of `observer` as disposed: it is not called again, and it is dropped from the list
     /// before the next message is sent.
     public func dispose(_ observer: AnyObject) {
         let identity = ObjectIdentifier(observer)
-        state.withLock { state in
-            for registration in state.registrations where registration.identity == identity {
-                registration.state.store(.disposed, ordering: .releasing)
-                state.needsSweep = true
-            }
+        let disposed = state.withLock { state in
+            let disposed = state.registrations.filter { $0.identity == identity }
+            for registration in disposed { registration.state.store(.disposed, ordering: .releasing) }
+            if !disposed.isEmpty { state.needsSweep = true }
+            return disposed
         }
+        for registration in disposed { registration.onRemoved?() }
     }
 
     // MARK: - Closure observers
@@ -93,36 +96,6 @@ extension Messenger {
         observe(filter: isIncluded, latestFirst: latestFirst, sender: sender.map(ObjectIdentifier.init), handler)
     }
 
-    /// The same, with `handler` run on the main actor, for observers on the UI side: each message is handed to
-    /// the main actor in order, and `handler` runs there, one message at a time, after `send` returned. Until the
-    /// main actor takes them, messages wait in a buffer as ``messages(latestFirst:where:from:bufferingPolicy:)``
-    /// describes.
-    public func observeOnMainActor(
-        latestFirst: Bool = false,
-        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
-        from sender: AnyObject? = nil,
-        bufferingPolicy: AsyncStream<Message>.Continuation.BufferingPolicy = .unbounded,
-        _ handler: @escaping @MainActor @Sendable (Message) -> Void
-    ) -> ObservationToken {
-        let (stream, continuation) = AsyncStream.makeStream(of: Message.self, bufferingPolicy: bufferingPolicy)
-        // The token is the registration's own, so that `remove(token)` and `send(_:from: token)` name it as they
-        // name any closure observer's.
-        let token = observe(
-            filter: isIncluded,
-            latestFirst: latestFirst,
-            sender: sender.map(ObjectIdentifier.init),
-            onCancel: { continuation.finish() }
-        ) { [weak self] message in self?.yield(message, to: continuation) }
-        Task { @MainActor [weak token] in
-            for await message in stream {
-                // What waited in the buffer is not handed out once the observer is removed.
-                guard let token, !token.isCancelled else { return }
-                handler(message)
-            }
-        }
-        return token
-    }
-
     /// Calls `handler` with the messages sent from now on, selected as ``observe(latestFirst:where:from:_:)`` selects
     /// them, for as long as `owner` exists: an observer kept by its owner's life, not by a token, as keyed closure
     /// observers are. Once `owner` is deallocated the handler is not called again and the registration goes before
@@ -135,18 +108,52 @@ extension Messenger {
         from sender: AnyObject? = nil,
         _ handler: @escaping @Sendable (Message) -> Void
     ) {
-        let owner = WeakReference(owner)
-        register(
-            identity: owner.identity,
-            filter: isIncluded,
-            observerExists: { owner.object != nil },
-            latestFirst: latestFirst,
-            sender: sender.map(ObjectIdentifier.init)
-        ) { message in
-            guard owner.object != nil else { return false }
-            handler(message)
-            return true
+        registerOwned(by: WeakReference(owner), filter: isIncluded, latestFirst: latestFirst, sender: sender, deliver: handler)
+    }
+
+    /// The same, handing `owner` to `handler` with each message:
+    /// `messenger.observe(owner: self) { owner, message in owner.apply(message) }`, with no weak capture to write.
+    public func observe<Owner: AnyObject & Sendable>(
+        owner: Owner,
+        latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        from sender: AnyObject? = nil,
+        _ handler: @escaping @Sendable (Owner, Message) -> Void
+    ) {
+        let weakOwner = WeakReference(owner)
+        registerOwned(by: weakOwner, filter: isIncluded, latestFirst: latestFirst, sender: sender) { message in
+            guard let owner = weakOwner.object as? Owner else { return }
+            handler(owner, message)
         }
+    }
+
+    /// Calls `handler`, an `async` function, with the messages sent from now on, selected as
+    /// ``observe(latestFirst:where:from:_:)`` selects them, one at a time and in order: a message waits until the call
+    /// for the one before it returned. It runs where it was written (on the main actor in a `@MainActor` type), in a
+    /// task of its own, so `send` never waits for it; messages wait meanwhile in a buffer bounded as `bufferingPolicy`
+    /// says (``droppedCount`` counts what a bounded one drops). Until the returned token is cancelled or deallocated.
+    public func observe(
+        latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        from sender: AnyObject? = nil,
+        bufferingPolicy: AsyncStream<Message>.Continuation.BufferingPolicy = .unbounded,
+        @_inheritActorContext _ handler: sending @escaping @isolated(any) (Message) async -> Void
+    ) -> ObservationToken {
+        let (stream, continuation) = AsyncStream.makeStream(of: Message.self, bufferingPolicy: bufferingPolicy)
+        let token = observe(
+            filter: isIncluded,
+            latestFirst: latestFirst,
+            sender: sender.map(ObjectIdentifier.init),
+            onCancel: { continuation.finish() }
+        ) { [weak self] message in self?.yield(message, to: continuation) }
+        Task { [weak token] in
+            for await message in stream {
+                // What waited in the buffer is not handed out once the observer is removed.
+                guard let token, !token.isCancelled else { return }
+                await handler(message)
+            }
+        }
+        return token
     }
 
     /// Calls `handler` with the messages sent from now on that equal `value`, until the returned token is cancelled
@@ -156,6 +163,29 @@ extension Messenger {
         _ handler: @escaping @Sendable (Message) -> Void
     ) -> ObservationToken where Message: Equatable {
         observe(filter: { $0 == value }, latestFirst: false, sender: nil, handler)
+    }
+
+    /// Registers `deliver` for as long as `owner` exists; `onGone` runs when it is removed or its owner is found gone.
+    func registerOwned(
+        by owner: WeakReference,
+        filter: (@Sendable (Message) -> Bool)?,
+        latestFirst: Bool,
+        sender: AnyObject?,
+        onGone: (@Sendable () -> Void)? = nil,
+        deliver: @escaping @Sendable (Message) -> Void
+    ) {
+        register(
+            identity: owner.identity,
+            filter: filter,
+            observerExists: { owner.object != nil },
+            onRemoved: onGone,
+            latestFirst: latestFirst,
+            sender: sender.map(ObjectIdentifier.init)
+        ) { message in
+            guard owner.object != nil else { return false }
+            deliver(message)
+            return true
+        }
     }
 
     func observe(

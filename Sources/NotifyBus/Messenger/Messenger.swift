@@ -18,9 +18,10 @@ import NotifyProtocol
 /// ## Delivery
 /// - Observers are called one at a time, never concurrently, and every observer sees the messages in the same
 ///   order: the order in which the `send` calls happened. A main-actor observer
-///   (``observeOnMainActor(latestFirst:where:from:bufferingPolicy:_:)``) is handed the messages in that order too,
-///   and is called one message at a time on the main actor, after `send` returned: so possibly while other
-///   observers are being called on the sending thread.
+///   (``observeOnMainActor(latestFirst:where:from:bufferingPolicy:_:)``, a ``MainActorObserver``) is handed the
+///   messages in that order too, one at a time on the main actor: before `send` returns when `send` runs on the main
+///   actor and nothing of it still waits, else by a task there after `send` returned (possibly while other observers
+///   are being called on the sending thread). An `async` handler runs in a task of its own, in order too.
 /// - `send` delivers on the calling thread before it returns, unless a delivery is already under way (a `send`
 ///   from inside an observer, or a concurrent `send` on another thread). Then the message is queued, and the thread
 ///   that is delivering hands it out right after the current one. This is what lets an observer send, add and
@@ -135,9 +136,15 @@ public final class Messenger<Message: Sendable>: Sendable {
         return sent
     }
 
-    /// Forgets the buffered message without sending anything.
-    public func resetLatest() {
+    /// Forgets the buffered message without sending anything (the daemon's `CLEAR`, ``NotifyCenter``'s `clear`).
+    public func clear() {
         state.withLock { $0.latest = nil }
+    }
+
+    /// Forgets the buffered message without sending anything.
+    @available(*, deprecated, renamed: "clear()")
+    public func resetLatest() {
+        clear()
     }
 
     // MARK: - Async
@@ -186,7 +193,12 @@ public final class Messenger<Message: Sendable>: Sendable {
 
     /// Hands `message` to a stream's buffer, counting it when a bounded buffer drops it.
     func yield(_ message: Message, to continuation: AsyncStream<Message>.Continuation) {
-        if case .dropped = continuation.yield(message) { dropped.add(1, ordering: .relaxed) }
+        if case .dropped = continuation.yield(message) { noteDropped() }
+    }
+
+    /// Counts a message a bounded buffer dropped (``droppedCount``).
+    func noteDropped() {
+        dropped.add(1, ordering: .relaxed)
     }
 
     /// Messages the bounded buffers of this messenger dropped since it was made: those of
@@ -206,6 +218,22 @@ public final class Messenger<Message: Sendable>: Sendable {
         for registration in registrations { registration.onMessengerGone?() }
     }
 
+    /// Ends every observation: the asynchronous sequences finish (as with ``finish()``), and every observer,
+    /// object, closure and main-actor one, is removed. `send` goes on keeping ``latest`` and reaches observers added
+    /// later: a messenger, unlike a center's connection, has nothing to close.
+    public func close() {
+        let registrations = state.withLock { state in
+            state.isFinished = true
+            defer { state.registrations.removeAll() }
+            for registration in state.registrations { registration.state.store(.removed, ordering: .releasing) }
+            return state.registrations
+        }
+        for registration in registrations {
+            registration.onMessengerGone?()
+            registration.onRemoved?()
+        }
+    }
+
     // MARK: - Introspection
 
     /// The registrations held now. One that was disposed, or whose observer was deallocated, counts until it is
@@ -222,6 +250,7 @@ public final class Messenger<Message: Sendable>: Sendable {
         filter: (@Sendable (Message) -> Bool)?,
         onMessengerGone: (@Sendable () -> Void)? = nil,
         observerExists: (@Sendable () -> Bool)? = nil,
+        onRemoved: (@Sendable () -> Void)? = nil,
         latestFirst: Bool = false,
         sender: ObjectIdentifier? = nil,
         deliver: @escaping @Sendable (Message) -> Bool
@@ -236,6 +265,7 @@ public final class Messenger<Message: Sendable>: Sendable {
                 addedAfter: state.lastSequence,
                 filter: filter,
                 onMessengerGone: onMessengerGone,
+                onRemoved: onRemoved,
                 observerExists: observerExists,
                 sender: sender,
                 deliver: deliver

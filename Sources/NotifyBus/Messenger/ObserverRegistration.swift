@@ -21,6 +21,9 @@ final class ObserverRegistration<Message: Sendable>: Sendable {
     let filter: (@Sendable (Message) -> Bool)?
     /// Called when the messenger itself goes away, so an `AsyncStream` observer can finish.
     let onMessengerGone: (@Sendable () -> Void)?
+    /// Called when ``Messenger/remove(_:)`` or ``Messenger/dispose(_:)`` ends it: what it holds besides (a main-actor
+    /// observer's waiting messages) goes too.
+    let onRemoved: (@Sendable () -> Void)?
     /// Whether a weakly held observer still exists; nil for closure observers, whose tokens unregister themselves.
     let observerExists: (@Sendable () -> Bool)?
     /// Only messages sent from this sender (``Messenger/send(_:from:)``) are delivered, when set.
@@ -33,6 +36,7 @@ final class ObserverRegistration<Message: Sendable>: Sendable {
         addedAfter: UInt64,
         filter: (@Sendable (Message) -> Bool)?,
         onMessengerGone: (@Sendable () -> Void)? = nil,
+        onRemoved: (@Sendable () -> Void)? = nil,
         observerExists: (@Sendable () -> Bool)? = nil,
         sender: ObjectIdentifier? = nil,
         deliver: @escaping @Sendable (Message) -> Bool
@@ -42,6 +46,7 @@ final class ObserverRegistration<Message: Sendable>: Sendable {
         self.addedAfter = addedAfter
         self.filter = filter
         self.onMessengerGone = onMessengerGone
+        self.onRemoved = onRemoved
         self.observerExists = observerExists
         self.deliver = deliver
     }
