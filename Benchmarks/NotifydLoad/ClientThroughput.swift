@@ -50,7 +50,7 @@ struct ClientThroughput: AsyncParsableCommand {
             event loop, no task). resume-floor: ack-64's ceiling on this machine with no socket and no daemon,             64 tasks each awaiting a continuation that a spinning thread resumes in batches. iterate: a publisher using the batch form publish([ByteBuffer]) in \
             1,000s, and one consumer iterating `for try await event in subscription`, counting messages and what \
             was dropped until an end marker. center: NotifyCenter.send of a 2-field Codable, and \
-            notifications(of:) on another connection.
+            messages(of:) on another connection.
             """
     )
 
@@ -195,7 +195,7 @@ struct ClientThroughput: AsyncParsableCommand {
         let subscriber = try await NotifyCenter.connect(to: daemon.socketPath)
         let publisher = try await NotifyCenter.connect(to: daemon.socketPath)
         defer { Task { await subscriber.close(); await publisher.close() } }
-        let notifications = try await subscriber.notifications(of: Status.self)
+        let notifications = try await subscriber.messages(of: Status.self)
         let count = typed
         let receiving = Task {
             isolation?.preconditionIsolated("the consumer runs where the case says")

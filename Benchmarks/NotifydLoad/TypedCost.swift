@@ -88,7 +88,7 @@ struct TypedCost: AsyncParsableCommand {
     private func runTyped(_ daemon: DaemonProcess) async throws -> Double {
         let subscriber = try await NotifyCenter.connect(to: daemon.socketPath)
         let publisher = try await NotifyCenter.connect(to: daemon.socketPath)
-        let notifications = try await subscriber.notifications(of: Sample.self)
+        let notifications = try await subscriber.messages(of: Sample.self)
         let count = messages
         let receiving = Task {
             var received = 0

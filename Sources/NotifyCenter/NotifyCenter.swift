@@ -1,5 +1,6 @@
 // `import NotifyCenter` is all a service writes: the client's names (Topic, NotifyClient, …) come with it.
 @_exported public import NotifyBus
+import NIOCore
 import Synchronization
 
 /// A notification center for a whole host, for Swift programs: the in-process ``/NotifyBus/Messenger`` across processes,
@@ -15,22 +16,30 @@ import Synchronization
 /// }
 /// ```
 ///
-/// What ``/NotifyBus/Messenger`` offers, with the same names where the meaning is the same, and where it differs across
-/// processes:
-/// - Observers are closures kept by an ``/NotifyBus/ObservationToken`` (cancelled when it is deallocated) or objects held
-///   weakly (``add(_:topics:latestFirst:where:from:onUndecodable:)``), selected by value, by predicate or by
-///   sender.
+/// What ``/NotifyBus/Messenger`` offers, under the same names (``/NotifyBus/MessageChannel`` is the protocol both
+/// speak, through ``channel(for:topic:initial:)``), and where it differs across processes:
+/// - Observers are closures kept by an ``/NotifyBus/ObservationToken`` (cancelled when it is deallocated), closures
+///   kept by an owner that is handed to them (``observe(_:owner:topics:latestFirst:where:from:onUndecodable:_:)``),
+///   or objects held weakly (``add(_:topics:latestFirst:where:from:onUndecodable:)``), selected by value, by
+///   predicate or by sender; each form also runs on the main actor (a ``/NotifyBus/MainActorObserver``,
+///   `observeOnMainActor`), and a handler may be `async`.
 /// - Observers of a center are called one at a time, never concurrently, in one order: the order in which the
 ///   daemon's deliveries reach the center's connection (each topic's in the order the daemon numbered them), every
 ///   observer's calls in that one sequence, as a messenger calls its observers in the order of its sends. Unlike a
 ///   messenger's, an observer receives the notifications the daemon delivers after its subscription is confirmed,
-///   which ``observe(_:topics:latestFirst:where:from:onUndecodable:_:)`` waits for: what is posted after it
-///   returns is never missed. A slow observer holds back the others, as in a messenger.
-/// - ``latest(_:topic:)`` is the daemon's buffered message, typed; ``clear(_:topic:)`` forgets it without sending.
+///   which `observe` waits for: what is posted after it returns is never missed. A slow observer holds back the
+///   others, as in a messenger (and then the connection: the daemon's backpressure); one on the main actor or with
+///   an `async` handler has a bounded queue of its own instead, so a busy main actor holds back nobody, and what
+///   its queue drops is reported as `onDropped` says (reason ``/NotifyProtocol/DropReason/observer``).
+/// - ``latest(_:topic:)`` is the daemon's buffered message, typed; ``clear(_:topic:)`` forgets it without sending;
+///   ``sendLatest(_:topic:)`` hands it to this center's observers again (not to other processes: posting it again
+///   would make it a new message of this one).
 /// - A center does not hear its own posts unless it is made with `receivesOwnPosts`: the daemon leaves them out for
-///   its connection (other centers of the same process are other connections, and hear them).
+///   its connection (other centers of the same process are other connections, and hear them). One that hears them
+///   leaves a post out for the observer that made it with ``post(_:retain:from:)``, as `Messenger.send(_:from:)` does.
 /// - ``remove(_:)`` stops an observer's deliveries at once; one already handed to it finishes. There is no
-///   `dispose`: removal costs the same from anywhere.
+///   `dispose`: removal costs the same from anywhere. ``finish()`` ends the sequences and keeps the observers;
+///   ``close()`` ends everything and the connection.
 ///
 /// It is backed by one ``/NotifyBus/NotifyClient``: its connection, its bounded buffers and the daemon's backpressure, and its
 /// reconnect: across a restart of the daemon each observer goes on after the last notification it received, from
@@ -42,13 +51,15 @@ public final class NotifyCenter: Sendable {
     /// The connection under the center, for what the typed layer does not offer.
     public let client: NotifyClient
 
-    private let onUndecodable: @Sendable (UndecodableNotification) -> Void
-    private let onDropped: @Sendable (DropNotice) -> Void
-    private let onEnded: @Sendable (ObservationEnded) -> Void
+    let onUndecodable: @Sendable (UndecodableNotification) -> Void
+    let onDropped: @Sendable (DropNotice) -> Void
+    let onEnded: @Sendable (ObservationEnded) -> Void
     /// The observations running, and the one queue their events come in by, in the connection's order.
-    private let observations = ObservationTable()
+    let observations = ObservationTable()
     /// What this center posted, to be left out of what its subscriptions resume with while it does not hear its own.
-    private let ownPosts: OwnPosts
+    let ownPosts: OwnPosts
+    /// The sequences it made, for ``finish()``: held weakly, as they end once nobody iterates them.
+    private let sequences = Mutex<[WeakReference]>([])
 
     /// A center over `client`, which keeps its echo setting: it hears its own posts as the client does
     /// (``/NotifyBus/NotifyClient/receivesOwnPublishes``), now and after any later `setEcho`. A client told `setEcho(false)` makes a center that does not, as
@@ -122,9 +133,39 @@ public final class NotifyCenter: Sendable {
     /// - Returns: its number in its topic.
     @discardableResult
     nonisolated(nonsending) public func post<Message: NotifyMessage>(_ message: Message, retain: Bool = true) async throws -> UInt64 {
-        let topic = message.topic
-        let sequence = try await client.publishAcknowledged(Message.codec.encode(message), to: topic, retain: retain)
+        try await post(Message.codec.encode(message), to: message.topic, retain: retain, from: nil)
+    }
+
+    /// Posts `message` as ``post(_:retain:)`` does, except to `sender`: an observer object or owner of this center,
+    /// or a token it gave, is not handed its own post (`Messenger.send(_:from:)`). The others hear it as they hear any
+    /// post of this center: only if the center hears its own posts (`receivesOwnPosts`).
+    @discardableResult
+    nonisolated(nonsending) public func post<Message: NotifyMessage>(
+        _ message: Message,
+        retain: Bool = true,
+        from sender: AnyObject
+    ) async throws -> UInt64 {
+        try await post(Message.codec.encode(message), to: message.topic, retain: retain, from: sender)
+    }
+
+    /// Posts `payload` to `topic`, noting it as this center's own (and `sender`'s, when given).
+    nonisolated(nonsending) func post(_ payload: ByteBuffer, to topic: Topic, retain: Bool, from sender: AnyObject?) async throws -> UInt64 {
+        guard let sender else {
+            let sequence = try await client.publishAcknowledged(payload, to: topic, retain: retain)
+            ownPosts.posted(sequence, to: topic)
+            return sequence
+        }
+        let poster = observations.sender(sender)
+        observations.postStarting(to: topic)
+        let sequence: UInt64
+        do {
+            sequence = try await client.publishAcknowledged(payload, to: topic, retain: retain)
+        } catch {
+            observations.postSettled(to: topic, sequence: nil, by: poster)
+            throw error
+        }
         ownPosts.posted(sequence, to: topic)
+        observations.postSettled(to: topic, sequence: sequence, by: poster)
         return sequence
     }
 
@@ -150,6 +191,26 @@ public final class NotifyCenter: Sendable {
         try await client.clear(topic ?? Message.topic)
     }
 
+    /// Hands the daemon's buffered latest notification of `Message`'s topic (`topic`) again to this center's
+    /// observers of that topic, in its place among what they receive, but to the one that posted it
+    /// (``post(_:retain:from:)``) and not after a newer one reached them meanwhile. Other processes are not sent it:
+    /// posting it again would make it a new message, of this process.
+    /// - Returns: whether the daemon held one.
+    @discardableResult
+    public func sendLatest<Message: NotifyMessage>(_ type: Message.Type, topic: Topic? = nil) async throws -> Bool {
+        let topic = topic ?? Message.topic
+        observations.resendStarting(for: topic)
+        let latest: Delivery?
+        do {
+            latest = try await client.latest(topic)
+        } catch {
+            observations.resend(nil, for: topic)
+            throw error
+        }
+        observations.resend(latest, for: topic)
+        return latest != nil
+    }
+
     /// The last `count` notifications (all for nil) that the daemon's history of `Message`'s topic (`topic`) keeps,
     /// oldest first, each decoded or not.
     public func history<Message: NotifyMessage>(
@@ -166,8 +227,9 @@ public final class NotifyCenter: Sendable {
 
     /// The notifications of `Message` posted from now on (on ``NotifyMessage/topics``, or `topics`), decoded, as an
     /// asynchronous sequence; with `latestFirst`, each topic's buffered one comes first; with `since`, what each
-    /// topic's history holds after that point. `isIncluded` and `sender` select which are passed on.
-    public func notifications<Message: NotifyMessage>(
+    /// topic's history holds after that point. `isIncluded` and `sender` select which are passed on. It ends when it
+    /// is no longer iterated, with ``finish()`` or ``close()``, or when the connection is lost for good.
+    public func messages<Message: NotifyMessage>(
         of type: Message.Type,
         topics: TopicPattern? = nil,
         latestFirst: Bool = false,
@@ -182,6 +244,10 @@ public final class NotifyCenter: Sendable {
             since: since,
             buffer: buffer
         )
+        sequences.withLock { sequences in
+            sequences.removeAll { $0.object == nil }
+            sequences.append(WeakReference(subscription.consumer))
+        }
         return Notifications(
             subscription: subscription,
             selection: selection(Message.self, where: isIncluded, from: sender),
@@ -189,217 +255,53 @@ public final class NotifyCenter: Sendable {
         )
     }
 
-    // MARK: - Observers
-
-    /// Calls `handler` with each notification of `Message` from now on (with `latestFirst`, each topic's buffered
-    /// one first), selected by `isIncluded` and `sender`, until the returned token is cancelled or deallocated.
-    /// Returns once the daemon confirmed the subscription.
-    public func observe<Message: NotifyMessage>(
-        _ type: Message.Type,
+    /// The old name of ``messages(of:topics:latestFirst:since:where:from:buffer:)``.
+    @available(*, deprecated, renamed: "messages(of:topics:latestFirst:since:where:from:buffer:)")
+    public func notifications<Message: NotifyMessage>(
+        of type: Message.Type,
         topics: TopicPattern? = nil,
         latestFirst: Bool = false,
+        since: ResumePoint? = nil,
         where isIncluded: (@Sendable (Message) -> Bool)? = nil,
         from sender: Sender? = nil,
-        onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
-        _ handler: @escaping @Sendable (Received<Message>) -> Void
-    ) async throws -> ObservationToken {
-        let id = try await start(
-            Message.self,
-            topics: topics,
-            latestFirst: latestFirst,
-            where: isIncluded,
-            from: sender,
-            for: nil,
-            onUndecodable: onUndecodable
-        ) { received in
-            handler(received)
-            return true
+        buffer: SubscriptionBufferLimits = .default
+    ) async throws -> Notifications<Message> {
+        try await messages(of: type, topics: topics, latestFirst: latestFirst, since: since, where: isIncluded, from: sender, buffer: buffer)
+    }
+
+    /// A channel of `Message` on `topic` (its type's ``NotifyMessage/topic`` by default): this center as a
+    /// ``/NotifyBus/MessageChannel``, the protocol a `Messenger` speaks too, so that code written against it runs
+    /// on either. With `initial`, the channel's ``NotifyChannel/latest`` is `initial` while the daemon holds none for
+    /// the topic, and an observer that starts with the latest is handed it then.
+    public func channel<Message: NotifyMessage>(
+        for type: Message.Type,
+        topic: Topic? = nil,
+        initial: Message? = nil
+    ) -> NotifyChannel<Message> {
+        NotifyChannel(center: self, topic: topic ?? Message.topic, initial: initial)
+    }
+
+    // MARK: - Ending
+
+    /// Ends every sequence of this center (``messages(of:topics:latestFirst:since:where:from:buffer:)``: their
+    /// `for try await` loops finish after what they hold); its observers go on, and sequences asked for later are
+    /// new ones (a messenger's `finish()` ends those too; a center has its connection to give them).
+    public func finish() {
+        let all = sequences.withLock { sequences in
+            defer { sequences.removeAll() }
+            return sequences.compactMap { $0.object as? NotifySubscription.Consumer }
         }
-        return token(for: id)
+        for consumer in all { consumer.stop() }
     }
 
-    /// The same, for the notifications equal to `value`.
-    public func observe<Message: NotifyMessage & Equatable>(
-        _ type: Message.Type,
-        equalTo value: Message,
-        topics: TopicPattern? = nil,
-        latestFirst: Bool = false,
-        from sender: Sender? = nil,
-        _ handler: @escaping @Sendable (Received<Message>) -> Void
-    ) async throws -> ObservationToken {
-        try await observe(type, topics: topics, latestFirst: latestFirst, where: { $0 == value }, from: sender, handler)
-    }
-
-    /// The same, with `handler` run on the main actor, for observers on the UI side: the center waits for each
-    /// call, so it keeps its place in the one order.
-    public func observeOnMainActor<Message: NotifyMessage>(
-        _ type: Message.Type,
-        topics: TopicPattern? = nil,
-        latestFirst: Bool = false,
-        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
-        from sender: Sender? = nil,
-        onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
-        _ handler: @escaping @MainActor @Sendable (Received<Message>) -> Void
-    ) async throws -> ObservationToken {
-        let id = try await start(
-            Message.self,
-            topics: topics,
-            latestFirst: latestFirst,
-            where: isIncluded,
-            from: sender,
-            for: nil,
-            onUndecodable: onUndecodable
-        ) { received in
-            await MainActor.run { handler(received) }
-            return true
-        }
-        return token(for: id)
-    }
-
-    /// Registers `observer`, held weakly, for the notifications of its message type from now on (with
-    /// `latestFirst`, each topic's buffered one first), selected by `isIncluded` and `sender`, until it is
-    /// deallocated or ``remove(_:)``d. Returns once the daemon confirmed the subscription.
-    public func add<Observer: MessengerObserver>(
-        _ observer: Observer,
-        topics: TopicPattern? = nil,
-        latestFirst: Bool = false,
-        where isIncluded: (@Sendable (Observer.Message) -> Bool)? = nil,
-        from sender: Sender? = nil,
-        onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil
-    ) async throws where Observer.Message: NotifyMessage {
-        try await start(
-            Observer.Message.self,
-            topics: topics,
-            latestFirst: latestFirst,
-            where: isIncluded,
-            from: sender,
-            for: observer,
-            onUndecodable: onUndecodable
-        ) { [weak observer] received in
-            guard let observer else { return false }
-            observer.receive(received.value)
-            return true
-        }
-    }
-
-    /// The same, for the notifications equal to `value`.
-    public func add<Observer: MessengerObserver>(
-        _ observer: Observer,
-        equalTo value: Observer.Message,
-        topics: TopicPattern? = nil,
-        latestFirst: Bool = false,
-        from sender: Sender? = nil
-    ) async throws where Observer.Message: NotifyMessage & Equatable {
-        try await add(observer, topics: topics, latestFirst: latestFirst, where: { $0 == value }, from: sender)
-    }
-
-    /// Stops every observation of `observer` (an object added, or a token this center gave), at once: nothing is
-    /// handed to it after this returns, except in a call already under way on another thread. A token of another
-    /// center or of a `Messenger` is not this center's to stop: it is left as it is.
-    /// - Returns: whether it had any.
-    @discardableResult
-    public func remove(_ observer: AnyObject) -> Bool {
-        if let token = observer as? ObservationToken {
-            guard token.issuer == ObjectIdentifier(observations) else { return false }
-            // Whether its observation still ran: one that ended by itself (its subscription lost for good, its
-            // observer object gone) had none to stop, though its token was never cancelled.
-            let had = observations.stop(token.tag)
-            token.cancel()
-            return had
-        }
-        return observations.stop(observer: ObjectIdentifier(observer))
-    }
-
-    /// How many observations run now (those of observer objects that were deallocated end here).
-    public var observerCount: Int {
-        observations.sweep()
-        return observations.count
-    }
-
-    /// Stops every observer, ends every ``notifications(of:topics:latestFirst:since:where:from:buffer:)`` sequence
-    /// (the center's `finish()`), and closes the connection.
+    /// Stops every observer, ends every sequence (``finish()``), and closes the connection.
     public func close() async {
+        finish()
         observations.close()
         await client.close()
     }
 
     deinit {
         observations.close()
-    }
-
-    // MARK: - Delivery
-
-    /// Subscribes for an observer: the events come into the center's one queue, in the connection's order, and the
-    /// queue's consumer decodes and selects each and hands it to `deliver`, which returns false once its observer is
-    /// gone (the observation then ends); what did not decode and notices of drops go to the handlers for them.
-    @discardableResult
-    private func start<Message: NotifyMessage>(
-        _ type: Message.Type,
-        topics: TopicPattern?,
-        latestFirst: Bool,
-        where isIncluded: (@Sendable (Message) -> Bool)?,
-        from sender: Sender?,
-        for observer: (any AnyObject & Sendable)?,
-        onUndecodable: (@Sendable (UndecodableNotification) -> Void)?,
-        _ deliver: @escaping @Sendable (Received<Message>) async -> Bool
-    ) async throws -> UInt64 {
-        // Observer objects that died on topics gone quiet would never learn of it: each new observation ends theirs.
-        observations.sweep()
-        let selection = selection(Message.self, where: isIncluded, from: sender)
-        let onUndecodable = onUndecodable ?? self.onUndecodable
-        let onDropped = self.onDropped
-        let handle: @Sendable (SubscriptionEvent) async -> Bool = { event in
-            switch selection.select(event) {
-            case .notification(let received)?: return await deliver(received)
-            case .undecodable(let undecodable)?: onUndecodable(undecodable)
-            case .dropped(let notice)?: onDropped(notice)
-            case nil: break
-            }
-            return true
-        }
-        let isAlive = observer.map(Self.isAlive)
-        let gauge = SubscriptionGauge(limits: .default)
-        let (id, sink) = observations.prepare(gauge: gauge, observer: observer.map(ObjectIdentifier.init), isAlive: isAlive, handle: handle)
-        let pattern = topics ?? Message.topics
-        let onEnded = self.onEnded
-        do {
-            let subscription = try await client.subscribe(
-                to: [pattern],
-                latestFirst: latestFirst,
-                gauge: gauge,
-                sink: sink,
-                finished: { [observations] error in
-                    // Only an observation still running is reported: one removed, or of a center closed, was ended
-                    // on purpose.
-                    guard observations.stop(id) else { return }
-                    onEnded(ObservationEnded(topics: pattern, messageType: "\(Message.self)", reason: error))
-                }
-            )
-            observations.started(id, subscription)
-        } catch {
-            observations.stop(id)
-            throw error
-        }
-        return id
-    }
-
-    /// What a subscription of `Message` passes on (see ``NotificationSelection``).
-    private func selection<Message: NotifyMessage>(
-        _ type: Message.Type,
-        where isIncluded: (@Sendable (Message) -> Bool)?,
-        from sender: Sender?
-    ) -> NotificationSelection<Message> {
-        NotificationSelection(codec: Message.codec, isIncluded: isIncluded, sender: sender, ownPosts: ownPosts)
-    }
-
-    /// Whether `observer`, held weakly, still exists.
-    private static func isAlive(_ observer: any AnyObject & Sendable) -> @Sendable () -> Bool {
-        { [weak observer] in observer != nil }
-    }
-
-    /// A token that stops observation `id`.
-    private func token(for id: UInt64) -> ObservationToken {
-        let observations = self.observations
-        return ObservationToken(issuer: ObjectIdentifier(observations), tag: id, onCancel: { observations.stop(id) })
     }
 }

@@ -1,5 +1,14 @@
+internal import DequeModule
 import NotifyBus
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A center's observations, and the one queue by which their events reach them: the client hands each event to the
 /// queue on its event loop, in the order they arrive on the connection, and one task takes them out and calls the
@@ -7,66 +16,260 @@ import Synchronization
 ///
 /// The queue is bounded by the observations' gauges: an event counts in its subscription's gauge until it is taken
 /// out here, and a full gauge holds the connection back (see ``/NotifyBus/NotifyClient``'s backpressure).
+///
+/// It also keeps what makes a center's own posts reach the right observers: which observer posted a message
+/// (``NotifyCenter/post(_:retain:from:)``) is known only when the daemon acknowledges it, after the daemon already
+/// sent it back; a message of this process on a topic with such a post under way is held here, with whatever comes
+/// after it, until the post is settled (the acknowledgement is next on the connection).
 final class ObservationTable: Sendable {
     /// One observer's subscription, and what to do with its events.
     struct Observation {
         let gauge: SubscriptionGauge
         /// Set once the daemon confirmed the subscription.
         var subscription: SubscriptionHandle?
-        /// The observer object it was added for, if any.
+        /// The observer object (or owner) it was added for, if any.
         let observer: ObjectIdentifier?
+        /// What it follows: where a message sent again (`sendLatest`) goes.
+        let pattern: TopicPattern
         let isAlive: (@Sendable () -> Bool)?
+        /// Runs when it ends: what it holds besides (a queue of its own) goes too.
+        let onStop: (@Sendable () -> Void)?
         /// Hands an event on; false when its observer is gone.
         let handle: @Sendable (SubscriptionEvent) async -> Bool
+
+        func end() {
+            subscription?.end()
+            onStop?()
+        }
+    }
+
+    /// What posted a message: an observation (by its token) or an observer object.
+    enum PostSender: Hashable {
+        case observation(UInt64)
+        case object(ObjectIdentifier)
+    }
+
+    /// What comes through the queue, in order.
+    enum Arrival: Sendable {
+        /// An event of observation `id`'s subscription, counted in its gauge.
+        case event(UInt64, SubscriptionEvent)
+        /// A message sent again to every observation whose pattern it matches (`sendLatest`).
+        case resend(Delivery)
+        /// Something to call for observation `id` in its place in the order (its initial value); false ends it.
+        case call(UInt64, @Sendable () async -> Bool)
+        /// A post with a sender was settled: what was held for it may go on.
+        case settled
+    }
+
+    private struct OwnPost: Hashable {
+        let topic: Topic
+        let sequence: UInt64
     }
 
     private struct State {
         var next: UInt64 = 0
         var running: [UInt64: Observation] = [:]
         var delivering: Task<Void, Never>?
+        /// Posts with a sender that the daemon has not acknowledged yet, by topic.
+        var postsInFlight: [Topic: Int] = [:]
+        /// Who posted which of this center's messages, the latest ``OwnPosts/capacity``.
+        var postedBy: [OwnPost: PostSender] = [:]
+        var postOrder = Deque<OwnPost>()
+        /// Topics with a `sendLatest` under way, and the newest number an observer was handed of each since.
+        var resending: [Topic: (count: Int, newest: UInt64)] = [:]
     }
 
+    private static let processID = getpid()
+
     private let state = Mutex(State())
-    private let arrivals: AsyncStream<(UInt64, SubscriptionEvent)>
-    private let arrive: AsyncStream<(UInt64, SubscriptionEvent)>.Continuation
+    private let arrivals: AsyncStream<Arrival>
+    private let arrive: AsyncStream<Arrival>.Continuation
 
     init() {
-        (arrivals, arrive) = AsyncStream.makeStream(of: (UInt64, SubscriptionEvent).self)
+        (arrivals, arrive) = AsyncStream.makeStream(of: Arrival.self)
     }
 
     /// Starts the task that takes events out of the queue; it ends with ``close()``.
     func startDelivering() {
         let task = Task { [arrivals, weak self] in
-            for await (id, event) in arrivals {
+            var held = Deque<Arrival>()
+            for await arrival in arrivals {
                 guard let self else { return }
-                await self.deliver(event, to: id)
+                if held.isEmpty, !self.mustHold(arrival) {
+                    await self.deliver(arrival, counted: false)
+                    continue
+                }
+                self.count(arrival)
+                held.append(arrival)
+                while let first = held.first, !self.mustHold(first) {
+                    held.removeFirst()
+                    await self.deliver(first, counted: true)
+                }
             }
         }
         state.withLock { $0.delivering = task }
     }
 
-    private func deliver(_ event: SubscriptionEvent, to id: UInt64) async {
-        // Stopped meanwhile: what it had in the queue is not handed out.
-        guard let observation = state.withLock({ $0.running[id] }) else { return }
-        if observation.gauge.take(event.bufferedSize) { observation.subscription?.caughtUp() }
-        if await !observation.handle(event) { stop(id) }
+    /// Counts an event out of its gauge as it is taken from the queue to be held: the connection must not be held
+    /// back for it, as the acknowledgement it waits for must still be read.
+    private func count(_ arrival: Arrival) {
+        guard case .event(let id, let event) = arrival,
+            let observation = state.withLock({ $0.running[id] })
+        else { return }
+        take(event, from: observation)
     }
+
+    private func take(_ event: SubscriptionEvent, from observation: Observation) {
+        if observation.gauge.take(event.bufferedSize) { observation.subscription?.caughtUp() }
+    }
+
+    /// Whether `arrival` must wait for a post under way: a message of this process on its topic.
+    private func mustHold(_ arrival: Arrival) -> Bool {
+        guard case .event(_, .message(let delivery)) = arrival,
+            delivery.publisher.host == nil, delivery.publisher.pid == ObservationTable.processID
+        else { return false }
+        return state.withLock { $0.postsInFlight[delivery.topic] != nil }
+    }
+
+    /// Hands `arrival` on; `counted`: its event was counted out of its gauge already.
+    private func deliver(_ arrival: Arrival, counted: Bool) async {
+        switch arrival {
+        case .event(let id, let event):
+            // Stopped meanwhile: what it had in the queue is not handed out.
+            guard let observation = state.withLock({ $0.running[id] }) else { return }
+            if !counted { take(event, from: observation) }
+            if case .message(let delivery) = event, !isFor(delivery, id: id, observation) { return }
+            if await !observation.handle(event) { stop(id) }
+        case .resend(let delivery):
+            let targets = state.withLock { state -> [(UInt64, Observation)] in
+                let resending = state.resending[delivery.topic]
+                if let resending, resending.count > 1 {
+                    state.resending[delivery.topic]!.count -= 1
+                } else {
+                    state.resending[delivery.topic] = nil
+                }
+                // A newer message reached the observers while it was asked for: the older is not sent after it.
+                if let resending, resending.newest > delivery.sequence { return [] }
+                return state.running.filter { $0.value.pattern.matches(delivery.topic) }.sorted { $0.key < $1.key }
+            }
+            for (id, observation) in targets where isFor(delivery, id: id, observation) {
+                guard state.withLock({ $0.running[id] != nil }) else { continue }
+                if await !observation.handle(.message(delivery)) { stop(id) }
+            }
+        case .call(let id, let call):
+            guard state.withLock({ $0.running[id] != nil }) else { return }
+            if await !call() { stop(id) }
+        case .settled:
+            break
+        }
+    }
+
+    /// Whether `delivery` goes to observation `id`: not when it posted it itself. Notes the newest number handed out
+    /// of a topic being sent again.
+    private func isFor(_ delivery: Delivery, id: UInt64, _ observation: Observation) -> Bool {
+        guard delivery.publisher.host == nil, delivery.publisher.pid == ObservationTable.processID else { return true }
+        return state.withLock { state in
+            if state.resending[delivery.topic] != nil {
+                state.resending[delivery.topic]!.newest = max(state.resending[delivery.topic]!.newest, delivery.sequence)
+            }
+            switch state.postedBy[OwnPost(topic: delivery.topic, sequence: delivery.sequence)] {
+            case .observation(let poster)?: return poster != id
+            case .object(let poster)?: return poster != observation.observer
+            case nil: return true
+            }
+        }
+    }
+
+    // MARK: - Posts with a sender
+
+    /// Notes a post with a sender about to go to `topic`: messages of this process on it wait until it is settled.
+    func postStarting(to topic: Topic) {
+        state.withLock { $0.postsInFlight[topic, default: 0] += 1 }
+    }
+
+    /// Notes that the post to `topic` got its number (nil: it failed), and who posted it.
+    func postSettled(to topic: Topic, sequence: UInt64?, by sender: PostSender) {
+        state.withLock { state in
+            if let count = state.postsInFlight[topic], count > 1 {
+                state.postsInFlight[topic] = count - 1
+            } else {
+                state.postsInFlight[topic] = nil
+            }
+            guard let sequence else { return }
+            let post = OwnPost(topic: topic, sequence: sequence)
+            guard state.postedBy.updateValue(sender, forKey: post) == nil else { return }
+            state.postOrder.append(post)
+            if state.postOrder.count > OwnPosts.capacity, let oldest = state.postOrder.popFirst() {
+                state.postedBy[oldest] = nil
+            }
+        }
+        arrive.yield(.settled)
+    }
+
+    /// Who `sender` is to this table: an observation of it (a token it gave) or an object.
+    func sender(_ sender: AnyObject) -> PostSender {
+        if let token = sender as? ObservationToken, token.issuer == ObjectIdentifier(self) { return .observation(token.tag) }
+        return .object(ObjectIdentifier(sender))
+    }
+
+    // MARK: - Sending the latest again
+
+    /// Notes that the latest of `topic` is about to be asked for, to be sent again: from now on, the newest of the
+    /// topic handed to an observer is noted, so that an older one is not sent after it.
+    func resendStarting(for topic: Topic) {
+        state.withLock { state in
+            let current = state.resending[topic]
+            state.resending[topic] = ((current?.count ?? 0) + 1, current?.newest ?? 0)
+        }
+    }
+
+    /// Sends `delivery` again to the observations of its topic, in its place in the order; nil: there was none.
+    func resend(_ delivery: Delivery?, for topic: Topic) {
+        guard let delivery else {
+            state.withLock { state in
+                if let current = state.resending[topic], current.count > 1 {
+                    state.resending[topic]!.count -= 1
+                } else {
+                    state.resending[topic] = nil
+                }
+            }
+            return
+        }
+        arrive.yield(.resend(delivery))
+    }
+
+    // MARK: - Observations
 
     /// Enters an observation before it subscribes, so that events arriving with the daemon's confirmation find it;
     /// returns its number and the sink its subscription feeds.
     func prepare(
         gauge: SubscriptionGauge,
+        pattern: TopicPattern,
         observer: ObjectIdentifier?,
         isAlive: (@Sendable () -> Bool)?,
+        onStop: (@Sendable () -> Void)?,
         handle: @escaping @Sendable (SubscriptionEvent) async -> Bool
     ) -> (UInt64, @Sendable (SubscriptionEvent) -> Void) {
         let id = state.withLock { state in
             state.next += 1
-            state.running[state.next] = Observation(gauge: gauge, subscription: nil, observer: observer, isAlive: isAlive, handle: handle)
+            state.running[state.next] = Observation(
+                gauge: gauge,
+                subscription: nil,
+                observer: observer,
+                pattern: pattern,
+                isAlive: isAlive,
+                onStop: onStop,
+                handle: handle
+            )
             return state.next
         }
         let arrive = self.arrive
-        return (id, { arrive.yield((id, $0)) })
+        return (id, { arrive.yield(.event(id, $0)) })
+    }
+
+    /// Queues `call` for observation `id`, after what its subscription brought so far.
+    func enqueue(_ call: @escaping @Sendable () async -> Bool, for id: UInt64) {
+        arrive.yield(.call(id, call))
     }
 
     /// Notes that observation `id`'s subscription is confirmed; one stopped meanwhile ends it at once.
@@ -85,7 +288,7 @@ final class ObservationTable: Sendable {
     @discardableResult
     func stop(_ id: UInt64) -> Bool {
         guard let observation = state.withLock({ $0.running.removeValue(forKey: id) }) else { return false }
-        observation.subscription?.end()
+        observation.end()
         return true
     }
 
@@ -95,7 +298,7 @@ final class ObservationTable: Sendable {
             let ids = state.running.filter { $0.value.observer == observer }.map(\.key)
             return ids.compactMap { state.running.removeValue(forKey: $0) }
         }
-        for observation in stopped { observation.subscription?.end() }
+        for observation in stopped { observation.end() }
         return !stopped.isEmpty
     }
 
@@ -105,7 +308,7 @@ final class ObservationTable: Sendable {
             let ids = state.running.filter { $0.value.isAlive?() == false }.map(\.key)
             return ids.compactMap { state.running.removeValue(forKey: $0) }
         }
-        for observation in dead { observation.subscription?.end() }
+        for observation in dead { observation.end() }
     }
 
     var count: Int { state.withLock { $0.running.count } }
@@ -116,7 +319,7 @@ final class ObservationTable: Sendable {
             defer { state.running.removeAll() }
             return (Array(state.running.values), state.delivering)
         }
-        for observation in all { observation.subscription?.end() }
+        for observation in all { observation.end() }
         arrive.finish()
         task?.cancel()
     }

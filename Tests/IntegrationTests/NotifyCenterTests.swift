@@ -196,8 +196,8 @@ struct NotifyCenterTests {
         let daemon = try await TestDaemon.start()
         let undecodable = Recorder<UndecodableNotification>()
         let center = try await NotifyCenter.connect(to: daemon.socketPath, onUndecodable: { undecodable.record($0) })
-        let lenient = try await center.notifications(of: BackupFinished.self)
-        let strict = try await center.notifications(of: BackupFinished.self)
+        let lenient = try await center.messages(of: BackupFinished.self)
+        let strict = try await center.messages(of: BackupFinished.self)
 
         // Any local user may publish to an ordinary topic: a message of another shape, then a good one.
         #expect(try await daemon.notify(["send", BackupFinished.topic.name, "garbage"]).status == 0)
@@ -257,7 +257,7 @@ struct NotifyCenterTests {
         let center = NotifyCenter(client: quiet)
         try await center.post(Self.backup(1))
         // The history holds its own post, which the daemon replays like any other: only the center can leave it out.
-        let notifications = try await center.notifications(of: BackupFinished.self, since: .sequence(0))
+        let notifications = try await center.messages(of: BackupFinished.self, since: .sequence(0))
         let other = try await NotifyCenter.connect(to: daemon.socketPath)
         try await other.post(Self.backup(2))
         var heard: [Int] = []
@@ -278,7 +278,7 @@ struct NotifyCenterTests {
         let center = NotifyCenter(client: client)
         try await client.setEcho(false)
         try await center.post(Self.backup(1))
-        let notifications = try await center.notifications(of: BackupFinished.self, since: .sequence(0))
+        let notifications = try await center.messages(of: BackupFinished.self, since: .sequence(0))
         let other = try await NotifyCenter.connect(to: daemon.socketPath)
         try await other.post(Self.backup(2))
         let heard = try await withDeadline(.seconds(30), waitingFor: "the other center's post") { () -> [Int] in
@@ -350,7 +350,7 @@ struct NotifyCenterTests {
         #expect(db1?.topic.name == "center.disk.db1_example_org")
         let latestOfEach = try await withDeadline(.seconds(30), waitingFor: "the latest of both hosts") {
             var latestOfEach: [String: Int] = [:]
-            for try await event in try await follower.notifications(of: DiskUsage.self, latestFirst: true) {
+            for try await event in try await follower.messages(of: DiskUsage.self, latestFirst: true) {
                 guard case .notification(let usage) = event else { continue }
                 latestOfEach[usage.value.host] = usage.value.percent
                 if latestOfEach.count == 2 { break }

@@ -35,7 +35,7 @@ public struct NotifySubscription: AsyncSequence, Sendable {
     let inbox: SubscriptionInbox
     let gauge: SubscriptionGauge
     /// Ends the subscription at the connection once nobody iterates it.
-    let consumer: Consumer
+    package let consumer: Consumer
 
     init(inbox: SubscriptionInbox, gauge: SubscriptionGauge, handle: SubscriptionHandle) {
         self.inbox = inbox
@@ -110,9 +110,12 @@ public struct NotifySubscription: AsyncSequence, Sendable {
         }
     }
 
+    /// Ends the subscription now (a center's `finish()`): its iterator finishes after what it holds.
+    package func end() { consumer.stop() }
+
     /// Ends the subscription at the connection once, when its consumer is done: at the end of the events, or when
     /// the subscription and its iterators are let go of.
-    final class Consumer: Sendable {
+    package final class Consumer: Sendable {
         let handle: SubscriptionHandle
         private let stopped = Atomic(false)
 
@@ -120,7 +123,7 @@ public struct NotifySubscription: AsyncSequence, Sendable {
             self.handle = handle
         }
 
-        func stop() {
+        package func stop() {
             guard !stopped.exchange(true, ordering: .relaxed) else { return }
             handle.end()
         }

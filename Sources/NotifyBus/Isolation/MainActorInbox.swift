@@ -16,6 +16,15 @@ package final class MainActorInbox<Message: Sendable>: Sendable {
         case newest(Int)
         /// At most `n`; a new one goes.
         case oldest(Int)
+
+        /// The limit an `AsyncStream` buffering policy describes.
+        package init<Element>(_ policy: AsyncStream<Element>.Continuation.BufferingPolicy) {
+            switch policy {
+            case .bufferingNewest(let count): self = .newest(count)
+            case .bufferingOldest(let count): self = .oldest(count)
+            default: self = .unbounded
+            }
+        }
     }
 
     private struct State {

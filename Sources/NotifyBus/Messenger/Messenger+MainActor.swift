@@ -74,12 +74,6 @@ extension Messenger {
         _ policy: AsyncStream<Message>.Continuation.BufferingPolicy,
         _ handler: @escaping @MainActor @Sendable (Message) -> Void
     ) -> MainActorInbox<Message> {
-        let limit: MainActorInbox<Message>.Limit
-        switch policy {
-        case .bufferingNewest(let count): limit = .newest(count)
-        case .bufferingOldest(let count): limit = .oldest(count)
-        default: limit = .unbounded
-        }
-        return MainActorInbox(limit: limit, onDropped: { [weak self] _ in self?.noteDropped() }, handler: handler)
+        return MainActorInbox(limit: .init(policy), onDropped: { [weak self] _ in self?.noteDropped() }, handler: handler)
     }
 }

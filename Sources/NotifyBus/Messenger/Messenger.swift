@@ -342,11 +342,11 @@ public final class Messenger<Message: Sendable>: Sendable {
 
 /// A weak reference that may cross threads: reading a weak reference is safe from any thread, and the object is only
 /// compared for being there, never used.
-final class WeakReference: @unchecked Sendable {
-    weak var object: AnyObject?
-    let identity: ObjectIdentifier
+package final class WeakReference: @unchecked Sendable {
+    package weak var object: AnyObject?
+    package let identity: ObjectIdentifier
 
-    init(_ object: AnyObject) {
+    package init(_ object: AnyObject) {
         self.object = object
         identity = ObjectIdentifier(object)
     }

@@ -75,4 +75,7 @@ public struct DropReason: RawRepresentable, Sendable, Hashable {
     /// Other hosts' messages lost before this host took them in: older than the fleet's log keeps, or never handed
     /// over by the fleet service.
     public static let fleet = DropReason(rawValue: "fleet")
+    /// Never on the wire: a NotifyCenter observer with a queue of its own in the client (one on the main actor, or
+    /// an `async` handler) fell behind, and its bounded queue had no room for them.
+    public static let observer = DropReason(rawValue: "observer")
 }
