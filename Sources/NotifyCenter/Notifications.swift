@@ -45,28 +45,50 @@ public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
     /// `onUndecodable`; by default a line on standard error). By default any local user may publish to an ordinary
     /// topic: one message of another shape must not end every consumer's loop. The sequence ends only with the
     /// subscription (an error of the connection is thrown). ``strictValues`` ends at such a message instead.
-    public var values: some AsyncSequence<Received<Message>, any Error> {
-        let report = reportUndecodable
-        return compactMap { event -> Received<Message>? in
-            switch event {
-            case .notification(let received): return received
-            case .undecodable(let undecodable):
-                report(undecodable)
-                return nil
-            case .dropped: return nil
-            }
-        }
+    public var values: Values {
+        Values(base: self, strict: false)
     }
 
     /// The notifications, like ``values``, but a message that does not decode ends the sequence: it is thrown, as
     /// its ``UndecodableNotification``. For a topic only trusted publishers may write (an access rule), where such a
     /// message means the two sides disagree on the type.
-    public var strictValues: some AsyncSequence<Received<Message>, any Error> {
-        compactMap { event throws -> Received<Message>? in
-            switch event {
-            case .notification(let received): return received
-            case .undecodable(let undecodable): throw undecodable
-            case .dropped: return nil
+    public var strictValues: Values {
+        Values(base: self, strict: true)
+    }
+
+    /// The notifications alone (``values``, ``strictValues``). Its iterator runs on its caller's executor, as
+    /// ``Iterator`` does: a consumer on the main actor takes each notification there, with no hop per message.
+    public struct Values: AsyncSequence, Sendable {
+        public typealias Element = Received<Message>
+        let base: Notifications<Message>
+        /// Whether a message that does not decode ends the sequence (thrown) rather than being skipped and reported.
+        let strict: Bool
+
+        public func makeAsyncIterator() -> Iterator {
+            Iterator(base: base.makeAsyncIterator(), strict: strict, report: base.reportUndecodable)
+        }
+
+        /// Takes the next notification, passing over notices of drops and what does not decode.
+        public struct Iterator: AsyncIteratorProtocol {
+            var base: Notifications<Message>.Iterator
+            let strict: Bool
+            let report: @Sendable (UndecodableNotification) -> Void
+
+            public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(any Error) -> Received<Message>? {
+                try await next()
+            }
+
+            public nonisolated(nonsending) mutating func next() async throws -> Received<Message>? {
+                while let event = try await base.next() {
+                    switch event {
+                    case .notification(let received): return received
+                    case .undecodable(let undecodable):
+                        if strict { throw undecodable }
+                        report(undecodable)
+                    case .dropped: continue
+                    }
+                }
+                return nil
             }
         }
     }

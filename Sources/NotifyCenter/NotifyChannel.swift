@@ -238,27 +238,19 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
         let base: Notifications<Message>
 
         public func makeAsyncIterator() -> Iterator {
-            Iterator(base: base.makeAsyncIterator(), report: base.reportUndecodable)
+            Iterator(base: base.values.makeAsyncIterator())
         }
 
         /// Takes the next value, skipping (and reporting) what does not decode and notices of drops.
         public struct Iterator: AsyncIteratorProtocol {
-            var base: Notifications<Message>.Iterator
-            let report: @Sendable (UndecodableNotification) -> Void
+            var base: Notifications<Message>.Values.Iterator
 
             public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(any Error) -> Message? {
                 try await next()
             }
 
             public nonisolated(nonsending) mutating func next() async throws -> Message? {
-                while let event = try await base.next() {
-                    switch event {
-                    case .notification(let received): return received.value
-                    case .undecodable(let undecodable): report(undecodable)
-                    case .dropped: continue
-                    }
-                }
-                return nil
+                try await base.next()?.value
             }
         }
     }

@@ -13,7 +13,9 @@ extension NotifyClient {
     /// gathered there once per turn of its event loop, with one system call for many publishes, in call order and
     /// before any request made after. When the buffer holds `publishBuffer` bytes (see
     /// ``connect(to:group:reconnectWithin:publishBuffer:)``) that the socket has not taken, it waits until it does:
-    /// a daemon that stopped reading holds a publisher back, and nothing is dropped. An error the daemon sends back
+    /// a daemon that stopped reading holds a publisher back, and nothing is dropped. It runs on its caller's executor
+    /// and suspends only then, and once every 1,024 publishes, to let other work of that executor run (a
+    /// subscription's consumer on the main actor, beside a publishing loop there). An error the daemon sends back
     /// is thrown by the next ``flush()``, which also waits until the daemon has handled everything published before.
     /// - Parameters:
     ///   - payload: the message, any bytes up to the daemon's `max-payload`.

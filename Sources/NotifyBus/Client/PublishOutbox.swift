@@ -37,7 +37,15 @@ final class PublishOutbox: Sendable {
         /// Publishers waiting for room, in order, by a number of their own (to take one out when its task is cancelled).
         var waiting: Deque<(id: UInt64, continuation: CheckedContinuation<Void, any Error>)> = []
         var nextWaiter: UInt64 = 0
+        /// Publishes taken since a publisher last gave its executor up (``yieldEvery``).
+        var sinceYield = 0
     }
+
+    /// How many publishes go in before a publisher gives its executor up once: a loop of publishes that never has to
+    /// wait for room never suspends, and on a shared executor (the main actor, where top-level code and view models
+    /// run) it would keep a subscription's consumer from its messages until the loop ends, and the daemon would drop
+    /// them. A turn given up every 1,024 lets such a consumer take them in batches, at well under 1 % of a publish loop.
+    static let yieldEvery = 1024
 
     /// The most bytes held before a publish waits.
     let limit: Int
@@ -64,13 +72,17 @@ final class PublishOutbox: Sendable {
                 // A publish larger than the whole bound still goes, alone.
                 guard state.pending.readableBytes + state.inChannel < limit else { return .full }
                 state.pending.writePublishes(payloads, to: topic, retain: retain)
-                guard !state.drainScheduled else { return .appended(schedule: false) }
+                state.sinceYield += payloads.count
+                let yields = state.sinceYield >= PublishOutbox.yieldEvery
+                if yields { state.sinceYield = 0 }
+                guard !state.drainScheduled else { return .appended(schedule: false, yields: yields) }
                 state.drainScheduled = true
-                return .appended(schedule: true)
+                return .appended(schedule: true, yields: yields)
             }
             switch step {
-            case .appended(let schedule):
+            case .appended(let schedule, let yields):
                 if schedule { scheduleDrain() }
+                if yields { await Task.yield() }
                 return
             case .closed(let error):
                 throw error
@@ -88,7 +100,7 @@ final class PublishOutbox: Sendable {
         while true {
             let room = state.withLock { state -> AppendStep in
                 if let closed = state.closed { return .closed(closed) }
-                return state.pending.readableBytes + state.inChannel < limit ? .appended(schedule: false) : .full
+                return state.pending.readableBytes + state.inChannel < limit ? .appended(schedule: false, yields: false) : .full
             }
             switch room {
             case .appended: break
@@ -106,12 +118,12 @@ final class PublishOutbox: Sendable {
                 let start = state.pending.writerIndex
                 state.pending.writeRequest(Request(id: id, .publish(topic, payload: payload, PublishOptions(retain: retain, acknowledge: true))))
                 state.acknowledged.append(Acknowledged(id: id, reply: reply, frame: start..<state.pending.writerIndex))
-                guard !state.drainScheduled else { return .appended(schedule: false) }
+                guard !state.drainScheduled else { return .appended(schedule: false, yields: false) }
                 state.drainScheduled = true
-                return .appended(schedule: true)
+                return .appended(schedule: true, yields: false)
             }
             switch step {
-            case .appended(let schedule): if schedule { scheduleDrain() }
+            case .appended(let schedule, _): if schedule { scheduleDrain() }
             case .closed(let error): reply.resume(throwing: error)
             case .full: preconditionFailure("an acknowledged publish does not wait for room once encoding")
             }
@@ -124,7 +136,7 @@ final class PublishOutbox: Sendable {
     }
 
     private enum AppendStep {
-        case appended(schedule: Bool)
+        case appended(schedule: Bool, yields: Bool)
         case full
         case closed(NotifyClientError)
     }
