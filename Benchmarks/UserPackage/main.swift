@@ -20,18 +20,17 @@ func rate(_ messages: Int, since start: ContinuousClock.Instant) -> Int {
     return Int(Double(messages) / seconds)
 }
 
-/// The cases, each run where its caller runs: on the main actor here.
-@MainActor
-final class Cases {
-    let where_: String
-    init(_ where_: String) { self.where_ = where_ }
+/// The cases, each run on its caller's actor (`isolation`): the main actor, from top-level code and from a
+/// `@MainActor` type alike. Each line printed is "<where> <case> <messages per second>".
+struct Cases {
+    let label: String
 
     func report(_ name: String, _ value: Int) {
-        print("\(where_) \(name) \(value)")
+        print("\(label) \(name) \(value)")
     }
 
     /// One call per 16 B message, then flush.
-    func publish() async throws {
+    func publish(isolation: isolated (any Actor)? = #isolation) async throws {
         let client = try await NotifyClient.connect(to: socket)
         let topic = Topic.literal("user.publish")
         let start = ContinuousClock.now
@@ -41,12 +40,13 @@ final class Cases {
         await client.close()
     }
 
-    /// A subscription iterated beside one-call-per-message publishing, both here.
-    func iterate() async throws {
+    /// A subscription iterated beside one-call-per-message publishing, both on the caller's actor.
+    func iterate(isolation: isolated (any Actor)? = #isolation) async throws {
         let subscriber = try await NotifyClient.connect(to: socket)
         let publisher = try await NotifyClient.connect(to: socket)
         let subscription = try await subscriber.subscribe(to: [TopicPattern("user.iterate.>")])
         let receiving = Task {
+            isolation?.preconditionIsolated("the consumer runs where the publisher does")
             var received = 0
             var dropped = 0
             for try await event in subscription {
@@ -74,7 +74,7 @@ final class Cases {
     }
 
     /// publishAcknowledged from 64 tasks, each on the main actor.
-    func acknowledged64() async throws {
+    func acknowledged64(isolation: isolated (any Actor)? = #isolation) async throws {
         let client = try await NotifyClient.connect(to: socket)
         let topic = Topic.literal("user.ack")
         let each = max(1, count / 4 / 64)
@@ -89,13 +89,14 @@ final class Cases {
         await client.close()
     }
 
-    /// NotifyCenter, typed: one center sends, another's sequence is iterated here.
-    func center() async throws {
+    /// NotifyCenter, typed: one center sends, another's sequence is iterated on the caller's actor.
+    func center(isolation: isolated (any Actor)? = #isolation) async throws {
         let subscriber = try await NotifyCenter.connect(to: socket)
         let publisher = try await NotifyCenter.connect(to: socket)
         let statuses = try await subscriber.messages(of: Status.self)
         let total = typedCount
         let receiving = Task {
+            isolation?.preconditionIsolated("the consumer runs where the poster does")
             var received = 0
             for try await status in statuses.values {
                 received += 1
@@ -110,23 +111,24 @@ final class Cases {
         await subscriber.close()
         await publisher.close()
     }
+}
 
-    func all() async throws {
-        try await publish()
-        try await iterate()
-        try await acknowledged64()
-        try await center()
+/// A view model's way in: the same cases, called from a `@MainActor` type.
+@MainActor
+final class Model {
+    func run() async throws {
+        let cases = Cases(label: "main-actor-type")
+        try await cases.publish()
+        try await cases.iterate()
+        try await cases.acknowledged64()
+        try await cases.center()
     }
 }
 
 // Top-level code: on the main actor, as Swift runs it.
-let topLevel = Topic.literal("user.publish")
-do {
-    let client = try await NotifyClient.connect(to: socket)
-    let start = ContinuousClock.now
-    for _ in 0..<count { try await client.publish("0123456789abcdef", to: topLevel, retain: false) }
-    try await client.flush()
-    print("top-level publish \(rate(count, since: start))")
-    await client.close()
-}
-try await Cases("main-actor-type").all()
+let topLevel = Cases(label: "top-level")
+try await topLevel.publish()
+try await topLevel.iterate()
+try await topLevel.acknowledged64()
+try await topLevel.center()
+try await Model().run()

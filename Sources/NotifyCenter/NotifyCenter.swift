@@ -269,7 +269,7 @@ public final class NotifyCenter: Sendable {
         try await messages(of: type, topics: topics, latestFirst: latestFirst, since: since, where: isIncluded, from: sender, buffer: buffer)
     }
 
-    /// A channel of `Message` on `topic` (its type's ``NotifyMessage/topic`` by default): this center as a
+    /// A channel of `Message` on `topic` (its type's ``NotifyMessage/topic-type.property`` by default): this center as a
     /// ``/NotifyBus/MessageChannel``, the protocol a `Messenger` speaks too, so that code written against it runs
     /// on either. With `initial`, the channel's ``NotifyChannel/latest`` is `initial` while the daemon holds none for
     /// the topic, and an observer that starts with the latest is handed it then.

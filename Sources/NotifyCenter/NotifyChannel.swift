@@ -89,6 +89,7 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
         return center.token(for: id)
     }
 
+    /// The shorter form: every message from now on, with no selection and no latest first.
     public func observe(_ handler: @escaping @Sendable (Message) -> Void) async throws -> ObservationToken {
         try await observe(latestFirst: false, where: nil, handler)
     }
@@ -120,6 +121,7 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
         }
     }
 
+    /// The shorter form: every message from now on, with no selection and no latest first.
     public func observe<Owner: AnyObject & Sendable>(owner: Owner, _ handler: @escaping @Sendable (Owner, Message) -> Void) async throws {
         try await observe(owner: owner, latestFirst: false, where: nil, handler)
     }
@@ -156,6 +158,7 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
         return center.token(for: id)
     }
 
+    /// The shorter form: every message from now on, with no selection and no latest first.
     public func observeOnMainActor(_ handler: @escaping @MainActor @Sendable (Message) -> Void) async throws -> ObservationToken {
         try await observeOnMainActor(latestFirst: false, where: nil, handler)
     }
@@ -176,6 +179,7 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
         ) { owner, received in handler(owner, received.value) }
     }
 
+    /// The shorter form: every message from now on, with no selection and no latest first.
     public func observeOnMainActor<Owner: AnyObject & Sendable>(
         owner: Owner,
         _ handler: @escaping @MainActor @Sendable (Owner, Message) -> Void
@@ -194,6 +198,7 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
         }
     }
 
+    /// The shorter form: every message from now on, with no selection and no latest first.
     public func add<Observer: MessengerObserver>(_ observer: Observer) async throws where Observer.Message == Message {
         try await add(observer, latestFirst: false, where: nil)
     }
@@ -209,6 +214,7 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
         }
     }
 
+    /// The shorter form: every message from now on, with no selection and no latest first.
     public func add<Observer: MainActorObserver>(_ observer: Observer) async throws where Observer.Message == Message {
         try await add(observer, latestFirst: false, where: nil)
     }
@@ -237,6 +243,7 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
         public typealias Element = Message
         let base: Notifications<Message>
 
+        /// An iterator over the values.
         public func makeAsyncIterator() -> Iterator {
             Iterator(base: base.values.makeAsyncIterator())
         }

@@ -65,14 +65,24 @@ final class PublishOutbox: Sendable {
     /// outbox is full.
     /// - Throws: the connection's error once it is gone (nothing was taken), or `CancellationError` when the task
     ///   was cancelled while waiting for room (nothing was taken, and the client stays usable).
-    nonisolated(nonsending) func append(_ payloads: some Collection<ByteBuffer>, to topic: Topic, retain: Bool) async throws {
+    nonisolated(nonsending) func append(_ payloads: [ByteBuffer], to topic: Topic, retain: Bool) async throws {
+        try await append(count: payloads.count) { $0.writePublishes(payloads, to: topic, retain: retain) }
+    }
+
+    /// The same, for one payload (no array to make).
+    nonisolated(nonsending) func append(_ payload: CollectionOfOne<ByteBuffer>, to topic: Topic, retain: Bool) async throws {
+        try await append(count: 1) { $0.writePublishes(payload, to: topic, retain: retain) }
+    }
+
+    /// Encodes `count` publishes with `write` once there is room.
+    nonisolated(nonsending) private func append(count: Int, _ write: (inout ByteBuffer) -> Void) async throws {
         while true {
             let step = state.withLock { state -> AppendStep in
                 if let closed = state.closed { return .closed(closed) }
                 // A publish larger than the whole bound still goes, alone.
                 guard state.pending.readableBytes + state.inChannel < limit else { return .full }
-                state.pending.writePublishes(payloads, to: topic, retain: retain)
-                state.sinceYield += payloads.count
+                write(&state.pending)
+                state.sinceYield += count
                 let yields = state.sinceYield >= PublishOutbox.yieldEvery
                 if yields { state.sinceYield = 0 }
                 guard !state.drainScheduled else { return .appended(schedule: false, yields: yields) }

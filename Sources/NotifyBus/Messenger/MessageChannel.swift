@@ -96,9 +96,9 @@ public protocol MessageChannel<Message>: Sendable {
         owner: Owner,
         _ handler: @escaping @MainActor @Sendable (Owner, Message) -> Void
     ) async throws
-    /// ``add(_:latestFirst:where:)`` for every message from now on.
+    /// `add(_:latestFirst:where:)` for every message from now on.
     func add<Observer: MessengerObserver>(_ observer: Observer) async throws where Observer.Message == Message
-    /// ``add(_:latestFirst:where:)`` for every message from now on, on the main actor.
+    /// `add(_:latestFirst:where:)` for every message from now on, on the main actor.
     func add<Observer: MainActorObserver>(_ observer: Observer) async throws where Observer.Message == Message
     /// ``messages(latestFirst:where:)`` for every message from now on.
     var messages: Messages { get async throws }

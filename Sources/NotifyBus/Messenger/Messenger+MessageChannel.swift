@@ -76,18 +76,22 @@ extension Messenger: MessageChannel {
 
     // The protocol's shorter forms: the same calls as the longer ones with their defaults.
 
+    /// The shorter form: every message from now on, with no selection and no latest first.
     public func observe(_ handler: @escaping @Sendable (Message) -> Void) -> ObservationToken {
         observe(latestFirst: false, where: nil, from: nil, handler)
     }
 
+    /// The shorter form: every message from now on, with no selection and no latest first.
     public func observe<Owner: AnyObject & Sendable>(owner: Owner, _ handler: @escaping @Sendable (Owner, Message) -> Void) {
         observe(owner: owner, latestFirst: false, where: nil, from: nil, handler)
     }
 
+    /// The shorter form: every message from now on, with no selection and no latest first.
     public func observeOnMainActor(_ handler: @escaping @MainActor @Sendable (Message) -> Void) -> ObservationToken {
         observeOnMainActor(latestFirst: false, where: nil, from: nil, bufferingPolicy: .unbounded, handler)
     }
 
+    /// The shorter form: every message from now on, with no selection and no latest first.
     public func observeOnMainActor<Owner: AnyObject & Sendable>(
         owner: Owner,
         _ handler: @escaping @MainActor @Sendable (Owner, Message) -> Void
@@ -95,10 +99,12 @@ extension Messenger: MessageChannel {
         observeOnMainActor(owner: owner, latestFirst: false, where: nil, from: nil, bufferingPolicy: .unbounded, handler)
     }
 
+    /// The shorter form: every message from now on, with no selection and no latest first.
     public func add<Observer: MessengerObserver>(_ observer: Observer) where Observer.Message == Message {
         add(observer, filter: nil, latestFirst: false, sender: nil)
     }
 
+    /// The shorter form: every message from now on, with no selection and no latest first.
     public func add<Observer: MainActorObserver>(_ observer: Observer) where Observer.Message == Message {
         add(observer, latestFirst: false, where: nil, from: nil, bufferingPolicy: .unbounded)
     }

@@ -136,7 +136,7 @@ public final class Messenger<Message: Sendable>: Sendable {
         return sent
     }
 
-    /// Forgets the buffered message without sending anything (the daemon's `CLEAR`, ``NotifyCenter``'s `clear`).
+    /// Forgets the buffered message without sending anything (the daemon's `CLEAR`, a NotifyCenter's `clear`).
     public func clear() {
         state.withLock { $0.latest = nil }
     }
