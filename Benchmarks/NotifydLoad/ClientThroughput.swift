@@ -44,7 +44,7 @@ struct ClientThroughput: AsyncParsableCommand {
         abstract: "The client library's rates: publish, publishAcknowledged (1 and 64 tasks), iterating a subscription, NotifyCenter.",
         discussion: """
             One release notifyd with its defaults; each case on fresh connections, --runs times, medians printed. \
-            publish: one task, one call per 16 B message, then flush(); publish-main, ack-64-main, iterate-main, center-main: \
+            publish: one task, one call per 16 B message, then flush(); publish-main, ack-1-main, ack-64-main, iterate-main, center-main: \
             the same from the main actor (top-level code, a @MainActor type). ack-1: one task, publishAcknowledged in a \
             loop. ack-64: 64 tasks at once. ack-rtt: ack-1's floor, the same over a blocking NotifyConnection (no \
             event loop, no task). resume-floor: ack-64's ceiling on this machine with no socket and no daemon, \
@@ -59,8 +59,8 @@ struct ClientThroughput: AsyncParsableCommand {
     @Option(help: "Acknowledged publishes per run of ack-1 and ack-rtt (four times as many for ack-64).") var acknowledged = 50_000
     @Option(help: "Typed messages per run of center.") var typed = 200_000
     @Option(help: "Runs of each case (medians reported).") var runs = 3
-    @Option(help: "Cases to run, comma-separated: publish, publish-main, ack-1, ack-64, ack-64-main, ack-rtt, resume-floor, iterate, iterate-main, center, center-main, memory.")
-    var cases = "publish,publish-main,ack-1,ack-64,ack-64-main,ack-rtt,iterate,iterate-main,center,center-main"
+    @Option(help: "Cases to run, comma-separated: publish, publish-main, ack-1, ack-1-main, ack-64, ack-64-main, ack-rtt, resume-floor, iterate, iterate-main, center, center-main, memory.")
+    var cases = "publish,publish-main,ack-1,ack-1-main,ack-64,ack-64-main,ack-rtt,iterate,iterate-main,center,center-main"
 
     func run() async throws {
         let daemon = try DaemonProcess()
@@ -89,6 +89,7 @@ struct ClientThroughput: AsyncParsableCommand {
         case "publish-main": return (try await publish(daemon, isolation: MainActor.shared), nil)
         case "ack-1": return (try await acknowledged(daemon, tasks: 1, each: acknowledged), nil)
         case "ack-64": return (try await acknowledged(daemon, tasks: 64, each: max(1, acknowledged * 4 / 64)), nil)
+        case "ack-1-main": return (try await acknowledgedOnMainActor(daemon, tasks: 1, each: acknowledged), nil)
         case "ack-64-main": return (try await acknowledgedOnMainActor(daemon, tasks: 64, each: max(1, acknowledged * 4 / 64)), nil)
         case "ack-rtt": return (try roundTrips(daemon), nil)
         case "resume-floor": return (await resumeFloor(tasks: 64, each: max(1, acknowledged * 4 / 64)), nil)
@@ -160,7 +161,7 @@ struct ClientThroughput: AsyncParsableCommand {
         return Double(tasks * each) / seconds(ContinuousClock.now - start)
     }
 
-    /// ack-64 with each of the 64 tasks on the main actor, as a view model's would be.
+    /// ack-1 and ack-64 with each task on the main actor, as a view model's would be.
     private func acknowledgedOnMainActor(_ daemon: DaemonProcess, tasks: Int, each: Int) async throws -> Double {
         let client = try await NotifyClient.connect(to: daemon.socketPath)
         defer { Task { await client.close() } }

@@ -113,6 +113,34 @@ extension NotifyCenter {
         }
     }
 
+    /// The same, with a handler that is not handed its owner (`Messenger.observe(owner:_:)`'s other form): the
+    /// observation lasts as long as `owner` does.
+    public func observe<Message: NotifyMessage>(
+        _ type: Message.Type,
+        owner: any AnyObject & Sendable,
+        topics: TopicPattern? = nil,
+        latestFirst: Bool = false,
+        where isIncluded: (@Sendable (Message) -> Bool)? = nil,
+        from sender: Sender? = nil,
+        onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
+        _ handler: @escaping @Sendable (Received<Message>) -> Void
+    ) async throws {
+        let weakOwner = WeakReference(owner)
+        try await start(
+            Message.self,
+            topics: topics,
+            latestFirst: latestFirst,
+            where: isIncluded,
+            from: sender,
+            for: owner,
+            onUndecodable: onUndecodable
+        ) { received in
+            guard weakOwner.object != nil else { return false }
+            handler(received)
+            return true
+        }
+    }
+
     // MARK: - Object observers
 
     /// Registers `observer`, held weakly, for the notifications of its message type from now on (with
@@ -170,6 +198,12 @@ extension NotifyCenter {
             return had
         }
         return observations.stop(observer: ObjectIdentifier(observer))
+    }
+
+    /// ``remove(_:)``, under the name a `Messenger` has for marking an observer from inside a call or a
+    /// deinitializer: on a center, removal costs the same from anywhere, so the two are one.
+    public func dispose(_ observer: AnyObject) {
+        remove(observer)
     }
 
     /// How many observations run now (those of observer objects that were deallocated end here).

@@ -37,8 +37,8 @@ import Synchronization
 /// - A center does not hear its own posts unless it is made with `receivesOwnPosts`: the daemon leaves them out for
 ///   its connection (other centers of the same process are other connections, and hear them). One that hears them
 ///   leaves a post out for the observer that made it with ``post(_:retain:from:)``, as `Messenger.send(_:from:)` does.
-/// - ``remove(_:)`` stops an observer's deliveries at once; one already handed to it finishes. There is no
-///   `dispose`: removal costs the same from anywhere. ``finish()`` ends the sequences and keeps the observers;
+/// - ``remove(_:)`` stops an observer's deliveries at once; one already handed to it finishes. `dispose` is the
+///   same: removal costs the same from anywhere. ``finish()`` ends the sequences and keeps the observers;
 ///   ``close()`` ends everything and the connection.
 ///
 /// It is backed by one ``/NotifyBus/NotifyClient``: its connection, its bounded buffers and the daemon's backpressure, and its

@@ -60,9 +60,12 @@ struct CapabilityTests {
         #expect(messenger.remove(observer!))
         messenger.send(Level(value: 2))
         messenger.add(observer!)
+        messenger.dispose(observer!)
+        messenger.send(Level(value: 2))
+        messenger.add(observer!)
         observer = nil
         messenger.send(Level(value: 3))
-        #expect(levels.all == [1] && messenger.observerCount == 0, "removed, then gone with its object")
+        #expect(levels.all == [1] && messenger.observerCount == 0, "removed, disposed, then gone with its object")
 
         try await withCenters { center, poster in
             var observer: LevelObserver? = LevelObserver()
@@ -71,6 +74,9 @@ struct CapabilityTests {
             try await poster.post(Level(value: 1))
             try await levels.wait(for: [1])
             #expect(center.remove(observer!))
+            try await center.add(observer!)
+            center.dispose(observer!)
+            #expect(center.observerCount == 0, "dispose is remove on a center")
             try await center.add(observer!)
             observer = nil
             try await poster.post(Level(value: 3))
@@ -93,8 +99,12 @@ struct CapabilityTests {
             var owner: LevelOwner? = LevelOwner()
             let levels = owner!.levels
             try await center.observe(Level.self, owner: owner!) { owner, received in owner.levels.append(received.value.value) }
+            // The form whose handler is not handed its owner, as a messenger has it too.
+            let alsoSeen = Levels()
+            try await center.observe(Level.self, owner: owner!) { alsoSeen.append($0.value.value) }
             try await poster.post(Level(value: 1))
             try await levels.wait(for: [1])
+            try await alsoSeen.wait(for: [1])
             owner = nil
             try await poster.post(Level(value: 2))
             #expect(center.observerCount == 0 && levels.all == [1])
