@@ -17,35 +17,6 @@ nonisolated(nonsending) private func withCenters(_ body: (_ center: NotifyCenter
     _ = try await daemon.stop()
 }
 
-/// Levels handed to an observer, and a wait for them under a deadline.
-private final class Levels: Sendable {
-    private let values = Mutex<[Int]>([])
-    private let (ticks, tick) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-
-    func append(_ value: Int) {
-        values.withLock { $0.append(value) }
-        tick.yield()
-    }
-
-    var all: [Int] { values.withLock { $0 } }
-
-    func wait(for expected: [Int]) async throws {
-        try await withDeadline(.seconds(60), waitingFor: "\(expected)") {
-            if self.all == expected { return }
-            for await _ in self.ticks where self.all == expected { return }
-        }
-    }
-}
-
-private final class LevelObserver: MessengerObserver {
-    let levels = Levels()
-    func receive(_ message: Level) { levels.append(message.value) }
-}
-
-private final class LevelOwner: Sendable {
-    let levels = Levels()
-}
-
 /// One test per row of the capability table in docs/library.md: each capability of the observer patterns the
 /// library comes from, on a `Messenger` and on a `NotifyCenter` (through a real notifyd), side by side.
 @Suite("Capabilities: Messenger and NotifyCenter side by side", .timeLimit(.minutes(10)))
@@ -53,8 +24,8 @@ struct CapabilityTests {
     @Test("object observers, held weakly, added and removed")
     func objectObservers() async throws {
         let messenger = Messenger<Level>()
-        var observer: LevelObserver? = LevelObserver()
-        let levels = observer!.levels
+        var observer: LevelWatcher? = LevelWatcher()
+        let levels = observer!.seen
         messenger.add(observer!)
         messenger.send(Level(value: 1))
         #expect(messenger.remove(observer!))
@@ -68,8 +39,8 @@ struct CapabilityTests {
         #expect(levels.all == [1] && messenger.observerCount == 0, "removed, disposed, then gone with its object")
 
         try await withCenters { center, poster in
-            var observer: LevelObserver? = LevelObserver()
-            let levels = observer!.levels
+            var observer: LevelWatcher? = LevelWatcher()
+            let levels = observer!.seen
             try await center.add(observer!)
             try await poster.post(Level(value: 1))
             try await levels.wait(for: [1])
@@ -87,20 +58,20 @@ struct CapabilityTests {
     @Test("closures kept by their owner, handed to them")
     func ownerKeptClosures() async throws {
         let messenger = Messenger<Level>()
-        var owner: LevelOwner? = LevelOwner()
-        let levels = owner!.levels
-        messenger.observe(owner: owner!) { owner, level in owner.levels.append(level.value) }
+        var owner: SeenOwner? = SeenOwner()
+        let levels = owner!.seen
+        messenger.observe(owner: owner!) { owner, level in owner.seen.append(level.value) }
         messenger.send(Level(value: 1))
         owner = nil
         messenger.send(Level(value: 2))
         #expect(levels.all == [1])
 
         try await withCenters { center, poster in
-            var owner: LevelOwner? = LevelOwner()
-            let levels = owner!.levels
-            try await center.observe(Level.self, owner: owner!) { owner, received in owner.levels.append(received.value.value) }
+            var owner: SeenOwner? = SeenOwner()
+            let levels = owner!.seen
+            try await center.observe(Level.self, owner: owner!) { owner, received in owner.seen.append(received.value.value) }
             // The form whose handler is not handed its owner, as a messenger has it too.
-            let alsoSeen = Levels()
+            let alsoSeen = Seen()
             try await center.observe(Level.self, owner: owner!) { alsoSeen.append($0.value.value) }
             try await poster.post(Level(value: 1))
             try await levels.wait(for: [1])
@@ -114,7 +85,7 @@ struct CapabilityTests {
     @Test("closures kept by a token, cancelled or removed")
     func tokens() async throws {
         let messenger = Messenger<Level>()
-        let levels = Levels()
+        let levels = Seen()
         let token = messenger.observe { levels.append($0.value) }
         messenger.send(Level(value: 1))
         #expect(messenger.remove(token) && token.isCancelled)
@@ -122,7 +93,7 @@ struct CapabilityTests {
         #expect(levels.all == [1])
 
         try await withCenters { center, poster in
-            let levels = Levels()
+            let levels = Seen()
             let token = try await center.observe(Level.self) { levels.append($0.value.value) }
             try await poster.post(Level(value: 1))
             try await levels.wait(for: [1])
@@ -134,8 +105,8 @@ struct CapabilityTests {
     @Test("select by value and by predicate")
     func selection() async throws {
         let messenger = Messenger<Level>()
-        let equal = Levels()
-        let above = Levels()
+        let equal = Seen()
+        let above = Seen()
         let equalToken = messenger.observe(equalTo: Level(value: 2)) { equal.append($0.value) }
         let aboveToken = messenger.observe(where: { $0.value > 2 }) { above.append($0.value) }
         for value in 1...4 { messenger.send(Level(value: value)) }
@@ -143,8 +114,8 @@ struct CapabilityTests {
         _ = (equalToken, aboveToken)
 
         try await withCenters { center, poster in
-            let equal = Levels()
-            let above = Levels()
+            let equal = Seen()
+            let above = Seen()
             let equalToken = try await center.observe(Level.self, equalTo: Level(value: 2)) { equal.append($0.value.value) }
             let aboveToken = try await center.observe(Level.self, where: { $0.value > 2 }) { above.append($0.value.value) }
             for value in 1...4 { try await poster.post(Level(value: value)) }
@@ -157,29 +128,29 @@ struct CapabilityTests {
     @Test("no echo to the sender")
     func noEcho() async throws {
         let messenger = Messenger<Level>()
-        let sender = LevelObserver()
-        let other = LevelObserver()
+        let sender = LevelWatcher()
+        let other = LevelWatcher()
         messenger.add(sender)
         messenger.add(other)
         messenger.send(Level(value: 1), from: sender)
-        #expect(sender.levels.all.isEmpty && other.levels.all == [1])
+        #expect(sender.seen.all.isEmpty && other.seen.all == [1])
 
         try await withCenters { center, _ in
-            let sender = LevelObserver()
-            let other = LevelObserver()
+            let sender = LevelWatcher()
+            let other = LevelWatcher()
             try await center.add(sender)
             try await center.add(other)
             try await center.post(Level(value: 1), from: sender)
             try await center.post(Level(value: 2))
-            try await sender.levels.wait(for: [2])
-            try await other.levels.wait(for: [1, 2])
+            try await sender.seen.wait(for: [2])
+            try await other.seen.wait(for: [1, 2])
         }
     }
 
     @Test("the latest, with an initial value")
     func latestWithInitialValue() async throws {
         let messenger = Messenger(latest: Level(value: 0))
-        let levels = Levels()
+        let levels = Seen()
         let token = messenger.observe(latestFirst: true) { levels.append($0.value) }
         messenger.send(Level(value: 1))
         #expect(levels.all == [0, 1] && messenger.latest == Level(value: 1))
@@ -188,7 +159,7 @@ struct CapabilityTests {
         try await withCenters { center, poster in
             let channel = center.channel(for: Level.self, initial: Level(value: 0))
             #expect(try await channel.latest == Level(value: 0))
-            let levels = Levels()
+            let levels = Seen()
             let token = try await channel.observe(latestFirst: true) { levels.append($0.value) }
             try await poster.post(Level(value: 1))
             try await levels.wait(for: [0, 1])
@@ -201,7 +172,7 @@ struct CapabilityTests {
     @Test("send the latest again")
     func sendLatestAgain() async throws {
         let messenger = Messenger<Level>()
-        let levels = Levels()
+        let levels = Seen()
         let token = messenger.observe { levels.append($0.value) }
         messenger.send(Level(value: 1))
         #expect(messenger.sendLatest())
@@ -209,7 +180,7 @@ struct CapabilityTests {
         _ = token
 
         try await withCenters { center, poster in
-            let levels = Levels()
+            let levels = Seen()
             let token = try await center.observe(Level.self) { levels.append($0.value.value) }
             try await poster.post(Level(value: 1))
             #expect(try await center.sendLatest(Level.self))
@@ -221,7 +192,7 @@ struct CapabilityTests {
     @Test("reset the latest without sending")
     func resetWithoutSending() async throws {
         let messenger = Messenger<Level>()
-        let levels = Levels()
+        let levels = Seen()
         let token = messenger.observe { levels.append($0.value) }
         messenger.send(Level(value: 1))
         messenger.clear()
@@ -229,7 +200,7 @@ struct CapabilityTests {
         _ = token
 
         try await withCenters { center, poster in
-            let levels = Levels()
+            let levels = Seen()
             let token = try await center.observe(Level.self) { levels.append($0.value.value) }
             try await poster.post(Level(value: 1))
             try await levels.wait(for: [1])
@@ -253,7 +224,7 @@ struct CapabilityTests {
 
         try await withCenters { center, poster in
             let sequence = try await center.messages(of: Level.self)
-            let levels = Levels()
+            let levels = Seen()
             let reading = Task {
                 for try await received in sequence.values { levels.append(received.value.value) }
             }
@@ -286,7 +257,7 @@ struct CapabilityTests {
     @Test("async handlers, in order")
     func asyncHandlers() async throws {
         let messenger = Messenger<Level>()
-        let levels = Levels()
+        let levels = Seen()
         let token = messenger.observe { level async in
             await Task.yield()
             levels.append(level.value)
@@ -296,7 +267,7 @@ struct CapabilityTests {
         _ = token
 
         try await withCenters { center, poster in
-            let levels = Levels()
+            let levels = Seen()
             let token = try await center.observe(Level.self) { received async in
                 await Task.yield()
                 levels.append(received.value.value)

@@ -34,7 +34,7 @@ final class LevelModel: MainActorObserver {
 }
 
 /// What observers were handed, with a wait for a condition under a deadline.
-private final class Seen: Sendable {
+final class Seen: Sendable {
     private let values = Mutex<[Int]>([])
     private let (ticks, tick) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
 
@@ -51,13 +51,18 @@ private final class Seen: Sendable {
             for await _ in self.ticks where done(self.all) { return }
         }
     }
+
+    /// Returns once what was handed over is `expected`.
+    func wait(for expected: [Int]) async throws {
+        try await wait("\(expected)") { $0 == expected }
+    }
 }
 
 /// An owner of closure observers.
-private final class SeenOwner: Sendable { let seen = Seen() }
+final class SeenOwner: Sendable { let seen = Seen() }
 
 /// An observer object on any thread.
-private final class LevelWatcher: MessengerObserver {
+final class LevelWatcher: MessengerObserver {
     let seen = Seen()
     func receive(_ message: Level) { seen.append(message.value) }
 }
