@@ -45,7 +45,8 @@ struct ClientThroughput: AsyncParsableCommand {
         discussion: """
             One release notifyd with its defaults; each case on fresh connections, --runs times, medians printed. \
             publish: one task, one call per 16 B message, then flush(); publish-main, ack-1-main, ack-64-main, iterate-main, center-main: \
-            the same from the main actor (top-level code, a @MainActor type). ack-1: one task, publishAcknowledged in a \
+            the same from the main actor (top-level code, a @MainActor type; ack-rtt, resume-floor and memory have none: \
+            a blocking round trip, the runtime's ceiling and a process's memory are the same from any actor). ack-1: one task, publishAcknowledged in a \
             loop. ack-64: 64 tasks at once. ack-rtt: ack-1's floor, the same over a blocking NotifyConnection (no \
             event loop, no task). resume-floor: ack-64's ceiling on this machine with no socket and no daemon, \
             64 tasks each awaiting a continuation that a spinning thread resumes in batches. iterate: a publisher using the batch form publish([ByteBuffer]) in \

@@ -7,6 +7,7 @@ import NotifyBus
 /// the rest, see ``/NotifyBus/NotifyClient/subscribe(to:latestFirst:since:overflow:buffer:)``), and inherits its reconnect and
 /// resume: across a restart of the daemon it goes on after the last notification it delivered.
 public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
+    /// What the sequence yields.
     public typealias Element = NotificationEvent<Message>
 
     let subscription: NotifySubscription
@@ -14,6 +15,7 @@ public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
     /// What ``values`` does with a message that does not decode: the center's `onUndecodable`.
     let reportUndecodable: @Sendable (UndecodableNotification) -> Void
 
+    /// An iterator over the sequence.
     public func makeAsyncIterator() -> Iterator {
         Iterator(base: subscription.makeAsyncIterator(), selection: selection)
     }
@@ -29,6 +31,7 @@ public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
             try await next()
         }
 
+        /// The next element, on the caller's executor: nil at the end.
         public nonisolated(nonsending) mutating func next() async throws -> NotificationEvent<Message>? {
             while let event = try await base.next() {
                 if let selected = selection.select(event) { return selected }
@@ -59,11 +62,13 @@ public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
     /// The notifications alone (``values``, ``strictValues``). Its iterator runs on its caller's executor, as
     /// ``Iterator`` does: a consumer on the main actor takes each notification there, with no hop per message.
     public struct Values: AsyncSequence, Sendable {
+        /// What the sequence yields.
         public typealias Element = Received<Message>
         let base: Notifications<Message>
         /// Whether a message that does not decode ends the sequence (thrown) rather than being skipped and reported.
         let strict: Bool
 
+        /// An iterator over the sequence.
         public func makeAsyncIterator() -> Iterator {
             Iterator(base: base.makeAsyncIterator(), strict: strict, report: base.reportUndecodable)
         }
@@ -74,10 +79,12 @@ public struct Notifications<Message: NotifyMessage>: AsyncSequence, Sendable {
             let strict: Bool
             let report: @Sendable (UndecodableNotification) -> Void
 
+            /// The next element, taken on its caller's executor (`for try await` calls this form).
             public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(any Error) -> Received<Message>? {
                 try await next()
             }
 
+            /// The next element, on the caller's executor: nil at the end.
             public nonisolated(nonsending) mutating func next() async throws -> Received<Message>? {
                 while let event = try await base.next() {
                     switch event {

@@ -14,7 +14,7 @@ extension NotifyCenter {
     /// `onStop` runs when the observation ends; `initial`, when the daemon replayed no latest (`latestFirst`), is
     /// called in its place.
     @discardableResult
-    func start<Message: NotifyMessage>(
+    nonisolated(nonsending) func start<Message: NotifyMessage>(
         _ type: Message.Type,
         topics: TopicPattern?,
         latestFirst: Bool,

@@ -8,7 +8,7 @@ extension NotifyCenter {
     /// Calls `handler` on the main actor with each notification of `Message` from now on, selected as
     /// ``observe(_:topics:latestFirst:where:from:onUndecodable:_:)-(Message.Type,_,_,_,_,_,(Received<Message>)->Void)``
     /// selects them, until the returned token is cancelled or deallocated.
-    public func observeOnMainActor<Message: NotifyMessage>(
+    nonisolated(nonsending) public func observeOnMainActor<Message: NotifyMessage>(
         _ type: Message.Type,
         topics: TopicPattern? = nil,
         latestFirst: Bool = false,
@@ -38,7 +38,7 @@ extension NotifyCenter {
     /// Calls `handler` on the main actor with `owner` and each notification of `Message` from now on, for as long as
     /// `owner` exists: `center.observeOnMainActor(Status.self, owner: self) { model, status in model.apply(status) }`.
     /// `owner` is held weakly; ``remove(_:)`` of it ends this, with what waited for the main actor.
-    public func observeOnMainActor<Message: NotifyMessage, Owner: AnyObject & Sendable>(
+    nonisolated(nonsending) public func observeOnMainActor<Message: NotifyMessage, Owner: AnyObject & Sendable>(
         _ type: Message.Type,
         owner: Owner,
         topics: TopicPattern? = nil,
@@ -74,7 +74,7 @@ extension NotifyCenter {
     /// Registers `observer`, held weakly, for the notifications of its message type from now on, selected as
     /// ``add(_:topics:latestFirst:where:from:onUndecodable:)`` selects them; its `receive(_:)` is called on the main
     /// actor. Returns once the daemon confirmed the subscription.
-    public func add<Observer: MainActorObserver>(
+    nonisolated(nonsending) public func add<Observer: MainActorObserver>(
         _ observer: Observer,
         topics: TopicPattern? = nil,
         latestFirst: Bool = false,

@@ -8,7 +8,7 @@ extension NotifyCenter {
     /// Calls `handler` with each notification of `Message` from now on (with `latestFirst`, each topic's buffered
     /// one first), selected by `isIncluded` and `sender`, until the returned token is cancelled or deallocated.
     /// Returns once the daemon confirmed the subscription.
-    public func observe<Message: NotifyMessage>(
+    nonisolated(nonsending) public func observe<Message: NotifyMessage>(
         _ type: Message.Type,
         topics: TopicPattern? = nil,
         latestFirst: Bool = false,
@@ -33,7 +33,7 @@ extension NotifyCenter {
     }
 
     /// The same, for the notifications equal to `value`.
-    public func observe<Message: NotifyMessage & Equatable>(
+    nonisolated(nonsending) public func observe<Message: NotifyMessage & Equatable>(
         _ type: Message.Type,
         equalTo value: Message,
         topics: TopicPattern? = nil,
@@ -48,7 +48,7 @@ extension NotifyCenter {
     /// written (on the main actor in a `@MainActor` type). It has a queue of its own, bounded as `bufferingPolicy`
     /// says, so that it holds back neither the other observers nor the connection; what the queue drops is reported
     /// as `onDropped` says (``/NotifyProtocol/DropReason/observer``).
-    public func observe<Message: NotifyMessage>(
+    nonisolated(nonsending) public func observe<Message: NotifyMessage>(
         _ type: Message.Type,
         topics: TopicPattern? = nil,
         latestFirst: Bool = false,
@@ -88,7 +88,7 @@ extension NotifyCenter {
     /// selects them, for as long as `owner` exists: `center.observe(Status.self, owner: self) { owner, status in
     /// owner.apply(status) }`, with no weak capture to write. `owner` is held weakly; ``remove(_:)`` of it ends this
     /// with its other observations. Returns once the daemon confirmed the subscription.
-    public func observe<Message: NotifyMessage, Owner: AnyObject & Sendable>(
+    nonisolated(nonsending) public func observe<Message: NotifyMessage, Owner: AnyObject & Sendable>(
         _ type: Message.Type,
         owner: Owner,
         topics: TopicPattern? = nil,
@@ -115,7 +115,7 @@ extension NotifyCenter {
 
     /// The same, with a handler that is not handed its owner (`Messenger.observe(owner:_:)`'s other form): the
     /// observation lasts as long as `owner` does.
-    public func observe<Message: NotifyMessage>(
+    nonisolated(nonsending) public func observe<Message: NotifyMessage>(
         _ type: Message.Type,
         owner: any AnyObject & Sendable,
         topics: TopicPattern? = nil,
@@ -146,7 +146,7 @@ extension NotifyCenter {
     /// Registers `observer`, held weakly, for the notifications of its message type from now on (with
     /// `latestFirst`, each topic's buffered one first), selected by `isIncluded` and `sender`, until it is
     /// deallocated or ``remove(_:)``d. Returns once the daemon confirmed the subscription.
-    public func add<Observer: MessengerObserver>(
+    nonisolated(nonsending) public func add<Observer: MessengerObserver>(
         _ observer: Observer,
         topics: TopicPattern? = nil,
         latestFirst: Bool = false,
@@ -170,7 +170,7 @@ extension NotifyCenter {
     }
 
     /// The same, for the notifications equal to `value`.
-    public func add<Observer: MessengerObserver>(
+    nonisolated(nonsending) public func add<Observer: MessengerObserver>(
         _ observer: Observer,
         equalTo value: Observer.Message,
         topics: TopicPattern? = nil,

@@ -19,7 +19,7 @@ import Synchronization
 /// What ``/NotifyBus/Messenger`` offers, under the same names (``/NotifyBus/MessageChannel`` is the protocol both
 /// speak, through ``channel(for:topic:initial:)``), and where it differs across processes:
 /// - Observers are closures kept by an ``/NotifyBus/ObservationToken`` (cancelled when it is deallocated), closures
-///   kept by an owner that is handed to them (``observe(_:owner:topics:latestFirst:where:from:onUndecodable:_:)``),
+///   kept by an owner that is handed to them (`observe(_:owner:…)`),
 ///   or objects held weakly (``add(_:topics:latestFirst:where:from:onUndecodable:)``), selected by value, by
 ///   predicate or by sender; each form also runs on the main actor (a ``/NotifyBus/MainActorObserver``,
 ///   `observeOnMainActor`), and a handler may be `async`.
@@ -155,17 +155,19 @@ public final class NotifyCenter: Sendable {
             ownPosts.posted(sequence, to: topic)
             return sequence
         }
-        let poster = observations.sender(sender)
-        observations.postStarting(to: topic)
+        let settlement = observations.postStarting(to: topic, by: observations.sender(sender))
         let sequence: UInt64
         do {
-            sequence = try await client.publishAcknowledged(payload, to: topic, retain: retain)
+            sequence = try await client.publishAcknowledged(payload, to: topic, retain: retain) { reply in
+                // On the event loop, as the reply is read: the hold for it ends in the connection's order.
+                if case .ok(_, let sequence?) = reply { settlement.settle(sequence) } else { settlement.settle(nil) }
+            }
         } catch {
-            observations.postSettled(to: topic, sequence: nil, by: poster)
+            settlement.settle(nil)
             throw error
         }
+        settlement.settle(sequence)
         ownPosts.posted(sequence, to: topic)
-        observations.postSettled(to: topic, sequence: sequence, by: poster)
         return sequence
     }
 
@@ -181,13 +183,13 @@ public final class NotifyCenter: Sendable {
     /// The buffered latest notification of `Message` (of `topic` for a type whose values derive their topics),
     /// or nil when none is buffered.
     /// - Throws: ``UndecodableNotification`` when the buffered message is not one of the type.
-    public func latest<Message: NotifyMessage>(_ type: Message.Type, topic: Topic? = nil) async throws -> Received<Message>? {
+    nonisolated(nonsending) public func latest<Message: NotifyMessage>(_ type: Message.Type, topic: Topic? = nil) async throws -> Received<Message>? {
         guard let delivery = try await client.latest(topic ?? Message.topic) else { return nil }
         return try Notifications<Message>.decode(delivery, with: Message.codec).get()
     }
 
     /// Forgets the buffered latest notification of `Message` (of `topic`) without sending anything.
-    public func clear<Message: NotifyMessage>(_ type: Message.Type, topic: Topic? = nil) async throws {
+    nonisolated(nonsending) public func clear<Message: NotifyMessage>(_ type: Message.Type, topic: Topic? = nil) async throws {
         try await client.clear(topic ?? Message.topic)
     }
 
@@ -197,7 +199,7 @@ public final class NotifyCenter: Sendable {
     /// posting it again would make it a new message, of this process.
     /// - Returns: whether the daemon held one.
     @discardableResult
-    public func sendLatest<Message: NotifyMessage>(_ type: Message.Type, topic: Topic? = nil) async throws -> Bool {
+    nonisolated(nonsending) public func sendLatest<Message: NotifyMessage>(_ type: Message.Type, topic: Topic? = nil) async throws -> Bool {
         let topic = topic ?? Message.topic
         observations.resendStarting(for: topic)
         let latest: Delivery?
@@ -213,7 +215,7 @@ public final class NotifyCenter: Sendable {
 
     /// The last `count` notifications (all for nil) that the daemon's history of `Message`'s topic (`topic`) keeps,
     /// oldest first, each decoded or not.
-    public func history<Message: NotifyMessage>(
+    nonisolated(nonsending) public func history<Message: NotifyMessage>(
         _ type: Message.Type,
         topic: Topic? = nil,
         count: Int? = nil
@@ -229,7 +231,7 @@ public final class NotifyCenter: Sendable {
     /// asynchronous sequence; with `latestFirst`, each topic's buffered one comes first; with `since`, what each
     /// topic's history holds after that point. `isIncluded` and `sender` select which are passed on. It ends when it
     /// is no longer iterated, with ``finish()`` or ``close()``, or when the connection is lost for good.
-    public func messages<Message: NotifyMessage>(
+    nonisolated(nonsending) public func messages<Message: NotifyMessage>(
         of type: Message.Type,
         topics: TopicPattern? = nil,
         latestFirst: Bool = false,

@@ -73,17 +73,8 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
         where isIncluded: (@Sendable (Message) -> Bool)? = nil,
         _ handler: @escaping @Sendable (Message) -> Void
     ) async throws -> ObservationToken {
-        let id = try await center.start(
-            Message.self,
-            topics: pattern,
-            latestFirst: latestFirst,
-            where: isIncluded,
-            from: nil,
-            for: nil,
-            onUndecodable: nil,
-            initial: initialCall { handler($0) }
-        ) { received in
-            handler(received.value)
+        let id = try await start(for: nil, latestFirst: latestFirst, where: isIncluded) { message in
+            handler(message)
             return true
         }
         return center.token(for: id)
@@ -102,21 +93,9 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
         _ handler: @escaping @Sendable (Owner, Message) -> Void
     ) async throws {
         let weakOwner = WeakReference(owner)
-        try await center.start(
-            Message.self,
-            topics: pattern,
-            latestFirst: latestFirst,
-            where: isIncluded,
-            from: nil,
-            for: owner,
-            onUndecodable: nil,
-            initial: initialCall { message in
-                guard let owner = weakOwner.object as? Owner else { return }
-                handler(owner, message)
-            }
-        ) { received in
+        try await start(for: owner, latestFirst: latestFirst, where: isIncluded) { message in
             guard let owner = weakOwner.object as? Owner else { return false }
-            handler(owner, received.value)
+            handler(owner, message)
             return true
         }
     }
@@ -133,28 +112,7 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
         where isIncluded: (@Sendable (Message) -> Bool)? = nil,
         _ handler: @escaping @MainActor @Sendable (Message) -> Void
     ) async throws -> ObservationToken {
-        let topic = self.topic
-        let inbox = MainActorInbox<Message>(
-            limit: .newest(NotifyCenter.ownQueueLimit),
-            onDropped: { [weak center] _ in
-                center?.onDropped(DropNotice(topic: topic, count: 1, firstSequence: 0, lastSequence: 0, reason: .observer))
-            },
-            handler: handler
-        )
-        let id = try await center.start(
-            Message.self,
-            topics: pattern,
-            latestFirst: latestFirst,
-            where: isIncluded,
-            from: nil,
-            for: nil,
-            onUndecodable: nil,
-            onStop: { inbox.close() },
-            initial: initialCall { inbox.deliver($0) }
-        ) { received in
-            inbox.deliver(received.value)
-            return true
-        }
+        let id = try await startOnMainActor(for: nil, latestFirst: latestFirst, where: isIncluded, handler)
         return center.token(for: id)
     }
 
@@ -170,13 +128,12 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
         where isIncluded: (@Sendable (Message) -> Bool)? = nil,
         _ handler: @escaping @MainActor @Sendable (Owner, Message) -> Void
     ) async throws {
-        try await center.observeOnMainActor(
-            Message.self,
-            owner: owner,
-            topics: pattern,
-            latestFirst: latestFirst,
-            where: isIncluded
-        ) { owner, received in handler(owner, received.value) }
+        let weakOwner = WeakReference(owner)
+        try await startOnMainActor(for: owner, latestFirst: latestFirst, where: isIncluded) { message in
+            // Gone while the message waited for the main actor: nothing to call.
+            guard let owner = weakOwner.object as? Owner else { return }
+            handler(owner, message)
+        }
     }
 
     /// The shorter form: every message from now on, with no selection and no latest first.
@@ -227,10 +184,15 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
 
     // MARK: - The asynchronous sequence
 
-    /// The messages from now on (with `latestFirst`, the daemon's latest first) that `isIncluded` selects; one that
-    /// does not decode is skipped and reported, and the sequence throws only when the connection is lost for good.
+    /// The messages from now on (with `latestFirst`, the daemon's latest, or ``initial`` when it holds none, first)
+    /// that `isIncluded` selects; one that does not decode is skipped and reported, and the sequence throws only when
+    /// the connection is lost for good.
     public func messages(latestFirst: Bool = false, where isIncluded: (@Sendable (Message) -> Bool)? = nil) async throws -> Messages {
-        Messages(base: try await center.messages(of: Message.self, topics: pattern, latestFirst: latestFirst, where: isIncluded))
+        let base = try await center.messages(of: Message.self, topics: pattern, latestFirst: latestFirst, where: isIncluded)
+        // The daemon's latest came before its confirmation, into the sequence: nothing there, so none is held.
+        var first: Message?
+        if latestFirst, let initial, isIncluded?(initial) ?? true, base.buffered.events == 0 { first = initial }
+        return Messages(base: base, first: first)
     }
 
     /// Every message from now on.
@@ -240,33 +202,86 @@ public struct NotifyChannel<Message: NotifyMessage>: MessageChannel {
 
     /// The values of a channel's notifications.
     public struct Messages: AsyncSequence, Sendable {
+        /// What the sequence yields.
         public typealias Element = Message
         let base: Notifications<Message>
+        /// The initial value, standing in for a latest the daemon did not hold.
+        let first: Message?
 
         /// An iterator over the values.
         public func makeAsyncIterator() -> Iterator {
-            Iterator(base: base.values.makeAsyncIterator())
+            Iterator(base: base.values.makeAsyncIterator(), first: first)
         }
 
         /// Takes the next value, skipping (and reporting) what does not decode and notices of drops.
         public struct Iterator: AsyncIteratorProtocol {
             var base: Notifications<Message>.Values.Iterator
+            var first: Message?
 
+            /// The next value, taken on its caller's executor.
             public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(any Error) -> Message? {
                 try await next()
             }
 
+            /// The next value.
             public nonisolated(nonsending) mutating func next() async throws -> Message? {
-                try await base.next()?.value
+                if let value = first {
+                    first = nil
+                    return value
+                }
+                return try await base.next()?.value
             }
         }
     }
 
-    /// What an observer that starts with the latest is handed when the daemon holds none: ``initial``, if any.
-    private func initialCall(_ handler: @escaping @Sendable (Message) -> Void) -> (@Sendable () async -> Bool)? {
-        guard let initial else { return nil }
-        return {
-            handler(initial)
+    // MARK: - Starting an observation
+
+    /// Starts an observation of the channel's topic for `owner` (nil: one kept by a token), handing each message
+    /// `isIncluded` selects to `deliver` (false: its observer is gone); with `latestFirst`, ``initial`` first when
+    /// the daemon held no latest.
+    @discardableResult
+    private func start(
+        for owner: (any AnyObject & Sendable)?,
+        latestFirst: Bool,
+        where isIncluded: (@Sendable (Message) -> Bool)?,
+        onStop: (@Sendable () -> Void)? = nil,
+        _ deliver: @escaping @Sendable (Message) -> Bool
+    ) async throws -> UInt64 {
+        var initialCall: (@Sendable () async -> Bool)?
+        if latestFirst, let initial, isIncluded?(initial) ?? true { initialCall = { deliver(initial) } }
+        return try await center.start(
+            Message.self,
+            topics: pattern,
+            latestFirst: latestFirst,
+            where: isIncluded,
+            from: nil,
+            for: owner,
+            onUndecodable: nil,
+            onStop: onStop,
+            initial: initialCall
+        ) { received in deliver(received.value) }
+    }
+
+    /// The same, for `handler` on the main actor, from a queue of its own.
+    @discardableResult
+    private func startOnMainActor(
+        for owner: (any AnyObject & Sendable)?,
+        latestFirst: Bool,
+        where isIncluded: (@Sendable (Message) -> Bool)?,
+        _ handler: @escaping @MainActor @Sendable (Message) -> Void
+    ) async throws -> UInt64 {
+        let topic = self.topic
+        let inbox = MainActorInbox<Message>(
+            limit: .newest(NotifyCenter.ownQueueLimit),
+            onDropped: { [weak center] _ in
+                center?.onDropped(DropNotice(topic: topic, count: 1, firstSequence: 0, lastSequence: 0, reason: .observer))
+            },
+            handler: handler
+        )
+        let weakOwner = owner.map(WeakReference.init)
+        return try await start(for: owner, latestFirst: latestFirst, where: isIncluded, onStop: { inbox.close() }) { message in
+            if let weakOwner, weakOwner.object == nil { return false }
+            inbox.deliver(message)
             return true
         }
     }

@@ -80,6 +80,8 @@ final class ObservationTable: Sendable {
     }
 
     private static let processID = getpid()
+    /// How many `sendLatest` calls are under way: while none is, a message of another process needs no lock.
+    private let resendsUnderWay = Atomic<Int>(0)
 
     private let state = Mutex(State())
     private let arrivals: AsyncStream<Arrival>
@@ -141,16 +143,10 @@ final class ObservationTable: Sendable {
             if case .message(let delivery) = event, !isFor(delivery, id: id, observation) { return }
             if await !observation.handle(event) { stop(id) }
         case .resend(let delivery):
-            let targets = state.withLock { state -> [(UInt64, Observation)] in
-                let resending = state.resending[delivery.topic]
-                if let resending, resending.count > 1 {
-                    state.resending[delivery.topic]!.count -= 1
-                } else {
-                    state.resending[delivery.topic] = nil
-                }
-                // A newer message reached the observers while it was asked for: the older is not sent after it.
-                if let resending, resending.newest > delivery.sequence { return [] }
-                return state.running.filter { $0.value.pattern.matches(delivery.topic) }.sorted { $0.key < $1.key }
+            // A newer message reached the observers while it was asked for: the older is not sent after it.
+            guard resendDone(for: delivery.topic) <= delivery.sequence else { return }
+            let targets = state.withLock { state in
+                state.running.filter { $0.value.pattern.matches(delivery.topic) }.sorted { $0.key < $1.key }
             }
             for (id, observation) in targets where isFor(delivery, id: id, observation) {
                 guard state.withLock({ $0.running[id] != nil }) else { continue }
@@ -165,13 +161,15 @@ final class ObservationTable: Sendable {
     }
 
     /// Whether `delivery` goes to observation `id`: not when it posted it itself. Notes the newest number handed out
-    /// of a topic being sent again.
+    /// of a topic being sent again, whoever posted it.
     private func isFor(_ delivery: Delivery, id: UInt64, _ observation: Observation) -> Bool {
-        guard delivery.publisher.host == nil, delivery.publisher.pid == ObservationTable.processID else { return true }
+        let isOwnProcess = delivery.publisher.host == nil && delivery.publisher.pid == ObservationTable.processID
+        guard isOwnProcess || resendsUnderWay.load(ordering: .acquiring) > 0 else { return true }
         return state.withLock { state in
             if state.resending[delivery.topic] != nil {
                 state.resending[delivery.topic]!.newest = max(state.resending[delivery.topic]!.newest, delivery.sequence)
             }
+            guard isOwnProcess else { return true }
             switch state.postedBy[OwnPost(topic: delivery.topic, sequence: delivery.sequence)] {
             case .observation(let poster)?: return poster != id
             case .object(let poster)?: return poster != observation.observer
@@ -182,13 +180,15 @@ final class ObservationTable: Sendable {
 
     // MARK: - Posts with a sender
 
-    /// Notes a post with a sender about to go to `topic`: messages of this process on it wait until it is settled.
-    func postStarting(to topic: Topic) {
+    /// Notes a post of `sender`'s about to go to `topic`: messages of this process on it wait until it is settled,
+    /// by the returned settlement (once: the reply as the event loop reads it, or the post's failure).
+    func postStarting(to topic: Topic, by sender: PostSender) -> PostSettlement {
         state.withLock { $0.postsInFlight[topic, default: 0] += 1 }
+        return PostSettlement { [weak self] sequence in self?.postSettled(to: topic, sequence: sequence, by: sender) }
     }
 
     /// Notes that the post to `topic` got its number (nil: it failed), and who posted it.
-    func postSettled(to topic: Topic, sequence: UInt64?, by sender: PostSender) {
+    private func postSettled(to topic: Topic, sequence: UInt64?, by sender: PostSender) {
         state.withLock { state in
             if let count = state.postsInFlight[topic], count > 1 {
                 state.postsInFlight[topic] = count - 1
@@ -217,6 +217,7 @@ final class ObservationTable: Sendable {
     /// Notes that the latest of `topic` is about to be asked for, to be sent again: from now on, the newest of the
     /// topic handed to an observer is noted, so that an older one is not sent after it.
     func resendStarting(for topic: Topic) {
+        resendsUnderWay.add(1, ordering: .releasing)
         state.withLock { state in
             let current = state.resending[topic]
             state.resending[topic] = ((current?.count ?? 0) + 1, current?.newest ?? 0)
@@ -226,16 +227,25 @@ final class ObservationTable: Sendable {
     /// Sends `delivery` again to the observations of its topic, in its place in the order; nil: there was none.
     func resend(_ delivery: Delivery?, for topic: Topic) {
         guard let delivery else {
-            state.withLock { state in
-                if let current = state.resending[topic], current.count > 1 {
-                    state.resending[topic]!.count -= 1
-                } else {
-                    state.resending[topic] = nil
-                }
-            }
+            resendDone(for: topic)
             return
         }
         arrive.yield(.resend(delivery))
+    }
+
+    /// Notes that a `sendLatest` of `topic` is done; returns the newest number handed out of the topic meanwhile.
+    @discardableResult
+    private func resendDone(for topic: Topic) -> UInt64 {
+        defer { resendsUnderWay.subtract(1, ordering: .releasing) }
+        return state.withLock { state in
+            let current = state.resending[topic]
+            if let current, current.count > 1 {
+                state.resending[topic]!.count -= 1
+            } else {
+                state.resending[topic] = nil
+            }
+            return current?.newest ?? 0
+        }
     }
 
     // MARK: - Observations
@@ -322,5 +332,21 @@ final class ObservationTable: Sendable {
         for observation in all { observation.end() }
         arrive.finish()
         task?.cancel()
+    }
+}
+
+/// Settles a post with a sender once: with its number from the daemon's reply, read on the event loop (so that what
+/// waits for it does not wait for the poster's executor, a busy main actor say), or without one when it failed.
+final class PostSettlement: Sendable {
+    private let done = Atomic<Bool>(false)
+    private let action: @Sendable (UInt64?) -> Void
+
+    init(_ action: @escaping @Sendable (UInt64?) -> Void) {
+        self.action = action
+    }
+
+    func settle(_ sequence: UInt64?) {
+        guard !done.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        action(sequence)
     }
 }

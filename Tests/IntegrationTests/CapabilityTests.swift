@@ -50,8 +50,14 @@ struct CapabilityTests {
             #expect(center.observerCount == 0, "dispose is remove on a center")
             try await center.add(observer!)
             observer = nil
-            try await poster.post(Level(value: 3))
             #expect(center.observerCount == 0, "gone with its object")
+            // A marker observer added after them is handed each message after them: nothing reached them.
+            let marker = Seen()
+            let markerToken = try await center.observe(Level.self) { marker.append($0.value.value) }
+            try await poster.post(Level(value: 3))
+            try await marker.wait("3") { $0.last == 3 }
+            #expect(levels.all == [1])
+            _ = markerToken
         }
     }
 
@@ -77,8 +83,13 @@ struct CapabilityTests {
             try await levels.wait(for: [1])
             try await alsoSeen.wait(for: [1])
             owner = nil
+            #expect(center.observerCount == 0)
+            let marker = Seen()
+            let markerToken = try await center.observe(Level.self) { marker.append($0.value.value) }
             try await poster.post(Level(value: 2))
-            #expect(center.observerCount == 0 && levels.all == [1])
+            try await marker.wait("2") { $0.last == 2 }
+            #expect(levels.all == [1] && alsoSeen.all == [1], "nothing after its owner went")
+            _ = markerToken
         }
     }
 
@@ -95,10 +106,21 @@ struct CapabilityTests {
         try await withCenters { center, poster in
             let levels = Seen()
             let token = try await center.observe(Level.self) { levels.append($0.value.value) }
+            let cancelled = Seen()
+            let cancelledToken = try await center.observe(Level.self) { cancelled.append($0.value.value) }
             try await poster.post(Level(value: 1))
             try await levels.wait(for: [1])
+            try await cancelled.wait(for: [1])
             #expect(center.remove(token) && token.isCancelled)
             #expect(!center.remove(token), "an observation already ended had nothing to stop")
+            cancelledToken.cancel()
+            #expect(!center.remove(cancelledToken), "cancelled: ended")
+            let marker = Seen()
+            let markerToken = try await center.observe(Level.self) { marker.append($0.value.value) }
+            try await poster.post(Level(value: 2))
+            try await marker.wait("2") { $0.last == 2 }
+            #expect(levels.all == [1] && cancelled.all == [1])
+            _ = markerToken
         }
     }
 
@@ -109,8 +131,10 @@ struct CapabilityTests {
         let above = Seen()
         let equalToken = messenger.observe(equalTo: Level(value: 2)) { equal.append($0.value) }
         let aboveToken = messenger.observe(where: { $0.value > 2 }) { above.append($0.value) }
+        let equalObject = LevelWatcher()
+        messenger.add(equalObject, equalTo: Level(value: 3))
         for value in 1...4 { messenger.send(Level(value: value)) }
-        #expect(equal.all == [2] && above.all == [3, 4])
+        #expect(equal.all == [2] && above.all == [3, 4] && equalObject.seen.all == [3])
         _ = (equalToken, aboveToken)
 
         try await withCenters { center, poster in
@@ -118,8 +142,11 @@ struct CapabilityTests {
             let above = Seen()
             let equalToken = try await center.observe(Level.self, equalTo: Level(value: 2)) { equal.append($0.value.value) }
             let aboveToken = try await center.observe(Level.self, where: { $0.value > 2 }) { above.append($0.value.value) }
+            let equalObject = LevelWatcher()
+            try await center.add(equalObject, equalTo: Level(value: 3))
             for value in 1...4 { try await poster.post(Level(value: value)) }
             try await above.wait(for: [3, 4])
+            try await equalObject.seen.wait(for: [3])
             #expect(equal.all == [2])
             _ = (equalToken, aboveToken)
         }
@@ -242,15 +269,22 @@ struct CapabilityTests {
         let messenger = Messenger<Level>()
         let model = LevelModel()
         messenger.add(model)
+        let closure = LevelModel()
+        let token = messenger.observeOnMainActor { closure.show($0) }
         messenger.send(Level(value: 1))
-        #expect(model.levels == [1], "sent on the main actor: before send returned")
+        #expect(model.levels == [1] && closure.levels == [1], "sent on the main actor: before send returned")
+        _ = token
 
         try await withCenters { center, poster in
             let model = LevelModel()
             try await center.add(model)
+            let closure = LevelModel()
+            let token = try await center.observeOnMainActor(Level.self) { closure.show($0.value) }
             try await poster.post(Level(value: 1))
             await model.waitFor(1)
-            #expect(model.levels == [1])
+            await closure.waitFor(1)
+            #expect(model.levels == [1] && closure.levels == [1])
+            _ = token
         }
     }
 

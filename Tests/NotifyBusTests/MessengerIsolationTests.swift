@@ -103,6 +103,28 @@ struct MessengerIsolationTests {
         #expect(messenger.observerCount == 2, "the marker and the other owner; the removed one went")
     }
 
+    @Test("dispose(token) and close() end a main-actor observer's queue too: what waited is not handed out")
+    @MainActor
+    func disposeEndsTheQueue() async {
+        let messenger = Messenger<Int>()
+        let disposed = CountingModel()
+        let closed = CountingModel()
+        let disposedToken = messenger.observeOnMainActor { disposed.apply($0) }
+        let closedToken = messenger.observeOnMainActor { closed.apply($0) }
+        sendFromAnotherThread(messenger, 1...3)
+        messenger.dispose(disposedToken)
+        #expect(disposedToken.isCancelled)
+        let marker = CountingModel()
+        let second = Messenger<Int>()
+        second.add(marker)
+        messenger.close()
+        #expect(closedToken.isCancelled)
+        // A message for the marker, from another thread: its turn on the main actor comes after theirs.
+        sendFromAnotherThread(second, 1...1)
+        await marker.waitFor(1)
+        #expect(disposed.values.isEmpty && closed.values.isEmpty, "1…3 waited for the main actor and were let go of")
+    }
+
     @Test("observe(owner:) hands its owner to a nonisolated handler and ends with it")
     func ownerNonisolated() {
         final class Owner: Sendable { let seen = Recorder<Int>() }

@@ -49,7 +49,7 @@ extension ClientChannelHandler {
     /// acknowledged ones among them waits here from now on.
     func drainOutbox(flush: Bool = true) {
         guard let context, let outbox, let (bytes, acknowledged) = outbox.take() else { return }
-        for publish in acknowledged { waiting[publish.id] = .continuation(publish.reply) }
+        for publish in acknowledged { waiting[publish.id] = .continuation(publish.reply, onReply: publish.onReply) }
         let count = bytes.readableBytes
         let written = context.eventLoop.makePromise(of: Void.self)
         written.futureResult.whenComplete { _ in outbox.written(count) }

@@ -44,8 +44,21 @@ extension NotifyClient {
     /// - Returns: the message's sequence number within its topic.
     @discardableResult
     nonisolated(nonsending) public func publishAcknowledged(_ payload: ByteBuffer, to topic: Topic, retain: Bool = true) async throws -> UInt64 {
+        try await publishAcknowledged(payload, to: topic, retain: retain, onReply: nil)
+    }
+
+    /// The same, calling `onReply` on the event loop with the daemon's reply as it is read, before this returns on
+    /// the caller's executor (a reply to a publish made again after a reconnect included).
+    nonisolated(nonsending) package func publishAcknowledged(
+        _ payload: ByteBuffer,
+        to topic: Topic,
+        retain: Bool,
+        onReply: (@Sendable (ServerFrame) -> Void)?
+    ) async throws -> UInt64 {
         try checkSize(payload)
-        let frame = try await withConnection { link in try await link.outbox.appendAcknowledged(payload, to: topic, retain: retain) }
+        let frame = try await withConnection { link in
+            try await link.outbox.appendAcknowledged(payload, to: topic, retain: retain, onReply: onReply)
+        }
         if case .error(let error) = frame { throw NotifyClientError.refused(error) }
         guard case .ok(_, let sequence?) = frame else { throw unexpected(frame, for: "PUB ack") }
         return sequence
@@ -60,7 +73,7 @@ extension NotifyClient {
     /// Waits until the daemon has handled everything sent before, and throws the first error that a
     /// fire-and-forget ``publish(_:to:retain:)-(ByteBuffer,_,_)`` received since the last flush (saying how many
     /// were refused when more were).
-    public func flush() async throws {
+    nonisolated(nonsending) public func flush() async throws {
         let errors = try await withConnection { link in
             let frame = try await self.exchange(.ping, on: link)
             guard case .pong = frame else { throw self.unexpected(frame, for: "PING") }
@@ -85,7 +98,7 @@ extension NotifyClient {
     /// The subscription ends when the sequence is no longer iterated (the daemon is told). When the connection is
     /// lost, a client that reconnects carries it over and resumes it (see ``connect(to:group:reconnectWithin:publishBuffer:)``;
     /// with a daemon of protocol 3); one that does not ends it with the error.
-    public func subscribe(
+    nonisolated(nonsending) public func subscribe(
         to patterns: [TopicPattern],
         latestFirst: Bool = false,
         since: ResumePoint? = nil,
@@ -108,7 +121,7 @@ extension NotifyClient {
     /// on (to one queue, say). Whoever takes an event counts it out of `gauge` and calls the handle's `caughtUp`
     /// when `take` says so, as ``NotifySubscription`` does; `finished` is called once when the subscription ends by
     /// itself (the connection is gone for good). For NotifyCenter, whose observers are called in that one order.
-    package func subscribe(
+    nonisolated(nonsending) package func subscribe(
         to patterns: [TopicPattern],
         latestFirst: Bool,
         gauge: SubscriptionGauge,
@@ -119,7 +132,7 @@ extension NotifyClient {
     }
 
     /// Makes a subscription whose events go to `output`; the handle ends it.
-    private func open(
+    nonisolated(nonsending) private func open(
         _ patterns: [TopicPattern],
         options: SubscribeOptions,
         gauge: SubscriptionGauge,
@@ -173,7 +186,7 @@ extension NotifyClient {
 
     /// The last `count` messages (all for nil) that `topic`'s history keeps, oldest first; empty when it keeps none
     /// (64 messages per topic by default: see the daemon's `--history-messages`). Needs a daemon of protocol 3.
-    public func history(of topic: Topic, count: Int? = nil) async throws -> [Delivery] {
+    nonisolated(nonsending) public func history(of topic: Topic, count: Int? = nil) async throws -> [Delivery] {
         try requireResuming("reading a topic's history")
         return try await withConnection { link in
             let promise = link.channel.eventLoop.makePromise(of: [Delivery].self)
@@ -184,7 +197,7 @@ extension NotifyClient {
     }
 
     /// The buffered latest message of `topic`, or nil when nothing is buffered.
-    public func latest(_ topic: Topic) async throws -> Delivery? {
+    nonisolated(nonsending) public func latest(_ topic: Topic) async throws -> Delivery? {
         let frame = try await exchange(.latest(topic), notFoundIsNil: true)
         switch frame {
         case .latest(_, let delivery): return delivery
@@ -194,7 +207,7 @@ extension NotifyClient {
     }
 
     /// Forgets the buffered message of `topic` without sending anything.
-    public func clear(_ topic: Topic) async throws {
+    nonisolated(nonsending) public func clear(_ topic: Topic) async throws {
         let frame = try await exchange(.clear(topic))
         guard case .ok = frame else { throw unexpected(frame, for: "CLEAR") }
     }
@@ -202,7 +215,7 @@ extension NotifyClient {
     // MARK: - Introspection
 
     /// The topics the daemon knows, all or those matching `pattern`, in name order.
-    public func topics(matching pattern: TopicPattern? = nil) async throws -> [TopicInfo] {
+    nonisolated(nonsending) public func topics(matching pattern: TopicPattern? = nil) async throws -> [TopicInfo] {
         var all: [TopicInfo] = []
         var after: Topic?
         while true {
@@ -215,7 +228,7 @@ extension NotifyClient {
     }
 
     /// The daemon's counters.
-    public func stats() async throws -> ServerStats {
+    nonisolated(nonsending) public func stats() async throws -> ServerStats {
         let frame = try await exchange(.stats)
         guard case .stats(_, let stats) = frame else { throw unexpected(frame, for: "STATS") }
         return stats
@@ -225,7 +238,7 @@ extension NotifyClient {
     public var receivesOwnPublishes: Bool { echo.withLockedValue { $0 } }
 
     /// Whether this connection receives its own publishes (it does unless told otherwise).
-    public func setEcho(_ enabled: Bool) async throws {
+    nonisolated(nonsending) public func setEcho(_ enabled: Bool) async throws {
         echo.withLockedValue { $0 = enabled }
         let frame = try await exchange(.setEcho(enabled))
         guard case .ok = frame else { throw unexpected(frame, for: "OPT") }

@@ -195,20 +195,20 @@ public final class NotifyClient: Sendable {
 
     // MARK: - Internals
 
-    func exchange(_ command: Command) async throws -> ServerFrame {
+    nonisolated(nonsending) func exchange(_ command: Command) async throws -> ServerFrame {
         // Without notFoundIsNil the result is never nil.
         try await exchange(command, notFoundIsNil: false)!
     }
 
-    func exchange(_ command: Command, notFoundIsNil: Bool) async throws -> ServerFrame? {
+    nonisolated(nonsending) func exchange(_ command: Command, notFoundIsNil: Bool) async throws -> ServerFrame? {
         try await withConnection { link in try await self.exchange(command, notFoundIsNil: notFoundIsNil, on: link) }
     }
 
-    func exchange(_ command: Command, on link: Link) async throws -> ServerFrame {
+    nonisolated(nonsending) func exchange(_ command: Command, on link: Link) async throws -> ServerFrame {
         try await exchange(command, notFoundIsNil: false, on: link)!
     }
 
-    func exchange(_ command: Command, notFoundIsNil: Bool, on link: Link) async throws -> ServerFrame? {
+    nonisolated(nonsending) func exchange(_ command: Command, notFoundIsNil: Bool, on link: Link) async throws -> ServerFrame? {
         let reply = link.channel.eventLoop.makePromise(of: ServerFrame.self)
         let handler = link.handler
         link.channel.eventLoop.execute { handler.value.send(command, reply: reply, written: nil) }

@@ -30,6 +30,7 @@ package protocol EventsAtHand: AsyncIteratorProtocol where Element == Subscripti
 /// subscription ends when it is no longer iterated (its last copy and iterator are let go of, or the iterating task
 /// is cancelled); the daemon is told.
 public struct NotifySubscription: AsyncSequence, Sendable {
+    /// What the sequence yields.
     public typealias Element = SubscriptionEvent
 
     let inbox: SubscriptionInbox
@@ -43,6 +44,7 @@ public struct NotifySubscription: AsyncSequence, Sendable {
         self.consumer = Consumer(handle: handle)
     }
 
+    /// An iterator over the sequence.
     public func makeAsyncIterator() -> Iterator {
         Iterator(subscription: self)
     }
@@ -63,6 +65,7 @@ public struct NotifySubscription: AsyncSequence, Sendable {
             try await next()
         }
 
+        /// The next element, on the caller's executor: nil at the end.
         public nonisolated(nonsending) mutating func next() async throws -> SubscriptionEvent? {
             if let event = nextAtHand() { return event }
             do {

@@ -21,6 +21,8 @@ final class PublishOutbox: Sendable {
     struct Acknowledged {
         let id: UInt64
         let reply: CheckedContinuation<ServerFrame, any Error>
+        /// Called on the event loop with the reply as it is read, before `reply` resumes the caller.
+        let onReply: (@Sendable (ServerFrame) -> Void)?
         let frame: Range<Int>
     }
 
@@ -106,7 +108,14 @@ final class PublishOutbox: Sendable {
     /// is full), and waits for the daemon's reply to it: an `OK` with its sequence number, or an `ERR`.
     /// - Throws: the connection's error once it is gone before the reply came (the publish was not written, or its
     ///   reply will not come), or `CancellationError` when the task was cancelled while waiting for room.
-    nonisolated(nonsending) func appendAcknowledged(_ payload: ByteBuffer, to topic: Topic, retain: Bool) async throws -> ServerFrame {
+    /// `onReply` is called on the event loop with the reply as it is read (nothing when the connection fails first),
+    /// before the caller resumes on its own executor: for what must follow the connection's order (a center's hold).
+    nonisolated(nonsending) func appendAcknowledged(
+        _ payload: ByteBuffer,
+        to topic: Topic,
+        retain: Bool,
+        onReply: (@Sendable (ServerFrame) -> Void)? = nil
+    ) async throws -> ServerFrame {
         while true {
             let room = state.withLock { state -> AppendStep in
                 if let closed = state.closed { return .closed(closed) }
@@ -127,7 +136,7 @@ final class PublishOutbox: Sendable {
                 let id = takeRequestID()
                 let start = state.pending.writerIndex
                 state.pending.writeRequest(Request(id: id, .publish(topic, payload: payload, PublishOptions(retain: retain, acknowledge: true))))
-                state.acknowledged.append(Acknowledged(id: id, reply: reply, frame: start..<state.pending.writerIndex))
+                state.acknowledged.append(Acknowledged(id: id, reply: reply, onReply: onReply, frame: start..<state.pending.writerIndex))
                 guard !state.drainScheduled else { return .appended(schedule: false, yields: false) }
                 state.drainScheduled = true
                 return .appended(schedule: true, yields: false)

@@ -5,19 +5,22 @@ import NotifyProtocol
 /// publish that went through the outbox, resumed without a promise between.
 enum ReplyWaiter {
     case promise(EventLoopPromise<ServerFrame>)
-    case continuation(CheckedContinuation<ServerFrame, any Error>)
+    /// An acknowledged publish's caller, and what is called on the event loop with its reply first.
+    case continuation(CheckedContinuation<ServerFrame, any Error>, onReply: (@Sendable (ServerFrame) -> Void)?)
 
     func succeed(_ frame: ServerFrame) {
         switch self {
         case .promise(let promise): promise.succeed(frame)
-        case .continuation(let continuation): continuation.resume(returning: frame)
+        case .continuation(let continuation, let onReply):
+            onReply?(frame)
+            continuation.resume(returning: frame)
         }
     }
 
     func fail(_ error: any Error) {
         switch self {
         case .promise(let promise): promise.fail(error)
-        case .continuation(let continuation): continuation.resume(throwing: error)
+        case .continuation(let continuation, _): continuation.resume(throwing: error)
         }
     }
 }

@@ -12,8 +12,10 @@ import NotifyProtocol
 /// ```
 ///
 /// It is held weakly, as a ``MessengerObserver`` is, and `receive(_:)` is always called on the main actor, one
-/// message at a time, in the order they were sent: at once when they are sent on the main actor and nothing waits,
-/// else by a task on the main actor (see ``Messenger/observeOnMainActor(latestFirst:where:from:bufferingPolicy:_:)``).
+/// message at a time, in the order they were sent. A messenger calls it at once when a message is sent on the main
+/// actor and nothing waits, else from a task on the main actor (see
+/// ``Messenger/observeOnMainActor(latestFirst:where:from:bufferingPolicy:_:)``); a NotifyCenter always from its
+/// queue, so that a busy main actor holds back none of its other observers.
 @MainActor
 public protocol MainActorObserver<Message>: AnyObject, Sendable {
     /// The kind of message observed.

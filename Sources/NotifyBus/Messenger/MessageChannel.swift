@@ -5,12 +5,16 @@ import NotifyProtocol
 /// notifyd in production and on an in-process `Messenger` in its tests:
 ///
 /// ```swift
-/// struct Thermostat<Readings: MessageChannel<Double>> {
+/// struct Temperature: NotifyMessage, Codable {             // NotifyMessage: NotifyCenter's
+///     static let topic = Topic.literal("thermostat.temperature")
+///     var celsius: Double
+/// }
+/// struct Thermostat<Readings: MessageChannel<Temperature>> {
 ///     let readings: Readings
-///     func report(_ celsius: Double) async throws { try await readings.post(celsius) }
+///     func report(_ celsius: Double) async throws { try await readings.post(Temperature(celsius: celsius)) }
 /// }
 /// let live = Thermostat(readings: center.channel(for: Temperature.self))   // across processes
-/// let test = Thermostat(readings: Messenger<Double>())                     // in a test
+/// let test = Thermostat(readings: Messenger<Temperature>())                // in a test
 /// ```
 ///
 /// Each requirement means the same on both; where a process boundary makes a difference, the channel says so

@@ -17,12 +17,15 @@ extension Messenger {
         add(observer, filter: isIncluded, latestFirst: latestFirst, sender: sender.map(ObjectIdentifier.init))
     }
 
-    /// Registers `observer`, held weakly, for the messages sent from now on that equal `value`.
+    /// Registers `observer`, held weakly, for the messages sent from now on that equal `value` (with `latestFirst`,
+    /// ``latest`` first if it does; with `sender`, only those sent from it): the options of a center's `equalTo:`.
     public func add<Observer: MessengerObserver>(
         _ observer: Observer,
-        equalTo value: Message
+        equalTo value: Message,
+        latestFirst: Bool = false,
+        from sender: AnyObject? = nil
     ) where Observer.Message == Message, Message: Equatable {
-        add(observer, filter: { $0 == value }, latestFirst: false, sender: nil)
+        add(observer, filter: { $0 == value }, latestFirst: latestFirst, sender: sender.map(ObjectIdentifier.init))
     }
 
     func add<Observer: MessengerObserver>(
@@ -156,13 +159,15 @@ extension Messenger {
         return token
     }
 
-    /// Calls `handler` with the messages sent from now on that equal `value`, until the returned token is cancelled
-    /// or deallocated.
+    /// Calls `handler` with the messages sent from now on that equal `value` (with `latestFirst` and `sender` as
+    /// ``observe(latestFirst:where:from:_:)`` has them), until the returned token is cancelled or deallocated.
     public func observe(
         equalTo value: Message,
+        latestFirst: Bool = false,
+        from sender: AnyObject? = nil,
         _ handler: @escaping @Sendable (Message) -> Void
     ) -> ObservationToken where Message: Equatable {
-        observe(filter: { $0 == value }, latestFirst: false, sender: nil, handler)
+        observe(filter: { $0 == value }, latestFirst: latestFirst, sender: sender.map(ObjectIdentifier.init), handler)
     }
 
     /// Registers `deliver` for as long as `owner` exists; `onGone` runs when it is removed or its owner is found gone.
@@ -201,6 +206,9 @@ extension Messenger {
             identity: ObjectIdentifier(token),
             filter: filter,
             onMessengerGone: onMessengerGone,
+            // Removed by `dispose` or `close` rather than by its token: what the token holds (a main-actor observer's
+            // queue, an async handler's stream) goes too.
+            onRemoved: { [weak token] in token?.cancel() },
             latestFirst: latestFirst,
             sender: sender
         ) {

@@ -20,8 +20,9 @@ import NotifyProtocol
 ///   order: the order in which the `send` calls happened. A main-actor observer
 ///   (``observeOnMainActor(latestFirst:where:from:bufferingPolicy:_:)``, a ``MainActorObserver``) is handed the
 ///   messages in that order too, one at a time on the main actor: before `send` returns when `send` runs on the main
-///   actor and nothing of it still waits, else by a task there after `send` returned (possibly while other observers
-///   are being called on the sending thread). An `async` handler runs in a task of its own, in order too.
+///   actor and nothing of it still waits, else by a task there, whenever the main actor is free (before or after
+///   `send` returned on its thread, possibly while other observers are being called there). An `async` handler runs
+///   in a task of its own, in order too.
 /// - `send` delivers on the calling thread before it returns, unless a delivery is already under way (a `send`
 ///   from inside an observer, or a concurrent `send` on another thread). Then the message is queued, and the thread
 ///   that is delivering hands it out right after the current one. This is what lets an observer send, add and
@@ -104,7 +105,7 @@ public final class Messenger<Message: Sendable>: Sendable {
     // MARK: - Latest message
 
     /// The last message sent, while ``buffersLatest`` is on (before the first, the initial value of
-    /// ``init(latest:)``); nil before anything was sent and after ``resetLatest()``.
+    /// ``init(latest:)``); nil before anything was sent and after ``clear()``.
     public var latest: Message? {
         state.withLock { $0.latest }
     }
