@@ -318,7 +318,7 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // What several test targets share: a seeded random generator.
+        // What several test targets share: a seeded random generator, a reader of Prometheus's text format.
         .target(
             name: "TestSupport",
             path: "Tests/TestSupport",
@@ -348,6 +348,7 @@ let package = Package(
             dependencies: [
                 "NotifyHTTP",
                 "NotifyBus",
+                "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSettings

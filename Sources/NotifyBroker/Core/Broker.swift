@@ -135,6 +135,8 @@ public final class Broker {
     @exclusivity(unchecked) var stateNeedsRewrite = false
     /// Why the state log cannot be written, while it cannot: retained publishes are refused meanwhile.
     @exclusivity(unchecked) public internal(set) var stateProblem: String?
+    /// Times the state log could not be written or synced since the broker started (`state_log_failures`).
+    @exclusivity(unchecked) var stateLogFailures: UInt64 = 0
     @exclusivity(unchecked) var stateRetryTime: UInt64 = 0
     @exclusivity(unchecked) var stateRetryDelay: UInt64 = 0
     /// Sessions whose acknowledgements wait for this batch's commit (see ``Session/awaitsCommit``).
@@ -307,6 +309,12 @@ public final class Broker {
         case .stats:
             var reply = allocator.buffer(capacity: 256)
             var stats = statistics.counters(now: clock())
+            if stateLog != nil {
+                stats.counters += [
+                    .init(name: "state_log_unsaved", value: stateProblem == nil ? 0 : 1),
+                    .init(name: "state_log_failures", value: stateLogFailures),
+                ]
+            }
             if let extraCounters { stats.counters += extraCounters() }
             stats.counters += fleetCounters
             stats.counters += fleet.reported

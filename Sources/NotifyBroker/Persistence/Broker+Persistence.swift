@@ -130,6 +130,7 @@ extension Broker {
 
     /// Records that the log could not be written or synced: the next batches rewrite it, backing off.
     func noteStateNotSaved(_ error: any Error, now: UInt64) {
+        stateLogFailures += 1
         stateNeedsRewrite = true
         stateProblem = "\(error)"
         stateRetryDelay = min(max(2 * stateRetryDelay, Broker.firstStateRetryPause), Broker.longestStateRetryPause)

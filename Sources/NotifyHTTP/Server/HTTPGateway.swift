@@ -11,6 +11,8 @@ public struct HTTPGateway: Sendable {
     let link: DaemonLink
     let streamLimits: StreamLimits
     let retainedShares: RetainedShares
+    /// The gateway's own counters, for `/metrics`.
+    let metrics = GatewayMetrics()
 
     /// A gateway to the daemon that `configuration` names.
     public init(configuration: GatewayConfiguration) {
@@ -32,12 +34,14 @@ public struct HTTPGateway: Sendable {
         }
     }
 
-    /// The routes: `POST /` (ntfy's JSON publish), `PUT`/`POST /<topic>`, `GET /<topic>/latest`, and
-    /// `GET /<topics>/json|sse|raw`; behind the token check when there are tokens.
+    /// The routes: `POST /` (ntfy's JSON publish), `PUT`/`POST /<topic>`, `GET /<topic>/latest`,
+    /// `GET /<topics>/json|sse|raw`, and `GET /metrics` (Prometheus); behind the token check when there are tokens.
     public func router() -> Router<GatewayContext> {
         let router = Router(context: GatewayContext.self)
+        router.add(middleware: MetricsMiddleware(metrics: metrics))
         addChecks(to: router)
         router.get("/") { request, context in try await self.page(request, client: context.client) }
+        router.get("metrics") { _, _ in await self.prometheusMetrics() }
         router.post("/") { request, context in try await self.publishJSON(request, client: context.client) }
         router.put(":topic") { request, context in
             try await self.publish(request, topic: try context.parameters.require("topic")[...], client: context.client)

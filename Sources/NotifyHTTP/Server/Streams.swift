@@ -32,6 +32,7 @@ extension HTTPGateway {
     /// Opens a subscription of `address`'s to `patterns` from `since`, within the bounds on streams.
     func openStream(_ patterns: [TopicPattern], since: Since, client address: String) async throws -> OpenStream {
         try streamLimits.acquire(address)
+        metrics.streamOpened()
         let client: NotifyClient
         do {
             client = try await link.streamClient()
@@ -69,9 +70,12 @@ extension HTTPGateway {
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
         }
         let keepalive = configuration.keepalive, buffer = configuration.streamBuffer, stall = configuration.streamStall
+        let metrics = self.metrics
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
             do {
-                try await HTTPGateway.pump(stream, format: format, keepalive: keepalive, buffer: buffer, stall: stall) { try await writer.write($0) }
+                try await HTTPGateway.pump(stream, format: format, keepalive: keepalive, buffer: buffer, stall: stall, metrics: metrics) {
+                    try await writer.write($0)
+                }
             } catch {
                 await stream.lease.end()
                 throw error
@@ -111,6 +115,7 @@ extension HTTPGateway {
         keepalive: Duration,
         buffer: Int,
         stall: Duration,
+        metrics: GatewayMetrics,
         write: (ByteBuffer) async throws -> Void
     ) async throws {
         var opening = ByteBuffer()
@@ -126,16 +131,19 @@ extension HTTPGateway {
                 // However the writes end, a producer waiting for room must go on to see it is cancelled.
                 defer { queue.finish() }
                 while let events = await queue.take(upTo: writeBatch) {
+                    for case .dropped(let notice, _) in events { metrics.streamDropped(notice.count) }
                     if format.isFramedPerEvent {
                         for event in events {
                             var frame = ByteBuffer()
                             format.write(event, into: &frame)
                             try await write(frame)
+                            metrics.streamed(frame.readableBytes)
                         }
                     } else {
                         var batch = ByteBuffer()
                         for event in events { format.write(event, into: &batch) }
                         try await write(batch)
+                        metrics.streamed(batch.readableBytes)
                     }
                 }
                 group.cancelAll()

@@ -33,6 +33,13 @@ struct AcknowledgementTests {
         #expect(harness.broker.stateProblem?.contains("No space left on device") == true)
 
         let other = harness.connect()
+        other.send("#9 STATS\n")
+        let failingFrames = try other.received()
+        guard case .stats(_, let failing)? = failingFrames.first else {
+            Issue.record("no STATS: \(failingFrames)")
+            return
+        }
+        #expect(failing["state_log_unsaved"] == 1 && failing["state_log_failures"] == 1, "STATS says the log fails")
         other.send("#4 PUB t 1 ack\nc\n#5 PING\n")
         let refused = try other.received()
         #expect(refused.map(errorCode) == [.storage, nil], "a retained publish is refused while the log fails: \(refused)")
@@ -45,6 +52,13 @@ struct AcknowledgementTests {
         #expect(harness.broker.stateProblem == nil)
         other.send("#6 PUB t 1 ack\nd\n")
         #expect(try other.received().last == .ok(requestID: 6, value: 3))
+        other.send("#10 STATS\n")
+        let savedFrames = try other.received()
+        guard case .stats(_, let saved)? = savedFrames.first else {
+            Issue.record("no STATS: \(savedFrames)")
+            return
+        }
+        #expect(saved["state_log_unsaved"] == 0 && saved["state_log_failures"] == 1, "written again; the failure still counted")
     }
 
     @Test("while the log fails, the rewrite is tried with growing pauses, not at every batch")
