@@ -59,10 +59,13 @@ struct NotifydHTTP: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Seconds a connection may stay idle between requests.", valueName: "seconds"))
     var idleTimeout = 60
 
-    @Option(name: .long, help: ArgumentHelp("Bytes of events a stream holds for its reader; past it, the stream waits for a reader that moves, and drops the oldest (saying how many) for one that has stopped.", valueName: "bytes"))
+    @Option(name: .long, help: ArgumentHelp("Bytes of events a stream holds for its reader; past it, the stream drops the oldest and says how many (the streams share their connections to the daemon: one never holds up another).", valueName: "bytes"))
     var streamBuffer = GatewayConfiguration.defaultStreamBuffer
 
-    @Option(name: .long, help: ArgumentHelp("Seconds a stream's reader may take nothing, with events waiting, before it counts as stopped.", valueName: "seconds"))
+    @Option(name: .long, help: ArgumentHelp("Connections to the daemon that the streams share, each stream on the least loaded one.", valueName: "count"))
+    var streamConnections = 4
+
+    @Option(name: .long, help: ArgumentHelp("Not used any more (a stream's queue drops past --stream-buffer whether its reader moves or not); still accepted, so that existing units start.", valueName: "seconds"))
     var streamStall = 2
 
     @Option(name: .long, help: ArgumentHelp("The most HTTP connections open at once; one more is closed as it comes.", valueName: "count"))
@@ -95,6 +98,7 @@ struct NotifydHTTP: AsyncParsableCommand {
         }
         guard (0...(1 << 40)).contains(maxRetainedBytesPerAddress) else { throw ValidationError("--max-retained-bytes-per-address takes 0 to 1099511627776") }
         guard (4_096...(64 << 20)).contains(streamBuffer) else { throw ValidationError("--stream-buffer takes 4096 to 67108864 bytes") }
+        guard (1...64).contains(streamConnections) else { throw ValidationError("--stream-connections takes 1 to 64") }
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-certificate and --tls-key go together") }
         for origin in allowOrigin where !SameOriginPolicy.isOrigin(origin) {
             throw ValidationError("--allow-origin \(origin) is not an origin: scheme://host[:port], as a browser sends it (https://dashboard.example)")
@@ -180,7 +184,7 @@ struct NotifydHTTP: AsyncParsableCommand {
                 maxStreams: maxStreams,
                 maxStreamsPerAddress: maxStreamsPerAddress,
                 streamBuffer: streamBuffer,
-                streamStall: .seconds(streamStall),
+                streamConnections: streamConnections,
                 maxRetainedTopicsPerAddress: maxRetainedTopicsPerAddress,
                 maxRetainedBytesPerAddress: maxRetainedBytesPerAddress
             )

@@ -38,7 +38,7 @@ struct GatewayStreamTests {
     @Test("a reader of json, sse, raw or ws that stops reading while 2,000 messages of 1 KiB pass gets a dropped event with the count: what it got and what it was told it lost add up to all, in order", arguments: ["json", "sse", "raw", "ws"])
     func readerThatStops(format: String) async throws {
         let daemon = try await TestDaemon.start()
-        let gateway = try await TestGateway.start(for: daemon, arguments: ["--stream-buffer", "65536", "--stream-stall", "1"])
+        let gateway = try await TestGateway.start(for: daemon, arguments: ["--stream-buffer", "65536"])
         let topic = "gw.slow.\(format)"
         let reader = try RawSocket(port: gateway.port, receiveBuffer: 4_096)
         try reader.send(Self.request(gateway, topic: topic, format: format))
@@ -69,26 +69,45 @@ struct GatewayStreamTests {
         try await counter("subscriptions", of: daemon)
     }
 
-    @Test("a reader that is slow but keeps reading through a burst of 2,000 messages of 1 KiB loses none: the stream holds its subscription back, and the daemon queues")
-    func slowReaderLosesNothing() async throws {
+    @Test("streams on one shared daemon connection: a reader that stops gets its dropped count, those that read lose nothing of a burst of 4,000 messages of 1 KiB")
+    func stoppedReaderHoldsUpNoOther() async throws {
         let daemon = try await TestDaemon.start()
-        // A reader that moves counts as stopped only after 10 s without taking anything: a loaded suite is slow, not
-        // stopped.
-        let gateway = try await TestGateway.start(for: daemon, arguments: ["--stream-buffer", "65536", "--stream-stall", "10"])
-        let reader = try RawSocket(port: gateway.port, receiveBuffer: 4_096)
-        try reader.send(Self.request(gateway, topic: "gw.slowpoke", format: "raw"))
-        #expect(await reader.read { String(decoding: $0, as: UTF8.self).contains("\r\n\r\n") })
+        // One connection for every stream: what one reader does not take must not hold up the others. A stream's
+        // queue (2 MiB) and a reading reader's socket take a burst of 4 MB; a stopped reader's cannot.
+        let gateway = try await TestGateway.start(for: daemon, arguments: ["--stream-buffer", "2097152", "--stream-connections", "1"])
+        var readers: [RawSocket] = []
+        for receiveBuffer in [1 << 20, 1 << 20, 4_096] {
+            let reader = try RawSocket(port: gateway.port, receiveBuffer: receiveBuffer)
+            try reader.send(Self.request(gateway, topic: "gw.shared", format: "raw"))
+            #expect(await reader.read { String(decoding: $0, as: UTF8.self).contains("\r\n\r\n") })
+            readers.append(reader)
+        }
+        #expect(try await Self.counter("connections", of: daemon) <= 3, "the gateway's streams share a connection")
+        let stopped = readers.removeLast()
+        let (one, two) = (readers[0], readers[1])
         let padding = String(repeating: "x", count: 1_000)
-        let lines = (1...2_000).map { "m\($0) \(padding)" }.joined(separator: "\n") + "\n"
-        // The send and the reading go on at once: the reader takes what comes, 4 KiB a read, all along.
-        async let sent = daemon.notify(["send", "gw.slowpoke", "--lines"], input: Array(lines.utf8))
-        // Only the end is looked at after each read: decoding all that came, every 4 KiB, would make the reader slow.
-        let arrived = await reader.read(timeout: .seconds(60)) { String(decoding: $0.suffix(4_096), as: UTF8.self).contains("m2000 ") }
-        #expect(try await sent.status == 0)
-        #expect(arrived, "the newest message never came")
-        let text = String(decoding: reader.received, as: UTF8.self)
-        #expect(text.matches(of: #/(?m)^m(\d+) /#).compactMap { Int($0.output.1) } == Array(1...2_000))
-        #expect(!text.contains("notifyd: "), "a reader that kept reading was told of drops")
+        let lines = (1...4_000).map { "m\($0) \(padding)" }.joined(separator: "\n") + "\n"
+        // The send and the reading go on at once; the stopped reader reads nothing until the others have it all.
+        async let sent = daemon.notify(["send", "gw.shared", "--lines"], input: Array(lines.utf8))
+        async let first = one.read(timeout: .seconds(60)) { String(decoding: $0.suffix(4_096), as: UTF8.self).contains("m4000 ") }
+        async let second = two.read(timeout: .seconds(60)) { String(decoding: $0.suffix(4_096), as: UTF8.self).contains("m4000 ") }
+        let status = try await sent.status
+        let (firstArrived, secondArrived) = await (first, second)
+        #expect(status == 0)
+        #expect(firstArrived && secondArrived, "a reader that reads never got the newest message")
+        for reader in readers {
+            let text = String(decoding: reader.received, as: UTF8.self)
+            #expect(text.matches(of: #/(?m)^m(\d+) /#).compactMap { Int($0.output.1) } == Array(1...4_000), "a reader that reads lost some")
+            #expect(!text.contains("notifyd: "), "a reader that kept reading was told of drops")
+        }
+        // The stopped one reads again: its queue kept the newest, and says how many it let go of.
+        let arrived = await stopped.read(timeout: .seconds(60)) { String(decoding: $0.suffix(8_192), as: UTF8.self).contains("m4000 ") }
+        #expect(arrived)
+        let text = String(decoding: stopped.received, as: UTF8.self)
+        let delivered = text.matches(of: #/(?m)^m(\d+) /#).compactMap { Int($0.output.1) }
+        let dropped = text.matches(of: #/notifyd: (\d+) messages of/#).compactMap { Int($0.output.1) }
+        #expect(!dropped.isEmpty, "no dropped count for the reader that stopped")
+        #expect(delivered == delivered.sorted() && delivered.count + dropped.reduce(0, +) == 4_000, "delivered \(delivered.count), dropped \(dropped)")
         try await gateway.stop()
         try await daemon.stop()
     }

@@ -87,9 +87,9 @@ struct SafeDefaultsTests {
         ))
     }
 
-    @Test("a stream's queue for a reader that stopped holds at most its limit: the oldest go, counted in one dropped event that comes first")
+    @Test("a stream's queue holds at most its limit: the oldest go, counted in one dropped event that comes first")
     func queueDrops() async throws {
-        let queue = StreamQueue(limit: 10 * StreamQueue.size(of: Self.message("a.b", 1)), stallAfter: .zero)
+        let queue = StreamQueue(limit: 10 * StreamQueue.size(of: Self.message("a.b", 1)))
         for sequence in 1...25 { queue.push(Self.message("a.b", UInt64(sequence))) }
         #expect(queue.held.events == 10)
         let taken = try #require(await queue.take(upTo: 1 << 20))
@@ -110,18 +110,14 @@ struct SafeDefaultsTests {
         #expect(await queue.take(upTo: 1) == nil)
     }
 
-    @Test("for a reader that moves, a full queue drops nothing: its producer waits for room, and goes on once the reader takes")
-    func queueWaitsForAMovingReader() async throws {
-        let size = StreamQueue.size(of: Self.message("a.b", 1))
-        let queue = StreamQueue(limit: 10 * size, stallAfter: .seconds(3_600))
-        for sequence in 1...25 { queue.push(Self.message("a.b", UInt64(sequence))) }
-        #expect(queue.held.events == 25, "a moving reader's events were dropped")
-        let producer = Task { await queue.waitForRoom(for: size) }
-        let taken = try #require(await queue.take(upTo: 1 << 20))
-        #expect(taken.count == 25)
-        await producer.value
-        queue.push(Self.message("a.b", 26))
-        #expect(queue.held.events == 1)
+    @Test("what waits is taken at once for a poll, a dropped event first; nothing waits after")
+    func queueTakeAtHand() {
+        let queue = StreamQueue(limit: 3 * StreamQueue.size(of: Self.message("a.b", 1)))
+        for sequence in 1...5 { queue.push(Self.message("a.b", UInt64(sequence))) }
+        let taken = queue.takeAtHand()
+        guard case .dropped(let notice, _) = taken.first else { Issue.record("no dropped event first: \(taken)"); return }
+        #expect(notice.count == 2 && taken.count == 4)
+        #expect(queue.takeAtHand().isEmpty && queue.held.events == 0)
     }
 
     @Test("a keepalive joins the queue only when nothing else waits; one message larger than the limit is kept whole")

@@ -124,11 +124,17 @@ extension NotifyClient {
     nonisolated(nonsending) package func subscribe(
         to patterns: [TopicPattern],
         latestFirst: Bool,
+        since: ResumePoint? = nil,
         gauge: SubscriptionGauge,
         sink: @escaping @Sendable (SubscriptionEvent) -> Void,
         finished: @escaping @Sendable ((any Error)?) -> Void
     ) async throws -> SubscriptionHandle {
-        try await open(patterns, options: SubscribeOptions(latestFirst: latestFirst), gauge: gauge, output: .sink(yield: sink, finish: finished))
+        try await open(
+            patterns,
+            options: SubscribeOptions(latestFirst: latestFirst, since: since),
+            gauge: gauge,
+            output: .sink(yield: sink, finish: finished)
+        )
     }
 
     /// Makes a subscription whose events go to `output`; the handle ends it.

@@ -18,12 +18,6 @@ actor DaemonLink {
         return client
     }
 
-    /// A client of its own, for a stream: one stream that is read slowly must not hold up another's messages
-    /// (subscriptions of one client share its connection). It waits for a daemon that restarts, and resumes.
-    func streamClient() async throws -> NotifyClient {
-        try await NotifyClient.connect(to: socketPath, reconnectWithin: .seconds(30))
-    }
-
     func close() async {
         await client?.close()
         client = nil

@@ -18,13 +18,11 @@ public struct GatewayConfiguration: Sendable {
     /// The most bytes of events one stream holds for a reader that does not keep up; past it, its oldest are
     /// dropped, and the reader is told how many when it reads again.
     public var streamBuffer: Int
-    /// How long a stream's reader may take nothing, with events waiting, before it counts as stopped: until then a
-    /// full stream holds its subscription back (the daemon queues); after, it drops its oldest.
-    public var streamStall: Duration
+    /// How many connections to the daemon the streams share (each stream's subscription on the least loaded).
+    public var streamConnections: Int
 
     /// The default of ``streamBuffer``: with the socket's send buffer (an eighth of it asked, a quarter once the
-    /// kernel doubles it), the batch being written and the one in hand (64 KiB each) and the subscription's own
-    /// (128 KiB at most), a stream whose reader stopped holds about 900 KiB, under 1 MiB.
+    /// kernel doubles it) and the batch being written (64 KiB), a stream whose reader stopped holds about 600 KiB.
     public static let defaultStreamBuffer = 512 << 10
 
     /// Creates a configuration.
@@ -36,7 +34,7 @@ public struct GatewayConfiguration: Sendable {
         maxStreams: Int = 256,
         maxStreamsPerAddress: Int = 16,
         streamBuffer: Int = GatewayConfiguration.defaultStreamBuffer,
-        streamStall: Duration = .seconds(2),
+        streamConnections: Int = 4,
         maxRetainedTopicsPerAddress: Int = 25_000,
         maxRetainedBytesPerAddress: Int = 16 << 20
     ) {
@@ -49,6 +47,6 @@ public struct GatewayConfiguration: Sendable {
         self.maxStreams = maxStreams
         self.maxStreamsPerAddress = maxStreamsPerAddress
         self.streamBuffer = streamBuffer
-        self.streamStall = streamStall
+        self.streamConnections = max(1, streamConnections)
     }
 }

@@ -9,6 +9,8 @@ import NotifyBus
 public struct HTTPGateway: Sendable {
     let configuration: GatewayConfiguration
     let link: DaemonLink
+    /// The connections the streams share.
+    let hub: StreamHub
     let streamLimits: StreamLimits
     let retainedShares: RetainedShares
     /// The gateway's own counters, for `/metrics`.
@@ -18,6 +20,7 @@ public struct HTTPGateway: Sendable {
     public init(configuration: GatewayConfiguration) {
         self.configuration = configuration
         self.link = DaemonLink(socketPath: configuration.socketPath)
+        self.hub = StreamHub(socketPath: configuration.socketPath, connections: configuration.streamConnections)
         self.streamLimits = StreamLimits(total: configuration.maxStreams, perClient: configuration.maxStreamsPerAddress)
         self.retainedShares = RetainedShares(
             perClient: (configuration.maxRetainedTopicsPerAddress, configuration.maxRetainedBytesPerAddress),
@@ -65,8 +68,9 @@ public struct HTTPGateway: Sendable {
         if let tokens = configuration.tokens { router.add(middleware: TokenMiddleware(tokens: tokens)) }
     }
 
-    /// Lets go of the shared connection.
+    /// Lets go of the connections to the daemon.
     public func close() async {
+        await hub.close()
         await link.close()
     }
 
@@ -80,11 +84,9 @@ public struct HTTPGateway: Sendable {
         var problem: String?
         do {
             let stream = try await openStream(try TopicList.patterns(filter[...]), since: .latest, client: address)
-            defer { Task { await stream.lease.end() } }
-            try await stream.lease.client.flush()
-            var events = stream.subscription.makeAsyncIterator()
-            while let event = events.nextAtHand() {
-                if case .message(let delivery) = event, latest.count < HTTPGateway.pageRows { latest.append(delivery) }
+            defer { stream.lease.end() }
+            for case .message(let delivery) in stream.queue.takeAtHand() where latest.count < HTTPGateway.pageRows {
+                latest.append(delivery)
             }
         } catch let error as GatewayError {
             problem = error.sentence

@@ -1,31 +1,38 @@
-import NotifyBus
 import Synchronization
 
-/// What a stream holds while it is open: its place under ``StreamLimits`` and its connection to the daemon. Let go
-/// of once, when the stream ends, or when its response is dropped without its body ever being written (a client
-/// gone before its response left): nothing a stream holds outlives it.
+/// What a stream holds while it is open: its place under ``StreamLimits`` and its subscription on the hub's
+/// connections. Let go of once, when the stream ends, or when its response is dropped without its body ever being
+/// written (a client gone before its response left): nothing a stream holds outlives it.
 final class StreamLease: Sendable {
     private let limits: StreamLimits
     private let address: String
-    let client: NotifyClient
-    private let ended = Atomic(false)
+    private let state = Mutex<(subscription: StreamHub.Subscription?, ended: Bool)>((nil, false))
 
-    init(limits: StreamLimits, address: String, client: NotifyClient) {
+    init(limits: StreamLimits, address: String) {
         self.limits = limits
         self.address = address
-        self.client = client
     }
 
-    func end() async {
-        guard !ended.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        limits.release(address)
-        await client.close()
+    /// Holds `subscription` until the stream ends (ended already: at once let go of).
+    func hold(_ subscription: StreamHub.Subscription) {
+        let ended = state.withLock { state in
+            if !state.ended { state.subscription = subscription }
+            return state.ended
+        }
+        if ended { subscription.end() }
     }
 
-    deinit {
-        guard !ended.load(ordering: .acquiring) else { return }
+    func end() {
+        let subscription: StreamHub.Subscription?? = state.withLock { state in
+            guard !state.ended else { return nil }
+            state.ended = true
+            defer { state.subscription = nil }
+            return .some(state.subscription)
+        }
+        guard let subscription else { return }
         limits.release(address)
-        let client = client
-        Task { await client.close() }
+        subscription?.end()
     }
+
+    deinit { end() }
 }

@@ -5,12 +5,11 @@ import Synchronization
 
 /// The events one stream holds between its subscription and its reader: at most ``limit`` bytes.
 ///
-/// While the reader keeps taking events, a full queue holds the subscription back (``waitForRoom(for:)``): the daemon
-/// queues the rest, as for any subscriber, and a reader that is slow through a burst loses nothing. A reader that has
-/// taken nothing for ``stallAfter`` has stopped: then the subscription is read as fast as it delivers, the oldest
-/// events past ``limit`` are dropped and counted, and the reader's next read starts with a `dropped` event that says
-/// how many. So a stopped reader holds this much in the gateway, and nothing at the daemon, whose quotas for the
-/// gateway's user every other stream shares.
+/// The stream's subscription shares its connection to the daemon with other streams' (see ``StreamHub``), so the
+/// queue never holds it back: events come in as the daemon delivers them, and past ``limit`` the oldest are dropped
+/// and counted, and the reader's next read starts with a `dropped` event that says how many. A reader that keeps up
+/// loses nothing; one slower than the messages through a burst longer than the queue holds, or one that stopped,
+/// loses the oldest and is told; the streams beside it lose nothing either way, and the daemon holds nothing for it.
 final class StreamQueue: Sendable {
     private struct State {
         var events = Deque<(event: GatewayEvent, size: Int)>()
@@ -18,64 +17,14 @@ final class StreamQueue: Sendable {
         var dropped: DropNotice?
         var ended = false
         var reader: CheckedContinuation<Void, Never>?
-        /// The producer waiting for room, and whether it was woken while it was not yet waiting.
-        var producer: CheckedContinuation<Void, Never>?
-        var producerWoken = false
-        /// When the reader last took events (or the queue began).
-        var lastTaken = ContinuousClock.now
     }
 
     /// The most bytes of events it holds (payloads and topics, and a fixed cost per event).
     let limit: Int
-    /// How long a reader may take nothing, with events waiting, before it counts as stopped.
-    let stallAfter: Duration
     private let state = Mutex(State())
 
-    init(limit: Int, stallAfter: Duration = .seconds(2)) {
+    init(limit: Int) {
         self.limit = limit
-        self.stallAfter = stallAfter
-    }
-
-    /// Returns once `bytes` more fit under ``limit`` (or the queue is empty, or ended), or once the reader has taken
-    /// nothing for ``stallAfter``: the producer's wait, which holds the subscription back for a reader that moves.
-    func waitForRoom(for bytes: Int) async {
-        while true {
-            let wait: Duration? = state.withLock { state in
-                if state.ended || state.events.isEmpty || state.bytes + bytes <= limit { return nil }
-                let idle = ContinuousClock.now - state.lastTaken
-                return idle >= stallAfter ? nil : stallAfter - idle
-            }
-            guard let wait else { return }
-            let timer = Task {
-                // Cancelled once the wait ended another way: then it wakes nobody.
-                do { try await Task.sleep(for: wait) } catch { return }
-                self.wakeProducer()
-            }
-            await withCheckedContinuation { producer in
-                let now = state.withLock { state in
-                    if state.producerWoken || state.ended {
-                        state.producerWoken = false
-                        return true
-                    }
-                    state.producer = producer
-                    return false
-                }
-                if now { producer.resume() }
-            }
-            timer.cancel()
-        }
-    }
-
-    private func wakeProducer() {
-        let producer: CheckedContinuation<Void, Never>? = state.withLock { state in
-            guard let producer = state.producer else {
-                state.producerWoken = true
-                return nil
-            }
-            state.producer = nil
-            return producer
-        }
-        producer?.resume()
     }
 
     /// Appends `event` (see ``push(contentsOf:)``).
@@ -83,9 +32,7 @@ final class StreamQueue: Sendable {
         push(contentsOf: CollectionOfOne(event))
     }
 
-    /// Appends `events` under one lock; for a reader that has stopped, drops the oldest past ``limit`` (always
-    /// keeping the newest). For one that moves, the producer waited for room first (``waitForRoom(for:)``), and what
-    /// its batch brings past the limit stays.
+    /// Appends `events` under one lock, then drops the oldest past ``limit`` (always keeping the newest), counted.
     func push(contentsOf events: some Collection<GatewayEvent>) {
         let reader: CheckedContinuation<Void, Never>? = state.withLock { state in
             guard !state.ended else { return nil }
@@ -94,8 +41,7 @@ final class StreamQueue: Sendable {
                 state.events.append((event, size))
                 state.bytes += size
             }
-            let stopped = state.bytes > limit && ContinuousClock.now - state.lastTaken >= stallAfter
-            while stopped, state.bytes > limit, state.events.count > 1 {
+            while state.bytes > limit, state.events.count > 1 {
                 let oldest = state.events.removeFirst()
                 state.bytes -= oldest.size
                 if let notice = oldest.event.dropNotice { state.dropped = StreamQueue.merge(state.dropped, notice) }
@@ -112,7 +58,7 @@ final class StreamQueue: Sendable {
         if isIdle { push(event) }
     }
 
-    /// Ends the queue: the reader gets what is left, then nil; a producer waiting for room goes on.
+    /// Ends the queue: the reader gets what is left, then nil.
     func finish() {
         let reader: CheckedContinuation<Void, Never>? = state.withLock { state in
             state.ended = true
@@ -120,7 +66,6 @@ final class StreamQueue: Sendable {
             return state.reader
         }
         reader?.resume()
-        wakeProducer()
     }
 
     /// Waits for events, then takes those at hand up to about `batch` bytes (at least one), a `dropped` event first
@@ -139,26 +84,35 @@ final class StreamQueue: Sendable {
                     state.bytes -= first.size
                     taken.append(first.event)
                 }
-                if !taken.isEmpty {
-                    state.lastTaken = .now
-                    return .some(taken)
-                }
+                if !taken.isEmpty { return .some(taken) }
                 return state.ended ? .some(nil) : nil
             }
-            if let taken {
-                wakeProducer()
-                return taken
-            }
+            if let taken { return taken }
             await withCheckedContinuation { reader in
                 let ready = state.withLock { state in
                     guard state.events.isEmpty, state.dropped == nil, !state.ended else { return true }
-                    // Waiting with nothing to take is not a stall.
-                    state.lastTaken = .now
                     state.reader = reader
                     return false
                 }
                 if ready { reader.resume() }
             }
+        }
+    }
+
+    /// What waits now, a `dropped` event first for what was dropped before it, without waiting: for a poll and the
+    /// page, which take what the daemon replayed.
+    func takeAtHand() -> [GatewayEvent] {
+        state.withLock { state in
+            var taken: [GatewayEvent] = []
+            if let dropped = state.dropped {
+                taken.append(.dropped(dropped, at: .now()))
+                state.dropped = nil
+            }
+            while let first = state.events.popFirst() {
+                state.bytes -= first.size
+                taken.append(first.event)
+            }
+            return taken
         }
     }
 

@@ -41,7 +41,7 @@ extension HTTPGateway {
                 try await outbound.close(error.status == .tooManyRequests ? .policyViolation : .unexpectedServerError, reason: String(error.sentence.prefix(120)))
                 return
             }
-            let keepalive = self.configuration.keepalive, buffer = self.configuration.streamBuffer, stall = self.configuration.streamStall, metrics = self.metrics
+            let keepalive = self.configuration.keepalive, metrics = self.metrics
             do {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     // The client's close (or its connection's end) ends the stream.
@@ -49,7 +49,7 @@ extension HTTPGateway {
                         for try await _ in inbound {}
                     }
                     group.addTask {
-                        try await HTTPGateway.pump(stream, format: .webSocket, keepalive: keepalive, buffer: buffer, stall: stall, metrics: metrics) { buffer in
+                        try await HTTPGateway.pump(stream, format: .webSocket, keepalive: keepalive, metrics: metrics) { buffer in
                             // The event's bytes as the frame's, as they are: no string made of them on the way.
                             try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: buffer)))
                         }
@@ -58,10 +58,10 @@ extension HTTPGateway {
                     group.cancelAll()
                 }
             } catch {
-                await stream.lease.end()
+                stream.lease.end()
                 throw error
             }
-            await stream.lease.end()
+            stream.lease.end()
         }
         return router
     }
