@@ -131,15 +131,28 @@ struct HTTPStreams: AsyncParsableCommand {
         let gatewayBefore = gateway.residentKiB
         let daemonBefore = daemon.residentKiB
         var channels: [any Channel] = []
+        var counters: [StreamCounter] = []
         for index in 0..<idle {
-            let counter = StreamCounter(target: .max)
+            let counter = StreamCounter(target: 1)
+            counters.append(counter)
             channels.append(try await SSECounter.connect(port: gateway.port, path: "/bench.idle.\(index % 50)/sse", counter: counter))
             await counter.waitOpened()
         }
         let gatewayAfter = gateway.residentKiB
         let daemonAfter = daemon.residentKiB
+        let stats = try await NotifyClient.connect(to: daemon.socketPath)
+        let connections = (try await stats.stats()["connections"] ?? 1) - 1
         print("memory   \(idle) idle SSE streams: notifyd-http \(gatewayBefore) → \(gatewayAfter) KiB, \((gatewayAfter - gatewayBefore) * 1024 / idle) B per stream;"
-            + " notifyd \(daemonBefore) → \(daemonAfter) KiB, \((daemonAfter - daemonBefore) * 1024 / idle) B per stream's connection")
+            + " notifyd \(daemonBefore) → \(daemonAfter) KiB, \((daemonAfter - daemonBefore) * 1024 / idle) B per stream;"
+            + " daemon connections the gateway uses: \(connections)")
+        // One message to each of the 50 topics: the time until every stream has its one.
+        let start = ContinuousClock.now
+        for topic in 0..<50 { try await stats.publish("wake", to: Topic("bench.idle.\(topic)"), retain: false) }
+        try await stats.flush()
+        for counter in counters { await counter.waitDone() }
+        let reached = ContinuousClock.now - start
+        print("memory   one message reached all \(idle) idle streams in \(reached.components.seconds * 1_000 + reached.components.attoseconds / 1_000_000_000_000_000) ms")
+        await stats.close()
         for channel in channels { try? await channel.close() }
     }
 }
@@ -287,8 +300,8 @@ final class GatewayProcess: Sendable {
             throw LoadError("\(binary) is not built; run `swift build -c release --product notifyd-http` first")
         }
         let output = Pipe()
-        let arguments = ["--socket", socketPath, "--listen", "127.0.0.1:0", "--allow-anonymous", "--max-streams", "5000", "--max-streams-per-address", "5000",
-            "--max-connections", "10000", "--max-connections-per-address", "10000",
+        let arguments = ["--socket", socketPath, "--listen", "127.0.0.1:0", "--allow-anonymous", "--max-streams", "20000", "--max-streams-per-address", "20000",
+            "--max-connections", "20000", "--max-connections-per-address", "20000",
         ]
         if getuid() == 0 {
             // nobody reaches the daemon's socket (0666 under root) through its directory.

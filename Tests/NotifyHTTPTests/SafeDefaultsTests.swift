@@ -51,6 +51,16 @@ struct SafeDefaultsTests {
         #expect(ClientRange.key(of: nil) == "local")
     }
 
+    @Test("the byte search that finds a connection's line in the kernel's TCP list: first place, whole match, edges")
+    func byteSearch() {
+        func index(_ needle: String, _ haystack: String) -> Int? {
+            Array(needle.utf8).withUnsafeBytes { n in Array(haystack.utf8).withUnsafeBytes { LoopbackPeer.firstIndex(of: n, in: $0) } }
+        }
+        #expect(index("0100007F:1F90 0100007F:8001", "  0: 0100007F:1F91 0100007F:8001\n  1: 0100007F:1F90 0100007F:8001 01") == 38)
+        #expect(index("abc", "ababc") == 2 && index("abc", "abc") == 0 && index("abc", "ab") == nil && index("abc", "") == nil)
+        #expect(index("x", "yyyx") == 3 && index("xy", "yyyx") == nil)
+    }
+
     @Test("a loopback connection's ends are written as the kernel's TCP lists write them, and the list names this process's own connection's owner")
     func loopbackPeer() throws {
         #expect(LoopbackPeer.key(try SocketAddress(ipAddress: "127.0.0.1", port: 8080)) == "0100007F:1F90")
