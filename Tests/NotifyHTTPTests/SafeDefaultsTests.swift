@@ -84,6 +84,13 @@ struct SafeDefaultsTests {
         let clientPort = Int(UInt16(bigEndian: withUnsafeBytes(of: clientStorage) { $0.load(fromByteOffset: 2, as: UInt16.self) }))
         let remote = try SocketAddress(ipAddress: "127.0.0.1", port: clientPort)
         #expect(LoopbackPeer.uid(remote: remote, local: address) == getuid())
+        // Both ways of asking: the kernel for the one socket, and its lists; they agree.
+        #expect(LoopbackPeer.askKernel(remote: remote, local: address) == getuid(), "inet_diag's answer")
+        #expect(LoopbackPeer.fromLists(remote: remote, local: address) == getuid(), "/proc/net/tcp's answer")
+        // Not the client's socket (the ends swapped name the server's, which is this uid's too; a port nobody uses
+        // names none).
+        let nobody = try SocketAddress(ipAddress: "127.0.0.1", port: 1)
+        #expect(LoopbackPeer.askKernel(remote: nobody, local: address) == nil)
         #expect(ClientRange.key(of: remote, local: address) == "uid \(getuid())")
     }
 

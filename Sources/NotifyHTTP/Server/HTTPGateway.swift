@@ -11,6 +11,8 @@ public struct HTTPGateway: Sendable {
     let link: DaemonLink
     /// The connections the streams share.
     let hub: StreamHub
+    /// The keepalives of every stream, from one task.
+    let keepalives: KeepaliveTicker
     let streamLimits: StreamLimits
     let retainedShares: RetainedShares
     /// The gateway's own counters, for `/metrics`.
@@ -21,6 +23,7 @@ public struct HTTPGateway: Sendable {
         self.configuration = configuration
         self.link = DaemonLink(socketPath: configuration.socketPath)
         self.hub = StreamHub(socketPath: configuration.socketPath, connections: configuration.streamConnections)
+        self.keepalives = KeepaliveTicker(interval: configuration.keepalive)
         self.streamLimits = StreamLimits(total: configuration.maxStreams, perClient: configuration.maxStreamsPerAddress)
         self.retainedShares = RetainedShares(
             perClient: (configuration.maxRetainedTopicsPerAddress, configuration.maxRetainedBytesPerAddress),
@@ -70,6 +73,7 @@ public struct HTTPGateway: Sendable {
 
     /// Lets go of the connections to the daemon.
     public func close() async {
+        keepalives.stop()
         await hub.close()
         await link.close()
     }

@@ -68,23 +68,22 @@ extension HTTPGateway {
             for event in stream.queue.takeAtHand() { format.write(event, into: &body) }
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
         }
-        let keepalive = configuration.keepalive
-        let metrics = self.metrics
+        let keepalives = self.keepalives, metrics = self.metrics
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
             defer { stream.lease.end() }
-            try await HTTPGateway.pump(stream, format: format, keepalive: keepalive, metrics: metrics) { try await writer.write($0) }
+            try await HTTPGateway.pump(stream, format: format, keepalives: keepalives, metrics: metrics) { try await writer.write($0) }
             try await writer.finish(nil)
         })
     }
 
-    /// Writes `open`, then the stream's events as they come, and a `keepalive` at each `keepalive` interval when
+    /// Writes `open`, then the stream's events as they come, and a `keepalive` at each of `keepalives`' ticks when
     /// nothing else flows, until the reader goes away (a write fails), the subscription ends, or the gateway stops.
     /// Each write gathers what waits in the queue, except for a format whose every event is a write of its own (a
     /// WebSocket's frames).
     static func pump(
         _ stream: OpenStream,
         format: StreamFormat,
-        keepalive: Duration,
+        keepalives: KeepaliveTicker,
         metrics: GatewayMetrics,
         write: (ByteBuffer) async throws -> Void
     ) async throws {
@@ -92,29 +91,15 @@ extension HTTPGateway {
         format.write(.open(topics: stream.names, at: .now()), into: &opening)
         if opening.readableBytes > 0 { try await write(opening) }
         let queue = stream.queue
-        // A stream has no end of its own: a gateway that is stopped ends it (its writes end), as a reader that goes
-        // away does.
+        keepalives.add(queue, names: stream.names)
+        defer {
+            keepalives.remove(queue)
+            queue.finish()
+        }
         // Ended by the gateway's stop, or by the task's cancellation (a WebSocket's client closed): the queue's end
         // ends the loop, which waits for the queue alone.
         try await withTaskCancellationHandler {
-            try await pumpEvents(of: stream, format: format, keepalive: keepalive, metrics: metrics, write: write)
-        } onCancel: {
-            queue.finish()
-        }
-    }
-
-    private static func pumpEvents(
-        of stream: OpenStream,
-        format: StreamFormat,
-        keepalive: Duration,
-        metrics: GatewayMetrics,
-        write: (ByteBuffer) async throws -> Void
-    ) async throws {
-        let queue = stream.queue
-        try await withGracefulShutdownHandler {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await beat(every: keepalive, names: stream.names, into: queue) }
-                defer { queue.finish() }
+            try await withGracefulShutdownHandler {
                 while let events = await queue.take(upTo: writeBatch) {
                     for case .dropped(let notice, _) in events { metrics.streamDropped(notice.count) }
                     if format.isFramedPerEvent {
@@ -131,23 +116,11 @@ extension HTTPGateway {
                         metrics.streamed(batch.readableBytes)
                     }
                 }
-                group.cancelAll()
-                try await group.waitForAll()
+            } onGracefulShutdown: {
+                queue.finish()
             }
-        } onGracefulShutdown: {
+        } onCancel: {
             queue.finish()
-        }
-    }
-
-    /// Hands a `keepalive` to `queue` at each interval, until cancelled.
-    private static func beat(every interval: Duration, names: String, into queue: StreamQueue) async {
-        while true {
-            do {
-                try await Task.sleep(for: interval)
-            } catch {
-                return
-            }
-            queue.pushKeepalive(.keepalive(topics: names, at: .now()))
         }
     }
 }

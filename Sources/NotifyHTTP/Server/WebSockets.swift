@@ -41,7 +41,7 @@ extension HTTPGateway {
                 try await outbound.close(error.status == .tooManyRequests ? .policyViolation : .unexpectedServerError, reason: String(error.sentence.prefix(120)))
                 return
             }
-            let keepalive = self.configuration.keepalive, metrics = self.metrics
+            let keepalives = self.keepalives, metrics = self.metrics
             do {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     // The client's close (or its connection's end) ends the stream.
@@ -49,7 +49,7 @@ extension HTTPGateway {
                         for try await _ in inbound {}
                     }
                     group.addTask {
-                        try await HTTPGateway.pump(stream, format: .webSocket, keepalive: keepalive, metrics: metrics) { buffer in
+                        try await HTTPGateway.pump(stream, format: .webSocket, keepalives: keepalives, metrics: metrics) { buffer in
                             // The event's bytes as the frame's, as they are: no string made of them on the way.
                             try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: buffer)))
                         }
