@@ -22,7 +22,9 @@ struct HTTPStreams: AsyncParsableCommand {
             --messages 64-byte messages without retaining, as fast as the daemon takes them, and the time runs until \
             every client has counted them all, received or announced as dropped. Deliveries per second are the \
             messages received over that time; what the daemon dropped for clients that fell behind is printed apart. \
-            memory: --idle idle SSE streams, the RSS of notifyd-http and notifyd before and after.
+            memory: --idle idle SSE streams, the RSS of notifyd-http and notifyd before and after, the daemon \
+            connections the gateway uses for them, and the time for one message to each of their 50 topics to reach \
+            them all.
             """
     )
 

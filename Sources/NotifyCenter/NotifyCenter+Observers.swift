@@ -125,20 +125,15 @@ extension NotifyCenter {
         onUndecodable: (@Sendable (UndecodableNotification) -> Void)? = nil,
         _ handler: @escaping @Sendable (Received<Message>) -> Void
     ) async throws {
-        let weakOwner = WeakReference(owner)
-        try await start(
-            Message.self,
+        try await observe(
+            type,
+            owner: owner,
             topics: topics,
             latestFirst: latestFirst,
             where: isIncluded,
             from: sender,
-            for: owner,
             onUndecodable: onUndecodable
-        ) { received in
-            guard weakOwner.object != nil else { return false }
-            handler(received)
-            return true
-        }
+        ) { _, received in handler(received) }
     }
 
     // MARK: - Object observers

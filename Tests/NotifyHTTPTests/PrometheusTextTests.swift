@@ -28,6 +28,18 @@ struct PrometheusTextTests {
         #expect(!text.text.contains("\r\n"), "no line break left in a value")
     }
 
+    @Test("a name comes once: a second family of it (the fleet's report naming one of the gateway's, or two names alike once made valid) is left out")
+    func namesComeOnce() throws {
+        var text = PrometheusText()
+        text.single("notifyd_http_streams", .gauge, help: "The gateway's.", 3)
+        text.single("notifyd_http_streams", .gauge, help: "A report's.", 99)
+        text.single("notifyd_a.b", .gauge, help: "First.", 1)
+        text.single("notifyd_a_b", .gauge, help: "Alike once made valid.", 2)
+        let page = try PrometheusExposition(parsing: text.text)
+        #expect(page.value("notifyd_http_streams") == 3 && page.value("notifyd_a_b") == 1)
+        #expect(page.samples.count == 2)
+    }
+
     @Test("the reader refuses what a scraper would: a bad escape, a TYPE after samples, a family split, no final line break")
     func readerIsStrict() {
         for bad in [

@@ -113,9 +113,6 @@ public struct NotifySubscription: AsyncSequence, Sendable {
         }
     }
 
-    /// Ends the subscription now (a center's `finish()`): its iterator finishes after what it holds.
-    package func end() { consumer.stop() }
-
     /// Ends the subscription at the connection once, when its consumer is done: at the end of the events, or when
     /// the subscription and its iterators are let go of.
     package final class Consumer: Sendable {

@@ -102,9 +102,6 @@ package final class MainActorInbox<Message: Sendable>: Sendable {
         }
     }
 
-    /// How many messages wait for the main actor.
-    package var waitingCount: Int { state.withLock { $0.waiting.count } }
-
     @MainActor
     private func takeTurn() {
         let mine = state.withLock { state in

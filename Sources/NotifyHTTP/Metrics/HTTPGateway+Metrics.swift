@@ -49,12 +49,8 @@ extension HTTPGateway {
             stats = nil
         }
         text.single("notifyd_up", .gauge, help: "1 when the daemon answered the gateway's STATS for this scrape, else 0.", stats == nil ? 0 : 1)
-        for counter in stats?.counters ?? [] {
-            let isCounter = HTTPGateway.daemonCounters.contains(counter.name)
-            let name = "notifyd_" + counter.name + (isCounter && !counter.name.hasSuffix("_total") ? "_total" : "")
-            let help = HTTPGateway.daemonHelp[counter.name] ?? "The daemon's \(counter.name) (STATS; see docs/federation.md for the fleet's)."
-            text.single(name, isCounter ? .counter : .gauge, help: help, counter.value)
-        }
+        // The gateway's own first: a name the fleet service reports (it may name its counters as it likes) never
+        // takes the place of one of them, nor comes twice (the page would be refused whole).
         text.family("notifyd_http_info", .gauge, help: "The gateway: its version and the daemon's socket it serves.")
         text.sample("notifyd_http_info", labels: ["version": NotifydRelease.version, "socket": configuration.socketPath], 1)
         text.single("notifyd_http_streams", .gauge, help: "Streams open now (SSE, JSON, raw, WebSocket).", UInt64(streamLimits.count))
@@ -69,6 +65,12 @@ extension HTTPGateway {
         text.family("notifyd_http_requests_total", .counter, help: "Responses by HTTP status, refusals included (this scrape's own is counted once it is written).")
         for (status, count) in metrics.requests {
             text.sample("notifyd_http_requests_total", labels: ["status": String(status)], count)
+        }
+        for counter in stats?.counters ?? [] {
+            let isCounter = HTTPGateway.daemonCounters.contains(counter.name)
+            let name = "notifyd_" + counter.name + (isCounter && !counter.name.hasSuffix("_total") ? "_total" : "")
+            let help = HTTPGateway.daemonHelp[counter.name] ?? "The daemon's \(counter.name) (STATS; see docs/federation.md for the fleet's)."
+            text.single(name, isCounter ? .counter : .gauge, help: help, counter.value)
         }
         return Response(
             status: .ok,

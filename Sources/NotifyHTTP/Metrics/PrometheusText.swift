@@ -6,14 +6,20 @@ struct PrometheusText {
     }
 
     private(set) var text = ""
+    /// The families written: a name comes once, or a scraper refuses the whole page.
+    private var families: Set<String> = []
 
     /// The content type a scraper is served.
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
-    /// Starts the family `name` (letters, digits and `_` only: anything else becomes `_`).
-    mutating func family(_ name: String, _ kind: Kind, help: String) {
+    /// Starts the family `name` (letters, digits and `_` only: anything else becomes `_`); false, writing nothing,
+    /// when a family of that name was written already (its samples must then not be written either).
+    @discardableResult
+    mutating func family(_ name: String, _ kind: Kind, help: String) -> Bool {
         let name = PrometheusText.metricName(name)
+        guard families.insert(name).inserted else { return false }
         text += "# HELP \(name) \(PrometheusText.escapeHelp(help))\n# TYPE \(name) \(kind.rawValue)\n"
+        return true
     }
 
     /// One sample of the family just started (`name` is the family's), with `labels` in their order.
@@ -25,9 +31,9 @@ struct PrometheusText {
         text += " \(value)\n"
     }
 
-    /// A family with one sample.
+    /// A family with one sample; nothing when a family of that name was written already.
     mutating func single(_ name: String, _ kind: Kind, help: String, _ value: UInt64) {
-        family(name, kind, help: help)
+        guard family(name, kind, help: help) else { return }
         sample(name, value)
     }
 

@@ -44,7 +44,6 @@ public struct HTTPGateway: Sendable {
     /// `GET /<topics>/json|sse|raw`, and `GET /metrics` (Prometheus); behind the token check when there are tokens.
     public func router() -> Router<GatewayContext> {
         let router = Router(context: GatewayContext.self)
-        router.add(middleware: MetricsMiddleware(metrics: metrics))
         addChecks(to: router)
         router.get("/") { request, context in try await self.page(request, client: context.client) }
         router.get("metrics") { _, _ in await self.prometheusMetrics() }
@@ -65,8 +64,10 @@ public struct HTTPGateway: Sendable {
         return router
     }
 
-    /// The checks every route is behind: `Host` and `Origin` first, then the token, when there are tokens.
+    /// The checks every route is behind: `Host` and `Origin` first, then the token, when there are tokens; the
+    /// count of responses by status before them, so that their refusals count too (a WebSocket upgrade's as well).
     func addChecks<Context: GatewayRequestContext>(to router: Router<Context>) {
+        router.add(middleware: MetricsMiddleware(metrics: metrics))
         router.add(middleware: SameOriginMiddleware(policy: configuration.sameOrigin))
         if let tokens = configuration.tokens { router.add(middleware: TokenMiddleware(tokens: tokens)) }
     }

@@ -101,12 +101,6 @@ actor StreamHub {
         streams[slot] -= 1
     }
 
-    /// Streams on each connection now.
-    var load: [Int] { streams }
-
-    /// Connections made.
-    var connected: Int { clients.compactMap { $0 }.count }
-
     /// Closes every connection.
     func close() async {
         let all = clients.compactMap { $0 }
