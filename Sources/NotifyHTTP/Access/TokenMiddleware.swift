@@ -10,16 +10,25 @@ struct TokenMiddleware<Context: RequestContext>: RouterMiddleware {
     let tokens: TokenTable
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let field = request.headers[.authorization] ?? request.uri.queryParameters["auth"].flatMap({ TokenMiddleware.decode($0) }),
+        if let refusal = TokenMiddleware.refusal(tokens: tokens, authorization: request.headers[.authorization], auth: request.uri.queryParameters["auth"], reading: request.method == .get || request.method == .head) {
+            throw refusal
+        }
+        return try await next(request, context)
+    }
+
+    /// Why `tokens` refuse a request with this `Authorization` header or `?auth=` parameter (the header first), that
+    /// only reads or that publishes; nil when they let it through.
+    static func refusal(tokens: TokenTable, authorization: String?, auth: Substring?, reading: Bool) -> GatewayError? {
+        guard let field = authorization ?? auth.flatMap({ decode($0) }),
             field.hasPrefix("Bearer "),
             let permission = tokens.permission(of: field.dropFirst("Bearer ".count))
         else {
-            throw GatewayError(.unauthorized, "this gateway takes requests with a token only: send Authorization: Bearer TOKEN")
+            return GatewayError(.unauthorized, "this gateway takes requests with a token only: send Authorization: Bearer TOKEN")
         }
-        if request.method != .get, request.method != .head, permission != .readWrite {
-            throw GatewayError(.forbidden, "this token may read only; publishing takes a read-write token")
+        if !reading, permission != .readWrite {
+            return GatewayError(.forbidden, "this token may read only; publishing takes a read-write token")
         }
-        return try await next(request, context)
+        return nil
     }
 
     /// ntfy's `auth` parameter: an `Authorization` value in base 64 (URL-safe or not, padded or not).

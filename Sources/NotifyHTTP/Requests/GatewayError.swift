@@ -48,12 +48,17 @@ extension GatewayError: HTTPResponseError {
     /// ntfy's error object: `{"code": <status × 100>, "http": <status>, "error": <sentence>}`.
     func response(from request: Request, context: some RequestContext) throws -> Response {
         var body = ByteBuffer()
+        writeBody(into: &body)
+        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
+    }
+
+    /// Appends ntfy's error object, and a line break.
+    func writeBody(into body: inout ByteBuffer) {
         JSONWriter.object(into: &body) { json in
             json.field("code", UInt64(status.code) * 100)
             json.field("http", UInt64(status.code))
             json.field("error", sentence)
         }
         body.writeStaticString("\n")
-        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
     }
 }

@@ -3,6 +3,7 @@ import HummingbirdCore
 import HummingbirdWebSocket
 public import Logging
 public import NIOCore
+import NIOHTTP1
 import NIOPosix
 import NIOSSL
 public import ServiceLifecycle
@@ -108,20 +109,33 @@ public struct GatewayServer: Service {
         )
         let headerDeadline = TimeAmount(timeouts.header)
         let tlsContext = tls?.context
-        let setUp: @Sendable (any Channel) -> EventLoopFuture<HTTP1WebSocketUpgradeChannel.Value> = { channel in
+        let gateway = self.gateway
+        let setUp: @Sendable (any Channel) -> EventLoopFuture<GatewayConnection> = { channel in
             do {
                 // TLS first: the deadline reads the request's bytes in clear, and times a handshake that never ends.
                 if let tlsContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tlsContext)) }
                 try channel.pipeline.syncOperations.addHandler(RequestHeadDeadline(deadline: headerDeadline))
+                // A stream's connection is served on its event loop, any other by Hummingbird's channel, which is set
+                // up either way: a stream's keeps its HTTP/1 decoder and encoder, with a ``StreamResponder`` in place
+                // of what would wait for the request's head.
+                let router = FirstRequestRouter(eventLoop: channel.eventLoop) { channel, format in
+                    let upgrade = try channel.pipeline.syncOperations.context(handlerType: NIOTypedHTTPServerUpgradeHandler<HTTP1WebSocketUpgradeChannel.UpgradeResult>.self)
+                    channel.pipeline.syncOperations.removeHandler(context: upgrade, promise: nil)
+                    try channel.pipeline.syncOperations.addHandler(StreamResponder(gateway: gateway, format: format))
+                }
+                try channel.pipeline.syncOperations.addHandler(router)
+                let servedByHummingbird = router.servedByHummingbird
+                return child.setup(channel: channel, logger: logger).map {
+                    GatewayConnection(channel: channel, http: $0, servedByHummingbird: servedByHummingbird)
+                }
             } catch {
                 return channel.eventLoop.makeFailedFuture(error)
             }
-            return child.setup(channel: channel, logger: logger)
         }
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             .childChannelOption(ChannelOptions.socketOption(.so_sndbuf), value: SocketOptionValue(sendBuffer))
-        let server: NIOAsyncChannel<HTTP1WebSocketUpgradeChannel.Value, Never>
+        let server: NIOAsyncChannel<GatewayConnection, Never>
         switch listener {
         case .address(let host, let port):
             server = try await bootstrap
@@ -145,9 +159,11 @@ public struct GatewayServer: Service {
                             connection.channel.close(promise: nil)
                             continue
                         }
+                        connection.channel.closeFuture.whenComplete { _ in open.remove(id) }
                         group.addTask {
-                            defer { open.remove(id) }
-                            await child.handle(value: connection, logger: logger)
+                            // Until the first request line is read; a stream's connection needs no task after it.
+                            guard (try? await connection.servedByHummingbird.get()) == true else { return }
+                            await child.handle(value: connection.http, logger: logger)
                         }
                     }
                 }
@@ -157,6 +173,14 @@ public struct GatewayServer: Service {
             open.closeAll()
         }
     }
+}
+
+/// A connection accepted: Hummingbird's channel to serve, once its first request line is read, unless a
+/// ``StreamResponder`` serves it on its event loop.
+struct GatewayConnection: Sendable {
+    let channel: any Channel
+    let http: HTTP1WebSocketUpgradeChannel.Value
+    let servedByHummingbird: EventLoopFuture<Bool>
 }
 
 /// The connections a ``GatewayServer`` has open, by client address: for its bounds, and to close at its end (an

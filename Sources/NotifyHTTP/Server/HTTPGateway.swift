@@ -72,6 +72,17 @@ public struct HTTPGateway: Sendable {
         if let tokens = configuration.tokens { router.add(middleware: TokenMiddleware(tokens: tokens)) }
     }
 
+    /// Why the checks refuse a request that gives these `Host`, `Origin` and `Authorization` headers and `?auth=`
+    /// parameter, on a connection to `local`, and reads or publishes: what the middlewares of ``addChecks(to:)``
+    /// decide, for a stream served outside the router (``StreamResponder``). Nil when they let it through.
+    func refusal(host: String?, origin: String?, authorization: String?, auth: Substring?, reading: Bool, local: SocketAddress?) -> GatewayError? {
+        if let refusal = configuration.sameOrigin.refusal(host: host, origin: origin, local: local) {
+            return GatewayError(.forbidden, refusal)
+        }
+        guard let tokens = configuration.tokens else { return nil }
+        return TokenMiddleware<GatewayContext>.refusal(tokens: tokens, authorization: authorization, auth: auth, reading: reading)
+    }
+
     /// Lets go of the connections to the daemon.
     public func close() async {
         keepalives.stop()

@@ -11,12 +11,14 @@ import Synchronization
 /// loses nothing; one slower than the messages through a burst longer than the queue holds, or one that stopped,
 /// loses the oldest and is told; the streams beside it lose nothing either way, and the daemon holds nothing for it.
 final class StreamQueue: Sendable {
-    private struct State {
+    fileprivate struct State {
         var events = Deque<(event: GatewayEvent, size: Int)>()
         var bytes = 0
         var dropped: DropNotice?
         var ended = false
         var reader: CheckedContinuation<Void, Never>?
+        /// Called once when an event comes or the queue ends, after ``take(upTo:orWake:)`` found nothing.
+        var waker: (@Sendable () -> Void)?
     }
 
     /// The most bytes of events it holds (payloads and topics, and a fixed cost per event).
@@ -34,8 +36,8 @@ final class StreamQueue: Sendable {
 
     /// Appends `events` under one lock, then drops the oldest past ``limit`` (always keeping the newest), counted.
     func push(contentsOf events: some Collection<GatewayEvent>) {
-        let reader: CheckedContinuation<Void, Never>? = state.withLock { state in
-            guard !state.ended else { return nil }
+        let (reader, waker) = state.withLock { state -> (CheckedContinuation<Void, Never>?, (@Sendable () -> Void)?) in
+            guard !state.ended else { return (nil, nil) }
             for event in events {
                 let size = StreamQueue.size(of: event)
                 state.events.append((event, size))
@@ -46,10 +48,14 @@ final class StreamQueue: Sendable {
                 state.bytes -= oldest.size
                 if let notice = oldest.event.dropNotice { state.dropped = StreamQueue.merge(state.dropped, notice) }
             }
-            defer { state.reader = nil }
-            return state.reader
+            defer {
+                state.reader = nil
+                state.waker = nil
+            }
+            return (state.reader, state.waker)
         }
         reader?.resume()
+        waker?()
     }
 
     /// Appends a `keepalive` if nothing waits: one is needed only while nothing else flows.
@@ -60,33 +66,23 @@ final class StreamQueue: Sendable {
 
     /// Ends the queue: the reader gets what is left, then nil.
     func finish() {
-        let reader: CheckedContinuation<Void, Never>? = state.withLock { state in
+        let (reader, waker) = state.withLock { state -> (CheckedContinuation<Void, Never>?, (@Sendable () -> Void)?) in
             state.ended = true
-            defer { state.reader = nil }
-            return state.reader
+            defer {
+                state.reader = nil
+                state.waker = nil
+            }
+            return (state.reader, state.waker)
         }
         reader?.resume()
+        waker?()
     }
 
     /// Waits for events, then takes those at hand up to about `batch` bytes (at least one), a `dropped` event first
     /// for what was dropped before them; nil once the queue ended and nothing is left. One reader at a time.
     func take(upTo batch: Int) async -> [GatewayEvent]? {
         while true {
-            let taken: [GatewayEvent]?? = state.withLock { state in
-                var taken: [GatewayEvent] = []
-                if let dropped = state.dropped {
-                    taken.append(.dropped(dropped, at: .now()))
-                    state.dropped = nil
-                }
-                var bytes = 0
-                while bytes < batch, let first = state.events.popFirst() {
-                    bytes += first.size
-                    state.bytes -= first.size
-                    taken.append(first.event)
-                }
-                if !taken.isEmpty { return .some(taken) }
-                return state.ended ? .some(nil) : nil
-            }
+            let taken: [GatewayEvent]?? = state.withLock { $0.take(upTo: batch) }
             if let taken { return taken }
             await withCheckedContinuation { reader in
                 let ready = state.withLock { state in
@@ -96,6 +92,19 @@ final class StreamQueue: Sendable {
                 }
                 if ready { reader.resume() }
             }
+        }
+    }
+
+    /// Takes what waits now, as ``take(upTo:)`` does, without waiting: when nothing waits, an empty array, and `wake`
+    /// is called once when an event comes or the queue ends (on the pusher's thread: it should only schedule the
+    /// next take). For a reader that runs on an event loop rather than in a task of its own.
+    func take(upTo batch: Int, orWake wake: @escaping @Sendable () -> Void) -> [GatewayEvent]? {
+        state.withLock { state in
+            guard let taken = state.take(upTo: batch) else {
+                state.waker = wake
+                return []
+            }
+            return taken
         }
     }
 
@@ -141,6 +150,26 @@ final class StreamQueue: Sendable {
             firstSequence: min(earlier.firstSequence, later.firstSequence),
             lastSequence: max(earlier.lastSequence, later.lastSequence)
         )
+    }
+}
+
+extension StreamQueue.State {
+    /// Takes up to about `batch` bytes of events, a `dropped` event first: nil when nothing waits; `.some(nil)` once
+    /// the queue ended and nothing is left.
+    fileprivate mutating func take(upTo batch: Int) -> [GatewayEvent]?? {
+        var taken: [GatewayEvent] = []
+        if let dropped {
+            taken.append(.dropped(dropped, at: .now()))
+            self.dropped = nil
+        }
+        var size = 0
+        while size < batch, let first = events.popFirst() {
+            size += first.size
+            bytes -= first.size
+            taken.append(first.event)
+        }
+        if !taken.isEmpty { return .some(taken) }
+        return ended ? .some(nil) : nil
     }
 }
 
