@@ -69,6 +69,37 @@ struct GatewayStreamTests {
         try await counter("subscriptions", of: daemon)
     }
 
+    @Test("300 idle SSE streams on the daemon connections the gateway shares: one message reaches each of them; a stream asked for on a kept-alive connection, after another request, gets it too")
+    func manyIdleStreamsGetOneMessage() async throws {
+        let daemon = try await TestDaemon.start()
+        let gateway = try await TestGateway.start(for: daemon, arguments: ["--max-streams", "400", "--max-streams-per-address", "400", "--max-connections", "400", "--max-connections-per-address", "400"])
+        var readers: [RawSocket] = []
+        for index in 0..<300 {
+            let reader = try RawSocket(port: gateway.port)
+            try reader.send(Self.request(gateway, topic: "gw.idle.\(index % 10)", format: "sse"))
+            #expect(await reader.read { String(decoding: $0, as: UTF8.self).contains("event: open") }, "stream \(index) did not open")
+            readers.append(reader)
+        }
+        // A first request the router hands to Hummingbird, then a stream on the same connection: served as before.
+        let keptAlive = try RawSocket(port: gateway.port)
+        try keptAlive.send("GET /gw.idle.0/latest?auth=\(gateway.auth) HTTP/1.1\r\nHost: 127.0.0.1:\(gateway.port)\r\n\r\n")
+        #expect(await keptAlive.read { String(decoding: $0, as: UTF8.self).contains("nothing is buffered") })
+        try keptAlive.send(Self.request(gateway, topic: "gw.idle.0", format: "sse"))
+        #expect(await keptAlive.read { String(decoding: $0, as: UTF8.self).contains("event: open") })
+        readers.append(keptAlive)
+        // The 4 stream connections, the one for requests (the latest above), and this stats.
+        #expect(try await Self.counter("connections", of: daemon) <= 6, "the streams share the gateway's 4 daemon connections")
+        for topic in 0..<10 {
+            #expect(try await daemon.notify(["send", "gw.idle.\(topic)", "wake \(topic)"]).status == 0)
+        }
+        for (index, reader) in readers.enumerated() {
+            let topic = index == 300 ? 0 : index % 10
+            #expect(await reader.read { String(decoding: $0, as: UTF8.self).contains("wake \(topic)") }, "stream \(index) never got its message")
+        }
+        try await gateway.stop()
+        try await daemon.stop()
+    }
+
     @Test("streams on one shared daemon connection: a reader that stops gets its dropped count, those that read lose nothing of a burst of 4,000 messages of 1 KiB")
     func stoppedReaderHoldsUpNoOther() async throws {
         let daemon = try await TestDaemon.start()

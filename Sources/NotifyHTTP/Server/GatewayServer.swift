@@ -110,7 +110,17 @@ public struct GatewayServer: Service {
         let headerDeadline = TimeAmount(timeouts.header)
         let tlsContext = tls?.context
         let gateway = self.gateway
+        let open = OpenConnections()
+        let maxConnections = self.maxConnections, maxConnectionsPerAddress = self.maxConnectionsPerAddress
         let setUp: @Sendable (any Channel) -> EventLoopFuture<GatewayConnection> = { channel in
+            // Counted as it is accepted, before anything serves it (a stream is served from its first read), so that
+            // a burst of connections cannot pass the bounds.
+            let client = ClientRange.key(of: channel.remoteAddress, local: channel.localAddress)
+            guard let id = open.add(channel, from: client, total: maxConnections, perClient: maxConnectionsPerAddress) else {
+                channel.close(promise: nil)
+                return channel.eventLoop.makeSucceededFuture(GatewayConnection(channel: channel, http: nil, servedByHummingbird: channel.eventLoop.makeSucceededFuture(false)))
+            }
+            channel.closeFuture.whenComplete { _ in open.remove(id) }
             do {
                 // TLS first: the deadline reads the request's bytes in clear, and times a handshake that never ends.
                 if let tlsContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tlsContext)) }
@@ -135,6 +145,9 @@ public struct GatewayServer: Service {
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             .childChannelOption(ChannelOptions.socketOption(.so_sndbuf), value: SocketOptionValue(sendBuffer))
+            // The first read's buffer stays with its connection: 512 bytes hold most request heads, where NIO's 2 KB
+            // would be kept by each of thousands of idle streams; it grows for a connection whose reads fill it.
+            .childChannelOption(ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65_536))
         let server: NIOAsyncChannel<GatewayConnection, Never>
         switch listener {
         case .address(let host, let port):
@@ -146,24 +159,17 @@ public struct GatewayServer: Service {
             server = try await bootstrap.bind(NIOBSDSocket.Handle(descriptor), childChannelInitializer: setUp)
         }
         try onListening(server.channel.localAddress)
-        let open = OpenConnections()
         // Stopped, it takes no more connections and closes those it has; a stream ends on its own (see
         // ``HTTPGateway/pump(_:format:keepalive:write:)``).
         try await withGracefulShutdownHandler {
             try await server.executeThenClose { connections in
                 try await withThrowingDiscardingTaskGroup { group in
                     for try await connection in connections {
-                        // Counted as it is accepted, so that a burst of connections cannot pass the bounds.
-                        let client = ClientRange.key(of: connection.channel.remoteAddress, local: connection.channel.localAddress)
-                        guard let id = open.add(connection.channel, from: client, total: maxConnections, perClient: maxConnectionsPerAddress) else {
-                            connection.channel.close(promise: nil)
-                            continue
-                        }
-                        connection.channel.closeFuture.whenComplete { _ in open.remove(id) }
+                        guard let http = connection.http else { continue }
                         group.addTask {
                             // Until the first request line is read; a stream's connection needs no task after it.
                             guard (try? await connection.servedByHummingbird.get()) == true else { return }
-                            await child.handle(value: connection.http, logger: logger)
+                            await child.handle(value: http, logger: logger)
                         }
                     }
                 }
@@ -179,7 +185,8 @@ public struct GatewayServer: Service {
 /// ``StreamResponder`` serves it on its event loop.
 struct GatewayConnection: Sendable {
     let channel: any Channel
-    let http: HTTP1WebSocketUpgradeChannel.Value
+    /// Nil for a connection past the bounds, closed as it came.
+    let http: HTTP1WebSocketUpgradeChannel.Value?
     let servedByHummingbird: EventLoopFuture<Bool>
 }
 

@@ -43,7 +43,21 @@ final class StreamResponder: ChannelInboundHandler, RemovableChannelHandler {
         guard case .head(let head) = unwrapInboundIn(data), case .awaitingHead = phase else { return }
         phase = .opening
         version = head.version
+        dropDecoder(context)
         open(head, context: context)
+    }
+
+    /// Lets go of the HTTP/1 decoder once the head is read (it keeps about 1.3 KB: its parser, the head's header
+    /// list, its buffer): what the client sends later is read and dropped by a ``ClientBytesDiscarder`` in its place.
+    private func dropDecoder(_ context: ChannelHandlerContext) {
+        let pipeline = context.pipeline
+        try? pipeline.syncOperations.addHandler(ClientBytesDiscarder(), position: .before(self))
+        // Not from within the decoder's own read, which is where this runs.
+        let bound = NIOLoopBound(pipeline, eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            guard let decoder = try? bound.value.syncOperations.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) else { return }
+            bound.value.syncOperations.removeHandler(context: decoder, promise: nil)
+        }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -190,4 +204,11 @@ final class StreamResponder: ChannelInboundHandler, RemovableChannelHandler {
         stream.queue.finish()
         stream.lease.end()
     }
+}
+
+/// Reads and drops what a stream's client sends after its request: a stream answers one request only.
+final class ClientBytesDiscarder: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = Never
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 }
