@@ -39,8 +39,8 @@ cli_bin=$(swift build "${cli_build[@]}" --show-bin-path)
 # is used.
 rm -f "$bin/notifyd" "$bin/notifyd-http" "$bin/notifyd-fleet" "$cli_bin/notify"
 swift build "${daemon_build[@]}" --product notifyd >&2
-# The HTTP gateway, linked as the daemon is (its start-up order is notifyd's: the flag is harmless to it).
-swift build "${daemon_build[@]}" --product notifyd-http >&2
+# The HTTP gateway, linked as the daemon is, in the order of its own start-up and first requests.
+swift build "${gateway_build[@]}" --product notifyd-http >&2
 # The fleet service, likewise: the only binary of the package with NATS and TLS in it.
 swift build "${daemon_build[@]}" --product notifyd-fleet >&2
 mkdir -p "$scratch-cli"

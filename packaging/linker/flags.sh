@@ -1,7 +1,8 @@
 # Sourced by packaging/build-deb.sh and packaging/linker/order-startup.sh: how the packaged binaries are built, in
-# one place. `packaged_build_flags SCRATCH [ORDERS]` sets daemon_build and cli_build, the `swift build` arguments of
-# notifyd (scratch SCRATCH) and notify (scratch SCRATCH-cli), laid out by the order files in ORDERS (by default
-# packaging/linker, where they are kept). Run from the repository's root.
+# one place. `packaged_build_flags SCRATCH [ORDERS]` sets daemon_build, gateway_build and cli_build, the `swift
+# build` arguments of notifyd (and notifyd-fleet; scratch SCRATCH), notifyd-http (the same scratch, its own order)
+# and notify (scratch SCRATCH-cli), laid out by the order files in ORDERS (by default packaging/linker, where they
+# are kept). Run from the repository's root.
 #
 # Both are linked so that start-up touches as few of their pages as it can (docs/performance.md: idle RSS
 # and `notify send` peak RSS):
@@ -9,7 +10,7 @@
 #   functions a start (and a first client, or one `notify send`) runs, in the order they first run, written by
 #   order-startup.sh. Without it they are spread over the whole text, and the kernel maps 64 KiB around each page
 #   touched. A name the order no longer matches is skipped: a stale order costs memory, never correctness.
-# notifyd also:
+# notifyd and notifyd-http also:
 # - with relative relocations packed (DT_RELR, glibc 2.36): the loader reads 11 KiB of them instead of the
 #   1.3 MiB of RELA entries it otherwise reads at every start;
 # - exporting no symbols: the Swift runtime's static link exports every symbol (-export-dynamic), 1.4 MiB of
@@ -43,10 +44,12 @@ packaged_build_flags() {
     -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections
     -Xswiftc -use-ld=lld -Xlinker --no-warn-symbol-ordering
     -Xswiftc -enforce-exclusivity=unchecked)
-  daemon_build=("${common[@]}" --scratch-path "$scratch"
-    -Xlinker --symbol-ordering-file="$orders/notifyd.order"
-    -Xlinker -z -Xlinker pack-relative-relocs
+  local server=(-Xlinker -z -Xlinker pack-relative-relocs
     -Xlinker --version-script="$linker/export-nothing.map" -Xswiftc -L"$cxx")
+  daemon_build=("${common[@]}" --scratch-path "$scratch"
+    -Xlinker --symbol-ordering-file="$orders/notifyd.order" "${server[@]}")
+  gateway_build=("${common[@]}" --scratch-path "$scratch"
+    -Xlinker --symbol-ordering-file="$orders/notifyd-http.order" "${server[@]}")
   cli_build=("${common[@]}" --scratch-path "$scratch-cli" -Xswiftc -static-executable
     -Xlinker --symbol-ordering-file="$orders/notify.order")
 }

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Writes packaging/linker/notifyd.order and notify.order: the functions that a start of notifyd (then its first
-# clients and a burst) and one `notify send` run, in the order they first run. build-deb.sh links them first,
+# Writes packaging/linker/notifyd.order, notifyd-http.order and notify.order: the functions that a start of notifyd
+# (then its first clients and a burst), a start of notifyd-http (then its first requests and a stream) and one
+# `notify send` run, in the order they first run. build-deb.sh links them first,
 # side by side, so that start-up touches a few hundred KiB of text instead of pages spread over all of it (flags.sh
 # says why).
 #
 #   sudo env PATH="$PATH" packaging/linker/order-startup.sh    # a few minutes (sudo's own PATH has no swift);
 #                                                              # run it again when start-up code has changed much
+#   sudo env PATH="$PATH" ORDERS=notifyd-http packaging/linker/order-startup.sh    # one binary's order only
 #
 # How: build both binaries as packaged (in .build-order), then for each, until no new function shows up (or only a
 # few, three rounds in a row): drop the binary from the page cache and turn read-ahead off on its disk, so that each
@@ -36,13 +38,22 @@ command -v swift >/dev/null || { say "needs swift on PATH (sudo env PATH=\"\$PAT
 
 # The orders are made in $work, and copied to packaging/linker at the end.
 source "$linker/flags.sh"
-: >"$work/notifyd.order"
-: >"$work/notify.order"
+# ORDERS names the binaries whose order is made again (all three by default); the others keep theirs.
+orders=${ORDERS:-notifyd notifyd-http notify}
+for name in notifyd notifyd-http notify; do
+  case " $orders " in
+    *" $name "*) : >"$work/$name.order" ;;
+    *) cp "$linker/$name.order" "$work/$name.order" ;;
+  esac
+done
+remake() { case " $orders " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 packaged_build_flags .build-order "$work"
 daemon=$(swift build "${daemon_build[@]}" --show-bin-path)/notifyd
+gateway=$(swift build "${gateway_build[@]}" --show-bin-path)/notifyd-http
 cli=$(swift build "${cli_build[@]}" --show-bin-path)/notify
 say "building notifyd and notify as packaged, in .build-order (the first round builds everything)"
 swift build "${daemon_build[@]}" -Xlinker -Map="$work/notifyd.map" --product notifyd >/dev/null
+swift build "${gateway_build[@]}" -Xlinker -Map="$work/notifyd-http.map" --product notifyd-http >/dev/null
 swift build "${cli_build[@]}" -Xlinker -Map="$work/notify.map" --product notify >/dev/null
 
 # The file holding the disk's read-ahead, for the disk the binaries are on (a partition's is its disk's).
@@ -90,6 +101,37 @@ scenario_notifyd() {
   # A burst with fan-out, for the code a busy daemon runs (publish batches, queues, flow control), so that serving
   # it after start touches pages laid out together too (Benchmarks/IdleAfterBurst).
   "$cli" --socket "$run/n.sock" bench --skip-latency --subscribers 20 --count 20000 >/dev/null
+  kill -TERM "$daemon_pid"
+  wait "$daemon_pid" || true
+  daemon_pid=""
+}
+
+# The gateway's scenario, beside a daemon of its own: start (as nobody: it refuses root), settle, a publish,
+# `latest`, the page, /metrics, and a stream that gets a message.
+scenario_notifyd_http() {
+  local run=$work/run-http port=18599
+  rm -rf "$run" && mkdir -p "$run" && chmod 755 "$run"
+  "$daemon" --socket "$run/n.sock" --state-dir "$run/state" --config /dev/null 2>/dev/null &
+  daemon_pid=$!
+  wait_for_socket "$run/n.sock"
+  perf record -q -e page-faults -c 1 -d -o "$work/perf.data" -- \
+    setpriv --reuid=65534 --regid=65534 --clear-groups \
+    "$gateway" --socket "$run/n.sock" --listen "127.0.0.1:$port" --allow-anonymous >"$run/gateway.out" 2>&1 &
+  local gateway_pid=$!
+  for _ in $(seq 200); do grep -q listening "$run/gateway.out" 2>/dev/null && break; sleep 0.05; done
+  sleep 1  # its start-up timers
+  local url=http://127.0.0.1:$port
+  curl -s -d hello "$url/order.test" >/dev/null
+  curl -s "$url/order.test/latest" >/dev/null
+  curl -s "$url/" >/dev/null
+  curl -s "$url/metrics" >/dev/null
+  curl -sN --max-time 3 "$url/order.test/sse" >/dev/null &
+  local stream=$!
+  sleep 0.3  # the stream open; if not, --max-time ends it all the same
+  curl -s -d again "$url/order.test" >/dev/null
+  wait "$stream" || true
+  kill -TERM "$gateway_pid"
+  wait "$gateway_pid" || true
   kill -TERM "$daemon_pid"
   wait "$daemon_pid" || true
   daemon_pid=""
@@ -153,7 +195,7 @@ converge() {
   for round in $(seq 1 40); do
     rm -f "$binary"
     swift build "${build[@]}" -Xlinker -Map="$work/$name.map" --product "$name" >/dev/null
-    cold "$binary" "scenario_$name"
+    cold "$binary" "scenario_${name//-/_}"
     collect "$name" "$binary" >"$work/counts"
     read -r new kept <"$work/counts"
     say "$name, round $round: $new new functions; $kept in the order"
@@ -168,15 +210,19 @@ converge() {
   say "$name: still finding functions after 40 rounds; the order is written as it is"
 }
 
-converge notifyd "$daemon" daemon_build
-mkdir -p "$work/run-notify"
-"$daemon" --socket "$work/run-notify/n.sock" --state-dir "$work/run-notify/state" --config /dev/null 2>/dev/null &
-daemon_pid=$!
-wait_for_socket "$work/run-notify/n.sock"
-converge notify "$cli" cli_build
-kill -TERM "$daemon_pid"
-wait "$daemon_pid" || true
-daemon_pid=""
-cp "$work/notifyd.order" "$work/notify.order" "$linker/"
-say "wrote $linker/notifyd.order ($(wc -l <"$linker/notifyd.order") functions) and" \
+remake notifyd && converge notifyd "$daemon" daemon_build
+remake notifyd-http && converge notifyd-http "$gateway" gateway_build
+if remake notify; then
+  mkdir -p "$work/run-notify"
+  "$daemon" --socket "$work/run-notify/n.sock" --state-dir "$work/run-notify/state" --config /dev/null 2>/dev/null &
+  daemon_pid=$!
+  wait_for_socket "$work/run-notify/n.sock"
+  converge notify "$cli" cli_build
+  kill -TERM "$daemon_pid"
+  wait "$daemon_pid" || true
+  daemon_pid=""
+fi
+cp "$work/notifyd.order" "$work/notifyd-http.order" "$work/notify.order" "$linker/"
+say "wrote $linker/notifyd.order ($(wc -l <"$linker/notifyd.order") functions)," \
+  "$linker/notifyd-http.order ($(wc -l <"$linker/notifyd-http.order") functions) and" \
   "$linker/notify.order ($(wc -l <"$linker/notify.order") functions)"

@@ -2,7 +2,7 @@ import NIOCore
 import NIOHTTP1
 
 /// Sends a new connection, by its first request line, one of two ways: a stream (`GET /<topics>/json|sse|raw`, not a
-/// poll) to a ``StreamResponder`` on the connection's event loop, anything else to Hummingbird's HTTP and WebSocket
+/// poll, or `/ws`) to a ``StreamResponder`` on the connection's event loop, anything else to Hummingbird's HTTP and WebSocket
 /// channel. A stream served by Hummingbird's responder holds the task that serves its connection and every async
 /// frame of the path to it (the router, the middlewares: about 15 KB, kept for as long as the stream is open); one
 /// served by a `StreamResponder` holds no task at all. What this cannot read as a stream's request line (longer than
@@ -87,8 +87,8 @@ final class FirstRequestRouter: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// A request line that asks for a stream the ``StreamResponder`` serves: `GET /<topics>/json|sse|raw` over HTTP/1,
-/// without `poll`.
+/// A request line that asks for a stream the ``StreamResponder`` serves: `GET /<topics>/json|sse|raw|ws` over
+/// HTTP/1, without `poll`.
 struct StreamRequestLine {
     let format: StreamFormat
 
@@ -112,8 +112,8 @@ struct StreamRequestLine {
         let query = target.dropFirst(path.count)
         guard !query.contains("poll="), path.first == "/" else { return nil }
         let segments = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
-        guard segments.count == 2, !segments[0].isEmpty, let format = StreamFormat(rawValue: String(segments[1])),
-            StreamFormat.httpStreams.contains(format)
+        guard segments.count == 2, !segments[0].isEmpty,
+            let format = segments[1] == "ws" ? .webSocket : StreamFormat.httpStreams.first(where: { $0.rawValue == segments[1] })
         else { return nil }
         self.format = format
     }

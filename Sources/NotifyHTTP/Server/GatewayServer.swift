@@ -126,12 +126,9 @@ public struct GatewayServer: Service {
                 if let tlsContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tlsContext)) }
                 try channel.pipeline.syncOperations.addHandler(RequestHeadDeadline(deadline: headerDeadline))
                 // A stream's connection is served on its event loop, any other by Hummingbird's channel, which is set
-                // up either way: a stream's keeps its HTTP/1 decoder and encoder, with a ``StreamResponder`` in place
-                // of what would wait for the request's head.
+                // up either way (``HTTPGateway/serveStream(on:as:)`` then changes it).
                 let router = FirstRequestRouter(eventLoop: channel.eventLoop) { channel, format in
-                    let upgrade = try channel.pipeline.syncOperations.context(handlerType: NIOTypedHTTPServerUpgradeHandler<HTTP1WebSocketUpgradeChannel.UpgradeResult>.self)
-                    channel.pipeline.syncOperations.removeHandler(context: upgrade, promise: nil)
-                    try channel.pipeline.syncOperations.addHandler(StreamResponder(gateway: gateway, format: format))
+                    try gateway.serveStream(on: channel, as: format)
                 }
                 try channel.pipeline.syncOperations.addHandler(router)
                 let servedByHummingbird = router.servedByHummingbird

@@ -4,15 +4,15 @@ import NIOCore
 import NIOHTTP1
 import NotifyBus
 
-/// Serves one stream (`GET /<topics>/json|sse|raw`, see ``FirstRequestRouter``) on its connection's event loop: the
-/// same checks, events and ends as the route's (``HTTPGateway/stream(_:topics:format:client:)``), with no task held
-/// while it is open. Its queue wakes it when events come; it writes what waits while the socket takes it, gathered
-/// in one write and one flush, and waits for the socket to drain when it does not (the queue then drops the oldest,
-/// told). The stream ends when the client goes, the subscription ends, or the gateway stops (its connections
-/// closed).
-final class StreamResponder: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
+/// Serves one stream (`GET /<topics>/json|sse|raw`, or `/ws` once upgraded; see ``FirstRequestRouter``) on its
+/// connection's event loop: the same checks, events and ends as the routes' (``HTTPGateway/stream(_:topics:format:client:)``),
+/// with no task held while it is open. Its queue wakes it when events come; it writes what waits while the socket
+/// takes it, all in one flush (a WebSocket's frames too, each its own slice of one buffer), and waits for the socket
+/// to drain when it does not (the queue then drops the oldest, told). The stream ends when the client goes (or sends
+/// a WebSocket close), the subscription ends, or the gateway stops (its connections closed).
+final class StreamResponder<Transport: StreamTransport>: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = Transport.InboundIn
+    typealias OutboundOut = Transport.OutboundOut
 
     private enum Phase {
         case awaitingHead
@@ -23,32 +23,51 @@ final class StreamResponder: ChannelInboundHandler, RemovableChannelHandler {
 
     private let gateway: HTTPGateway
     private let format: StreamFormat
+    /// The request, when it was read before this was added (a WebSocket's upgrade, made or refused).
+    private let upgradeHead: HTTPRequestHead?
     private var phase = Phase.awaitingHead
     private var context: ChannelHandlerContext?
     private var version = HTTPVersion.http1_1
     /// What the queue calls when events come after a take found none: made once, as every take may need it.
     private var wake: (@Sendable () -> Void)?
 
-    init(gateway: HTTPGateway, format: StreamFormat) {
+    init(gateway: HTTPGateway, format: StreamFormat, head: HTTPRequestHead? = nil) {
         self.gateway = gateway
         self.format = format
+        self.upgradeHead = head
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        if let upgradeHead, context.channel.isActive {
+            phase = .opening
+            version = upgradeHead.version
+            open(upgradeHead, context: context)
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        // Only the first head counts: a stream's response never ends, so nothing after it is answered.
-        guard case .head(let head) = unwrapInboundIn(data), case .awaitingHead = phase else { return }
-        phase = .opening
-        version = head.version
-        dropDecoder(context)
-        open(head, context: context)
+        let part = unwrapInboundIn(data)
+        if case .awaitingHead = phase, let head = Transport.head(of: part) {
+            phase = .opening
+            version = head.version
+            if Transport.dropsDecoderAfterHead { dropDecoder(context) }
+            open(head, context: context)
+            return
+        }
+        // Only the first head counts: a stream's response never ends, so nothing after it is answered, but for what
+        // a WebSocket's client may send (a ping, its close).
+        let (answer, ends) = Transport.reply(to: part)
+        if let answer {
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(answer)).whenComplete { _ in if ends { channel.close(promise: nil) } }
+        } else if ends {
+            context.close(promise: nil)
+        }
     }
 
-    /// Lets go of the HTTP/1 decoder once the head is read (it keeps about 1.3 KB: its parser, the head's header
-    /// list, its buffer): what the client sends later is read and dropped by a ``ClientBytesDiscarder`` in its place.
+    /// Lets go of the request's decoder once the head is read (HTTP/1's keeps about 1.3 KB: its parser, the head's
+    /// header list, its buffer): what the client sends later is read and dropped by a ``ClientBytesDiscarder``.
     private func dropDecoder(_ context: ChannelHandlerContext) {
         let pipeline = context.pipeline
         try? pipeline.syncOperations.addHandler(ClientBytesDiscarder(), position: .before(self))
@@ -88,25 +107,21 @@ final class StreamResponder: ChannelInboundHandler, RemovableChannelHandler {
     /// Checks the request as the routes' middlewares do, then opens its subscription (the only step that awaits:
     /// a task of its own until the daemon answered), then streams.
     private func open(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
-        let uri = URI(head.uri)
-        var query = uri.queryParameters
         let local = context.channel.localAddress
-        if let refusal = gateway.refusal(
-            host: head.headers.first(name: "Host"),
-            origin: head.headers.first(name: "Origin"),
-            authorization: head.headers.first(name: "Authorization"),
-            auth: query["auth"],
-            reading: true,
-            local: local
-        ) {
+        var query = URI(head.uri).queryParameters
+        if let refusal = gateway.streamRefusal(head, query: query, local: local) {
             refuse(refusal)
+            return
+        }
+        if format == .webSocket, !Transport.isWebSocket {
+            refuse(GatewayError(.badRequest, "/ws takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket); /json, /sse and /raw stream over HTTP"))
             return
         }
         // An EventSource that reconnects says where it was: resumed from there, as `since=` would.
         if query["since"] == nil, let last = head.headers.first(name: "Last-Event-ID"), MessageID(last[...]) != nil {
             query["since"] = last[...]
         }
-        let topics = uri.path.dropFirst().prefix { $0 != "/" }
+        let topics = URI(head.uri).path.dropFirst().prefix { $0 != "/" }
         let client = ClientRange.key(of: context.channel.remoteAddress, local: local)
         let gateway = self.gateway
         let loop = context.eventLoop
@@ -131,13 +146,10 @@ final class StreamResponder: ChannelInboundHandler, RemovableChannelHandler {
         }
         phase = .streaming(stream)
         gateway.metrics.responded(200)
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: format.contentType)
-        headers.add(name: "Cache-Control", value: "no-cache")
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: version, status: .ok, headers: headers))), promise: nil)
-        var opening = ByteBuffer()
-        format.write(.open(topics: stream.names, at: .now()), into: &opening)
-        if opening.readableBytes > 0 { context.write(wrapOutboundOut(.body(.byteBuffer(opening))), promise: nil) }
+        if let head = Transport.start(version: version, format: format) { context.write(wrapOutboundOut(head), promise: nil) }
+        Transport.write([.open(topics: stream.names, at: .now())], format: format, allocator: context.channel.allocator) {
+            context.write(wrapOutboundOut($0), promise: nil)
+        }
         let loop = context.eventLoop
         let this = NIOLoopBound(self, eventLoop: loop)
         wake = { loop.execute { this.value.drain() } }
@@ -146,8 +158,8 @@ final class StreamResponder: ChannelInboundHandler, RemovableChannelHandler {
         drain()
     }
 
-    /// Writes what waits while the socket takes it, each write gathering up to ``HTTPGateway/writeBatch`` bytes of
-    /// events, and flushes once.
+    /// Writes what waits while the socket takes it, each take up to ``HTTPGateway/writeBatch`` bytes of events, and
+    /// flushes once.
     private func drain() {
         guard case .streaming(let stream) = phase, let context, let wake else { return }
         var wrote = false
@@ -158,37 +170,29 @@ final class StreamResponder: ChannelInboundHandler, RemovableChannelHandler {
                 phase = .ended
                 end(stream)
                 let channel = context.channel
-                context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+                context.writeAndFlush(wrapOutboundOut(Transport.end)).whenComplete { _ in channel.close(promise: nil) }
                 return
             }
             if events.isEmpty { return }
-            var batch = context.channel.allocator.buffer(capacity: 0)
-            for event in events {
-                if case .dropped(let notice, _) = event { gateway.metrics.streamDropped(notice.count) }
-                format.write(event, into: &batch)
+            for case .dropped(let notice, _) in events { gateway.metrics.streamDropped(notice.count) }
+            let bytes = Transport.write(events, format: format, allocator: context.channel.allocator) {
+                context.write(wrapOutboundOut($0), promise: nil)
             }
-            gateway.metrics.streamed(batch.readableBytes)
-            context.write(wrapOutboundOut(.body(.byteBuffer(batch))), promise: nil)
+            gateway.metrics.streamed(bytes)
             wrote = true
         }
     }
 
-    /// Answers with `refusal` (ntfy's error object) and closes.
+    /// Answers with `refusal` (ntfy's error object; a WebSocket's close) and closes.
     private func refuse(_ refusal: GatewayError) {
         guard case .opening = phase, let context else { return }
         phase = .ended
         gateway.metrics.responded(Int(refusal.status.code))
-        var body = ByteBuffer()
-        refusal.writeBody(into: &body)
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: "application/json")
-        headers.add(name: "Content-Length", value: String(body.readableBytes))
-        headers.add(name: "Connection", value: "close")
-        let status = HTTPResponseStatus(statusCode: Int(refusal.status.code), reasonPhrase: refusal.status.reasonPhrase)
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: version, status: status, headers: headers))), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        var parts = Transport.refusal(refusal, version: version)
+        let last = parts.removeLast()
+        for part in parts { context.write(wrapOutboundOut(part), promise: nil) }
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(last)).whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// Lets go of what the stream holds, once.
@@ -211,4 +215,29 @@ final class ClientBytesDiscarder: ChannelInboundHandler, RemovableChannelHandler
     typealias InboundIn = Never
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+}
+
+extension HTTPGateway {
+    /// Why a stream's request is refused before its subscription opens: the checks every route is behind
+    /// (``refusal(host:origin:authorization:auth:reading:local:)``), then its topics and `since`; nil when it may
+    /// open. A WebSocket's upgrade asks this first, so that a refusal is an HTTP error, as the route's is.
+    func streamRefusal(_ head: HTTPRequestHead, query: FlatDictionary<Substring, Substring>, local: SocketAddress?) -> GatewayError? {
+        if let refusal = refusal(
+            host: head.headers.first(name: "Host"),
+            origin: head.headers.first(name: "Origin"),
+            authorization: head.headers.first(name: "Authorization"),
+            auth: query["auth"],
+            reading: true,
+            local: local
+        ) {
+            return refusal
+        }
+        do {
+            _ = try TopicList.patterns(URI(head.uri).path.dropFirst().prefix { $0 != "/" })
+            _ = try Since(parsing: query["since"] ?? "", now: .now())
+        } catch {
+            return error
+        }
+        return nil
+    }
 }

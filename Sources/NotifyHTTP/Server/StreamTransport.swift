@@ -1,0 +1,127 @@
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOWebSocket
+
+/// How a ``StreamResponder``'s stream goes on the wire: the parts it reads and writes, and how its events, end and
+/// refusals are framed.
+protocol StreamTransport: SendableMetatype {
+    associatedtype InboundIn
+    associatedtype OutboundOut
+
+    /// Whether this is a WebSocket's, once upgraded.
+    static var isWebSocket: Bool { get }
+    /// Whether the request's decoder is let go of once the head is read.
+    static var dropsDecoderAfterHead: Bool { get }
+    /// The request's head, if `part` is one.
+    static func head(of part: InboundIn) -> HTTPRequestHead?
+    /// What to answer the client's `part` while streaming, and whether it ends the stream.
+    static func reply(to part: InboundIn) -> (answer: OutboundOut?, ends: Bool)
+    /// What goes before the stream's first event.
+    static func start(version: HTTPVersion, format: StreamFormat) -> OutboundOut?
+    /// Hands `events`, framed as `format` says and written into one buffer, to `write`: returns their bytes.
+    @discardableResult
+    static func write(_ events: [GatewayEvent], format: StreamFormat, allocator: ByteBufferAllocator, to write: (OutboundOut) -> Void) -> Int
+    /// The parts that say `refusal`, to its last (never none).
+    static func refusal(_ refusal: GatewayError, version: HTTPVersion) -> [OutboundOut]
+    /// The stream's last part: after a refusal, or when its subscription ended or the gateway stops.
+    static var end: OutboundOut { get }
+}
+
+/// A stream as an HTTP/1 response: its events in its body, gathered into one write.
+enum HTTPStreamTransport: StreamTransport {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    static var isWebSocket: Bool { false }
+    static var dropsDecoderAfterHead: Bool { true }
+
+    static func head(of part: HTTPServerRequestPart) -> HTTPRequestHead? {
+        guard case .head(let head) = part else { return nil }
+        return head
+    }
+
+    static func reply(to part: HTTPServerRequestPart) -> (answer: HTTPServerResponsePart?, ends: Bool) { (nil, false) }
+
+    static func start(version: HTTPVersion, format: StreamFormat) -> HTTPServerResponsePart? {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: format.contentType)
+        headers.add(name: "Cache-Control", value: "no-cache")
+        return .head(HTTPResponseHead(version: version, status: .ok, headers: headers))
+    }
+
+    static func write(_ events: [GatewayEvent], format: StreamFormat, allocator: ByteBufferAllocator, to write: (HTTPServerResponsePart) -> Void) -> Int {
+        var batch = allocator.buffer(capacity: 0)
+        for event in events { format.write(event, into: &batch) }
+        // A raw stream's `open` is an empty line; one with nothing at all writes nothing.
+        if batch.readableBytes > 0 { write(.body(.byteBuffer(batch))) }
+        return batch.readableBytes
+    }
+
+    static func refusal(_ refusal: GatewayError, version: HTTPVersion) -> [HTTPServerResponsePart] {
+        var body = ByteBuffer()
+        refusal.writeBody(into: &body)
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Content-Length", value: String(body.readableBytes))
+        headers.add(name: "Connection", value: "close")
+        let status = HTTPResponseStatus(statusCode: Int(refusal.status.code), reasonPhrase: refusal.status.reasonPhrase)
+        return [.head(HTTPResponseHead(version: version, status: status, headers: headers)), .body(.byteBuffer(body)), .end(nil)]
+    }
+
+    static var end: HTTPServerResponsePart { .end(nil) }
+}
+
+/// A stream as a WebSocket (ntfy's): each event a text message of its own, the frames of a take written together.
+enum WebSocketStreamTransport: StreamTransport {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    static var isWebSocket: Bool { true }
+    static var dropsDecoderAfterHead: Bool { false }
+
+    static func head(of part: WebSocketFrame) -> HTTPRequestHead? { nil }
+
+    /// A ping is answered; the client's close is echoed, and ends the stream; the rest is not read as requests.
+    static func reply(to frame: WebSocketFrame) -> (answer: WebSocketFrame?, ends: Bool) {
+        switch frame.opcode {
+        case .ping: (WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData), false)
+        case .connectionClose: (WebSocketFrame(fin: true, opcode: .connectionClose, data: frame.unmaskedData), true)
+        default: (nil, false)
+        }
+    }
+
+    static func start(version: HTTPVersion, format: StreamFormat) -> WebSocketFrame? { nil }
+
+    static func write(_ events: [GatewayEvent], format: StreamFormat, allocator: ByteBufferAllocator, to write: (WebSocketFrame) -> Void) -> Int {
+        var batch = allocator.buffer(capacity: 0)
+        var ends: [Int] = []
+        ends.reserveCapacity(events.count)
+        for event in events {
+            format.write(event, into: &batch)
+            ends.append(batch.writerIndex)
+        }
+        // Each frame a slice of the one buffer: no copy, no allocation per event.
+        var start = batch.readerIndex
+        for end in ends {
+            write(WebSocketFrame(fin: true, opcode: .text, data: batch.getSlice(at: start, length: end - start)!))
+            start = end
+        }
+        return batch.readableBytes
+    }
+
+    /// After the upgrade, a refusal is a close: 1008 for a bound passed (429), 1011 for the rest, with the sentence.
+    static func refusal(_ refusal: GatewayError, version: HTTPVersion) -> [WebSocketFrame] {
+        [close(refusal.status == .tooManyRequests ? .policyViolation : .unexpectedServerError, reason: String(refusal.sentence.prefix(120)))]
+    }
+
+    /// The close that ends the stream: 1001 (going away) when its subscription ended or the gateway stops.
+    static var end: WebSocketFrame { close(.goingAway, reason: "") }
+
+    static func close(_ code: WebSocketErrorCode, reason: String) -> WebSocketFrame {
+        var data = ByteBuffer()
+        data.write(webSocketErrorCode: code)
+        data.writeString(reason)
+        return WebSocketFrame(fin: true, opcode: .connectionClose, data: data)
+    }
+}
