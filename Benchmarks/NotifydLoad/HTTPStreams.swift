@@ -33,12 +33,15 @@ struct HTTPStreams: AsyncParsableCommand {
     @Option(help: "Client counts, comma-separated.") var clients = "1,100"
     @Option(help: "Kinds, comma-separated: sse, ws, library, memory.") var cases = "sse,ws,library,memory"
     @Option(help: "Idle streams for the memory case.") var idle = 500
+    @Option(help: "The notifyd-http to measure (the packaged one, say: /usr/sbin/notifyd-http); by default the one beside this executable.")
+    var gatewayBinary: String?
 
     func run() async throws {
         let daemon = try DaemonProcess()
         defer { daemon.stop() }
-        let gateway = try GatewayProcess(socketPath: daemon.socketPath)
+        let gateway = try GatewayProcess(socketPath: daemon.socketPath, binary: gatewayBinary)
         defer { gateway.stop() }
+        print("idle     notifyd-http just started: \(gateway.residentKiB) KiB")
         let counts = clients.split(separator: ",").compactMap { Int($0) }
         for kind in cases.split(separator: ",").map(String.init) {
             if kind == "memory" {
@@ -295,8 +298,8 @@ final class GatewayProcess: Sendable {
     let port: Int
     private let process = Process()
 
-    init(socketPath: String) throws {
-        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    init(socketPath: String, binary: String? = nil) throws {
+        let binary = binary ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
             .appendingPathComponent("notifyd-http").path
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             throw LoadError("\(binary) is not built; run `swift build -c release --product notifyd-http` first")

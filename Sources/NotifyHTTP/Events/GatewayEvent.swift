@@ -23,7 +23,7 @@ enum GatewayEvent {
     private func writeFields(into json: inout JSONWriter) {
         switch self {
         case .message(let delivery):
-            json.field("id", MessageID(time: delivery.time, sequence: delivery.sequence).description)
+            json.field("id", id: MessageID(time: delivery.time, sequence: delivery.sequence))
             json.field("time", delivery.time.microsecondsSinceEpoch / 1_000_000)
             json.field("event", "message")
             json.field("topic", delivery.topic.name)
@@ -35,7 +35,7 @@ enum GatewayEvent {
             if let unit = delivery.publisher.unit { json.field("unit", unit) }
             if let host = delivery.publisher.host { json.field("host", host) }
         case .dropped(let notice, let time):
-            json.field("id", MessageID(time: time, sequence: 0).description)
+            json.field("id", id: MessageID(time: time, sequence: 0))
             json.field("time", time.microsecondsSinceEpoch / 1_000_000)
             json.field("event", "dropped")
             json.field("topic", notice.topic.name)
@@ -43,7 +43,7 @@ enum GatewayEvent {
             json.field("first_seq", notice.firstSequence)
             json.field("last_seq", notice.lastSequence)
         case .open(let topics, let time), .keepalive(let topics, let time):
-            json.field("id", MessageID(time: time, sequence: 0).description)
+            json.field("id", id: MessageID(time: time, sequence: 0))
             json.field("time", time.microsecondsSinceEpoch / 1_000_000)
             if case .open = self { json.field("event", "open") } else { json.field("event", "keepalive") }
             json.field("topic", topics)

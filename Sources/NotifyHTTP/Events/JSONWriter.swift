@@ -48,6 +48,14 @@ struct JSONWriter {
         value.withUTF8 { JSONWriter.writeQuoted(UnsafeRawBufferPointer($0), into: &buffer) }
     }
 
+    /// A message id as a string field.
+    mutating func field(_ key: StaticString, id: MessageID) {
+        self.key(key)
+        buffer.writeStaticString("\"")
+        id.write(into: &buffer)
+        buffer.writeStaticString("\"")
+    }
+
     /// A string field from bytes that are valid UTF-8.
     mutating func field(_ key: StaticString, utf8 bytes: UnsafeRawBufferPointer) {
         self.key(key)

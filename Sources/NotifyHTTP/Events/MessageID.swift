@@ -1,3 +1,4 @@
+import NIOCore
 import NotifyBus
 
 /// A message's `id` in the gateway's events and replies (ntfy's field, opaque to its clients): its publish time in
@@ -26,6 +27,30 @@ struct MessageID: Hashable, Sendable, CustomStringConvertible {
     }
 
     var description: String {
-        String(time.microsecondsSinceEpoch, radix: 36) + "-" + String(sequence, radix: 36)
+        var buffer = ByteBuffer()
+        write(into: &buffer)
+        return String(buffer: buffer)
+    }
+
+    /// Appends the id as ``description`` reads, without making a string: a stream writes one or two per message.
+    func write(into buffer: inout ByteBuffer) {
+        MessageID.writeBase36(time.microsecondsSinceEpoch, into: &buffer)
+        buffer.writeStaticString("-")
+        MessageID.writeBase36(sequence, into: &buffer)
+    }
+
+    private static func writeBase36(_ value: UInt64, into buffer: inout ByteBuffer) {
+        var digits: (UInt64, UInt64) = (0, 0)  // 16 bytes: room for the 13 digits of UInt64.max in base 36
+        withUnsafeMutableBytes(of: &digits) { bytes in
+            var at = bytes.count
+            var rest = value
+            repeat {
+                at -= 1
+                let digit = UInt8(rest % 36)
+                bytes[at] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
+                rest /= 36
+            } while rest > 0
+            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: bytes[at...]))
+        }
     }
 }

@@ -42,7 +42,7 @@ enum StreamFormat: String, Sendable {
             switch event {
             case .message(let delivery):
                 buffer.writeStaticString("id: ")
-                buffer.writeString(MessageID(time: delivery.time, sequence: delivery.sequence).description)
+                MessageID(time: delivery.time, sequence: delivery.sequence).write(into: &buffer)
                 buffer.writeStaticString("\n")
             case .open: buffer.writeStaticString("event: open\n")
             case .keepalive: buffer.writeStaticString("event: keepalive\n")
