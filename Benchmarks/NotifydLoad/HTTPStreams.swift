@@ -1,7 +1,5 @@
 import ArgumentParser
 import Foundation
-import HummingbirdWSClient
-import Logging
 import NIOCore
 import NIOPosix
 import NIOWebSocket
@@ -17,8 +15,9 @@ struct HTTPStreams: AsyncParsableCommand {
         abstract: "notifyd-http's SSE and WebSocket deliveries per second to 1 and 100 clients, beside the library's; memory per idle stream.",
         discussion: """
             A release notifyd and notifyd-http (next to this executable) with their defaults, but for the gateway's \
-            bounds on streams. Each case: N clients subscribe to one topic (SSE over a plain TCP connection that \
-            counts events, hummingbird-websocket's client, or NotifyClient.subscribe), then one publisher sends \
+            bounds on streams. Each case: N clients subscribe to one topic (SSE over a plain TCP connection, a WebSocket \
+            over one with NIO's frame decoder, each counting events where they lie in what it read; or \
+            NotifyClient.subscribe), then one publisher sends \
             --messages 64-byte messages without retaining, as fast as the daemon takes them, and the time runs until \
             every client has counted them all, received or announced as dropped. Deliveries per second are the \
             messages received over that time; what the daemon dropped for clients that fell behind is printed apart. \
@@ -76,17 +75,8 @@ struct HTTPStreams: AsyncParsableCommand {
             }
         case "ws":
             for counter in counters {
-                let task = Task {
-                    _ = try? await WebSocketClient.connect(url: "ws://127.0.0.1:\(gateway.port)/\(topic)/ws", logger: Logger(label: "bench")) { inbound, outbound, _ in
-                        for try await message in inbound.messages(maxSize: 1 << 20) {
-                            guard case .text(let text) = message else { continue }
-                            counter.takeEvent(text.utf8)
-                            if counter.isDone { break }
-                        }
-                        try await outbound.close(.normalClosure, reason: nil)
-                    }
-                }
-                closers.append { task.cancel() }
+                let channel = try await WebSocketCounter.connect(port: gateway.port, path: "/\(topic)/ws", counter: counter)
+                closers.append { try? await channel.close() }
             }
         case "library":
             for counter in counters {
@@ -204,43 +194,32 @@ final class StreamCounter: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    private static let message = Array(#""event":"message""#.utf8)
-    private static let open = Array(#""event":"open""#.utf8)
-    private static let droppedEvent = Array(#""event":"dropped""#.utf8)
-    private static let countField = Array(#""count":"#.utf8)
-
     /// Takes bytes of a stream of events a line each (JSON lines, SSE's `data:` lines), counting the events of the
-    /// lines it completes; the start of a line a read cut is kept for the next.
+    /// lines it completes; the start of a line a read cut is kept for the next. Lines are found and read where they
+    /// are, with no array or string made per event: the reader must not be what limits the rate measured.
     func take(_ bytes: some Collection<UInt8>) {
-        let lines: [[UInt8]] = state.withLock { state in
+        var tally = EventTally()
+        state.withLock { state in
             state.tail.append(contentsOf: bytes)
-            guard let lastBreak = state.tail.lastIndex(of: UInt8(ascii: "\n")) else { return [] }
-            let complete = state.tail[..<lastBreak].split(separator: UInt8(ascii: "\n")).map(Array.init)
-            state.tail.removeSubrange(...lastBreak)
-            return complete
+            let consumed = state.tail.withUnsafeBytes { raw -> Int in
+                var start = 0
+                while start < raw.count, let newline = memchr(raw.baseAddress! + start, 0x0A, raw.count - start) {
+                    let end = raw.baseAddress!.distance(to: UnsafeRawPointer(newline))
+                    tally.take(UnsafeRawBufferPointer(rebasing: raw[start..<end]))
+                    start = end + 1
+                }
+                return start
+            }
+            state.tail.removeFirst(consumed)
         }
-        for line in lines { takeEvent(line) }
+        tally.report(to: self)
     }
 
     /// Takes one event's JSON (a WebSocket message, a line): a message counts one; a drop, the messages it counts.
-    func takeEvent(_ event: some Collection<UInt8>) {
-        let bytes = Array(event)
-        if StreamCounter.find(StreamCounter.message, in: bytes) != nil {
-            count(messages: 1)
-        } else if StreamCounter.find(StreamCounter.open, in: bytes) != nil {
-            opened()
-        } else if StreamCounter.find(StreamCounter.droppedEvent, in: bytes) != nil, let field = StreamCounter.find(StreamCounter.countField, in: bytes) {
-            let digits = bytes[(field + StreamCounter.countField.count)...].prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
-            count(dropped: Int(String(decoding: digits, as: UTF8.self)) ?? 0)
-        }
-    }
-
-    private static func find(_ pattern: [UInt8], in bytes: [UInt8]) -> Int? {
-        guard bytes.count >= pattern.count else { return nil }
-        for index in 0...(bytes.count - pattern.count) where bytes[index] == pattern[0] {
-            if bytes[index..<(index + pattern.count)].elementsEqual(pattern) { return index }
-        }
-        return nil
+    func takeEvent(_ event: UnsafeRawBufferPointer) {
+        var tally = EventTally()
+        tally.take(event)
+        tally.report(to: self)
     }
 
     func waitOpened() async {
