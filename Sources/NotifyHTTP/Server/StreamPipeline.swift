@@ -21,7 +21,7 @@ extension HTTPGateway {
         let gateway = self
         // NIO's upgrade hands on no head it refused to upgrade: kept here, for the responder that refuses it.
         let refused = NIOLoopBoundBox<HTTPRequestHead?>(nil, eventLoop: channel.eventLoop)
-        let upgrader = NIOTypedWebSocketServerUpgrader<Void>(
+        let handshake = NIOTypedWebSocketServerUpgrader<Void>(
             shouldUpgrade: { channel, head in
                 guard gateway.streamRefusal(head, query: URI(head.uri).queryParameters, local: channel.localAddress) == nil else {
                     refused.value = head
@@ -29,12 +29,9 @@ extension HTTPGateway {
                 }
                 return channel.eventLoop.makeSucceededFuture(HTTPHeaders())
             },
-            upgradePipelineHandler: { channel, head in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(StreamResponder<WebSocketStreamTransport>(gateway: gateway, format: .webSocket, head: head))
-                }
-            }
+            upgradePipelineHandler: { channel, _ in channel.eventLoop.makeSucceededVoidFuture() }
         )
+        let upgrader = StreamWebSocketUpgrader(handshake: handshake, gateway: gateway)
         let upgrade = NIOTypedHTTPServerUpgradeHandler(
             httpEncoder: try pipeline.handler(type: HTTPResponseEncoder.self),
             extraHTTPHandlers: [try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)],
@@ -46,5 +43,32 @@ extension HTTPGateway {
             }
         )
         try pipeline.addHandler(upgrade)
+    }
+}
+
+/// NIO's WebSocket upgrade, but for the pipeline it leaves: the handshake is NIO's (the key checked, the accept
+/// computed); the upgraded pipeline has NIO's frame decoder and a ``StreamResponder``, which writes whole frames
+/// itself (``WebSocketStreamTransport``) where NIO's would add its frame encoder and its error handler, which writes
+/// frames of its own.
+struct StreamWebSocketUpgrader: NIOTypedHTTPServerProtocolUpgrader {
+    typealias UpgradeResult = Void
+
+    let handshake: NIOTypedWebSocketServerUpgrader<Void>
+    let gateway: HTTPGateway
+
+    var supportedProtocol: String { handshake.supportedProtocol }
+    var requiredUpgradeHeaders: [String] { handshake.requiredUpgradeHeaders }
+
+    func buildUpgradeResponse(channel: any Channel, upgradeRequest: HTTPRequestHead, initialResponseHeaders: HTTPHeaders) -> EventLoopFuture<HTTPHeaders> {
+        handshake.buildUpgradeResponse(channel: channel, upgradeRequest: upgradeRequest, initialResponseHeaders: initialResponseHeaders)
+    }
+
+    func upgrade(channel: any Channel, upgradeRequest: HTTPRequestHead) -> EventLoopFuture<Void> {
+        let gateway = self.gateway
+        return channel.eventLoop.makeCompletedFuture {
+            // A client's frames are read up to 16 KiB: it sends pings and its close, nothing more.
+            try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 14)))
+            try channel.pipeline.syncOperations.addHandler(StreamResponder<WebSocketStreamTransport>(gateway: gateway, format: .webSocket, head: upgradeRequest))
+        }
     }
 }

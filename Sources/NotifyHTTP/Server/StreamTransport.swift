@@ -51,7 +51,8 @@ enum HTTPStreamTransport: StreamTransport {
     }
 
     static func write(_ events: [GatewayEvent], format: StreamFormat, allocator: ByteBufferAllocator, to write: (HTTPServerResponsePart) -> Void) -> Int {
-        var batch = allocator.buffer(capacity: 0)
+        // Room for a take's events at once, as most are: a buffer grown as it is written copies itself each time.
+        var batch = allocator.buffer(capacity: events.count * 320)
         for event in events { format.write(event, into: &batch) }
         // A raw stream's `open` is an empty line; one with nothing at all writes nothing.
         if batch.readableBytes > 0 { write(.body(.byteBuffer(batch))) }
@@ -72,10 +73,12 @@ enum HTTPStreamTransport: StreamTransport {
     static var end: HTTPServerResponsePart { .end(nil) }
 }
 
-/// A stream as a WebSocket (ntfy's): each event a text message of its own, the frames of a take written together.
+/// A stream as a WebSocket (ntfy's): each event a text message of its own. The frames are written here, into one
+/// buffer for a take's events (NIO's encoder, taken out at the upgrade, writes a header of its own per frame: two
+/// pieces of a write for each event).
 enum WebSocketStreamTransport: StreamTransport {
     typealias InboundIn = WebSocketFrame
-    typealias OutboundOut = WebSocketFrame
+    typealias OutboundOut = ByteBuffer
 
     static var isWebSocket: Bool { true }
     static var dropsDecoderAfterHead: Bool { false }
@@ -83,45 +86,65 @@ enum WebSocketStreamTransport: StreamTransport {
     static func head(of part: WebSocketFrame) -> HTTPRequestHead? { nil }
 
     /// A ping is answered; the client's close is echoed, and ends the stream; the rest is not read as requests.
-    static func reply(to frame: WebSocketFrame) -> (answer: WebSocketFrame?, ends: Bool) {
+    static func reply(to frame: WebSocketFrame) -> (answer: ByteBuffer?, ends: Bool) {
         switch frame.opcode {
-        case .ping: (WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData), false)
-        case .connectionClose: (WebSocketFrame(fin: true, opcode: .connectionClose, data: frame.unmaskedData), true)
+        case .ping: (framed(.pong, frame.unmaskedData), false)
+        case .connectionClose: (framed(.connectionClose, frame.unmaskedData), true)
         default: (nil, false)
         }
     }
 
-    static func start(version: HTTPVersion, format: StreamFormat) -> WebSocketFrame? { nil }
+    static func start(version: HTTPVersion, format: StreamFormat) -> ByteBuffer? { nil }
 
-    static func write(_ events: [GatewayEvent], format: StreamFormat, allocator: ByteBufferAllocator, to write: (WebSocketFrame) -> Void) -> Int {
-        var batch = allocator.buffer(capacity: 0)
-        var ends: [Int] = []
-        ends.reserveCapacity(events.count)
-        for event in events {
-            format.write(event, into: &batch)
-            ends.append(batch.writerIndex)
+    static func write(_ events: [GatewayEvent], format: StreamFormat, allocator: ByteBufferAllocator, to write: (ByteBuffer) -> Void) -> Int {
+        var batch = allocator.buffer(capacity: events.count * 320)
+        var event = allocator.buffer(capacity: 512)
+        for each in events {
+            event.clear()
+            format.write(each, into: &event)
+            writeHeader(.text, length: event.readableBytes, into: &batch)
+            batch.writeBuffer(&event)
         }
-        // Each frame a slice of the one buffer: no copy, no allocation per event.
-        var start = batch.readerIndex
-        for end in ends {
-            write(WebSocketFrame(fin: true, opcode: .text, data: batch.getSlice(at: start, length: end - start)!))
-            start = end
-        }
+        write(batch)
         return batch.readableBytes
     }
 
     /// After the upgrade, a refusal is a close: 1008 for a bound passed (429), 1011 for the rest, with the sentence.
-    static func refusal(_ refusal: GatewayError, version: HTTPVersion) -> [WebSocketFrame] {
+    static func refusal(_ refusal: GatewayError, version: HTTPVersion) -> [ByteBuffer] {
         [close(refusal.status == .tooManyRequests ? .policyViolation : .unexpectedServerError, reason: String(refusal.sentence.prefix(120)))]
     }
 
     /// The close that ends the stream: 1001 (going away) when its subscription ended or the gateway stops.
-    static var end: WebSocketFrame { close(.goingAway, reason: "") }
+    static var end: ByteBuffer { close(.goingAway, reason: "") }
 
-    static func close(_ code: WebSocketErrorCode, reason: String) -> WebSocketFrame {
+    static func close(_ code: WebSocketErrorCode, reason: String) -> ByteBuffer {
         var data = ByteBuffer()
         data.write(webSocketErrorCode: code)
         data.writeString(reason)
-        return WebSocketFrame(fin: true, opcode: .connectionClose, data: data)
+        return framed(.connectionClose, data)
+    }
+
+    /// One whole frame from the server (final, unmasked) holding `payload`.
+    static func framed(_ opcode: WebSocketOpcode, _ payload: ByteBuffer) -> ByteBuffer {
+        var frame = ByteBuffer()
+        writeHeader(opcode, length: payload.readableBytes, into: &frame)
+        frame.writeImmutableBuffer(payload)
+        return frame
+    }
+
+    /// RFC 6455's header of a final, unmasked frame: the opcode, then the length in 7 bits, or 126 and 16 bits, or
+    /// 127 and 64 bits.
+    static func writeHeader(_ opcode: WebSocketOpcode, length: Int, into buffer: inout ByteBuffer) {
+        buffer.writeInteger(UInt8(0x80) | UInt8(webSocketOpcode: opcode))
+        switch length {
+        case ..<126:
+            buffer.writeInteger(UInt8(length))
+        case ..<65_536:
+            buffer.writeInteger(UInt8(126))
+            buffer.writeInteger(UInt16(length))
+        default:
+            buffer.writeInteger(UInt8(127))
+            buffer.writeInteger(UInt64(length))
+        }
     }
 }
