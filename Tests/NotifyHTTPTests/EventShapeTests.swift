@@ -59,6 +59,40 @@ struct EventShapeTests {
         }
     }
 
+    @Test("a message's object written at once, framed as each stream frames it, is byte for byte the one written field by field: escapes, every control character, non-ASCII text, empty and long payloads, numbers at their ends, with and without unit and host")
+    func messageAtOnceIsFieldByField() {
+        var payloads = [Self.delivery.payload, ByteBuffer(), ByteBuffer(string: String(repeating: "ab\"cd", count: 2_000)), ByteBuffer(string: "é€😀 ünïcödé")]
+        payloads.append(ByteBuffer(bytes: Array(0..<0x80)))
+        for payload in payloads {
+            for (unit, host) in [("backup.service", "nas"), (nil, nil), ("a\"b", nil), (nil, "h\u{7}")] as [(String?, String?)] {
+                for sequence in [UInt64(0), 35, 36, UInt64.max] {
+                    var delivery = Self.delivery
+                    delivery.payload = payload
+                    delivery.sequence = sequence
+                    delivery.time = PublishTime(microsecondsSinceEpoch: sequence)
+                    delivery.publisher = Publisher(uid: sequence == 0 ? 0 : UInt32.max, pid: sequence == 0 ? -1 : Int32.max, unit: unit, host: host)
+                    var atOnce = ByteBuffer(), fieldByField = ByteBuffer()
+                    #expect(MessageJSON.write(delivery, into: &atOnce))
+                    GatewayEvent.message(delivery).writeJSONFieldByField(into: &fieldByField)
+                    #expect(atOnce == fieldByField, "\(String(buffer: atOnce)) against \(String(buffer: fieldByField))")
+                    for format in [StreamFormat.json, .sse, .webSocket, .raw] {
+                        var framed = ByteBuffer(), framedFieldByField = ByteBuffer()
+                        format.write(.message(delivery), into: &framed)
+                        format.writeFieldByField(.message(delivery), into: &framedFieldByField)
+                        #expect(framed == framedFieldByField, "\(format)")
+                    }
+                }
+            }
+        }
+        var binary = Self.delivery
+        binary.payload = ByteBuffer(bytes: [0x41, 0xFF])
+        var untouched = ByteBuffer(string: "before")
+        #expect(!MessageJSON.write(binary, into: &untouched) && untouched == ByteBuffer(string: "before"), "not UTF-8: left to the field-by-field writer, nothing written")
+        for (bytes, ascii) in [([UInt8](), true), (Array("0123456789abcdefX".utf8), true), (Array("0123456789abcdeé".utf8), false), ([0x80], false)] {
+            #expect(bytes.withUnsafeBytes(MessageJSON.isASCII) == ascii, "\(bytes)")
+        }
+    }
+
     @Test("open, keepalive and dropped carry ntfy's id, time and topic; dropped says how many and which")
     func others() throws {
         let at = PublishTime(microsecondsSinceEpoch: 2_000_000)

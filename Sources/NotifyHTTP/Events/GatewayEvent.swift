@@ -17,6 +17,13 @@ enum GatewayEvent {
 
     /// The event as one JSON object, appended to `buffer`.
     func writeJSON(into buffer: inout ByteBuffer) {
+        if case .message(let delivery) = self, MessageJSON.write(delivery, into: &buffer) { return }
+        writeJSONFieldByField(into: &buffer)
+    }
+
+    /// The event as one JSON object, each field written by ``JSONWriter``: every event but a message with a UTF-8
+    /// payload, which ``MessageJSON`` writes at once (and which its tests compare with this).
+    func writeJSONFieldByField(into buffer: inout ByteBuffer) {
         JSONWriter.object(into: &buffer) { json in writeFields(into: &json) }
     }
 

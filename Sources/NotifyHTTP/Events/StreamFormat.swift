@@ -32,12 +32,24 @@ enum StreamFormat: String, Sendable {
 
     /// Appends `event`, framed, to `buffer`.
     func write(_ event: GatewayEvent, into buffer: inout ByteBuffer) {
+        // A message, the event a stream sends most, framed in the one write of its object.
+        if case .message(let delivery) = event, self != .raw,
+            MessageJSON.write(delivery, framed: self == .sse ? .serverSentEvent : self == .json ? .line : .bare, into: &buffer)
+        {
+            return
+        }
+        writeFieldByField(event, into: &buffer)
+    }
+
+    /// Appends `event`, framed, its object written field by field (what ``write(_:into:)`` does at once for a
+    /// message, and is tested against).
+    func writeFieldByField(_ event: GatewayEvent, into buffer: inout ByteBuffer) {
         switch self {
         case .json:
-            event.writeJSON(into: &buffer)
+            event.writeJSONFieldByField(into: &buffer)
             buffer.writeStaticString("\n")
         case .webSocket:
-            event.writeJSON(into: &buffer)
+            event.writeJSONFieldByField(into: &buffer)
         case .sse:
             switch event {
             case .message(let delivery):
@@ -49,7 +61,7 @@ enum StreamFormat: String, Sendable {
             case .dropped: buffer.writeStaticString("event: dropped\n")
             }
             buffer.writeStaticString("data: ")
-            event.writeJSON(into: &buffer)
+            event.writeJSONFieldByField(into: &buffer)
             buffer.writeStaticString("\n\n")
         case .raw:
             switch event {

@@ -1,0 +1,153 @@
+import NIOCore
+import NotifyBus
+
+/// A message event's JSON object, written at once into room reserved for its longest form: the same bytes as
+/// ``GatewayEvent/writeJSON(into:)`` writes field by field (tested side by side), for the event a stream sends most.
+/// Each field by itself checked the buffer's room and its sole ownership, some 40 times an event: most of what a
+/// stream's event loop spent on a message.
+enum MessageJSON {
+    /// How the object is framed around it: as it is, a JSON line, or SSE's `id:` and `data:` lines.
+    enum Framing {
+        case bare
+        case line
+        case serverSentEvent
+    }
+
+    /// Appends `delivery`'s object, framed, and returns true; false, with nothing written, when its payload is not
+    /// UTF-8 (it then goes in base 64, field by field).
+    static func write(_ delivery: Delivery, framed framing: Framing = .bare, into buffer: inout ByteBuffer) -> Bool {
+        let isText = delivery.payload.withUnsafeReadableBytes { isASCII($0) || GatewayEvent.isUTF8($0) }
+        guard isText else { return false }
+        var topic = delivery.topic.name
+        var unit = delivery.publisher.unit
+        var host = delivery.publisher.host
+        // Every byte of a string escaped as \u00XX at worst; the rest is fields and numbers.
+        let longest = 320 + 6 * (delivery.payload.readableBytes + topic.utf8.count + (unit?.utf8.count ?? 0) + (host?.utf8.count ?? 0))
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: longest) { room in
+            var out = RawJSON(base: room.baseAddress!)
+            if framing == .serverSentEvent {
+                out.ascii("id: ")
+                out.base36(delivery.time.microsecondsSinceEpoch)
+                out.byte(UInt8(ascii: "-"))
+                out.base36(delivery.sequence)
+                out.ascii("\ndata: ")
+            }
+            out.ascii(#"{"id":""#)
+            out.base36(delivery.time.microsecondsSinceEpoch)
+            out.byte(UInt8(ascii: "-"))
+            out.base36(delivery.sequence)
+            out.ascii(#"","time":"#)
+            out.decimal(delivery.time.microsecondsSinceEpoch / 1_000_000)
+            out.ascii(#","event":"message","topic":"#)
+            topic.withUTF8 { out.quoted(UnsafeRawBufferPointer($0)) }
+            out.ascii(#","message":"#)
+            delivery.payload.withUnsafeReadableBytes { out.quoted($0) }
+            out.ascii(#","seq":"#)
+            out.decimal(delivery.sequence)
+            out.ascii(#","time_us":"#)
+            out.decimal(delivery.time.microsecondsSinceEpoch)
+            out.ascii(#","uid":"#)
+            out.decimal(UInt64(delivery.publisher.uid))
+            out.ascii(#","pid":"#)
+            out.decimal(UInt64(max(delivery.publisher.pid, 0)))
+            if unit != nil {
+                out.ascii(#","unit":"#)
+                unit!.withUTF8 { out.quoted(UnsafeRawBufferPointer($0)) }
+            }
+            if host != nil {
+                out.ascii(#","host":"#)
+                host!.withUTF8 { out.quoted(UnsafeRawBufferPointer($0)) }
+            }
+            out.byte(UInt8(ascii: "}"))
+            switch framing {
+            case .bare: break
+            case .line: out.byte(UInt8(ascii: "\n"))
+            case .serverSentEvent: out.ascii("\n\n")
+            }
+            return out.count
+        }
+        return true
+    }
+
+    /// Whether `bytes` are all ASCII, eight at a time: what most payloads are, checked before UTF-8's decoder.
+    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var index = 0
+        while index + 8 <= bytes.count {
+            if bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { return false }
+            index += 8
+        }
+        while index < bytes.count {
+            if bytes[index] >= 0x80 { return false }
+            index += 1
+        }
+        return true
+    }
+}
+
+/// Writes JSON's pieces at a pointer into room reserved for them all (``MessageJSON``).
+struct RawJSON {
+    let base: UnsafeMutableRawPointer
+    private(set) var count = 0
+
+    init(base: UnsafeMutableRawPointer) {
+        self.base = base
+    }
+
+    mutating func byte(_ byte: UInt8) {
+        base.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
+        count += 1
+    }
+
+    mutating func ascii(_ text: StaticString) {
+        (base + count).copyMemory(from: text.utf8Start, byteCount: text.utf8CodeUnitCount)
+        count += text.utf8CodeUnitCount
+    }
+
+    mutating func decimal(_ value: UInt64) {
+        digits(value, radix: 10)
+    }
+
+    mutating func base36(_ value: UInt64) {
+        digits(value, radix: 36)
+    }
+
+    private mutating func digits(_ value: UInt64, radix: UInt64) {
+        var length = 1
+        var rest = value / radix
+        while rest > 0 {
+            length += 1
+            rest /= radix
+        }
+        rest = value
+        var at = count + length
+        repeat {
+            at -= 1
+            let digit = UInt8(rest % radix)
+            base.storeBytes(of: digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10, toByteOffset: at, as: UInt8.self)
+            rest /= radix
+        } while rest > 0
+        count += length
+    }
+
+    /// `bytes` (valid UTF-8) as a JSON string, with the escapes ``JSONWriter/writeQuoted(_:into:)`` writes.
+    mutating func quoted(_ bytes: UnsafeRawBufferPointer) {
+        byte(UInt8(ascii: "\""))
+        let hex: StaticString = "0123456789abcdef"
+        for value in bytes {
+            switch value {
+            case UInt8(ascii: "\""): ascii("\\\"")
+            case UInt8(ascii: "\\"): ascii("\\\\")
+            case UInt8(ascii: "\n"): ascii("\\n")
+            case UInt8(ascii: "\r"): ascii("\\r")
+            case UInt8(ascii: "\t"): ascii("\\t")
+            case 0..<0x20:
+                ascii("\\u00")
+                byte(hex.utf8Start[Int(value >> 4)])
+                byte(hex.utf8Start[Int(value & 0xF)])
+            default:
+                byte(value)
+            }
+        }
+        byte(UInt8(ascii: "\""))
+    }
+}
