@@ -1,5 +1,7 @@
 import Foundation
 import NIOCore
+import NIOEmbedded
+import NIOWebSocket
 import Testing
 
 @testable import NotifyBus
@@ -122,5 +124,31 @@ struct EventShapeTests {
         #expect(framed(.open(topics: "a", at: at), .raw) == "\n")
         let drop = GatewayEvent.dropped(DropNotice(topic: try! Topic("a"), count: 3, firstSequence: 5, lastSequence: 7), at: at)
         #expect(framed(drop, .raw) == "notifyd: 3 messages of a were dropped (5-7)\n")
+    }
+
+    @Test("a WebSocket's events are whole text frames of every length's header (7, 16 and 64 bits), as NIO's decoder reads them back")
+    func webSocketFrames() throws {
+        let sizes = [0, 10, 300, 70_000]
+        let events: [GatewayEvent] = sizes.enumerated().map { index, size in
+            var delivery = Self.delivery
+            delivery.payload = ByteBuffer(repeating: UInt8(ascii: "x"), count: size)
+            delivery.sequence = UInt64(index)
+            return GatewayEvent.message(delivery)
+        } + [GatewayEvent.open(topics: "a", at: PublishTime(microsecondsSinceEpoch: 1))]
+        var written: [ByteBuffer] = []
+        _ = WebSocketStreamTransport.write(events, format: .webSocket, allocator: ByteBufferAllocator()) { written.append($0) }
+        let channel = EmbeddedChannel(handler: ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)))
+        for buffer in written { try channel.writeInbound(buffer) }
+        var payloads: [ByteBuffer] = []
+        while let frame = try channel.readInbound(as: WebSocketFrame.self) {
+            #expect(frame.fin && frame.opcode == .text && frame.maskKey == nil)
+            payloads.append(frame.unmaskedData)
+        }
+        #expect(try channel.finish().isClean)
+        #expect(payloads == events.map { event in
+            var json = ByteBuffer()
+            event.writeJSON(into: &json)
+            return json
+        })
     }
 }

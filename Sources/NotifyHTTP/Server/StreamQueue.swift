@@ -29,25 +29,17 @@ final class StreamQueue: Sendable {
         self.limit = limit
     }
 
-    /// Appends `event` (see ``push(contentsOf:)``).
-    func push(_ event: GatewayEvent) {
-        push(contentsOf: CollectionOfOne(event))
-    }
-
-    /// Appends `events` under one lock, then drops the oldest past ``limit`` (always keeping the newest), counted.
-    func push(contentsOf events: some Collection<GatewayEvent>) {
+    /// Appends `event`, then drops the oldest past ``limit`` (always keeping the newest), counted. The event is moved
+    /// in: no copy of it retained and released on the way, which its reader's event loop releases again (the two
+    /// cores contending for its counts).
+    func push(_ event: consuming GatewayEvent) {
+        var pending: GatewayEvent? = consume event
         let (reader, waker) = state.withLock { state -> (CheckedContinuation<Void, Never>?, (@Sendable () -> Void)?) in
-            guard !state.ended else { return (nil, nil) }
-            for event in events {
-                let size = StreamQueue.size(of: event)
-                state.events.append((event, size))
-                state.bytes += size
-            }
-            while state.bytes > limit, state.events.count > 1 {
-                let oldest = state.events.removeFirst()
-                state.bytes -= oldest.size
-                if let notice = oldest.event.dropNotice { state.dropped = StreamQueue.merge(state.dropped, notice) }
-            }
+            guard !state.ended, let event = pending.take() else { return (nil, nil) }
+            let size = StreamQueue.size(of: event)
+            state.events.append((event, size))
+            state.bytes += size
+            dropOldest(&state)
             defer {
                 state.reader = nil
                 state.waker = nil
@@ -56,6 +48,15 @@ final class StreamQueue: Sendable {
         }
         reader?.resume()
         waker?()
+    }
+
+    /// Drops the oldest past ``limit``, always keeping the newest, counted.
+    private func dropOldest(_ state: inout State) {
+        while state.bytes > limit, state.events.count > 1 {
+            let oldest = state.events.removeFirst()
+            state.bytes -= oldest.size
+            if let notice = oldest.event.dropNotice { state.dropped = StreamQueue.merge(state.dropped, notice) }
+        }
     }
 
     /// Appends a `keepalive` if nothing waits: one is needed only while nothing else flows.

@@ -98,12 +98,23 @@ enum WebSocketStreamTransport: StreamTransport {
 
     static func write(_ events: [GatewayEvent], format: StreamFormat, allocator: ByteBufferAllocator, to write: (ByteBuffer) -> Void) -> Int {
         var batch = allocator.buffer(capacity: events.count * 320)
-        var event = allocator.buffer(capacity: 512)
-        for each in events {
-            event.clear()
-            format.write(each, into: &event)
-            writeHeader(.text, length: event.readableBytes, into: &batch)
-            batch.writeBuffer(&event)
+        for event in events {
+            // The payload written after room for the header most events take (126 and 16 bits: 126 to 65,535
+            // bytes), which is then written in place; a payload of another length is moved to fit its own.
+            let start = batch.writerIndex
+            batch.writeRepeatingByte(0, count: 4)
+            format.write(event, into: &batch)
+            let length = batch.writerIndex - start - 4
+            if (126..<65_536).contains(length) {
+                batch.setInteger(UInt8(0x80) | UInt8(webSocketOpcode: .text), at: start)
+                batch.setInteger(UInt8(126), at: start + 1)
+                batch.setInteger(UInt16(length), at: start + 2)
+            } else {
+                let payload = batch.getBytes(at: start + 4, length: length)!
+                batch.moveWriterIndex(to: start)
+                writeHeader(.text, length: length, into: &batch)
+                batch.writeBytes(payload)
+            }
         }
         write(batch)
         return batch.readableBytes
