@@ -53,7 +53,7 @@ grep -v "statically linked applications requires at runtime\|use of .mktemp. is 
 
 # How much of each start-up order the code still has: an order goes stale as functions are renamed, and costs
 # start-up memory (never correctness) until packaging/linker/order-startup.sh writes it again.
-for name in notifyd notify; do
+for name in notifyd notifyd-http notify; do
   binary=$bin/$name
   [ "$name" = notify ] && binary=$cli_bin/notify
   order=packaging/linker/$name.order
