@@ -12,7 +12,7 @@ import UnixSignals
 struct NotifydHTTP: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "notifyd-http",
-        abstract: "Serve notifyd's topics over HTTP: publish, latest, and JSON, SSE and raw streams (ntfy's API).",
+        abstract: "Serve notifyd's topics over HTTP: publish, latest, JSON, SSE, raw and WebSocket streams (ntfy's API), /metrics.",
         discussion: """
             A client of the daemon, as `notify` is: it reaches the daemon by the same rule (--socket, else \
             $NOTIFYD_SOCKET, else the per-user or system socket), and the daemon's access rules and limits apply to \
@@ -74,7 +74,7 @@ struct NotifydHTTP: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The most HTTP connections open at once from one client: a local user over loopback, else an address (IPv6 by /64).", valueName: "count"))
     var maxConnectionsPerAddress = 64
 
-    @Option(name: .long, help: ArgumentHelp("The most streams open at once (each holds a connection to the daemon).", valueName: "count"))
+    @Option(name: .long, help: ArgumentHelp("The most streams open at once (they share --stream-connections connections to the daemon).", valueName: "count"))
     var maxStreams = 256
 
     @Option(name: .long, help: ArgumentHelp("The most streams open at once from one client: a local user over loopback, else an address (IPv6 by /64).", valueName: "count"))

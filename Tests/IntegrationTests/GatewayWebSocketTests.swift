@@ -46,4 +46,25 @@ struct GatewayWebSocketTests {
         try await gateway.stop()
         try await daemon.stop()
     }
+
+    @Test("a WebSocket's ping is answered with a pong; a client that answers none of the gateway's pings is closed at the second keepalive, and its stream let go of")
+    func pingsBothWays() async throws {
+        let daemon = try await TestDaemon.start()
+        let gateway = try await TestGateway.start(for: daemon, arguments: ["--keepalive", "1"])
+        let client = try RawSocket(port: gateway.port)
+        try client.send(GatewayStreamTests.request(gateway, topic: "gw.ping", format: "ws"))
+        #expect(await client.read { String(decoding: $0, as: UTF8.self).contains(#""event":"open""#) })
+        // A masked, empty ping, as a client sends it; the pong is the two bytes of an empty one, unmasked.
+        let start = client.received.count
+        try client.send([0x89, 0x80, 0x01, 0x02, 0x03, 0x04])
+        #expect(await client.read { $0[start...].firstRange(of: [0x8A, 0x00]) != nil }, "no pong for the client's ping")
+        // The gateway's own pings (0x89, empty) go unanswered: the second keepalive closes the connection.
+        #expect(await client.read { $0[start...].firstRange(of: [0x89, 0x00]) != nil }, "the gateway never pinged")
+        #expect(await client.isClosedByPeer(timeout: .seconds(15)), "a client that answers no ping was kept")
+        try await withDeadline(.seconds(15), waitingFor: "the closed WebSocket's stream to let go of its subscription") {
+            while try await GatewayStreamTests.subscriptions(daemon) > 0 { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        try await gateway.stop()
+        try await daemon.stop()
+    }
 }

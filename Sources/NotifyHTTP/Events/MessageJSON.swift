@@ -6,6 +6,9 @@ import NotifyBus
 /// Each field by itself checked the buffer's room and its sole ownership, some 40 times an event: most of what a
 /// stream's event loop spent on a message.
 enum MessageJSON {
+    /// The most room a message is written into at once.
+    static var largest: Int { 64 << 10 }
+
     /// How the object is framed around it: as it is, a JSON line, or SSE's `id:` and `data:` lines.
     enum Framing {
         case bare
@@ -14,15 +17,17 @@ enum MessageJSON {
     }
 
     /// Appends `delivery`'s object, framed, and returns true; false, with nothing written, when its payload is not
-    /// UTF-8 (it then goes in base 64, field by field).
+    /// UTF-8 (it then goes in base 64, field by field), or its longest form is over ``largest`` (a large message is
+    /// written field by field, in a buffer that grows to its size rather than reserved at six times it).
     static func write(_ delivery: Delivery, framed framing: Framing = .bare, into buffer: inout ByteBuffer) -> Bool {
-        let isText = delivery.payload.withUnsafeReadableBytes { isASCII($0) || GatewayEvent.isUTF8($0) }
-        guard isText else { return false }
         var topic = delivery.topic.name
         var unit = delivery.publisher.unit
         var host = delivery.publisher.host
         // Every byte of a string escaped as \u00XX at worst; the rest is fields and numbers.
         let longest = 320 + 6 * (delivery.payload.readableBytes + topic.utf8.count + (unit?.utf8.count ?? 0) + (host?.utf8.count ?? 0))
+        guard longest <= largest else { return false }
+        let isText = delivery.payload.withUnsafeReadableBytes { isASCII($0) || GatewayEvent.isUTF8($0) }
+        guard isText else { return false }
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: longest) { room in
             var out = RawJSON(base: room.baseAddress!)
             if framing == .serverSentEvent {

@@ -16,14 +16,14 @@ final class FirstRequestRouter: ChannelInboundHandler, RemovableChannelHandler {
     static var maxLine: Int { 8 << 10 }
 
     /// Makes the connection's pipeline, set up for Hummingbird, serve `format`'s stream instead.
-    private let serveStream: (any Channel, StreamFormat) throws -> Void
+    private let serveStream: (StreamFormat) throws -> Void
     private var buffered: ByteBuffer?
     private let decided: EventLoopPromise<Bool>
 
     /// Whether Hummingbird's channel serves the connection: false once a ``StreamResponder`` does, or it closed first.
     var servedByHummingbird: EventLoopFuture<Bool> { decided.futureResult }
 
-    init(eventLoop: any EventLoop, serveStream: @escaping (any Channel, StreamFormat) throws -> Void) {
+    init(eventLoop: any EventLoop, serveStream: @escaping (StreamFormat) throws -> Void) {
         self.serveStream = serveStream
         self.decided = eventLoop.makePromise()
     }
@@ -44,9 +44,11 @@ final class FirstRequestRouter: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        // The client closed its side before a whole line: Hummingbird answers (or closes) what it sent.
+        // The client closed its side before a whole line: Hummingbird answers (or closes) what it sent, and is told
+        // of the close after it, before this leaves (a handler removed passes nothing on).
         if case ChannelEvent.inputClosed = event, buffered != nil {
-            send(context, as: nil)
+            send(context, as: nil, then: event)
+            return
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -61,10 +63,10 @@ final class FirstRequestRouter: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     /// Sets up `format`'s stream, or leaves the connection to Hummingbird for nil; hands on what was read, and leaves.
-    private func send(_ context: ChannelHandlerContext, as format: StreamFormat?) {
+    private func send(_ context: ChannelHandlerContext, as format: StreamFormat?, then event: Any? = nil) {
         if let format {
             do {
-                try serveStream(context.channel, format)
+                try serveStream(format)
             } catch {
                 decided.fail(error)
                 context.close(promise: nil)
@@ -72,17 +74,18 @@ final class FirstRequestRouter: ChannelInboundHandler, RemovableChannelHandler {
             }
         }
         decided.succeed(format == nil)
-        handOver(context)
+        handOver(context, then: event)
     }
 
-    /// Hands what was read to the handlers after this one, and leaves.
-    private func handOver(_ context: ChannelHandlerContext) {
+    /// Hands what was read to the handlers after this one, then `event`, and leaves.
+    private func handOver(_ context: ChannelHandlerContext, then event: Any? = nil) {
         if let buffered {
             self.buffered = nil
             context.fireChannelRead(wrapInboundOut(buffered))
             // Hummingbird's channel hands on what it read at the end of a read: the bytes are one.
             context.fireChannelReadComplete()
         }
+        if let event { context.fireUserInboundEventTriggered(event) }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 }

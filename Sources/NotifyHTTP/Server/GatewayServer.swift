@@ -113,30 +113,21 @@ public struct GatewayServer: Service {
         let open = OpenConnections()
         let maxConnections = self.maxConnections, maxConnectionsPerAddress = self.maxConnectionsPerAddress
         let setUp: @Sendable (any Channel) -> EventLoopFuture<GatewayConnection> = { channel in
-            // Counted as it is accepted, before anything serves it (a stream is served from its first read), so that
-            // a burst of connections cannot pass the bounds.
-            let client = ClientRange.key(of: channel.remoteAddress, local: channel.localAddress)
-            guard let id = open.add(channel, from: client, total: maxConnections, perClient: maxConnectionsPerAddress) else {
-                channel.close(promise: nil)
-                return channel.eventLoop.makeSucceededFuture(GatewayConnection(channel: channel, http: nil, servedByHummingbird: channel.eventLoop.makeSucceededFuture(false)))
-            }
-            channel.closeFuture.whenComplete { _ in open.remove(id) }
-            do {
-                // TLS first: the deadline reads the request's bytes in clear, and times a handshake that never ends.
-                if let tlsContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tlsContext)) }
-                try channel.pipeline.syncOperations.addHandler(RequestHeadDeadline(deadline: headerDeadline))
-                // A stream's connection is served on its event loop, any other by Hummingbird's channel, which is set
-                // up either way (``HTTPGateway/serveStream(on:as:)`` then changes it).
-                let router = FirstRequestRouter(eventLoop: channel.eventLoop) { channel, format in
-                    try gateway.serveStream(on: channel, as: format)
+            // Who the client is, asked of the kernel (a netlink query, or /proc's lists) on the thread pool, not on the
+            // event loop: the channel is not read before this completes.
+            NIOThreadPool.singleton.runIfActive(eventLoop: channel.eventLoop) {
+                ClientRange.key(of: channel.remoteAddress, local: channel.localAddress)
+            }.flatMapThrowing { client in
+                try GatewayServer.setUp(channel, client: client, open: open, bounds: (maxConnections, maxConnectionsPerAddress), tls: tlsContext,
+                    headerDeadline: headerDeadline, gateway: gateway)
+            }.flatMap { router in
+                guard let router else {
+                    return channel.eventLoop.makeSucceededFuture(GatewayConnection(channel: channel, http: nil, servedByHummingbird: channel.eventLoop.makeSucceededFuture(false)))
                 }
-                try channel.pipeline.syncOperations.addHandler(router)
-                let servedByHummingbird = router.servedByHummingbird
+                let servedByHummingbird = router
                 return child.setup(channel: channel, logger: logger).map {
                     GatewayConnection(channel: channel, http: $0, servedByHummingbird: servedByHummingbird)
                 }
-            } catch {
-                return channel.eventLoop.makeFailedFuture(error)
             }
         }
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -175,6 +166,38 @@ public struct GatewayServer: Service {
             server.channel.close(promise: nil)
             open.closeAll()
         }
+    }
+}
+
+extension GatewayServer {
+    /// Counts `channel`, from `client`, within `bounds` (closed as it comes past them: nil), then sets up what reads
+    /// it first: TLS, the head's deadline, and the ``FirstRequestRouter``, whose decision it returns. Counted as it is
+    /// accepted, before anything serves it (a stream is served from its first read), so that a burst of connections
+    /// cannot pass the bounds.
+    fileprivate static func setUp(
+        _ channel: any Channel,
+        client: String,
+        open: OpenConnections,
+        bounds: (total: Int, perClient: Int),
+        tls: NIOSSLContext?,
+        headerDeadline: TimeAmount,
+        gateway: HTTPGateway
+    ) throws -> EventLoopFuture<Bool>? {
+        guard let id = open.add(channel, from: client, total: bounds.total, perClient: bounds.perClient) else {
+            channel.close(promise: nil)
+            return nil
+        }
+        channel.closeFuture.whenComplete { _ in open.remove(id) }
+        // TLS first: the deadline reads the request's bytes in clear, and times a handshake that never ends.
+        if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
+        try channel.pipeline.syncOperations.addHandler(RequestHeadDeadline(deadline: headerDeadline))
+        // A stream's connection is served on its event loop, any other by Hummingbird's channel, which is set up
+        // either way (``HTTPGateway/serveStream(on:as:client:)`` then changes it).
+        let router = FirstRequestRouter(eventLoop: channel.eventLoop) { format in
+            try gateway.serveStream(on: channel, as: format, client: client)
+        }
+        try channel.pipeline.syncOperations.addHandler(router)
+        return router.servedByHummingbird
     }
 }
 

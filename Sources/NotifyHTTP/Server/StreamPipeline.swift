@@ -10,12 +10,12 @@ extension HTTPGateway {
     /// handler that would wait for the request's head. For `/ws`, NIO's WebSocket upgrade takes that place: it upgrades
     /// a request the checks let through (``streamRefusal(_:query:local:)``), and leaves any other to an HTTP
     /// responder, which refuses it as the route would.
-    func serveStream(on channel: any Channel, as format: StreamFormat) throws {
+    func serveStream(on channel: any Channel, as format: StreamFormat, client: String) throws {
         let pipeline = channel.pipeline.syncOperations
         let hummingbird = try pipeline.context(handlerType: NIOTypedHTTPServerUpgradeHandler<HTTP1WebSocketUpgradeChannel.UpgradeResult>.self)
         pipeline.removeHandler(context: hummingbird, promise: nil)
         guard format == .webSocket else {
-            try pipeline.addHandler(StreamResponder<HTTPStreamTransport>(gateway: self, format: format))
+            try pipeline.addHandler(StreamResponder<HTTPStreamTransport>(gateway: self, format: format, client: client))
             return
         }
         let gateway = self
@@ -31,13 +31,13 @@ extension HTTPGateway {
             },
             upgradePipelineHandler: { channel, _ in channel.eventLoop.makeSucceededVoidFuture() }
         )
-        let upgrader = StreamWebSocketUpgrader(handshake: handshake, gateway: gateway)
+        let upgrader = StreamWebSocketUpgrader(handshake: handshake, gateway: gateway, client: client)
         let upgrade = NIOTypedHTTPServerUpgradeHandler(
             httpEncoder: try pipeline.handler(type: HTTPResponseEncoder.self),
             extraHTTPHandlers: [try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)],
             upgradeConfiguration: .init(upgraders: [upgrader]) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let responder = StreamResponder<HTTPStreamTransport>(gateway: gateway, format: .webSocket, head: refused.value)
+                    let responder = StreamResponder<HTTPStreamTransport>(gateway: gateway, format: .webSocket, client: client, head: refused.value)
                     try channel.pipeline.syncOperations.addHandler(responder)
                 }
             }
@@ -55,6 +55,7 @@ struct StreamWebSocketUpgrader: NIOTypedHTTPServerProtocolUpgrader {
 
     let handshake: NIOTypedWebSocketServerUpgrader<Void>
     let gateway: HTTPGateway
+    let client: String
 
     var supportedProtocol: String { handshake.supportedProtocol }
     var requiredUpgradeHeaders: [String] { handshake.requiredUpgradeHeaders }
@@ -64,11 +65,11 @@ struct StreamWebSocketUpgrader: NIOTypedHTTPServerProtocolUpgrader {
     }
 
     func upgrade(channel: any Channel, upgradeRequest: HTTPRequestHead) -> EventLoopFuture<Void> {
-        let gateway = self.gateway
+        let gateway = self.gateway, client = self.client
         return channel.eventLoop.makeCompletedFuture {
             // A client's frames are read up to 16 KiB: it sends pings and its close, nothing more.
             try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 14)))
-            try channel.pipeline.syncOperations.addHandler(StreamResponder<WebSocketStreamTransport>(gateway: gateway, format: .webSocket, head: upgradeRequest))
+            try channel.pipeline.syncOperations.addHandler(StreamResponder<WebSocketStreamTransport>(gateway: gateway, format: .webSocket, client: client, head: upgradeRequest))
         }
     }
 }

@@ -23,6 +23,8 @@ final class StreamResponder<Transport: StreamTransport>: ChannelInboundHandler, 
 
     private let gateway: HTTPGateway
     private let format: StreamFormat
+    /// What the bounds per client count its client as (``ClientRange``), asked of the kernel as it connected.
+    private let client: String
     /// The request, when it was read before this was added (a WebSocket's upgrade, made or refused).
     private let upgradeHead: HTTPRequestHead?
     private var phase = Phase.awaitingHead
@@ -30,10 +32,14 @@ final class StreamResponder<Transport: StreamTransport>: ChannelInboundHandler, 
     private var version = HTTPVersion.http1_1
     /// What the queue calls when events come after a take found none: made once, as every take may need it.
     private var wake: (@Sendable () -> Void)?
+    /// The pings of a WebSocket's stream, and whether the last is unanswered.
+    private var pings: RepeatedTask?
+    private var awaitingPong = false
 
-    init(gateway: HTTPGateway, format: StreamFormat, head: HTTPRequestHead? = nil) {
+    init(gateway: HTTPGateway, format: StreamFormat, client: String, head: HTTPRequestHead? = nil) {
         self.gateway = gateway
         self.format = format
+        self.client = client
         self.upgradeHead = head
     }
 
@@ -56,9 +62,12 @@ final class StreamResponder<Transport: StreamTransport>: ChannelInboundHandler, 
             return
         }
         // Only the first head counts: a stream's response never ends, so nothing after it is answered, but for what
-        // a WebSocket's client may send (a ping, its close).
+        // a WebSocket's client may send (a ping, its close, a pong).
+        if Transport.isPong(part) { awaitingPong = false }
         let (answer, ends) = Transport.reply(to: part)
-        if let answer {
+        if let answer, ends || context.channel.isWritable {
+            // A ping is answered while the socket takes what is written: a client that pings and never reads
+            // piles up nothing.
             let channel = context.channel
             context.writeAndFlush(wrapOutboundOut(answer)).whenComplete { _ in if ends { channel.close(promise: nil) } }
         } else if ends {
@@ -122,8 +131,7 @@ final class StreamResponder<Transport: StreamTransport>: ChannelInboundHandler, 
             query["since"] = last[...]
         }
         let topics = URI(head.uri).path.dropFirst().prefix { $0 != "/" }
-        let client = ClientRange.key(of: context.channel.remoteAddress, local: local)
-        let gateway = self.gateway
+        let gateway = self.gateway, client = self.client
         let loop = context.eventLoop
         let this = NIOLoopBound(self, eventLoop: loop)
         Task { [topics = String(topics), query] in
@@ -153,6 +161,11 @@ final class StreamResponder<Transport: StreamTransport>: ChannelInboundHandler, 
         let loop = context.eventLoop
         let this = NIOLoopBound(self, eventLoop: loop)
         wake = { loop.execute { this.value.drain() } }
+        if Transport.ping != nil {
+            // At the keepalives' pace (--keepalive, 30 s), as hummingbird-websocket's routes pinged.
+            let interval = TimeAmount(gateway.configuration.keepalive)
+            pings = loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in this.value.pingOrClose() }
+        }
         gateway.keepalives.add(stream.queue, names: stream.names)
         context.flush()
         drain()
@@ -183,6 +196,17 @@ final class StreamResponder<Transport: StreamTransport>: ChannelInboundHandler, 
         }
     }
 
+    /// Pings the client, or closes the connection of one that did not answer the last ping.
+    private func pingOrClose() {
+        guard case .streaming = phase, let context, let ping = Transport.ping else { return }
+        if awaitingPong {
+            context.close(promise: nil)
+            return
+        }
+        awaitingPong = true
+        context.writeAndFlush(wrapOutboundOut(ping), promise: nil)
+    }
+
     /// Answers with `refusal` (ntfy's error object; a WebSocket's close) and closes.
     private func refuse(_ refusal: GatewayError) {
         guard case .opening = phase, let context else { return }
@@ -204,6 +228,8 @@ final class StreamResponder<Transport: StreamTransport>: ChannelInboundHandler, 
 
     private func end(_ stream: HTTPGateway.OpenStream) {
         wake = nil
+        pings?.cancel()
+        pings = nil
         gateway.keepalives.remove(stream.queue)
         stream.queue.finish()
         stream.lease.end()
@@ -222,6 +248,10 @@ extension HTTPGateway {
     /// (``refusal(host:origin:authorization:auth:reading:local:)``), then its topics and `since`; nil when it may
     /// open. A WebSocket's upgrade asks this first, so that a refusal is an HTTP error, as the route's is.
     func streamRefusal(_ head: HTTPRequestHead, query: FlatDictionary<Substring, Substring>, local: SocketAddress?) -> GatewayError? {
+        // One of each, as Hummingbird's routes take them (it joins repeated fields, which then match nothing).
+        for name in ["Host", "Origin", "Authorization"] where head.headers[name].count > 1 {
+            return GatewayError(.badRequest, "the request has more than one \(name) header")
+        }
         if let refusal = refusal(
             host: head.headers.first(name: "Host"),
             origin: head.headers.first(name: "Origin"),

@@ -17,6 +17,10 @@ protocol StreamTransport: SendableMetatype {
     static func head(of part: InboundIn) -> HTTPRequestHead?
     /// What to answer the client's `part` while streaming, and whether it ends the stream.
     static func reply(to part: InboundIn) -> (answer: OutboundOut?, ends: Bool)
+    /// Whether `part` answers a ``ping``.
+    static func isPong(_ part: InboundIn) -> Bool
+    /// What asks an idle client whether it is still there (a WebSocket's ping); nil where TCP alone tells.
+    static var ping: OutboundOut? { get }
     /// What goes before the stream's first event.
     static func start(version: HTTPVersion, format: StreamFormat) -> OutboundOut?
     /// Hands `events`, framed as `format` says and written into one buffer, to `write`: returns their bytes.
@@ -42,6 +46,8 @@ enum HTTPStreamTransport: StreamTransport {
     }
 
     static func reply(to part: HTTPServerRequestPart) -> (answer: HTTPServerResponsePart?, ends: Bool) { (nil, false) }
+    static func isPong(_ part: HTTPServerRequestPart) -> Bool { false }
+    static var ping: HTTPServerResponsePart? { nil }
 
     static func start(version: HTTPVersion, format: StreamFormat) -> HTTPServerResponsePart? {
         var headers = HTTPHeaders()
@@ -94,6 +100,12 @@ enum WebSocketStreamTransport: StreamTransport {
         }
     }
 
+    static func isPong(_ frame: WebSocketFrame) -> Bool { frame.opcode == .pong }
+
+    /// A ping at each keepalive's interval; a client that has not answered the last by the next is gone (as
+    /// hummingbird-websocket's routes judged it).
+    static var ping: ByteBuffer? { framed(.ping, ByteBuffer()) }
+
     static func start(version: HTTPVersion, format: StreamFormat) -> ByteBuffer? { nil }
 
     static func write(_ events: [GatewayEvent], format: StreamFormat, allocator: ByteBufferAllocator, to write: (ByteBuffer) -> Void) -> Int {
@@ -125,8 +137,8 @@ enum WebSocketStreamTransport: StreamTransport {
         [close(refusal.status == .tooManyRequests ? .policyViolation : .unexpectedServerError, reason: String(refusal.sentence.prefix(120)))]
     }
 
-    /// The close that ends the stream: 1001 (going away) when its subscription ended or the gateway stops.
-    static var end: ByteBuffer { close(.goingAway, reason: "") }
+    /// The close that ends the stream when its subscription ended or the gateway stops: 1000, as the routes' did.
+    static var end: ByteBuffer { close(.normalClosure, reason: "") }
 
     static func close(_ code: WebSocketErrorCode, reason: String) -> ByteBuffer {
         var data = ByteBuffer()
