@@ -1,4 +1,5 @@
 import Foundation
+import NotifyBus
 import Testing
 import TestSupport
 
@@ -40,7 +41,7 @@ struct GatewayMetricsTests {
         #expect(page.value("notifyd_http_stream_bytes_total").map { $0 > 0 } == true)
         #expect(page.value("notifyd_http_requests_total", ["status": "401"]) == 1)
         #expect(page.value("notifyd_http_requests_total", ["status": "200"]).map { $0 >= 5 } == true, "4 publishes and a scrape")
-        #expect(page.value("notifyd_http_info", ["socket": daemon.socketPath, "version": "0.1.0"]) == 1)
+        #expect(page.value("notifyd_http_info", ["socket": daemon.socketPath, "version": NotifydRelease.version]) == 1)
         for sample in page.samples {
             #expect(page.types[sample.name] != nil && page.help[sample.name] != nil, "\(sample.name) has its TYPE and HELP")
         }

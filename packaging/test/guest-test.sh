@@ -94,7 +94,7 @@ expect_match "the live delivery carries the publisher's unit" '^\{"topic":"e2e.l
   cat /tmp/e2e-live.json
 
 # The journal: lines, and structured fields.
-expect_match "journalctl -u notifyd has the daemon's lines" 'notifyd 0.1.0 listening' journal -u notifyd -o cat
+expect_match "journalctl -u notifyd has the daemon's lines" 'notifyd [0-9]+\.[0-9]+\.[0-9]+ listening' journal -u notifyd -o cat
 check  "clear a buffered message" sh -c 'notify send e2e.cleared x && notify clear e2e.cleared'
 expect_match "journalctl -u notifyd TOPIC=… finds the structured entry" 'buffered message of e2e.cleared cleared' \
   journal -u notifyd TOPIC=e2e.cleared -o cat
