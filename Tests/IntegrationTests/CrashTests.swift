@@ -57,11 +57,15 @@ struct CrashTests {
                 let topics = (0..<topicsEach).map { "load.p\(publisher).t\($0)" } + ["load.shared.t\(publisher % 4)"]
                 group.addTask { await Self.publishUntilTheDaemonDies(client, name: "p\(publisher)", topics: topics, progress: tick) }
             }
-            // The crash comes in the middle of the load, once enough has been acknowledged.
-            var acknowledged = 0
-            for await _ in progress {
-                acknowledged += 1
-                if acknowledged == 5_000 { break }
+            // The crash comes in the middle of the load, once enough has been acknowledged (a load that stalls fails
+            // the test at the deadline rather than hanging it).
+            try await withDeadline(.seconds(120), waitingFor: "5,000 acknowledged publishes before the crash") {
+                var acknowledged = 0
+                for await _ in progress {
+                    acknowledged += 1
+                    if acknowledged == 5_000 { return }
+                }
+                throw TestFailure("the publishers ended after \(acknowledged) acknowledged publishes, before the crash")
             }
             try await daemon.kill()
             tick.finish()

@@ -6,7 +6,7 @@ import Testing
 
 /// NKeys and the `CONNECT` fields of each login, against the vectors NATS's own documentation and clients use (no
 /// socket; the logins against a real server are in NATSLoginTests).
-@Suite("NATS credentials")
+@Suite("NATS credentials", .timeLimit(.minutes(1)))
 struct NATSCredentialsTests {
     /// The user seed of NATS's documentation, its public key, and a nonce with the signature other clients' tests hold.
     static let seed = "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY"

@@ -8,7 +8,7 @@ import Testing
 /// `sync = always` with the `fsync` handed to a ``StateLogSyncer`` (the daemon's runs on a thread of its own): an
 /// acknowledgement leaves only once a sync that began after its record was written has ended, and nothing else
 /// waits for the disk. The syncer here ends each sync when the test says, after a real `fsync` of the descriptor.
-@Suite("The state log's sync away from the broker's thread (group commit)")
+@Suite("The state log's sync away from the broker's thread (group commit)", .timeLimit(.minutes(2)))
 struct StateLogSyncerTests {
     final class ManualSyncer: StateLogSyncer {
         private(set) var waiting: [(descriptor: CInt, completion: (CInt?) -> Void)] = []

@@ -3,7 +3,7 @@ import Testing
 @testable import NotifyHTTP
 
 /// The gateway's tokens and its bounds on streams (no socket).
-@Suite("The HTTP gateway's tokens and bounds (no socket)")
+@Suite("The HTTP gateway's tokens and bounds (no socket)", .timeLimit(.minutes(1)))
 struct GatewayAccessTests {
     static let reader = "r-0123456789abcdef"
     static let writer = "w-0123456789abcdef"

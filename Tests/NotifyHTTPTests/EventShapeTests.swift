@@ -9,7 +9,7 @@ import Testing
 
 /// The events a stream sends, in ntfy's shapes with notifyd's fields, framed as JSON lines, SSE or raw lines (no
 /// socket).
-@Suite("The HTTP gateway's events (no socket)")
+@Suite("The HTTP gateway's events (no socket)", .timeLimit(.minutes(1)))
 struct EventShapeTests {
     static let delivery = Delivery(
         topic: try! Topic("backup.status"),

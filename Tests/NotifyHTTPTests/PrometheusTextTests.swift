@@ -4,7 +4,7 @@ import TestSupport
 @testable import NotifyHTTP
 
 /// The `/metrics` page's writer (no socket): what a scraper reads back is what was written.
-@Suite("Prometheus's text format, as the gateway writes it (no socket)")
+@Suite("Prometheus's text format, as the gateway writes it (no socket)", .timeLimit(.minutes(1)))
 struct PrometheusTextTests {
     @Test("families with HELP and TYPE, samples with labels; escapes a scraper reads back; names made valid")
     func writesWhatAScraperReads() throws {

@@ -6,7 +6,7 @@ import Testing
 @testable import NotifyHTTP
 
 /// What the gateway reads from a request: ids, `since=`, the topics of a stream (no socket).
-@Suite("The HTTP gateway's requests (no socket)")
+@Suite("The HTTP gateway's requests (no socket)", .timeLimit(.minutes(1)))
 struct RequestParsingTests {
     @Test("a message id reads back as written, at the largest numbers too; anything else is no id")
     func messageID() {

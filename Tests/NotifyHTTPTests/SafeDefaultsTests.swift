@@ -6,7 +6,7 @@ import Testing
 @testable import NotifyHTTP
 
 /// The gateway's checks on where a request comes from and what a stream holds (issue 46; no socket).
-@Suite("The HTTP gateway's origin, ranges and stream queue (no socket)")
+@Suite("The HTTP gateway's origin, ranges and stream queue (no socket)", .timeLimit(.minutes(1)))
 struct SafeDefaultsTests {
     static let local = try! SocketAddress(ipAddress: "127.0.0.1", port: 8080)
 
@@ -177,7 +177,7 @@ struct SafeDefaultsTests {
 }
 
 /// Each client range's share of what the gateway's user may retain at the daemon (issue 46; no socket).
-@Suite("The HTTP gateway's retained shares (no socket)")
+@Suite("The HTTP gateway's retained shares (no socket)", .timeLimit(.minutes(1)))
 struct RetainedSharesTests {
     static func topic(_ name: String) -> Topic { try! Topic(name) }
 
