@@ -261,13 +261,9 @@ final class SSECounter: ChannelInboundHandler, Sendable {
     }
 
     static func connect(port: Int, path: String, counter: StreamCounter) async throws -> any Channel {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(SSECounter(counter: counter)) }
-            }
-            .connect(host: "127.0.0.1", port: port).get()
-        try await channel.writeAndFlush(ByteBuffer(string: "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAccept: text/event-stream\r\n\r\n")).get()
-        return channel
+        try await StreamReaders.connect(port: port, head: "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAccept: text/event-stream\r\n\r\n") {
+            [SSECounter(counter: counter)]
+        }
     }
 }
 

@@ -69,21 +69,11 @@ final class WebSocketCounter: ChannelInboundHandler, Sendable {
     }
 
     static func connect(port: Int, path: String, counter: StreamCounter) async throws -> any Channel {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers([
-                        UpgradeResponseSkipper(),
-                        ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)),
-                        WebSocketCounter(counter: counter),
-                    ])
-                }
-            }
-            .connect(host: "127.0.0.1", port: port).get()
-        let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        let head = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
             + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-        try await channel.writeAndFlush(ByteBuffer(string: request)).get()
-        return channel
+        return try await StreamReaders.connect(port: port, head: head) {
+            [UpgradeResponseSkipper(), ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketCounter(counter: counter)]
+        }
     }
 }
 
@@ -109,5 +99,18 @@ final class UpgradeResponseSkipper: ChannelInboundHandler, Sendable {
         guard let skip else { return }
         buffer.moveReaderIndex(forwardBy: skip)
         if buffer.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(buffer)) }
+    }
+}
+
+/// What the readers share: a connection to the gateway on loopback, its handlers, and the request written by hand.
+enum StreamReaders {
+    static func connect(port: Int, head: String, handlers: @escaping @Sendable () -> [any ChannelHandler]) async throws -> any Channel {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandlers(handlers()) }
+            }
+            .connect(host: "127.0.0.1", port: port).get()
+        try await channel.writeAndFlush(ByteBuffer(string: head)).get()
+        return channel
     }
 }

@@ -27,18 +27,11 @@ struct JSONWriter {
 
     mutating func field(_ key: StaticString, _ value: UInt64) {
         self.key(key)
-        // Digits written from the end of a stack tuple: a message event has half a dozen numbers, and a string
-        // made for each was an allocation apiece.
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for the 20 digits of UInt64.max
-        withUnsafeMutableBytes(of: &digits) { bytes in
-            var at = bytes.count
-            var rest = value
-            repeat {
-                at -= 1
-                bytes[at] = UInt8(ascii: "0") + UInt8(rest % 10)
-                rest /= 10
-            } while rest > 0
-            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: bytes[at...]))
+        // No string made for a number: a message event has half a dozen, and one each was an allocation apiece.
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 20) { room in
+            var out = RawJSON(base: room.baseAddress!)
+            out.decimal(value)
+            return out.count
         }
     }
 

@@ -34,23 +34,10 @@ struct MessageID: Hashable, Sendable, CustomStringConvertible {
 
     /// Appends the id as ``description`` reads, without making a string: a stream writes one or two per message.
     func write(into buffer: inout ByteBuffer) {
-        MessageID.writeBase36(time.microsecondsSinceEpoch, into: &buffer)
-        buffer.writeStaticString("-")
-        MessageID.writeBase36(sequence, into: &buffer)
-    }
-
-    private static func writeBase36(_ value: UInt64, into buffer: inout ByteBuffer) {
-        var digits: (UInt64, UInt64) = (0, 0)  // 16 bytes: room for the 13 digits of UInt64.max in base 36
-        withUnsafeMutableBytes(of: &digits) { bytes in
-            var at = bytes.count
-            var rest = value
-            repeat {
-                at -= 1
-                let digit = UInt8(rest % 36)
-                bytes[at] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
-                rest /= 36
-            } while rest > 0
-            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: bytes[at...]))
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 27) { room in
+            var out = RawJSON(base: room.baseAddress!)
+            out.id(self)
+            return out.count
         }
     }
 }

@@ -30,17 +30,14 @@ enum MessageJSON {
         guard isText else { return false }
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: longest) { room in
             var out = RawJSON(base: room.baseAddress!)
+            let id = MessageID(time: delivery.time, sequence: delivery.sequence)
             if framing == .serverSentEvent {
                 out.ascii("id: ")
-                out.base36(delivery.time.microsecondsSinceEpoch)
-                out.byte(UInt8(ascii: "-"))
-                out.base36(delivery.sequence)
+                out.id(id)
                 out.ascii("\ndata: ")
             }
             out.ascii(#"{"id":""#)
-            out.base36(delivery.time.microsecondsSinceEpoch)
-            out.byte(UInt8(ascii: "-"))
-            out.base36(delivery.sequence)
+            out.id(id)
             out.ascii(#"","time":"#)
             out.decimal(delivery.time.microsecondsSinceEpoch / 1_000_000)
             out.ascii(#","event":"message","topic":"#)
@@ -89,7 +86,8 @@ enum MessageJSON {
     }
 }
 
-/// Writes JSON's pieces at a pointer into room reserved for them all (``MessageJSON``).
+/// Writes JSON's pieces at a pointer into room reserved for them all (``MessageJSON``, ``MessageID``, ``JSONWriter``'s
+/// numbers): the one place digits are written.
 struct RawJSON {
     let base: UnsafeMutableRawPointer
     private(set) var count = 0
@@ -112,8 +110,11 @@ struct RawJSON {
         digits(value, radix: 10)
     }
 
-    mutating func base36(_ value: UInt64) {
-        digits(value, radix: 36)
+    /// A message id as ``MessageID/description`` reads: its time and number in base 36.
+    mutating func id(_ id: MessageID) {
+        digits(id.time.microsecondsSinceEpoch, radix: 36)
+        byte(UInt8(ascii: "-"))
+        digits(id.sequence, radix: 36)
     }
 
     /// `value`'s digits, written from the end of a stack tuple, then copied: one division a digit, by a constant

@@ -1,6 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import NIOWebSocket
 import NotifyBus
 
 /// A request the gateway answers with an error: its HTTP status and a sentence, sent as ntfy's error object
@@ -50,6 +51,12 @@ extension GatewayError: HTTPResponseError {
         var body = ByteBuffer()
         writeBody(into: &body)
         return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
+    }
+
+    /// How a WebSocket already upgraded says this: a close with 1008 (a bound passed, 429) or 1011 (the rest), and
+    /// the sentence, cut to fit a close frame.
+    var webSocketClose: (code: WebSocketErrorCode, reason: String) {
+        (status == .tooManyRequests ? .policyViolation : .unexpectedServerError, String(sentence.prefix(120)))
     }
 
     /// Appends ntfy's error object, and a line break.

@@ -8,7 +8,7 @@ extension HTTPGateway {
     /// Makes a connection's pipeline, set up for Hummingbird, serve `format`'s stream on its event loop instead (see
     /// ``FirstRequestRouter``): it keeps the HTTP/1 decoder and encoder, with a ``StreamResponder`` in place of the
     /// handler that would wait for the request's head. For `/ws`, NIO's WebSocket upgrade takes that place: it upgrades
-    /// a request the checks let through (``streamRefusal(_:query:local:)``), and leaves any other to an HTTP
+    /// a request the checks let through (``streamRefusal(_:uri:local:)``), and leaves any other to an HTTP
     /// responder, which refuses it as the route would.
     func serveStream(on channel: any Channel, as format: StreamFormat, client: String) throws {
         let pipeline = channel.pipeline.syncOperations
@@ -23,7 +23,7 @@ extension HTTPGateway {
         let refused = NIOLoopBoundBox<HTTPRequestHead?>(nil, eventLoop: channel.eventLoop)
         let handshake = NIOTypedWebSocketServerUpgrader<Void>(
             shouldUpgrade: { channel, head in
-                guard gateway.streamRefusal(head, query: URI(head.uri).queryParameters, local: channel.localAddress) == nil else {
+                guard gateway.streamRefusal(head, uri: URI(head.uri), local: channel.localAddress) == nil else {
                     refused.value = head
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }

@@ -34,20 +34,15 @@ final class StreamQueue: Sendable {
     /// cores contending for its counts).
     func push(_ event: consuming GatewayEvent) {
         var pending: GatewayEvent? = consume event
-        let (reader, waker) = state.withLock { state -> (CheckedContinuation<Void, Never>?, (@Sendable () -> Void)?) in
-            guard !state.ended, let event = pending.take() else { return (nil, nil) }
+        let waiting = state.withLock { state -> State.Waiting in
+            guard !state.ended, let event = pending.take() else { return State.Waiting() }
             let size = StreamQueue.size(of: event)
             state.events.append((event, size))
             state.bytes += size
             dropOldest(&state)
-            defer {
-                state.reader = nil
-                state.waker = nil
-            }
-            return (state.reader, state.waker)
+            return state.takeWaiting()
         }
-        reader?.resume()
-        waker?()
+        waiting.wake()
     }
 
     /// Drops the oldest past ``limit``, always keeping the newest, counted.
@@ -67,16 +62,11 @@ final class StreamQueue: Sendable {
 
     /// Ends the queue: the reader gets what is left, then nil.
     func finish() {
-        let (reader, waker) = state.withLock { state -> (CheckedContinuation<Void, Never>?, (@Sendable () -> Void)?) in
+        let waiting = state.withLock { state -> State.Waiting in
             state.ended = true
-            defer {
-                state.reader = nil
-                state.waker = nil
-            }
-            return (state.reader, state.waker)
+            return state.takeWaiting()
         }
-        reader?.resume()
-        waker?()
+        waiting.wake()
     }
 
     /// Waits for events, then takes those at hand up to about `batch` bytes (at least one), a `dropped` event first
@@ -155,6 +145,27 @@ final class StreamQueue: Sendable {
 }
 
 extension StreamQueue.State {
+    /// Who waits for the queue: its async reader, or an event loop's (``StreamQueue/take(upTo:orWake:)``).
+    struct Waiting {
+        var reader: CheckedContinuation<Void, Never>?
+        var waker: (@Sendable () -> Void)?
+
+        /// Wakes them, outside the lock.
+        func wake() {
+            reader?.resume()
+            waker?()
+        }
+    }
+
+    /// Who waits, let go of: each is woken once.
+    fileprivate mutating func takeWaiting() -> Waiting {
+        defer {
+            reader = nil
+            waker = nil
+        }
+        return Waiting(reader: reader, waker: waker)
+    }
+
     /// Takes up to about `batch` bytes of events, a `dropped` event first: nil when nothing waits; `.some(nil)` once
     /// the queue ended and nothing is left.
     fileprivate mutating func take(upTo batch: Int) -> [GatewayEvent]?? {

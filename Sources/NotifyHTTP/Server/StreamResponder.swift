@@ -117,8 +117,9 @@ final class StreamResponder<Transport: StreamTransport>: ChannelInboundHandler, 
     /// a task of its own until the daemon answered), then streams.
     private func open(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
         let local = context.channel.localAddress
-        var query = URI(head.uri).queryParameters
-        if let refusal = gateway.streamRefusal(head, query: query, local: local) {
+        let uri = URI(head.uri)
+        var query = uri.queryParameters
+        if let refusal = gateway.streamRefusal(head, uri: uri, local: local) {
             refuse(refusal)
             return
         }
@@ -130,7 +131,7 @@ final class StreamResponder<Transport: StreamTransport>: ChannelInboundHandler, 
         if query["since"] == nil, let last = head.headers.first(name: "Last-Event-ID"), MessageID(last[...]) != nil {
             query["since"] = last[...]
         }
-        let topics = URI(head.uri).path.dropFirst().prefix { $0 != "/" }
+        let topics = uri.path.dropFirst().prefix { $0 != "/" }
         let gateway = self.gateway, client = self.client
         let loop = context.eventLoop
         let this = NIOLoopBound(self, eventLoop: loop)
@@ -247,7 +248,8 @@ extension HTTPGateway {
     /// Why a stream's request is refused before its subscription opens: the checks every route is behind
     /// (``refusal(host:origin:authorization:auth:reading:local:)``), then its topics and `since`; nil when it may
     /// open. A WebSocket's upgrade asks this first, so that a refusal is an HTTP error, as the route's is.
-    func streamRefusal(_ head: HTTPRequestHead, query: FlatDictionary<Substring, Substring>, local: SocketAddress?) -> GatewayError? {
+    func streamRefusal(_ head: HTTPRequestHead, uri: URI, local: SocketAddress?) -> GatewayError? {
+        let query = uri.queryParameters
         // One of each, as Hummingbird's routes take them (it joins repeated fields, which then match nothing).
         for name in ["Host", "Origin", "Authorization"] where head.headers[name].count > 1 {
             return GatewayError(.badRequest, "the request has more than one \(name) header")
@@ -263,7 +265,7 @@ extension HTTPGateway {
             return refusal
         }
         do {
-            _ = try TopicList.patterns(URI(head.uri).path.dropFirst().prefix { $0 != "/" })
+            _ = try TopicList.patterns(uri.path.dropFirst().prefix { $0 != "/" })
             _ = try Since(parsing: query["since"] ?? "", now: .now())
         } catch {
             return error

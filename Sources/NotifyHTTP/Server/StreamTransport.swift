@@ -132,9 +132,10 @@ enum WebSocketStreamTransport: StreamTransport {
         return batch.readableBytes
     }
 
-    /// After the upgrade, a refusal is a close: 1008 for a bound passed (429), 1011 for the rest, with the sentence.
+    /// After the upgrade, a refusal is a close (``GatewayError/webSocketClose``).
     static func refusal(_ refusal: GatewayError, version: HTTPVersion) -> [ByteBuffer] {
-        [close(refusal.status == .tooManyRequests ? .policyViolation : .unexpectedServerError, reason: String(refusal.sentence.prefix(120)))]
+        let close = refusal.webSocketClose
+        return [Self.close(close.code, reason: close.reason)]
     }
 
     /// The close that ends the stream when its subscription ended or the gateway stops: 1000, as the routes' did.

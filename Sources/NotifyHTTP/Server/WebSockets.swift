@@ -38,7 +38,8 @@ extension HTTPGateway {
             do {
                 stream = try await self.openStream(topics: topics, query: context.request.uri.queryParameters, poll: false, client: address)
             } catch let error as GatewayError {
-                try await outbound.close(error.status == .tooManyRequests ? .policyViolation : .unexpectedServerError, reason: String(error.sentence.prefix(120)))
+                let close = error.webSocketClose
+                try await outbound.close(close.code, reason: close.reason)
                 return
             }
             let keepalives = self.keepalives, metrics = self.metrics
