@@ -43,13 +43,18 @@ let package = Package(
     ],
     targets: [
         // What both sides of the socket share: topic names and patterns, the subscription index, the wire
-        // protocol's requests and frames with their codecs. No I/O.
+        // protocol's requests and frames with their codecs, where the socket is and which release this is. No I/O.
         .target(
             name: "NotifyProtocol",
-            dependencies: [
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "DequeModule", package: "swift-collections"),
-            ],
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strictSettings
+        ),
+        // The C library calls the client, the broker and the daemon make themselves (file descriptors, sockets and
+        // their peers, the heap, the environment), written once for every C library, and the blocking reads of a
+        // daemon's frames that the client and `notifyd --reload` share. Package-only: no public API.
+        .target(
+            name: "NotifySystem",
+            dependencies: ["NotifyProtocol", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strictSettings
         ),
         // The daemon's core, without I/O: topics and their histories, sessions, fan-out, access rules, the state
@@ -59,6 +64,7 @@ let package = Package(
             name: "NotifyBroker",
             dependencies: [
                 "NotifyProtocol",
+                "NotifySystem",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
@@ -70,6 +76,7 @@ let package = Package(
             name: "NotifyBus",
             dependencies: [
                 "NotifyProtocol",
+                "NotifySystem",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -94,6 +101,7 @@ let package = Package(
             name: "NotifyBench",
             dependencies: [
                 "NotifyBus",
+                "NotifySystem",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
@@ -139,7 +147,6 @@ let package = Package(
             name: "notifyd-fleet",
             dependencies: [
                 "NotifyFleet",
-                "NotifyProtocol",
                 "NotifyBus",
                 "ConfigurationFiles",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -157,14 +164,17 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
-        .executableTarget(
-            name: "notifyd",
+        // The daemon (issue 50): the server on the broker's core, its settings, systemd and the journal. A library,
+        // so the tests drive it without a process; `notifyd` is a thin shell over it. A peer of the client library,
+        // not a user of it: both stand on NotifyProtocol.
+        .target(
+            name: "NotifyDaemon",
             dependencies: [
                 "NotifyBroker",
-                "NotifyBus",
+                "NotifyProtocol",
+                "NotifySystem",
                 "ConfigurationFiles",
                 "CSystemd",
-                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -172,12 +182,19 @@ let package = Package(
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "notifyd",
+            dependencies: ["NotifyDaemon"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
             name: "notify-cli",
             dependencies: [
+                .product(name: "NIOPosix", package: "swift-nio"),
                 "NotifyBus",
                 "NotifyBench",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -191,6 +208,7 @@ let package = Package(
         .target(
             name: "NotifyHTTP",
             dependencies: [
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 "NotifyBus",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -223,6 +241,7 @@ let package = Package(
         .executableTarget(
             name: "NotifyBusBenchmarks",
             dependencies: [
+                "NotifySystem",
                 "NotifyBroker",
                 "NotifyBus",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -233,11 +252,8 @@ let package = Package(
         .executableTarget(
             name: "notifyd-load",
             dependencies: [
-                // notifyd-http's WebSocket streams, measured (issue 39).
-                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                // notifyd-http's WebSocket streams, measured with NIO's frame decoder (issue 49).
                 .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                "NotifyBroker",
                 "NotifyBus",
                 "NotifyCenter",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -291,7 +307,6 @@ let package = Package(
                 "NotifyBench",
                 "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
         ),
@@ -303,7 +318,6 @@ let package = Package(
                 "NotifyBus",
                 "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
         ),
@@ -368,7 +382,7 @@ let package = Package(
             name: "NotifydTests",
             dependencies: [
                 "NotifyBroker",
-                "notifyd",
+                "NotifyDaemon",
                 "NotifyBus",
                 "ConfigurationFiles",
                 .product(name: "Logging", package: "swift-log"),
@@ -392,11 +406,12 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                "NotifyProtocol",
                 // A WebSocket client for notifyd-http's /ws (issue 39).
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-                "NotifyBroker",
                 "NotifyBus",
                 "NotifyCenter",
                 "NATSClient",

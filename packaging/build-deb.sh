@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-version=$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' Sources/NotifyBus/Version.swift)
+version=$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' Sources/NotifyProtocol/Host/NotifydRelease.swift)
 arch=$(dpkg --print-architecture)
 scratch=.build-deb
 out=.build/deb

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NotifyBus
 import NotifyBroker
+import NotifySystem
 
 /// The broker's share of what an idle subscribed connection costs (the daemon's whole cost per connection is
 /// `Benchmarks/IdleConnections/run.sh`; the rest is NIO's channel and the handler): anonymous RSS, as that script

@@ -12,7 +12,7 @@
 # the same pages used), so figures of a fresh build and of an installed one differ unless both start this way.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-stage=.build/deb/notifyd_$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' Sources/NotifyBus/Version.swift)_$(dpkg --print-architecture 2>/dev/null || echo amd64)
+stage=.build/deb/notifyd_$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' Sources/NotifyProtocol/Host/NotifydRelease.swift)_$(dpkg --print-architecture 2>/dev/null || echo amd64)
 NOTIFYD=${NOTIFYD-$stage/usr/sbin/notifyd}
 NOTIFY=${NOTIFY-$stage/usr/bin/notify}
 REPS=${REPS:-3}

@@ -7,7 +7,7 @@
 #   cpu PID                          the clock ticks (user + system) PID has run; TICKS the ticks per second
 #   start_nats                       a nats-server with JetStream on a port of its own, in $RUN: sets NATS, PORT
 
-stage=$REPO/.build/deb/notifyd_$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' "$REPO/Sources/NotifyBus/Version.swift")_$(dpkg --print-architecture 2>/dev/null || echo amd64)
+stage=$REPO/.build/deb/notifyd_$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' "$REPO/Sources/NotifyProtocol/Host/NotifydRelease.swift")_$(dpkg --print-architecture 2>/dev/null || echo amd64)
 NOTIFYD=${NOTIFYD:-$stage/usr/sbin/notifyd}
 NOTIFY=${NOTIFY:-$stage/usr/bin/notify}
 NOTIFYD_FLEET=${NOTIFYD_FLEET:-$stage/usr/sbin/notifyd-fleet}

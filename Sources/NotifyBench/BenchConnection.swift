@@ -8,6 +8,7 @@ import Musl
 import Darwin
 #endif
 import NotifyBus
+import NotifySystem
 
 /// One connection of a benchmark: a non-blocking Unix socket, its receive buffer, and the tally of what it
 /// received. A benchmark drives all of its connections from one thread around one `poll` loop, as the C harness

@@ -6,6 +6,7 @@ import Musl
 import Darwin
 #endif
 import NotifyBus
+import NotifySystem
 
 /// The daemon's process as a benchmark sees it: found through the socket, measured through `/proc` (Linux).
 ///

@@ -1,5 +1,6 @@
 import NIOCore
-public import NotifyBus
+// DropNotice is NotifyProtocol's (NotifyBus re-exports it); named here, so the docs can link to that module.
+public import NotifyProtocol
 
 /// A notification as it arrived: its value, and where it came from.
 public struct Received<Message: Sendable>: Sendable {

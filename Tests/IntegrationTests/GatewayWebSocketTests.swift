@@ -50,7 +50,9 @@ struct GatewayWebSocketTests {
     @Test("a WebSocket's ping is answered with a pong; a client that answers none of the gateway's pings is closed at the second keepalive, and its stream let go of")
     func pingsBothWays() async throws {
         let daemon = try await TestDaemon.start()
-        let gateway = try await TestGateway.start(for: daemon, arguments: ["--keepalive", "1"])
+        // The gateway may close a silent client between one and two keepalives after it opened: 3 s leaves a loaded
+        // machine room to send its ping before that (at 1 s, a busy CI host sometimes did not).
+        let gateway = try await TestGateway.start(for: daemon, arguments: ["--keepalive", "3"])
         let client = try RawSocket(port: gateway.port)
         try client.send(GatewayStreamTests.request(gateway, topic: "gw.ping", format: "ws"))
         #expect(await client.read { String(decoding: $0, as: UTF8.self).contains(#""event":"open""#) })

@@ -8,7 +8,6 @@ import Musl
 #endif
 
 @testable import NotifyBench
-@testable import NotifyBus
 @testable import NotifyProtocol
 import TestSupport
 

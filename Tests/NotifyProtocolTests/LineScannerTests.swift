@@ -1,6 +1,5 @@
 import Testing
 
-@testable import NotifyBus
 @testable import NotifyProtocol
 
 /// The scanning under both decoders: a number read in the pass that finds its token reads as the token does.

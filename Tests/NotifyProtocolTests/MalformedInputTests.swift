@@ -1,7 +1,6 @@
 import NIOCore
 import Testing
 
-@testable import NotifyBus
 @testable import NotifyProtocol
 import TestSupport
 

@@ -2,7 +2,6 @@ import Foundation
 import NIOCore
 import Testing
 
-@testable import NotifyBus
 @testable import NotifyProtocol
 import TestSupport
 

@@ -1,7 +1,6 @@
 import NIOCore
 import Testing
 
-@testable import NotifyBus
 @testable import NotifyProtocol
 
 /// The decoder reads `PUB <its last topic> <size>\n` and the payload without its general line parser; every frame,

@@ -1,7 +1,5 @@
 import Testing
 
-@testable import NotifyBus
-@testable import NotifyBroker
 @testable import NotifyProtocol
 import TestSupport
 

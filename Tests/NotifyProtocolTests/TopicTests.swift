@@ -1,6 +1,5 @@
 import Testing
 
-@testable import NotifyBus
 @testable import NotifyProtocol
 
 @Suite("Topic names and patterns", .timeLimit(.minutes(3)))

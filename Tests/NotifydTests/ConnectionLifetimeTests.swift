@@ -5,7 +5,7 @@ import NotifyBus
 import NotifyBroker
 import Testing
 
-@testable import notifyd
+@testable import NotifyDaemon
 
 /// What a connection costs after it is gone: nothing. (Its handler, transport and channel once held each other, so a
 /// daemon grew by about 600 bytes per connection ever made.)

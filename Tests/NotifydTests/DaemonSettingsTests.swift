@@ -6,7 +6,7 @@ import NotifyBroker
 import ConfigurationFiles
 import Testing
 
-@testable import notifyd
+@testable import NotifyDaemon
 
 @Suite("Daemon settings", .timeLimit(.minutes(3)))
 struct DaemonSettingsTests {

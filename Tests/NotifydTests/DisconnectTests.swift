@@ -4,7 +4,7 @@ import NotifyBus
 import NotifyBroker
 import Testing
 
-@testable import notifyd
+@testable import NotifyDaemon
 
 /// A subscriber disconnected for falling behind (`overflow=disconnect`) still publishes what it sent: what the
 /// broker held back, and what its connection had read and not carried out yet.

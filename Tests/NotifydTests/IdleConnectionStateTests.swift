@@ -4,7 +4,7 @@ import NotifyBus
 import NotifyBroker
 import Testing
 
-@testable import notifyd
+@testable import NotifyDaemon
 
 /// Issue 18: a connection that only subscribes costs its socket and a few words of state; nothing of what it read
 /// stays alive between its requests.

@@ -4,7 +4,7 @@ import NIOCore
 import NotifyBus
 import Testing
 
-@testable import notifyd
+@testable import NotifyDaemon
 
 @Suite("Journal fields", .timeLimit(.minutes(3)))
 struct JournalFieldsTests {

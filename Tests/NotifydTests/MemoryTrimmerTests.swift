@@ -1,6 +1,6 @@
 import Testing
 
-@testable import notifyd
+@testable import NotifyDaemon
 
 @Suite("Giving memory back when idle", .timeLimit(.minutes(3)))
 struct MemoryTrimmerTests {

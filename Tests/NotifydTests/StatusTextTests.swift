@@ -1,6 +1,6 @@
 import Testing
 
-@testable import notifyd
+@testable import NotifyDaemon
 
 @Suite("STATUS= text", .timeLimit(.minutes(3)))
 struct StatusTextTests {

@@ -4,7 +4,7 @@ import NotifyBus
 import NotifyBroker
 import Testing
 
-@testable import notifyd
+@testable import NotifyDaemon
 
 /// Issue 14, "Cheap requests with O(topics) work": one connection's burst of requests is carried out in turns, so
 /// the event loop gets to the others (and to the watchdog) in between.

@@ -4,7 +4,7 @@ import NotifyBus
 import NotifyBroker
 import Testing
 
-@testable import notifyd
+@testable import NotifyDaemon
 
 /// Issue 14, "Half-sent frames": what a connection holds of requests it did not finish is bounded per uid and in
 /// total, and a request that stops mid-way does not hold it for good.

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import notifyd
+@testable import NotifyDaemon
 
 /// Issue 14, "Identity": a connection's unit is its peer's, never that of a process that took the peer's pid.
 @Suite("Unit lookup", .timeLimit(.minutes(3)))

@@ -1,7 +1,7 @@
 import NIOCore
 import Testing
 
-@testable import notifyd
+@testable import NotifyDaemon
 
 /// What reaches NIO for a connection: each frame while its peer keeps up, chunks while it is behind.
 @Suite("Writes gathered while the peer is behind", .timeLimit(.minutes(3)))

@@ -6,6 +6,7 @@ import Musl
 import Darwin
 #endif
 import NotifyProtocol
+import NotifySystem
 
 /// Group commit under `sync = always` with a ``StateLogSyncer``: each batch's records are written on the broker's
 /// thread, the `fsync` runs on the syncer's, and an acknowledgement leaves once a sync that began after its record

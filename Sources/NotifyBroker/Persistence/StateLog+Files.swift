@@ -7,6 +7,7 @@ import Musl
 import Darwin
 #endif
 import NotifyProtocol
+import NotifySystem
 
 /// The files behind the log: the state directory's lock, the log's header, a rewrite into a temporary file renamed
 /// over the log, and the directory's sync after each rename.

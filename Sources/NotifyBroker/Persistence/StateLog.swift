@@ -8,6 +8,7 @@ import Musl
 import Darwin
 #endif
 public import NotifyProtocol
+import NotifySystem
 
 /// The broker's state on disk: each topic's buffered message and sequence number, kept in an append-only log
 /// (`state.log` in the state directory) so that they survive a restart and a crash.

@@ -8,6 +8,7 @@ import Musl
 import Darwin
 #endif
 import NotifyProtocol
+import NotifySystem
 
 /// Every client's connection to the daemon (``NotifyConnection``, ``NotifyClient``, the bench's connections), made
 /// here and closed on exec. ``NotifyClient`` hands it to NIO connected, because NIO makes its sockets without
@@ -21,29 +22,12 @@ package enum ClientSocket {
     /// - Throws: ``NotifyClientError``: the path is too long, no socket can be made, or what
     ///   ``NotifyClientError/connecting(to:errno:detail:)`` says of the `connect` errno.
     package static func connect(to path: String, nonBlocking: Bool = false) throws(NotifyClientError) -> CInt {
-        guard let address = try? SocketAddress(unixDomainSocketPath: path) else {
+        do {
+            return try UnixSocket.connect(to: path, nonBlocking: nonBlocking)
+        } catch where error.errnoCode == ENAMETOOLONG {
             throw NotifyClientError(.invalidInput, "the socket path \(path) is longer than a Unix socket path may be")
+        } catch {
+            throw NotifyClientError.connecting(to: path, errno: error.errnoCode)
         }
-        let descriptor = POSIX.unixStreamSocket()
-        guard descriptor >= 0 else {
-            throw NotifyClientError(.unreachable, "cannot create a socket: \(String(cString: strerror(errno)))")
-        }
-        if nonBlocking { _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) }
-        guard address.withSockAddr({ Self.connect(descriptor, $0, socklen_t($1)) }) == 0 else {
-            let code = errno
-            _ = POSIX.close(descriptor)
-            throw NotifyClientError.connecting(to: path, errno: code)
-        }
-        return descriptor
-    }
-
-    private static func connect(_ descriptor: CInt, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> CInt {
-        #if canImport(Glibc)
-        Glibc.connect(descriptor, address, length)
-        #elseif canImport(Musl)
-        Musl.connect(descriptor, address, length)
-        #else
-        Darwin.connect(descriptor, address, length)
-        #endif
     }
 }

@@ -2,6 +2,7 @@ public import NIOCore
 import NIOConcurrencyHelpers
 import NIOPosix
 import NotifyProtocol
+import NotifySystem
 
 /// A connection to notifyd, for any Swift program: publish, subscribe, read and clear buffered messages, list
 /// topics, read counters.
@@ -81,7 +82,7 @@ public final class NotifyClient: Sendable {
     /// ``/NotifyProtocol/OverflowPolicy/disconnect`` that the daemon closed for falling behind ends instead, as it asked). The first
     /// connection is not retried: a daemon that is not there is an error at once.
     /// - Parameters:
-    ///   - socketPath: the socket; nil resolves it as ``SocketPath/resolveForClient(explicit:environment:uid:)`` says.
+    ///   - socketPath: the socket; nil resolves it as ``/NotifyProtocol/SocketPath/resolveForClient(explicit:environment:uid:)`` says.
     ///   - group: the event loops to use; the process-wide NIO singleton when nil.
     ///   - reconnectWithin: how long a call waits for the daemon to come back; nil never reconnects (each call after
     ///     the connection is lost throws, as a one-shot command wants).

@@ -8,6 +8,7 @@ import Musl
 import Darwin
 #endif
 import NotifyProtocol
+import NotifySystem
 
 /// A blocking connection to notifyd for one-shot work: publish a message, read or clear a buffered one, read the
 /// counters, and exit.
@@ -26,12 +27,11 @@ public final class NotifyConnection {
     public private(set) var greeting = ServerGreeting(limits: .default)
 
     private var descriptor: CInt
-    private var inbound = ByteBuffer()
-    private var decoder = ServerFrameDecoder()
+    private var reader = BlockingFrameReader()
     private var nextRequestID: UInt64 = 1
 
     /// Connects to the daemon and reads its greeting.
-    /// - Parameter socketPath: the socket; nil resolves it as ``SocketPath/resolveForClient(explicit:environment:uid:)`` says.
+    /// - Parameter socketPath: the socket; nil resolves it as ``/NotifyProtocol/SocketPath/resolveForClient(explicit:environment:uid:)`` says.
     /// - Throws: ``NotifyClientError``.
     public init(to socketPath: String? = nil) throws {
         let path = SocketPath.resolveForClient(explicit: socketPath)
@@ -161,24 +161,15 @@ public final class NotifyConnection {
     }
 
     private func nextFrame() throws -> ServerFrame {
-        while true {
-            do {
-                if let frame = try decoder.decode(buffer: &inbound) { return frame }
-            } catch {
-                throw NotifyClientError(.protocolViolation, error.description)
-            }
-            guard descriptor >= 0 else { throw NotifyClientError(.connectionClosed, "the connection is closed") }
-            var count = 0
-            inbound.writeWithUnsafeMutableBytes(minimumWritableBytes: 65_536) { space in
-                count = POSIX.read(descriptor, space.baseAddress!, space.count)
-                return max(count, 0)
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw NotifyClientError(.connectionClosed, "could not read from the daemon: \(String(cString: strerror(errno)))")
-            }
-            if count == 0 {
-                throw NotifyClientError(.connectionClosed, "the daemon closed the connection (did it stop?)")
+        guard descriptor >= 0 else { throw NotifyClientError(.connectionClosed, "the connection is closed") }
+        do {
+            return try reader.next(from: descriptor)
+        } catch {
+            switch error {
+            case .malformed(let reason): throw NotifyClientError(.protocolViolation, reason)
+            case .readFailed(let code):
+                throw NotifyClientError(.connectionClosed, "could not read from the daemon: \(String(cString: strerror(code)))")
+            case .closed: throw NotifyClientError(.connectionClosed, "the daemon closed the connection (did it stop?)")
             }
         }
     }

@@ -1,6 +1,5 @@
 import NIOCore
 
-@testable import NotifyBus
 @testable import NotifyProtocol
 import TestSupport
 

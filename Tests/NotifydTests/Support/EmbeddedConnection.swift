@@ -4,7 +4,7 @@ import NIOEmbedded
 import NotifyBus
 import NotifyBroker
 
-@testable import notifyd
+@testable import NotifyDaemon
 
 /// A connection to `broker` through the daemon's real `BrokerConnectionHandler`, on an embedded channel: a peer of
 /// `uid`, bytes in and out by hand, and the event loop's clock moved by the test.

@@ -1,5 +1,3 @@
-import NotifyProtocol
-
 /// The release of notifyd that this library belongs to, printed by `notifyd --version` and `notify --version`.
 public enum NotifydRelease {
     /// The version string.

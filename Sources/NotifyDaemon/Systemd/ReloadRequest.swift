@@ -1,4 +1,4 @@
-import NotifyBus
+import NotifyProtocol
 
 #if canImport(Glibc)
 import Glibc
@@ -51,22 +51,20 @@ enum ReloadRequest {
 
     /// Sends SIGHUP to the daemon listening on `socketPath` and waits until it has reloaded.
     static func run(socketPath: String) async -> Outcome {
-        let connection: NotifyConnection
+        let connection: StatsQuery
         let before: (applied: UInt64, refused: UInt64)
         let pid: Int32
         do {
-            connection = try NotifyConnection(to: socketPath)
+            connection = try StatsQuery(socketPath: socketPath)
             let stats = try connection.stats()
             before = counts(stats)
             guard let reported = stats["pid"].flatMap(Int32.init(exactly:)), reported > 1 else {
-                connection.close()
                 return .unreachable("the daemon at \(socketPath) does not say its process id; is it an older notifyd?")
             }
             pid = reported
         } catch {
             return .unreachable("cannot ask notifyd at \(socketPath) how its reloads went: \(error)")
         }
-        defer { connection.close() }
         guard kill(pid, SIGHUP) == 0 else {
             return .unreachable("cannot signal notifyd (process \(pid)): \(String(cString: strerror(errno)))")
         }

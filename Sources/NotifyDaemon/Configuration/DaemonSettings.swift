@@ -1,8 +1,9 @@
 import Configuration
 import ConfigurationFiles
 import Logging
-import NotifyBus
+import NotifyProtocol
 import NotifyBroker
+import NotifySystem
 
 #if canImport(Glibc)
 import Glibc
@@ -323,13 +324,13 @@ struct DaemonSettings: Sendable, Equatable {
     /// `$STATE_DIRECTORY` under systemd (`StateDirectory=`), else `/var/lib/notifyd` for root and
     /// `$XDG_STATE_HOME/notifyd` (`~/.local/state/notifyd`) for other users.
     static func defaultStateDirectory() -> String {
-        if let fromSystemd = SocketPath.processEnvironment("STATE_DIRECTORY"), !fromSystemd.isEmpty {
+        if let fromSystemd = POSIX.environmentValue("STATE_DIRECTORY"), !fromSystemd.isEmpty {
             // systemd may pass several, separated by colons; the first is ours.
             return String(fromSystemd.split(separator: ":").first ?? Substring(fromSystemd))
         }
         if getuid() == 0 { return "/var/lib/notifyd" }
-        let home = SocketPath.processEnvironment("HOME") ?? "/"
-        let base = SocketPath.processEnvironment("XDG_STATE_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.local/state"
+        let home = POSIX.environmentValue("HOME") ?? "/"
+        let base = POSIX.environmentValue("XDG_STATE_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.local/state"
         return base + "/notifyd"
     }
 

@@ -1,11 +1,10 @@
 #if canImport(Glibc)
-import Glibc
+public import Glibc
 #elseif canImport(Musl)
-import Musl
+public import Musl
 #elseif canImport(Darwin)
-import Darwin
+public import Darwin
 #endif
-import NotifyProtocol
 
 /// Where the daemon listens, decided the same way by `notifyd` and `notify` so that they meet without configuration.
 public enum SocketPath {
@@ -21,7 +20,7 @@ public enum SocketPath {
     /// the variable, find the daemon of the user's login session), else `/tmp/notifyd-<uid>`.
     public static func resolve(
         explicit: String? = nil,
-        environment: (String) -> String? = SocketPath.processEnvironment,
+        environment: (String) -> String? = { getenv($0).map { String(cString: $0) } },
         uid: UInt32? = nil
     ) -> String {
         if let explicit, !explicit.isEmpty { return explicit }
@@ -36,7 +35,7 @@ public enum SocketPath {
     /// the system service is installed.
     public static func resolveForClient(
         explicit: String? = nil,
-        environment: (String) -> String? = SocketPath.processEnvironment,
+        environment: (String) -> String? = { getenv($0).map { String(cString: $0) } },
         uid: UInt32? = nil
     ) -> String {
         resolveForClient(explicit: explicit, environment: environment, uid: uid, systemSocket: system)
@@ -64,7 +63,7 @@ public enum SocketPath {
     }
 
     /// The user's runtime directory as described for ``resolve(explicit:environment:uid:)``.
-    public static func runtimeDirectory(environment: (String) -> String? = SocketPath.processEnvironment, uid: UInt32) -> String {
+    public static func runtimeDirectory(environment: (String) -> String? = { getenv($0).map { String(cString: $0) } }, uid: UInt32) -> String {
         runtimeDirectory(environment: environment, uid: uid, perUserBase: "/run/user")
     }
 
@@ -125,11 +124,5 @@ public enum SocketPath {
     /// The runtime directory of last resort, in the shared `/tmp` (another `temporaryDirectory` in tests).
     static func fallbackDirectory(uid: UInt32, temporaryDirectory: String = "/tmp") -> String {
         "\(temporaryDirectory)/notifyd-\(uid)"
-    }
-
-    /// Reads the process environment.
-    public static func processEnvironment(_ name: String) -> String? {
-        guard let value = getenv(name) else { return nil }
-        return String(cString: value)
     }
 }

@@ -1,5 +1,5 @@
 import Logging
-import NotifyBus
+import NotifyProtocol
 import NotifyBroker
 
 extension PeerCredentials {

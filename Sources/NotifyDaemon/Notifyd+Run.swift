@@ -2,7 +2,7 @@ import ArgumentParser
 import Logging
 import NIOCore
 import NIOPosix
-import NotifyBus
+import NotifyProtocol
 import NotifyBroker
 import ServiceLifecycle
 import UnixSignals

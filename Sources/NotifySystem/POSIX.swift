@@ -136,6 +136,11 @@ package enum POSIX {
         return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
     }()
 
+    /// The value of an environment variable of this process, if it is set.
+    package static func environmentValue(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }
+    }
+
     @discardableResult
     package static func close(_ descriptor: CInt) -> CInt {
         #if canImport(Glibc)

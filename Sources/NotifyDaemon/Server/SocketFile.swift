@@ -1,6 +1,6 @@
 import Logging
 import NIOCore
-import NotifyBus
+import NotifyProtocol
 
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,7 @@
 import NIOCore
-import NotifyBus
+import NotifyProtocol
 import NotifyBroker
+import NotifySystem
 
 #if canImport(Glibc)
 import Glibc

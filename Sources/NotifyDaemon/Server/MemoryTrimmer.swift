@@ -1,5 +1,6 @@
 import NIOCore
-import NotifyBus
+import NotifyProtocol
+import NotifySystem
 
 /// Gives the memory a burst freed back to the system once the daemon has been idle for a while.
 ///

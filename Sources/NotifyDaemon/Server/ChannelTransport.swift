@@ -1,6 +1,6 @@
 import Logging
 import NIOCore
-import NotifyBus
+import NotifyProtocol
 import NotifyBroker
 
 /// A session's frames, written to its NIO channel.

@@ -1,5 +1,6 @@
 import CSystemd
-import NotifyBus
+import NotifyProtocol
+import NotifySystem
 
 #if canImport(Glibc)
 import Glibc
@@ -17,7 +18,7 @@ struct ServiceManager: Sendable {
     let watchdogInterval: Duration?
 
     init() {
-        isPresent = SocketPath.processEnvironment("NOTIFY_SOCKET") != nil
+        isPresent = POSIX.environmentValue("NOTIFY_SOCKET") != nil
         var microseconds: UInt64 = 0
         if sd_watchdog_enabled(0, &microseconds) > 0 && microseconds > 0 {
             // WATCHDOG_USEC is the environment's, so any number: a day is already far longer than a unit waits.

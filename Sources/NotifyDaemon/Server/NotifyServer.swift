@@ -1,7 +1,7 @@
 import Logging
 import NIOCore
 import NIOPosix
-import NotifyBus
+import NotifyProtocol
 import NotifyBroker
 import ServiceLifecycle
 import UnixSignals

@@ -1,4 +1,4 @@
-import NotifyBus
+import NotifyProtocol
 import NotifyBroker
 
 #if canImport(Glibc)

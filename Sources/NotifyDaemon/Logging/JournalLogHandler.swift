@@ -1,6 +1,7 @@
 import CSystemd
-import NotifyBus
+import NotifyProtocol
 import Logging
+import NotifySystem
 
 #if canImport(Glibc)
 import Glibc
@@ -93,7 +94,7 @@ struct JournalLogHandler: SharedLevelLogHandler {
     /// Whether standard error is connected to the journal, as systemd says through `$JOURNAL_STREAM`
     /// (`<device>:<inode>` of the stream it set up); a terminal or a redirect to a file is not.
     static func standardErrorIsJournal() -> Bool {
-        guard let stream = SocketPath.processEnvironment("JOURNAL_STREAM") else { return false }
+        guard let stream = POSIX.environmentValue("JOURNAL_STREAM") else { return false }
         let parts = stream.split(separator: ":")
         guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
         var info = stat()
