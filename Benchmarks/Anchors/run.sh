@@ -48,7 +48,7 @@ mkdir -p "$(dirname "$WORK")"
 cp -R "$ANCHORS" "$WORK"
 chmod -R u+w "$WORK"
 rm -f "$WORK"/bench "$WORK"/clirun "$WORK"/*.o
-cp "$HERE/proto_notifyd.c" "$WORK/"
+cp "$HERE/harness/proto_notifyd.c" "$WORK/"
 
 python3 - "$WORK" <<'PY'
 import pathlib, sys
