@@ -8,12 +8,11 @@
 #   packaging/build-deb.sh && Benchmarks/Federation/fleet.sh            # 12 hosts, 100,000 lines
 #   HOSTS=4 COUNT=20000 Benchmarks/Federation/fleet.sh
 #
-# Environment: NOTIFYD, NOTIFY, NOTIFYD_FLEET (default: the packaged binaries), ANCHORS (the neutral C harness,
-# default /work/shared/anchors), HOSTS, COUNT, DEADLINE, RUN (scratch directory).
+# Environment: NOTIFYD, NOTIFY, NOTIFYD_FLEET (default: the packaged binaries), HOSTS, COUNT, DEADLINE,
+# RUN (scratch directory). Plain NATS is measured by the C harness of Benchmarks/Anchors/harness, built in $RUN.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-ANCHORS=${ANCHORS:-/work/shared/anchors}
 HOSTS=${HOSTS:-12}
 COUNT=${COUNT:-100000}
 DEADLINE=${DEADLINE:-120}
@@ -22,8 +21,7 @@ NAME=Federation/fleet.sh
 # shellcheck source=../Support/fleet.sh
 source "$REPO/Benchmarks/Support/fleet.sh"
 
-cp -R "$ANCHORS" "$RUN/harness"
-make -s -C "$RUN/harness" bench >/dev/null
+make -s -C "$REPO/Benchmarks/Anchors/harness" OUT="$RUN/harness" >/dev/null
 start_nats
 
 # Plain NATS first, 1 -> HOSTS-1, on the same server: COUNT 16-byte messages.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh - a message from one host's publisher to another host's subscribers, through one nats-server, beside the
-# same case within one daemon and beside plain NATS (the neutral C harness of /work/shared/anchors), in one run.
+# same case within one daemon and beside plain NATS (the C harness of Benchmarks/Anchors/harness), in one run.
 #
 #   Benchmarks/Federation/run.sh                 REPS=5, 1 -> 1 and 1 -> 10
 #   REPS=1 COUNT=100000 Benchmarks/Federation/run.sh
@@ -16,7 +16,7 @@
 #
 # Each linked host is a daemon and its fleet service (notifyd-fleet), as packaged.
 #
-# Environment: NOTIFYD, NOTIFY, NOTIFYD_FLEET (default: the release builds), ANCHORS (default /work/shared/anchors), RUN (scratch,
+# Environment: NOTIFYD, NOTIFY, NOTIFYD_FLEET (default: the release builds), RUN (scratch,
 # default /tmp/notifyd-federation-bench), REPS, COUNT, LAT_MSGS; BRIDGE_OPTIONS, more options for both linked
 # fleet services (BRIDGE_OPTIONS="--nats-catch-up 0": live only, without the log). Build first:
 #   swift build -c release --product notifyd && swift build -c release --product notify \
@@ -28,7 +28,6 @@ REPO=$(cd "$HERE/../.." && pwd)
 NOTIFYD=${NOTIFYD:-$REPO/.build/release/notifyd}
 NOTIFY=${NOTIFY:-$REPO/.build/release/notify}
 NOTIFYD_FLEET=${NOTIFYD_FLEET:-$REPO/.build/release/notifyd-fleet}
-ANCHORS=${ANCHORS:-/work/shared/anchors}
 RUN=${RUN:-/tmp/notifyd-federation-bench}
 REPS=${REPS:-5}
 COUNT=${COUNT:-500000}
@@ -42,9 +41,8 @@ case $RUN in /|"$REPO"*) echo "run.sh: refusing RUN=$RUN" >&2; exit 1 ;; esac
 rm -rf "$RUN"
 mkdir -p "$RUN"
 
-# The C harness, built in a copy (gcc and make).
-cp -R "$ANCHORS" "$RUN/harness"
-make -s -C "$RUN/harness" bench >/dev/null
+# The C harness, built in $RUN (gcc and make).
+make -s -C "$REPO/Benchmarks/Anchors/harness" OUT="$RUN/harness" >/dev/null
 HARNESS=$RUN/harness/bench
 
 PIDS=()

@@ -1,7 +1,7 @@
 import Foundation
 
 /// A blocking Unix-socket connection for load generation: bytes out as fast as the daemon takes them, bytes in as
-/// they come, no framing library in between (what the neutral harness in ../shared/anchors does too).
+/// they come, no framing library in between (what the C harness in Benchmarks/Anchors/harness does too).
 final class RawConnection: @unchecked Sendable {
     let descriptor: Int32
 

@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proto.h"
+#include "conn.h"
 
 static size_t nd_hello(char *out, size_t cap, const char *client_id)
 {
