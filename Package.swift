@@ -89,6 +89,7 @@ let package = Package(
         .target(
             name: "NotifyCenter",
             dependencies: [
+                "NotifySystem",
                 "NotifyBus",
                 "NotifyProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -146,6 +147,7 @@ let package = Package(
         .executableTarget(
             name: "notifyd-fleet",
             dependencies: [
+                "NotifySystem",
                 "NotifyFleet",
                 "NotifyBus",
                 "ConfigurationFiles",
@@ -194,6 +196,8 @@ let package = Package(
         .executableTarget(
             name: "notify-cli",
             dependencies: [
+                "NotifySystem",
+                "NotifyProtocol",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 "NotifyBus",
                 "NotifyBench",
@@ -208,6 +212,7 @@ let package = Package(
         .target(
             name: "NotifyHTTP",
             dependencies: [
+                "NotifyProtocol",
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 "NotifyBus",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -239,14 +244,14 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .executableTarget(
-            name: "NotifyBusBenchmarks",
+            name: "BrokerBenchmarks",
             dependencies: [
                 "NotifySystem",
                 "NotifyBroker",
                 "NotifyBus",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
-            path: "Benchmarks/NotifyBusBenchmarks",
+            path: "Benchmarks/BrokerBenchmarks",
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -266,14 +271,14 @@ let package = Package(
         // The fuzz targets (script/fuzz): what a client can send, and what another host can send through NATS.
         .target(name: "FuzzSupport", path: "Fuzz/Support", swiftSettings: strictSettings),
         .executableTarget(
-            name: "notifybus-fuzz",
+            name: "notifyd-request-fuzz",
             dependencies: [
                 "NotifyBroker",
                 "NotifyBus",
                 "FuzzSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
-            path: "Fuzz/RequestDecoderFuzzer",
+            path: "Fuzz/RequestFuzzer",
             swiftSettings: strictSettings
         ),
         .executableTarget(

@@ -30,7 +30,7 @@ private final class WaitingTasks: @unchecked Sendable {
 }
 
 /// A status notification of the size the typed case sends.
-private struct Status: NotifyMessage, Codable {
+private struct ThroughputStatus: NotifyMessage, Codable {
     static let topic = Topic.literal("client.typed")
     var host: String
     var number: Int
@@ -64,7 +64,7 @@ struct ClientThroughput: AsyncParsableCommand {
     var cases = "publish,publish-main,ack-1,ack-1-main,ack-64,ack-64-main,ack-rtt,iterate,iterate-main,center,center-main"
 
     func run() async throws {
-        let daemon = try DaemonProcess()
+        let daemon = try BenchmarkDaemon()
         defer { daemon.stop() }
         for name in cases.split(separator: ",").map(String.init) {
             if name == "memory" {
@@ -84,7 +84,7 @@ struct ClientThroughput: AsyncParsableCommand {
         }
     }
 
-    private func measure(_ name: String, on daemon: DaemonProcess) async throws -> (Double, String?) {
+    private func measure(_ name: String, on daemon: BenchmarkDaemon) async throws -> (Double, String?) {
         switch name {
         case "publish": return (try await publish(daemon), nil)
         case "publish-main": return (try await publish(daemon, isolation: MainActor.shared), nil)
@@ -105,7 +105,7 @@ struct ClientThroughput: AsyncParsableCommand {
     /// Runs on `isolation` (the caller's by default): publish-main runs it on the main actor, where top-level code and
     /// every `@MainActor` type (a view model) run, and where an async call that hopped to the global executor and
     /// back cost 30 times what it does off it.
-    private func publish(_ daemon: DaemonProcess, isolation: isolated (any Actor)? = #isolation) async throws -> Double {
+    private func publish(_ daemon: BenchmarkDaemon, isolation: isolated (any Actor)? = #isolation) async throws -> Double {
         let client = try await NotifyClient.connect(to: daemon.socketPath)
         defer { Task { await client.close() } }
         let payload = ByteBuffer(string: "0123456789abcdef")
@@ -118,7 +118,7 @@ struct ClientThroughput: AsyncParsableCommand {
 
     /// The floor of ack-1: acknowledged publishes over a blocking `NotifyConnection`, one thread, no event loop or
     /// task between the caller and the socket: the daemon's round trip as this machine gives it now.
-    private func roundTrips(_ daemon: DaemonProcess) throws -> Double {
+    private func roundTrips(_ daemon: BenchmarkDaemon) throws -> Double {
         let connection = try NotifyConnection(to: daemon.socketPath)
         let payload = ByteBuffer(string: "0123456789abcdef")
         let topic = try Topic("client.ack")
@@ -145,7 +145,7 @@ struct ClientThroughput: AsyncParsableCommand {
         return Double(tasks * each) / elapsed
     }
 
-    private func acknowledged(_ daemon: DaemonProcess, tasks: Int, each: Int) async throws -> Double {
+    private func acknowledged(_ daemon: BenchmarkDaemon, tasks: Int, each: Int) async throws -> Double {
         let client = try await NotifyClient.connect(to: daemon.socketPath)
         defer { Task { await client.close() } }
         let payload = ByteBuffer(string: "0123456789abcdef")
@@ -163,7 +163,7 @@ struct ClientThroughput: AsyncParsableCommand {
     }
 
     /// ack-1 and ack-64 with each task on the main actor, as a view model's would be.
-    private func acknowledgedOnMainActor(_ daemon: DaemonProcess, tasks: Int, each: Int) async throws -> Double {
+    private func acknowledgedOnMainActor(_ daemon: BenchmarkDaemon, tasks: Int, each: Int) async throws -> Double {
         let client = try await NotifyClient.connect(to: daemon.socketPath)
         defer { Task { await client.close() } }
         let payload = ByteBuffer(string: "0123456789abcdef")
@@ -179,7 +179,7 @@ struct ClientThroughput: AsyncParsableCommand {
     }
 
     /// On `isolation`, the publisher and the consumer both (iterate-main: the main actor).
-    private func iterate(_ daemon: DaemonProcess, isolation: isolated (any Actor)? = #isolation) async throws -> (Double, String?) {
+    private func iterate(_ daemon: BenchmarkDaemon, isolation: isolated (any Actor)? = #isolation) async throws -> (Double, String?) {
         let subscriber = try await NotifyClient.connect(to: daemon.socketPath)
         let publisher = try await NotifyClient.connect(to: daemon.socketPath)
         defer { Task { await subscriber.close(); await publisher.close() } }
@@ -211,11 +211,11 @@ struct ClientThroughput: AsyncParsableCommand {
     }
 
     /// On `isolation`, the poster and the consumer both (center-main: the main actor).
-    private func center(_ daemon: DaemonProcess, isolation: isolated (any Actor)? = #isolation) async throws -> Double {
+    private func center(_ daemon: BenchmarkDaemon, isolation: isolated (any Actor)? = #isolation) async throws -> Double {
         let subscriber = try await NotifyCenter.connect(to: daemon.socketPath)
         let publisher = try await NotifyCenter.connect(to: daemon.socketPath)
         defer { Task { await subscriber.close(); await publisher.close() } }
-        let notifications = try await subscriber.messages(of: Status.self)
+        let notifications = try await subscriber.messages(of: ThroughputStatus.self)
         let count = typed
         let receiving = Task {
             isolation?.preconditionIsolated("the consumer runs where the case says")
@@ -228,14 +228,14 @@ struct ClientThroughput: AsyncParsableCommand {
             throw LoadError("the notifications ended early")
         }
         let start = ContinuousClock.now
-        for number in 1...count { try await publisher.send(Status(host: "db1.example.org", number: number), retain: false) }
+        for number in 1...count { try await publisher.send(ThroughputStatus(host: "db1.example.org", number: number), retain: false) }
         let received = try await receiving.value
         return Double(received) / seconds(ContinuousClock.now - start)
     }
 
     /// What this process holds (resident set, KiB) when its consumer stops iterating, and when the daemon stops
     /// reading its publishes: the client's bounds, not the publishers' volume, should decide it.
-    private func memory(_ daemon: DaemonProcess) async throws {
+    private func memory(_ daemon: BenchmarkDaemon) async throws {
         let payload = ByteBuffer(repeating: UInt8(ascii: "x"), count: 1_000)
         let start = Self.residentKiB
         // A subscription nobody iterates, with the default limits (1,024 events or 1 MiB; twice that at most).

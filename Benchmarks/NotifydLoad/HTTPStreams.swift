@@ -36,7 +36,7 @@ struct HTTPStreams: AsyncParsableCommand {
     var gatewayBinary: String?
 
     func run() async throws {
-        let daemon = try DaemonProcess()
+        let daemon = try BenchmarkDaemon()
         defer { daemon.stop() }
         let gateway = try GatewayProcess(socketPath: daemon.socketPath, binary: gatewayBinary)
         defer { gateway.stop() }
@@ -63,7 +63,7 @@ struct HTTPStreams: AsyncParsableCommand {
     }
 
     /// One run: the deliveries per second to `clients` clients of `kind`, and the messages they were told were dropped.
-    private func measure(_ kind: String, clients: Int, topic: String, gateway: GatewayProcess, daemon: DaemonProcess) async throws -> (Double, Int) {
+    private func measure(_ kind: String, clients: Int, topic: String, gateway: GatewayProcess, daemon: BenchmarkDaemon) async throws -> (Double, Int) {
         let target = messages
         let counters = (0..<clients).map { _ in StreamCounter(target: target) }
         var closers: [@Sendable () async -> Void] = []
@@ -122,7 +122,7 @@ struct HTTPStreams: AsyncParsableCommand {
     }
 
     /// What an idle SSE stream costs: the RSS of the gateway and of the daemon, before and after `idle` of them.
-    private func memory(gateway: GatewayProcess, daemon: DaemonProcess) async throws {
+    private func memory(gateway: GatewayProcess, daemon: BenchmarkDaemon) async throws {
         let gatewayBefore = gateway.residentKiB
         let daemonBefore = daemon.residentKiB
         var channels: [any Channel] = []

@@ -27,7 +27,7 @@ struct Soak: AsyncParsableCommand {
     @Option(help: "Allowed RSS growth after warm-up, in percent.") var tolerance = 10.0
 
     func run() async throws {
-        let daemon = try DaemonProcess()
+        let daemon = try BenchmarkDaemon()
         defer { daemon.stop() }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let state = SoakState()
@@ -91,7 +91,7 @@ struct Soak: AsyncParsableCommand {
         let reconnect = Mutex<Set<Int>>([])
     }
 
-    static func verdict(_ samples: [(second: Int, kib: Int)], tolerance: Double, daemon: DaemonProcess) throws {
+    static func verdict(_ samples: [(second: Int, kib: Int)], tolerance: Double, daemon: BenchmarkDaemon) throws {
         let warmUp = max(1, samples.count / 4)
         guard samples.count > warmUp else { throw LoadError("too short to tell: run for at least 8 seconds") }
         let afterWarmUp = samples[warmUp - 1].kib

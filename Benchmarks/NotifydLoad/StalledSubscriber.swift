@@ -53,7 +53,7 @@ struct StalledSubscriber: ParsableCommand {
     }
 
     func run() throws {
-        let daemon = try DaemonProcess()
+        let daemon = try BenchmarkDaemon()
         defer { daemon.stop() }
         print("stalled-subscriber: \(messages) messages of \(payload) B per run, \(runs) runs each, notifyd pid \(daemon.pid)")
         var results: [Kind: [Run]] = [:]
@@ -92,7 +92,7 @@ struct StalledSubscriber: ParsableCommand {
         )
     }
 
-    private func measure(daemon: DaemonProcess, topic: String, kind: Kind) throws -> Run {
+    private func measure(daemon: BenchmarkDaemon, topic: String, kind: Kind) throws -> Run {
         let droppedBefore = try NotifyConnection(to: daemon.socketPath).stats()["dropped"] ?? 0
         let reader = try RawConnection(path: daemon.socketPath)
         reader.setReceiveTimeout(seconds: 10)

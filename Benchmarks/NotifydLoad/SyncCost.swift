@@ -35,7 +35,7 @@ struct SyncCost: ParsableCommand {
                 guard let made = mkdtemp(&template) else { throw LoadError("mkdtemp in \(directory) failed") }
                 let stateDirectory = String(cString: made)
                 defer { try? FileManager.default.removeItem(atPath: stateDirectory) }
-                let daemon = try DaemonProcess(arguments: ["--sync", policy, "--state-dir", stateDirectory])
+                let daemon = try BenchmarkDaemon(arguments: ["--sync", policy, "--state-dir", stateDirectory])
                 defer { daemon.stop() }
 
                 let connection = try NotifyConnection(to: daemon.socketPath)

@@ -31,7 +31,7 @@ struct TypedCost: AsyncParsableCommand {
     @Option(help: "Runs of each (alternated; medians reported).") var runs = 5
 
     func run() async throws {
-        let daemon = try DaemonProcess(arguments: ["--history-messages", "0"])
+        let daemon = try BenchmarkDaemon(arguments: ["--history-messages", "0"])
         defer { daemon.stop() }
         let sample = Sample(host: "db1.example.org", number: 1, load: 0.75)
         let payload = try Sample.codec.encode(sample)
@@ -63,7 +63,7 @@ struct TypedCost: AsyncParsableCommand {
             + " typed/raw: median \(String(format: "%.2f", median(ratios))) (pairs: \(ratios.map { String(format: "%.2f", $0) }.joined(separator: ", ")))")
     }
 
-    private func runRaw(_ daemon: DaemonProcess, _ payload: ByteBuffer) async throws -> Double {
+    private func runRaw(_ daemon: BenchmarkDaemon, _ payload: ByteBuffer) async throws -> Double {
         let subscriber = try await NotifyClient.connect(to: daemon.socketPath)
         let publisher = try await NotifyClient.connect(to: daemon.socketPath)
         let subscription = try await subscriber.subscribe(to: [TopicPattern(Sample.topic)])
@@ -85,7 +85,7 @@ struct TypedCost: AsyncParsableCommand {
         return Double(count) / seconds(elapsed)
     }
 
-    private func runTyped(_ daemon: DaemonProcess) async throws -> Double {
+    private func runTyped(_ daemon: BenchmarkDaemon) async throws -> Double {
         let subscriber = try await NotifyCenter.connect(to: daemon.socketPath)
         let publisher = try await NotifyCenter.connect(to: daemon.socketPath)
         let notifications = try await subscriber.messages(of: Sample.self)

@@ -182,7 +182,7 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 /// Fuzzing (built with `-D FUZZING`): libFuzzer calls `fuzzOneInput`. Otherwise replays saved inputs:
 /// `notifyd-import-fuzz FILE...`.
 @main
-enum FuzzerMain {
+enum ImportFuzzerMain {
     static func main() {
         FuzzDriver.main(callback: { fuzzOneInput($0, $1) }, replay: ImportFuzzer.run)
     }

@@ -2,6 +2,7 @@
 @_exported public import NotifyBus
 import NIOCore
 import Synchronization
+import NotifySystem
 
 /// A notification center for a whole host, for Swift programs: the in-process ``/NotifyBus/Messenger`` across processes,
 /// through notifyd, with typed notifications (``NotifyMessage``).
@@ -82,13 +83,13 @@ public final class NotifyCenter: Sendable {
         self.client = client
         ownPosts = OwnPosts(isHeard: { client.receivesOwnPublishes })
         observations.startDelivering()
-        self.onUndecodable = onUndecodable ?? { StandardError.write("notifycenter: \($0)") }
+        self.onUndecodable = onUndecodable ?? { StandardError.writeLine("notifycenter: \($0)") }
         self.onDropped =
             onDropped ?? { notice in
-                StandardError.write(
+                StandardError.writeLine(
                     "notifycenter: \(notice.count) messages of \(notice.topic) were dropped for an observer")
             }
-        self.onEnded = onEnded ?? { StandardError.write("notifycenter: \($0)") }
+        self.onEnded = onEnded ?? { StandardError.writeLine("notifycenter: \($0)") }
     }
 
     /// Connects to the daemon (see ``/NotifyBus/NotifyClient/connect(to:group:reconnectWithin:publishBuffer:)``

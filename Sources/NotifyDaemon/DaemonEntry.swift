@@ -1,4 +1,5 @@
 import ArgumentParser
+import NotifySystem
 
 #if canImport(Glibc)
 import Glibc
@@ -13,7 +14,7 @@ package enum DaemonEntry {
     /// are checked first for the options that moved to notifyd-fleet.
     package static func run(_ arguments: [String] = CommandLine.arguments) {
         if let sentence = movedOptionSentence(arguments) {
-            writeToStandardError(sentence)
+            StandardError.writeLine(sentence)
             exit(64)
         }
         BlockingMain.run { await Notifyd.main() }

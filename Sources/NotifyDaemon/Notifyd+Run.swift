@@ -6,6 +6,7 @@ import NotifyProtocol
 import NotifyBroker
 import ServiceLifecycle
 import UnixSignals
+import NotifySystem
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -18,7 +19,7 @@ extension Notifyd {
     func run() async throws {
         if reload {
             let outcome = await ReloadRequest.run(socketPath: SocketPath.resolve(explicit: socket))
-            if let sentence = outcome.sentence { writeToStandardError("notifyd: \(sentence)") }
+            if let sentence = outcome.sentence { StandardError.writeLine("notifyd: \(sentence)") }
             if outcome != .applied { throw ExitCode(outcome.exitStatus) }
             return
         }
@@ -65,7 +66,7 @@ extension Notifyd {
                 print(checked.summary)
                 return
             } catch {
-                writeToStandardError("notifyd: \(error)")
+                StandardError.writeLine("notifyd: \(error)")
                 throw ExitCode(78)
             }
         }
@@ -116,9 +117,4 @@ extension Notifyd {
         }
         try await group.shutdownGracefully()
     }
-}
-
-/// Writes `line` and a line break to stderr at once, for the modes that end before logging is set up.
-func writeToStandardError(_ line: String) {
-    _ = (line + "\n").utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
 }

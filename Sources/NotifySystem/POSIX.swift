@@ -94,18 +94,27 @@ package enum POSIX {
         _ buffer: ByteBuffer,
         _ write: (CInt, UnsafeRawPointer, Int) -> Int = POSIX.write
     ) -> CInt? {
-        buffer.withUnsafeReadableBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                offset += written
+        buffer.withUnsafeReadableBytes { writeAll(descriptor, $0, write) }
+    }
+
+    /// Writes all of `bytes` with `write`, retrying when interrupted.
+    /// - Returns: nil when everything was written, else the `errno` of the failure (EPIPE included: SwiftNIO
+    ///   ignores SIGPIPE).
+    package static func writeAll(
+        _ descriptor: CInt,
+        _ bytes: UnsafeRawBufferPointer,
+        _ write: (CInt, UnsafeRawPointer, Int) -> Int = POSIX.write
+    ) -> CInt? {
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                return errno
             }
-            return nil
+            offset += written
         }
+        return nil
     }
 
     /// Gives the free pages of every heap arena back to the system: glibc's `malloc_trim(0)`, looked up at run time

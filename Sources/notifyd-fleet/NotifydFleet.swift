@@ -6,6 +6,7 @@ import NIOPosix
 import NotifyBus
 import NotifyFleet
 import UnixSignals
+import NotifySystem
 
 #if canImport(Glibc)
 import Glibc
@@ -215,7 +216,7 @@ struct NotifydFleet: AsyncParsableCommand {
     func run() async throws {
         if let reloadPID {
             guard reloadPID > 0, kill(reloadPID, SIGHUP) == 0 else {
-                writeToStandardError("notifyd-fleet: cannot ask process \(reloadPID) to reload: \(String(cString: strerror(errno)))")
+                StandardError.writeLine("notifyd-fleet: cannot ask process \(reloadPID) to reload: \(String(cString: strerror(errno)))")
                 throw ExitCode(1)
             }
             return
@@ -227,7 +228,7 @@ struct NotifydFleet: AsyncParsableCommand {
         do {
             settings = try FleetSettings.load(overrides: overrides, configurationFile: config)
         } catch {
-            writeToStandardError("notifyd-fleet: \(error)")
+            StandardError.writeLine("notifyd-fleet: \(error)")
             throw ExitCode(78)
         }
         if checkConfig {
@@ -243,7 +244,7 @@ struct NotifydFleet: AsyncParsableCommand {
             .flatMap { $0.isEmpty ? nil : $0 }
         if let stateDirectory, mkdir(stateDirectory, 0o700) != 0, errno != EEXIST {
             // Found out now, not at the first write a minute in: without it a restart takes in again what it had.
-            writeToStandardError("notifyd-fleet: --state-dir \(stateDirectory) cannot be made: \(String(cString: strerror(errno)))")
+            StandardError.writeLine("notifyd-fleet: --state-dir \(stateDirectory) cannot be made: \(String(cString: strerror(errno)))")
             throw ExitCode(78)
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -289,9 +290,4 @@ struct NotifydFleet: AsyncParsableCommand {
         logger.log(.stopped, .notice, "notifyd-fleet stopped")
         try await group.shutdownGracefully()
     }
-}
-
-func writeToStandardError(_ line: String) {
-    let text = line + "\n"
-    _ = text.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
 }

@@ -6,7 +6,7 @@ import Testing
 @Suite("The fuzzers' seed corpora replay without a crash", .timeLimit(.minutes(2)))
 struct FuzzCorpusTests {
     @Test("each file of a corpus goes through its target's code as the fuzzer's input, and none crashes it", arguments: [
-        ("notifybus-fuzz", "request-decoder"), ("notifyd-import-fuzz", "import"),
+        ("notifyd-request-fuzz", "request-decoder"), ("notifyd-import-fuzz", "import"),
     ])
     func replay(target: String, corpus: String) async throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -12,9 +12,9 @@ public struct SeededRandom: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 
-    /// A seed from the environment (`NOTIFYBUS_TEST_SEED`) to replay a failure, else a fixed default.
+    /// A seed from the environment (`NOTIFYD_TEST_SEED`) to replay a failure, else a fixed default.
     public static func seed(default value: UInt64) -> UInt64 {
-        if let text = Environment.value(of: "NOTIFYBUS_TEST_SEED"), let seed = UInt64(text) { return seed }
+        if let text = Environment.value(of: "NOTIFYD_TEST_SEED"), let seed = UInt64(text) { return seed }
         return value
     }
 }

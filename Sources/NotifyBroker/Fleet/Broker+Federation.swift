@@ -232,13 +232,3 @@ extension Broker {
             && held.payload == message.payload
     }
 }
-
-/// Where an importer's replies go: nowhere. Its refusals reach the bridge through ``Broker/publishImported(_:through:)``.
-private final class DiscardingTransport: SessionTransport {
-    func write(_ frame: ByteBuffer) {}
-    func flush() {}
-    func close() {}
-    func abort() {}
-    var isWritable: Bool { true }
-    var bufferedBytes: Int { 0 }
-}

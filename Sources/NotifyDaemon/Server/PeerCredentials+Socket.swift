@@ -9,13 +9,6 @@ import Glibc
 import Musl
 #endif
 
-/// Linux's `struct ucred`, which Swift's Glibc module does not import (it is guarded by `_GNU_SOURCE`).
-private struct KernelCredentials: Sendable {
-    var pid: Int32 = 0
-    var uid: UInt32 = 0
-    var gid: UInt32 = 0
-}
-
 extension PeerCredentials {
     /// Reads the connected peer's pid, uid and gid from the kernel (`SO_PEERCRED`). Called on the channel's event
     /// loop, where NIO answers at once.

@@ -1,5 +1,6 @@
 import NATSClient
 import NIOCore
+import NotifyProtocol
 
 /// The fleet's log (`<prefix>_log`, subjects `<prefix>_log.<host>`): each host appends what it exported, an outbox
 /// chunk per record, with JetStream acknowledgements; a host reads another's part of it only to repair what it

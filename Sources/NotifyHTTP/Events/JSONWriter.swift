@@ -1,4 +1,5 @@
 import NIOCore
+import NotifyProtocol
 
 /// Writes the gateway's JSON objects straight into a buffer: one per event, so no `Encodable` value, dictionary or
 /// string is made per message on a stream's way out.
@@ -37,8 +38,7 @@ struct JSONWriter {
 
     mutating func field(_ key: StaticString, _ value: String) {
         self.key(key)
-        var value = value
-        value.withUTF8 { JSONWriter.writeQuoted(UnsafeRawBufferPointer($0), into: &buffer) }
+        buffer.appendJSONString(value)
     }
 
     /// A message id as a string field.
@@ -52,33 +52,6 @@ struct JSONWriter {
     /// A string field from bytes that are valid UTF-8.
     mutating func field(_ key: StaticString, utf8 bytes: UnsafeRawBufferPointer) {
         self.key(key)
-        JSONWriter.writeQuoted(bytes, into: &buffer)
-    }
-
-    /// Writes `bytes` (valid UTF-8) as a JSON string: quotes, and the escapes JSON needs (`"`, `\`, and the control
-    /// characters), runs without any copied at once.
-    static func writeQuoted(_ bytes: UnsafeRawBufferPointer, into buffer: inout ByteBuffer) {
-        buffer.writeStaticString("\"")
-        var runStart = 0
-        for index in bytes.indices {
-            let byte = bytes[index]
-            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: bytes[runStart..<index]))
-            switch byte {
-            case UInt8(ascii: "\""): buffer.writeStaticString("\\\"")
-            case UInt8(ascii: "\\"): buffer.writeStaticString("\\\\")
-            case UInt8(ascii: "\n"): buffer.writeStaticString("\\n")
-            case UInt8(ascii: "\r"): buffer.writeStaticString("\\r")
-            case UInt8(ascii: "\t"): buffer.writeStaticString("\\t")
-            default:
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                buffer.writeStaticString("\\u00")
-                buffer.writeInteger(hex[Int(byte >> 4)])
-                buffer.writeInteger(hex[Int(byte & 0xF)])
-            }
-            runStart = index + 1
-        }
-        buffer.writeBytes(UnsafeRawBufferPointer(rebasing: bytes[runStart...]))
-        buffer.writeStaticString("\"")
+        buffer.appendJSONString(bytes)
     }
 }

@@ -41,9 +41,9 @@ enum MessageJSON {
             out.ascii(#"","time":"#)
             out.decimal(delivery.time.microsecondsSinceEpoch / 1_000_000)
             out.ascii(#","event":"message","topic":"#)
-            topic.withUTF8 { out.quoted(UnsafeRawBufferPointer($0)) }
+            topic.withUTF8 { out.appendJSONString(UnsafeRawBufferPointer($0)) }
             out.ascii(#","message":"#)
-            delivery.payload.withUnsafeReadableBytes { out.quoted($0) }
+            delivery.payload.withUnsafeReadableBytes { out.appendJSONString($0) }
             out.ascii(#","seq":"#)
             out.decimal(delivery.sequence)
             out.ascii(#","time_us":"#)
@@ -54,11 +54,11 @@ enum MessageJSON {
             out.decimal(UInt64(max(delivery.publisher.pid, 0)))
             if unit != nil {
                 out.ascii(#","unit":"#)
-                unit!.withUTF8 { out.quoted(UnsafeRawBufferPointer($0)) }
+                unit!.withUTF8 { out.appendJSONString(UnsafeRawBufferPointer($0)) }
             }
             if host != nil {
                 out.ascii(#","host":"#)
-                host!.withUTF8 { out.quoted(UnsafeRawBufferPointer($0)) }
+                host!.withUTF8 { out.appendJSONString(UnsafeRawBufferPointer($0)) }
             }
             out.byte(UInt8(ascii: "}"))
             switch framing {
@@ -88,7 +88,7 @@ enum MessageJSON {
 
 /// Writes JSON's pieces at a pointer into room reserved for them all (``MessageJSON``, ``MessageID``, ``JSONWriter``'s
 /// numbers): the one place digits are written.
-struct RawJSON {
+struct RawJSON: JSONOutput {
     let base: UnsafeMutableRawPointer
     private(set) var count = 0
 
@@ -99,6 +99,15 @@ struct RawJSON {
     mutating func byte(_ byte: UInt8) {
         base.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
         count += 1
+    }
+
+    mutating func appendJSONBytes(_ bytes: UnsafeRawBufferPointer) {
+        (base + count).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+        count += bytes.count
+    }
+
+    mutating func appendJSONByte(_ byte: UInt8) {
+        self.byte(byte)
     }
 
     mutating func ascii(_ text: StaticString) {
@@ -135,27 +144,5 @@ struct RawJSON {
             return bytes.count - at
         }
         count += written
-    }
-
-    /// `bytes` (valid UTF-8) as a JSON string, with the escapes ``JSONWriter/writeQuoted(_:into:)`` writes.
-    mutating func quoted(_ bytes: UnsafeRawBufferPointer) {
-        byte(UInt8(ascii: "\""))
-        let hex: StaticString = "0123456789abcdef"
-        for value in bytes {
-            switch value {
-            case UInt8(ascii: "\""): ascii("\\\"")
-            case UInt8(ascii: "\\"): ascii("\\\\")
-            case UInt8(ascii: "\n"): ascii("\\n")
-            case UInt8(ascii: "\r"): ascii("\\r")
-            case UInt8(ascii: "\t"): ascii("\\t")
-            case 0..<0x20:
-                ascii("\\u00")
-                byte(hex.utf8Start[Int(value >> 4)])
-                byte(hex.utf8Start[Int(value & 0xF)])
-            default:
-                byte(value)
-            }
-        }
-        byte(UInt8(ascii: "\""))
     }
 }

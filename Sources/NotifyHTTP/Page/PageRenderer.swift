@@ -72,25 +72,11 @@ enum PageRenderer {
         return escaped
     }
 
-    /// A publish time as `YYYY-MM-DD hh:mm:ss.mmm`, UTC.
+    /// A publish time as `YYYY-MM-DD hh:mm:ss.mmm`, UTC: its RFC 3339 form (one date routine, PublishTime's) cut
+    /// to milliseconds, a space for the `T`.
     static func time(_ time: PublishTime) -> String {
-        let milliseconds = time.microsecondsSinceEpoch / 1_000
-        let seconds = Int(milliseconds / 1_000)
-        var days = seconds / 86_400
-        let rest = seconds % 86_400
-        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-        days += 719_468
-        let era = days / 146_097
-        let dayOfEra = days - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let millis = Int(milliseconds % 1_000)
-        let fraction = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
-        return "\(year)-\(two(month))-\(two(day)) \(two(rest / 3_600)):\(two(rest % 3_600 / 60)):\(two(rest % 60)).\(fraction)"
+        let text = time.rfc3339  // 2026-11-22T09:30:00.123456Z
+        guard let t = text.firstIndex(of: "T") else { return text }
+        return text[..<t] + " " + text[text.index(after: t)...].prefix(12)
     }
 }

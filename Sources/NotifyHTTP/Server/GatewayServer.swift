@@ -110,7 +110,7 @@ public struct GatewayServer: Service {
         let headerDeadline = TimeAmount(timeouts.header)
         let tlsContext = tls?.context
         let gateway = self.gateway
-        let open = OpenConnections()
+        let open = GatewayConnections()
         let maxConnections = self.maxConnections, maxConnectionsPerAddress = self.maxConnectionsPerAddress
         let setUp: @Sendable (any Channel) -> EventLoopFuture<GatewayConnection> = { channel in
             // Who the client is, asked of the kernel (a netlink query, or /proc's lists) on the thread pool, not on the
@@ -177,7 +177,7 @@ extension GatewayServer {
     fileprivate static func setUp(
         _ channel: any Channel,
         client: String,
-        open: OpenConnections,
+        open: GatewayConnections,
         bounds: (total: Int, perClient: Int),
         tls: NIOSSLContext?,
         headerDeadline: TimeAmount,
@@ -212,7 +212,7 @@ struct GatewayConnection: Sendable {
 
 /// The connections a ``GatewayServer`` has open, by client address: for its bounds, and to close at its end (an
 /// idle keep-alive connection would otherwise wait for a request that never comes).
-private final class OpenConnections: Sendable {
+private final class GatewayConnections: Sendable {
     private struct State {
         var next = 0
         var open: [Int: (channel: any Channel, client: String)] = [:]

@@ -8,7 +8,7 @@ import NotifyBus
 /// lines; the daemon's access rules and limits apply to the gateway's user, as to any client's.
 public struct HTTPGateway: Sendable {
     let configuration: GatewayConfiguration
-    let link: DaemonLink
+    let link: GatewayDaemonLink
     /// The connections the streams share.
     let hub: StreamHub
     /// The keepalives of every stream, from one task.
@@ -21,7 +21,7 @@ public struct HTTPGateway: Sendable {
     /// A gateway to the daemon that `configuration` names.
     public init(configuration: GatewayConfiguration) {
         self.configuration = configuration
-        self.link = DaemonLink(socketPath: configuration.socketPath)
+        self.link = GatewayDaemonLink(socketPath: configuration.socketPath)
         self.hub = StreamHub(socketPath: configuration.socketPath, connections: configuration.streamConnections)
         self.keepalives = KeepaliveTicker(interval: configuration.keepalive)
         self.streamLimits = StreamLimits(total: configuration.maxStreams, perClient: configuration.maxStreamsPerAddress)

@@ -241,7 +241,7 @@ struct Bench: ParsableCommand, ConnectingCommand {
     /// The result for programs: one JSON object.
     static func json(_ result: BenchmarkResult) -> String {
         let configuration = result.configuration
-        var json = JSONWriter()
+        var json = JSONTextWriter()
         json.beginObject()
         json.field("socket", result.socketPath)
         json.field("subscribe_socket", configuration.subscriberSocketPath)

@@ -34,7 +34,7 @@ struct Explain: ParsableCommand, ConnectingCommand {
                     try StandardOutput.write("\(decision.access): \(decision.isAllowed ? "allowed" : "denied") for uid \(explanation.uid), by \(decision.rule)\n")
                 }
             case .json:
-                var json = JSONWriter()
+                var json = JSONTextWriter()
                 json.beginObject()
                 json.field("uid", UInt64(explanation.uid))
                 json.field("topic", topic)

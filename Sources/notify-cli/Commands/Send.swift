@@ -1,6 +1,7 @@
 import ArgumentParser
 import NIOCore
 import NotifyBus
+import NotifySystem
 
 struct Send: AsyncParsableCommand, ConnectingCommand {
     static let configuration = CommandConfiguration(

@@ -32,7 +32,7 @@ struct Stats: ParsableCommand, ConnectingCommand {
             case .table:
                 try StandardOutput.write(renderTable([["COUNTER", "VALUE"]] + stats.counters.map { [$0.name, String($0.value)] }))
             case .json:
-                var json = JSONWriter()
+                var json = JSONTextWriter()
                 json.beginObject()
                 for counter in stats.counters { json.field(counter.name, counter.value) }
                 json.endObject()

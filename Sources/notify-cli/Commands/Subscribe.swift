@@ -1,5 +1,6 @@
 import ArgumentParser
 import NotifyBus
+import NotifySystem
 
 struct Subscribe: AsyncParsableCommand, ConnectingCommand {
     static let configuration = CommandConfiguration(

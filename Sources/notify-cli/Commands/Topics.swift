@@ -37,7 +37,7 @@ struct Topics: ParsableCommand, ConnectingCommand {
                 }
                 try StandardOutput.write(renderTable(rows))
             case .json:
-                var json = JSONWriter()
+                var json = JSONTextWriter()
                 json.beginArray()
                 for info in topics {
                     json.beginObject()

@@ -1,5 +1,6 @@
 import ArgumentParser
 import NotifyBus
+import NotifySystem
 
 struct Wait: AsyncParsableCommand, ConnectingCommand {
     static let configuration = CommandConfiguration(

@@ -26,7 +26,7 @@ enum DeliveryFormat: String, ExpressibleByArgument, CaseIterable {
     /// this host's own messages), and the payload as a string when
     /// it is UTF-8, else as base64 in `payload_base64`.
     static func json(_ delivery: Delivery) -> String {
-        var json = JSONWriter()
+        var json = JSONTextWriter()
         json.beginObject()
         json.field("topic", delivery.topic.name)
         json.field("seq", delivery.sequence)
@@ -48,7 +48,7 @@ enum DeliveryFormat: String, ExpressibleByArgument, CaseIterable {
     /// A drop notice as a JSON record: `{"dropped":{"topic":…,"count":…,"first_seq":…,"last_seq":…,"reason":…}}`
     /// (`reason` null from a daemon that does not say).
     static func json(_ notice: DropNotice) -> String {
-        var json = JSONWriter()
+        var json = JSONTextWriter()
         json.beginObject()
         json.key("dropped")
         json.beginObject()

@@ -32,7 +32,7 @@ extension DeliveryFormat {
     /// The JSON object of ``json(_:)-(Delivery)``, byte for byte, appended to `out`.
     static func appendJSON(_ delivery: Delivery, to out: inout [UInt8]) {
         out.appendStatic(#"{"topic":"#)
-        JSONBytes.appendString(delivery.topic.name, to: &out)
+        out.appendJSONString(delivery.topic.name)
         out.appendStatic(#","seq":"#)
         JSONBytes.appendNumber(delivery.sequence, to: &out)
         out.appendStatic(#","time":""#)
@@ -43,13 +43,13 @@ extension DeliveryFormat {
         if delivery.publisher.pid < 0 { out.append(UInt8(ascii: "-")) }
         JSONBytes.appendNumber(UInt64(delivery.publisher.pid.magnitude), to: &out)
         out.appendStatic(#","unit":"#)
-        if let unit = delivery.publisher.unit { JSONBytes.appendString(unit, to: &out) } else { out.appendStatic("null") }
+        if let unit = delivery.publisher.unit { out.appendJSONString(unit) } else { out.appendStatic("null") }
         out.appendStatic(#","host":"#)
-        if let host = delivery.publisher.host { JSONBytes.appendString(host, to: &out) } else { out.appendStatic("null") }
+        if let host = delivery.publisher.host { out.appendJSONString(host) } else { out.appendStatic("null") }
         delivery.payload.withUnsafeReadableBytes { payload in
             if JSONBytes.isUTF8(payload) {
                 out.appendStatic(#","payload":"#)
-                JSONBytes.appendString(payload, to: &out)
+                out.appendJSONString(payload)
             } else {
                 out.appendStatic(#","payload_base64":""#)
                 out.append(contentsOf: Base64.encode(Array(payload)).utf8)
@@ -67,42 +67,8 @@ extension Array where Element == UInt8 {
     }
 }
 
-/// JSON written as bytes, as ``JSONWriter`` writes it as text.
+/// JSON written as bytes, as ``JSONTextWriter`` writes it as text (strings escaped by NotifyProtocol's one escaper).
 enum JSONBytes {
-    private static let hexDigits = Array("0123456789abcdef".utf8)
-
-    /// Appends `text` as a JSON string (see ``appendString(_:to:)-(UnsafeRawBufferPointer,_)``).
-    static func appendString(_ text: String, to out: inout [UInt8]) {
-        var text = text
-        text.withUTF8 { appendString(UnsafeRawBufferPointer($0), to: &out) }
-    }
-
-    /// Appends UTF-8 `bytes` as a JSON string: quotes, backslashes and control characters escaped as
-    /// ``JSONWriter/appendString(_:to:)`` escapes them, the rest as is, copied a run at a time.
-    static func appendString(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        var runStart = 0
-        for (index, byte) in bytes.enumerated() where byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<index]))
-            runStart = index + 1
-            out.append(UInt8(ascii: "\\"))
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(byte)
-            case UInt8(ascii: "\n"): out.append(UInt8(ascii: "n"))
-            case UInt8(ascii: "\r"): out.append(UInt8(ascii: "r"))
-            case UInt8(ascii: "\t"): out.append(UInt8(ascii: "t"))
-            default:
-                out.append(UInt8(ascii: "u"))
-                out.append(UInt8(ascii: "0"))
-                out.append(UInt8(ascii: "0"))
-                out.append(hexDigits[Int(byte >> 4)])
-                out.append(hexDigits[Int(byte & 15)])
-            }
-        }
-        out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart...]))
-        out.append(UInt8(ascii: "\""))
-    }
-
     static func appendNumber(_ value: UInt64, to out: inout [UInt8]) {
         out.appendDecimal(value)
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import NotifyBus
+import NotifySystem
 
 /// The exit statuses of `notify`, one meaning each, so shell scripts can tell what happened
 /// (the numbers follow sysexits.h where one fits).

@@ -1,4 +1,5 @@
 import NotifyBus
+import NotifySystem
 
 /// Bounds on how long a command listens.
 enum Listening {

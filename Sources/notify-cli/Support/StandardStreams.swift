@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import NotifySystem
 
 /// Unbuffered writes to stdout: each call reaches the pipe at once, so `notify subscribe … | grep` sees every
 /// message as it comes, not when a buffer fills.
@@ -14,7 +15,7 @@ enum StandardOutput {
     ///   for it is lost, which must not pass for success.
     @discardableResult
     static func write(_ bytes: [UInt8]) throws -> Bool {
-        guard let error = writeAll(1, bytes) else { return true }
+        guard let error = bytes.withUnsafeBytes({ POSIX.writeAll(1, $0) }) else { return true }
         if error == EPIPE { return false }
         throw CommandFailure(.ioError, "cannot write to standard output: \(String(cString: strerror(error)))")
     }
@@ -22,30 +23,6 @@ enum StandardOutput {
     @discardableResult
     static func write(_ text: String) throws -> Bool {
         try write(Array(text.utf8))
-    }
-}
-
-enum StandardError {
-    static func writeLine(_ text: String) {
-        writeAll(2, Array((text + "\n").utf8))
-    }
-}
-
-/// Writes all of `bytes`.
-/// - Returns: nil, or the `errno` of the failure (EPIPE included: SwiftNIO ignores SIGPIPE).
-@discardableResult
-private func writeAll(_ descriptor: CInt, _ bytes: [UInt8]) -> CInt? {
-    bytes.withUnsafeBytes { raw in
-        var offset = 0
-        while offset < raw.count {
-            let written = systemWrite(descriptor, raw.baseAddress! + offset, raw.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            offset += written
-        }
-        return nil
     }
 }
 
@@ -78,12 +55,9 @@ enum StandardInput {
 }
 
 #if canImport(Glibc)
-private let systemWrite = Glibc.write
 private let systemRead = Glibc.read
 #elseif canImport(Musl)
-private let systemWrite = Musl.write
 private let systemRead = Musl.read
 #elseif canImport(Darwin)
-private let systemWrite = Darwin.write
 private let systemRead = Darwin.read
 #endif

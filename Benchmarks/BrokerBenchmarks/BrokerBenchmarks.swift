@@ -89,15 +89,6 @@ private func publishInPlace(_ batch: ByteBuffer, batches: Int, to broker: Broker
     }
 }
 
-/// A connection that takes everything and keeps nothing.
-final class DiscardingTransport: SessionTransport {
-    var isWritable: Bool { true }
-    var bufferedBytes: Int { 0 }
-    func write(_ frame: ByteBuffer) {}
-    func flush() {}
-    func close() {}
-    func abort() {}
-}
 
 /// What a history record costs the state log: sealing and appending an 80-byte frame, committed every 256.
 func stateLogBenchmarks(_ harness: inout Harness) {

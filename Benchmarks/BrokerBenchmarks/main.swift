@@ -1,4 +1,5 @@
-// Micro-benchmarks of the NotifyBus library: `swift run -c release NotifyBusBenchmarks [name-filter]`.
+// Micro-benchmarks of the broker core and the protocol it shares (subscription index, codec, sessions):
+// `swift run -c release BrokerBenchmarks [name-filter]`.
 // Figures are printed, never asserted: compare medians within one run, as these machines are shared.
 
 var harness = Harness()

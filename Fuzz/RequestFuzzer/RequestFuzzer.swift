@@ -15,12 +15,12 @@ import Darwin
 /// where the input says, and every decoded frame is carried out by a `Broker`, as the daemon would.
 ///
 /// Built by `script/fuzz` with `-sanitize=fuzzer,address` and `-D FUZZING`; libFuzzer then provides `main`. Built
-/// plainly (as `swift build` does), it is a replayer: `notifybus-fuzz FILE...` runs each file through the same
+/// plainly (as `swift build` does), it is a replayer: `notifyd-request-fuzz FILE...` runs each file through the same
 /// code, to reproduce a crash that the fuzzer saved.
 ///
 /// A crash, a hang, or one of the preconditions below failing is a bug: the daemon runs this code on whatever any
 /// local process sends.
-enum RequestDecoderFuzzer {
+enum RequestFuzzer {
     /// Small limits, so the fuzzer reaches them.
     static let limits = ProtocolLimits(maxPayload: 4096, maxTopic: 64, maxLine: 256)
     static let configuration = BrokerConfiguration(
@@ -111,15 +111,15 @@ final class CountingTransport: SessionTransport {
 /// libFuzzer's entry for one input (exported under its C name too, which libFuzzer's own `main` wants linked).
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    RequestDecoderFuzzer.run(UnsafeRawBufferPointer(start: data, count: size))
+    RequestFuzzer.run(UnsafeRawBufferPointer(start: data, count: size))
     return 0
 }
 
 /// Fuzzing (built with `-D FUZZING`): libFuzzer calls `fuzzOneInput`. Otherwise replays saved inputs:
-/// `notifybus-fuzz FILE...`.
+/// `notifyd-request-fuzz FILE...`.
 @main
-enum FuzzerMain {
+enum RequestFuzzerMain {
     static func main() {
-        FuzzDriver.main(callback: { fuzzOneInput($0, $1) }, replay: RequestDecoderFuzzer.run)
+        FuzzDriver.main(callback: { fuzzOneInput($0, $1) }, replay: RequestFuzzer.run)
     }
 }

@@ -2,7 +2,7 @@ import NotifyBus
 
 /// The gateway's connection to the daemon for publishes and `latest`: made on first use (the daemon may start after
 /// the gateway, as socket activation allows), then kept; the client library reconnects it when the daemon restarts.
-actor DaemonLink {
+actor GatewayDaemonLink {
     let socketPath: String
     private var client: NotifyClient?
 

@@ -2,7 +2,7 @@ import Foundation
 
 /// A release `notifyd` started for a benchmark, on a socket in a fresh temporary directory, with its own state
 /// directory and no configuration file.
-final class DaemonProcess: Sendable {
+final class BenchmarkDaemon: Sendable {
     let directory: String
     let socketPath: String
     private let process = Process()
