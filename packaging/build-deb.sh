@@ -38,16 +38,21 @@ cli_bin=$(swift build "${cli_build[@]}" --show-bin-path)
 # SwiftPM does not know that the linker reads the order files: link again every time (seconds), so that a new order
 # is used.
 rm -f "$bin/notifyd" "$bin/notifyd-http" "$bin/notifyd-fleet" "$cli_bin/notify"
+began=$SECONDS
 swift build "${daemon_build[@]}" --product notifyd >&2
+say "notifyd built in $((SECONDS - began)) s"; began=$SECONDS
 # The HTTP gateway, linked as the daemon is, in the order of its own start-up and first requests.
 swift build "${gateway_build[@]}" --product notifyd-http >&2
+say "notifyd-http built in $((SECONDS - began)) s"; began=$SECONDS
 # The fleet service, likewise: the only binary of the package with NATS and TLS in it.
 swift build "${daemon_build[@]}" --product notifyd-fleet >&2
+say "notifyd-fleet built in $((SECONDS - began)) s"; began=$SECONDS
 mkdir -p "$scratch-cli"
 if ! swift build "${cli_build[@]}" --product notify >"$scratch-cli/build.log" 2>&1; then
   cat "$scratch-cli/build.log" >&2
   exit 1
 fi
+say "notify built in $((SECONDS - began)) s"
 # glibc's linker notes about NSS functions and mktemp in static binaries are expected; show the rest.
 grep -v "statically linked applications requires at runtime\|use of .mktemp. is dangerous" "$scratch-cli/build.log" >&2 || true
 
