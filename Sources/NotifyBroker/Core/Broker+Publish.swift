@@ -161,13 +161,6 @@ extension Broker {
             payloadSize: payload.count,
             by: session.account
         )
-        if let exporter, !session.isImporter {
-            // The payload as it stands at the end of the frame every subscriber shares (`<payload>\n`): no copy of it
-            // is made for the bridge, which decides whether the message goes out and encodes only what does.
-            let payloadEnd = frame.upperBound - 1
-            let payloadInFrame = batch.lend(payloadEnd - payload.count..<payloadEnd)
-            exporter(ExportedMessage(topic: topic, payload: payloadInFrame, retain: options.retain, sequence: sequence, time: time, publisher: session.publisher))
-        }
         if let follower {
             exportToFleet(topic, of: state, payload: payload, retain: options.retain, sequence: sequence, time: time, from: session, to: follower)
         }

@@ -58,11 +58,6 @@ public final class Broker {
 
     /// Called with events worth logging; the broker's thread calls it.
     @exclusivity(unchecked) public var onEvent: ((BrokerEvent) -> Void)?
-    /// Called with each message published here (not one carried in from another host), once accepted and delivered:
-    /// the daemon's federation bridge sends them on. Nil (the default) costs the publish path one check.
-    @exclusivity(unchecked) public var exporter: ((ExportedMessage) -> Void)?
-    /// Counters of the daemon's own, added to the broker's in `STATS` replies (the federation bridge's).
-    @exclusivity(unchecked) public var extraCounters: (() -> [ServerStats.Counter])?
     /// The fleet service's link: its follower, its importer, what was taken in.
     let fleet = FleetLink()
     /// The last import's host and unit, and the unit field made of them.
@@ -315,7 +310,6 @@ public final class Broker {
                     .init(name: "state_log_failures", value: stateLogFailures),
                 ]
             }
-            if let extraCounters { stats.counters += extraCounters() }
             stats.counters += fleetCounters
             stats.counters += fleet.reported
             reply.writeStats(requestID: id, stats)

@@ -15,7 +15,7 @@ extension Broker {
         switch request.command {
         case .follow(let patterns):
             fleet.follower = session
-            fleet.exports = FederatedTopics(patterns)
+            fleet.exports = FleetTopics(patterns)
             replyOK(request.id, to: session)
         case .importMessage(let message):
             importFromFleet(message, id: request.id, from: session)

@@ -8,7 +8,7 @@ final class FleetLink {
     /// The connection that sent `FOLLOW` last: it gets an `EXP` frame for each export.
     var follower: Session?
     /// The topics that go out, as its `FOLLOW` named them.
-    var exports = FederatedTopics([])
+    var exports = FleetTopics([])
     /// The session other hosts' messages are published through, as user nobody (``openImporter(peer:)``); made at
     /// the first import.
     var importer: Session?

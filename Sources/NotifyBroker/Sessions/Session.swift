@@ -19,7 +19,7 @@ public final class Session: Hashable {
     /// publisher is set rather than for each message.
     @exclusivity(unchecked) private(set) var unitField: String
     /// Whether this session carries in messages from another host (``Broker/publishImported(_:through:)``): they are
-    /// never handed to ``Broker/exporter``, so nothing goes back where it came from.
+    /// never exported to the fleet's follower, so nothing goes back where it came from.
     @exclusivity(unchecked) private(set) var isImporter = false
     /// The least sequence number the next publish of this session takes: 0, except while an importer carries in a
     /// message whose origin numbered it further (so a topic published from one host has the same numbers everywhere).

@@ -56,22 +56,9 @@ extension Broker {
         if let state, retained(of: state) != nil {
             dropRetained(of: state, by: session)
         }
-        if let exporter, !session.isImporter {
+        if let follower = fleet.follower, !session.isImporter {
             // Other hosts clear it too, and the stream of latest messages keeps the clear instead of the message,
             // so that no host takes it back in: also when this host held nothing for the topic.
-            exporter(
-                ExportedMessage(
-                    topic: topic,
-                    payload: ByteBuffer(),
-                    retain: true,
-                    sequence: state?.sequence ?? 0,
-                    time: batchStamp(),
-                    publisher: session.publisher,
-                    isClear: true
-                )
-            )
-        }
-        if let follower = fleet.follower, !session.isImporter {
             exportClearToFleet(topic, sequence: state?.sequence ?? 0, time: batchStamp(), by: session, to: follower)
         }
         replyOK(id, to: session)

@@ -27,7 +27,7 @@ package struct Provenance: Equatable {
     /// True unless `Notifyd-Retain: 0`: a message some other NATS client published is kept as the topic's latest, as
     /// `notify send` keeps it.
     package var retain = true
-    /// `Notifyd-Clear: 1`: the origin cleared the topic's buffered message (``ExportedMessage/isClear``).
+    /// `Notifyd-Clear: 1`: the origin cleared the topic's buffered message (an `EXP` of kind clear).
     package var isClear = false
     /// `Notifyd-Export`: the origin's export number, when it sent one.
     package var export: ExportStamp?

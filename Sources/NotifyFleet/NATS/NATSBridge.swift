@@ -25,8 +25,8 @@ package final class NATSBridge {
     var latest = LatestCoalescer()
     var latestIsScheduled = false
     var encoder: ExportEncoder
-    var exports: FederatedTopics
-    var imports: FederatedTopics
+    var exports: FleetTopics
+    var imports: FleetTopics
     var connection: NATSConnection?
     /// The server of ``connection``, or the one being tried.
     var serverIndex = 0
@@ -148,8 +148,8 @@ package final class NATSBridge {
         self.forwarder = ImportForwarder(hostName: settings.hostName)
         self.outbox = ExportOutbox(limit: settings.outboxBytes)
         self.encoder = ExportEncoder(prefix: settings.prefix, hostName: settings.hostName, numbers: settings.catchUpSeconds > 0)
-        self.exports = FederatedTopics(settings.exports)
-        self.imports = FederatedTopics(settings.imports)
+        self.exports = FleetTopics(settings.exports)
+        self.imports = FleetTopics(settings.imports)
         self.logSubject = JetStreamLog(settings: settings).subject(of: settings.hostName)
         self.headSubject = JetStreamLog(settings: settings).headSubject(of: settings.hostName)
         self.positionsPath = stateDirectory.map { "\($0)/positions-\(settings.prefix)" }
@@ -237,8 +237,8 @@ package final class NATSBridge {
             loadPositions()
         }
         encoder.numbers = newer.catchUpSeconds > 0
-        exports = FederatedTopics(newer.exports)
-        imports = FederatedTopics(newer.imports)
+        exports = FleetTopics(newer.exports)
+        imports = FleetTopics(newer.imports)
         subjectTopics.removeAll()
         lastSubjectTopic = nil
         if link.exportPatterns != newer.exports {

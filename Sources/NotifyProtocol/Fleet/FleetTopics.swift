@@ -1,7 +1,7 @@
 /// The topics that cross between this host and the others in one direction: those the `export` (or `import`)
 /// patterns name, never `$…` (the daemon's own) nor `user.<uid>…` (a uid means nothing on another machine), whatever
 /// the patterns say.
-package struct FederatedTopics: Sendable, Equatable {
+package struct FleetTopics: Sendable, Equatable {
     package let patterns: [TopicPattern]
     /// Whether the patterns are `>`, the default: then no pattern is matched per message.
     private let all: Bool

@@ -1,46 +1,6 @@
 public import NIOCore
 public import NotifyProtocol
 
-/// A message published on this host, as ``Broker/exporter`` is handed it: what another host needs to publish it
-/// there with its provenance.
-public struct ExportedMessage: Sendable {
-    /// The topic it was published to.
-    public var topic: Topic
-    /// The bytes published: a slice of the frame the subscribers share, lent for the call (the bridge encodes what
-    /// it sends on at once); copy what must outlive it.
-    public var payload: ByteBuffer
-    /// Whether it became the topic's buffered message.
-    public var retain: Bool
-    /// Its sequence number in the topic, here.
-    public var sequence: UInt64
-    /// When the daemon accepted it.
-    public var time: PublishTime
-    /// Who published it.
-    public var publisher: Publisher
-    /// Whether it is a `CLEAR` of the topic's buffered message rather than a message (its payload empty, its
-    /// sequence the topic's last here, its time the clear's, its publisher who cleared it).
-    public var isClear: Bool
-
-    /// Creates an exported message (the broker makes them; tests too).
-    public init(
-        topic: Topic,
-        payload: ByteBuffer,
-        retain: Bool,
-        sequence: UInt64,
-        time: PublishTime,
-        publisher: Publisher,
-        isClear: Bool = false
-    ) {
-        self.topic = topic
-        self.payload = payload
-        self.retain = retain
-        self.sequence = sequence
-        self.time = time
-        self.publisher = publisher
-        self.isClear = isClear
-    }
-}
-
 /// A message another host published, to be published here (``Broker/publishImported(_:through:)``).
 public struct ImportedMessage: Sendable {
     /// The topic it was published to.
@@ -120,9 +80,9 @@ public enum ImportOutcome: Sendable, Equatable {
     case refused(ProtocolError)
 }
 
-/// Federation: what the daemon's bridge to other hosts needs of the broker. The bridge itself (NATS, its outbox, its
-/// reconnects) is the daemon's; the broker only hands out local publishes (``Broker/exporter``) and takes in other
-/// hosts' messages as if published here, stamped with their origin.
+/// Other hosts' messages taken in: the fleet service (notifyd-fleet, a client over protocol 5) hands them to the
+/// broker through an importer session (`IMPORT`), and the broker takes them in as if published here, stamped with
+/// their origin. What goes out to other hosts is the follower's (`FOLLOW`, Broker+Fleet.swift).
 extension Broker {
     /// Opens the session that carries in other hosts' messages, with the daemon's own credentials `peer`: access
     /// rules and per-user limits apply to it as to that user's connections. Its publishes are never exported.

@@ -1,7 +1,7 @@
 package import NotifyProtocol
 
 /// Which local publishes the fleet service is handed: the followed patterns' topics that user `nobody` may read.
-extension FederatedTopics {
+extension FleetTopics {
     /// What becomes of a local publish of `topic`.
     package enum ExportDecision: Equatable {
         case export

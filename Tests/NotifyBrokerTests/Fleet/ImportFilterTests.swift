@@ -10,10 +10,10 @@ import Testing
 struct CrossingTopicsTests {
     @Test("$… and user.… topics stay on their host, whatever the patterns and the access rules say; the rest is exported when nobody may read it")
     func staysLocal() throws {
-        #expect(FederatedTopics.staysLocal(try Topic("$notifyd.stats")))
-        #expect(FederatedTopics.staysLocal(try Topic("user.1000.inbox")))
-        #expect(!FederatedTopics.staysLocal(try Topic("users.list")))
-        #expect(!FederatedTopics.staysLocal(try Topic("backup.status")))
+        #expect(FleetTopics.staysLocal(try Topic("$notifyd.stats")))
+        #expect(FleetTopics.staysLocal(try Topic("user.1000.inbox")))
+        #expect(!FleetTopics.staysLocal(try Topic("users.list")))
+        #expect(!FleetTopics.staysLocal(try Topic("backup.status")))
 
         // Rules that let nobody (whom exports are read as) read everything: they decide what is readable, never
         // what stays home.
@@ -24,18 +24,18 @@ struct CrossingTopicsTests {
         ])
         let nobody = PeerCredentials(pid: 1, uid: 65534, gid: 65534)
         for patterns in [[">"], ["$notifyd.>", "user.>", "backup.>", "secret.>", "users.>"], ["$notifyd.dropped", "user.1000.inbox"]] {
-            let exports = FederatedTopics(try patterns.map { try TopicPattern($0) })
+            let exports = FleetTopics(try patterns.map { try TopicPattern($0) })
             for local in ["$notifyd.dropped", "$notifyd.stats", "user.1000.inbox", "user.0.x"] {
                 let topic = try Topic(local)
                 #expect(exports.exportDecision(for: topic, policy: open, reader: nobody) == .notSelected, "\(local) under \(patterns)")
                 #expect(!exports.contains(topic), "\(local) is not taken in under \(patterns) either")
             }
         }
-        let all = FederatedTopics([try TopicPattern(">")])
+        let all = FleetTopics([try TopicPattern(">")])
         #expect(all.exportDecision(for: try Topic("backup.status"), policy: open, reader: nobody) == .export)
         #expect(all.exportDecision(for: try Topic("users.list"), policy: open, reader: nobody) == .export)
         #expect(all.exportDecision(for: try Topic("secret.key"), policy: open, reader: nobody) == .notReadable)
-        let some = FederatedTopics([try TopicPattern("backup.>")])
+        let some = FleetTopics([try TopicPattern("backup.>")])
         #expect(some.exportDecision(for: try Topic("other.t"), policy: open, reader: nobody) == .notSelected)
     }
 }
