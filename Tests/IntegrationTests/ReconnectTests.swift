@@ -180,13 +180,14 @@ struct ReconnectTests {
         let arguments: [String] = []
         var daemon = try await TestDaemon.start(in: directory, arguments: arguments)
         try await Self.publish(1...1, to: "re.w", on: daemon)
-        let waiter = try startNotify(["wait", "re.w", "--equals", "go", "--timeout", "60"], socket: daemon.socketPath)
-        // It has read the buffered message (not "go") once the daemon counts its subscription.
-        let probe = try await daemon.client()
-        try await withDeadline(.seconds(30), waitingFor: "the waiter to subscribe") {
-            while try await probe.stats()["subscriptions"] != 1 { try await probe.flush() }
-        }
-        await probe.close()
+        // The waiter talks through a relay, which shows what the daemon sends it.
+        let relay = try SocketRelay(path: directory.path + "/relay.sock", to: daemon.socketPath)
+        defer { relay.stop() }
+        let waiter = try startNotify(["wait", "re.w", "--equals", "go", "--timeout", "60"], socket: relay.path)
+        // It is subscribed once the daemon answered its SUB.
+        try await relay.fromClients.wait("the waiter to subscribe") { $0.contains(" SUB re.w") }
+        let request = try #require(relay.fromClients.text.firstMatch(of: #/#(\d+) SUB re\.w/#)?.1, "\(relay.fromClients.text)")
+        try await relay.toClients.wait("the daemon to answer the waiter's SUB") { $0.contains("#\(request) OK\n") }
         #expect(try await daemon.stop() == 0)
         daemon = try await TestDaemon.start(in: directory, arguments: arguments)
         let publisher = try await daemon.client()
