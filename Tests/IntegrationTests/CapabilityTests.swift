@@ -281,8 +281,8 @@ struct CapabilityTests {
             let closure = LevelModel()
             let token = try await center.observeOnMainActor(Level.self) { closure.show($0.value) }
             try await poster.post(Level(value: 1))
-            await model.waitFor(1)
-            await closure.waitFor(1)
+            try await model.waitFor(1)
+            try await closure.waitFor(1)
             #expect(model.levels == [1] && closure.levels == [1])
             _ = token
         }

@@ -26,8 +26,13 @@ final class LevelModel: MainActorObserver {
         for waiter in ready { waiter.continuation.resume() }
     }
 
-    /// Returns once `count` levels are in (the suite's time limit fails a test whose messages never come).
-    func waitFor(_ count: Int) async {
+    /// Returns once `count` levels are in; throws when they are not within `timeout` (a lost message fails the
+    /// test that waited for it, by name, long before the suite's time limit).
+    func waitFor(_ count: Int, within timeout: Duration = .seconds(60)) async throws {
+        try await withDeadline(timeout, waitingFor: "\(count) levels on the main actor") { await self.reach(count) }
+    }
+
+    private func reach(_ count: Int) async {
         if levels.count >= count { return }
         await withCheckedContinuation { waiters.append((count, $0)) }
     }
@@ -193,13 +198,13 @@ struct NotifyCenterParityTests {
         try await channel.observeOnMainActor(owner: selective, latestFirst: true, where: { $0.value > 0 }) { model, level in
             model.show(level)
         }
-        await model.waitFor(1)
+        try await model.waitFor(1)
         #expect(model.levels == [0], "the initial value, on the main actor")
         var sequence = try await channel.messages(latestFirst: true).makeAsyncIterator()
         #expect(try await sequence.next() == Level(value: 0), "the sequence starts with it too")
         let poster = try await NotifyCenter.connect(to: daemon.socketPath)
         try await poster.post(Level(value: 5))
-        await selective.waitFor(1)
+        try await selective.waitFor(1)
         #expect(selective.levels == [5], "its where: left the initial value out")
         #expect(try await sequence.next() == Level(value: 5))
         await center.close()
@@ -222,8 +227,8 @@ struct NotifyCenterParityTests {
         let result = others.wait(timeout: .now() + 60)
         #expect(result == .success, "the nonisolated observer got all 500 while the main actor was busy")
         #expect(model.levels.isEmpty, "the main-actor observer had none yet: they waited for it")
-        try await posting.value
-        await model.waitFor(500)
+        try await withDeadline(.seconds(60), waitingFor: "the 500 posts to be acknowledged") { try await posting.value }
+        try await model.waitFor(500)
         #expect(model.levels == Array(1...500), "then all, in order")
         _ = otherToken
         await center.close()
@@ -258,17 +263,17 @@ struct NotifyCenterParityTests {
 
         messenger.send(Level(value: 1))
         #expect(model.levels == [1] && owned.levels == [1], "sent on the main actor: handed over before send returned")
-        await awaited.waitFor(1)
+        try await awaited.waitFor(1)
         try await poster.post(Level(value: 2))
-        await model.waitFor(2)
-        await owned.waitFor(2)
-        await awaited.waitFor(2)
+        try await model.waitFor(2)
+        try await owned.waitFor(2)
+        try await awaited.waitFor(2)
         #expect(model.levels == [1, 2] && owned.levels == [1, 2] && awaited.levels == [1, 2])
         #expect(messenger.remove(model) && center.remove(model))
         messenger.send(Level(value: 3))
         try await poster.post(Level(value: 4))
         // The owned model's observations were made after the model's, and are handed each message after them.
-        await owned.waitFor(4)
+        try await owned.waitFor(4)
         #expect(owned.levels == [1, 2, 3, 4])
         #expect(model.levels == [1, 2], "removed from both: neither 3 (sent here) nor 4 (through notifyd)")
         _ = (messengerToken, centerToken)

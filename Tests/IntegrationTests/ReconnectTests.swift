@@ -180,13 +180,14 @@ struct ReconnectTests {
         let arguments: [String] = []
         var daemon = try await TestDaemon.start(in: directory, arguments: arguments)
         try await Self.publish(1...1, to: "re.w", on: daemon)
-        let waiter = try startNotify(["wait", "re.w", "--equals", "go", "--timeout", "60"], socket: daemon.socketPath)
-        // It has read the buffered message (not "go") once the daemon counts its subscription.
-        let probe = try await daemon.client()
-        try await withDeadline(.seconds(30), waitingFor: "the waiter to subscribe") {
-            while try await probe.stats()["subscriptions"] != 1 { try await probe.flush() }
-        }
-        await probe.close()
+        // The waiter talks through a relay, which shows what the daemon sends it.
+        let relay = try SocketRelay(path: directory.path + "/relay.sock", to: daemon.socketPath)
+        defer { relay.stop() }
+        let waiter = try startNotify(["wait", "re.w", "--equals", "go", "--timeout", "60"], socket: relay.path)
+        // It is subscribed once the daemon answered its SUB.
+        try await relay.fromClients.wait("the waiter to subscribe") { $0.contains(" SUB re.w") }
+        let request = try #require(relay.fromClients.text.firstMatch(of: #/#(\d+) SUB re\.w/#)?.1, "\(relay.fromClients.text)")
+        try await relay.toClients.wait("the daemon to answer the waiter's SUB") { $0.contains("#\(request) OK\n") }
         #expect(try await daemon.stop() == 0)
         daemon = try await TestDaemon.start(in: directory, arguments: arguments)
         let publisher = try await daemon.client()
@@ -223,20 +224,41 @@ struct ReconnectTests {
     func callInFlightIsSentAgain() async throws {
         let directory = try TemporaryDirectory()
         var daemon = try await TestDaemon.start(in: directory)
-        let client = try await NotifyClient.connect(to: daemon.socketPath, reconnectWithin: .seconds(60))
+        // The client talks through a relay, which can lose the daemon's answers; a watcher subscribes to the first
+        // daemon directly, and sees what it carries out.
+        let relay = try SocketRelay(path: directory.path + "/relay.sock", to: daemon.socketPath)
+        defer { relay.stop() }
+        let watcher = try await NotifyClient.connect(to: daemon.socketPath, reconnectWithin: nil)
+        let carriedOut = TimedMessages(try await watcher.subscribe(to: [TopicPattern("re.flight")]))
+        let client = try await NotifyClient.connect(to: relay.path, reconnectWithin: .seconds(60))
         #expect(try await client.publishAcknowledged("before", to: Topic("re.flight")) == 1)
-        // Stopped, the daemon reads nothing: the next call is written and waits for its answer.
-        daemon.child.signal(SIGSTOP)
+        #expect(try await carriedOut.next(waitingFor: "the first publish")?.text == "before")
+
+        // From here the first daemon's answers to the client are lost: the next call is written and carried out,
+        // and its OK never read.
+        relay.holdReplies()
         let call = Task { try await client.publishAcknowledged("in flight", to: Topic("re.flight")) }
+        // The premise: the daemon has the call, and has carried it out, before it dies.
+        let first: Delivery?
+        do {
+            first = try await carriedOut.next(waitingFor: "the first daemon to carry out the call under way")
+        } catch {
+            throw TestFailure("the first daemon did not carry out the call under way: \(error)")
+        }
+        try #require(first?.text == "in flight" && first?.sequence == 2, "the first daemon carried out the call: \(String(describing: first))")
         try await daemon.kill()
         daemon = try await TestDaemon.start(in: directory)
+
         let sequence = try await withDeadline(.seconds(60), waitingFor: "the call under way to be answered by the new daemon") {
             try await call.value
         }
-        #expect(sequence >= 2, "numbered after what the first daemon had: \(sequence)")
+        #expect(sequence > 2, "carried out again by the new daemon, after the 2 the first one gave it: \(sequence)")
+        let sent = relay.fromClients.text.components(separatedBy: "in flight").count - 1
+        #expect(sent == 2, "written once on each connection: \(relay.fromClients.text)")
         let latest = try await daemon.notify(["latest", "re.flight"])
         #expect(latest.output == "in flight\n", "\(latest.output) \(latest.stderr)")
         await client.close()
+        await watcher.close()
         try await daemon.stop()
     }
 

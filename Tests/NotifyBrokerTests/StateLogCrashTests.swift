@@ -13,7 +13,8 @@ import Testing
 ///
 /// A crash is played by a ``RewriteProbe`` that throws after a step: nothing after it reaches the disk, the log's
 /// descriptors close (its lock is let go) as a dying process's would, and the next ``StateLog/open`` sees the files
-/// as the crash left them.
+/// as the crash left them. A probe sees steps, not system calls: that the `fsync`s are made is checked on the real
+/// daemon under `strace` (`RewriteSyncTraceTests`).
 @Suite("State log under a crash or a failed sync", .timeLimit(.minutes(3)))
 struct StateLogCrashTests {
     typealias Directory = StateLogTests.Directory

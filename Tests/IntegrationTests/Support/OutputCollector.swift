@@ -27,6 +27,11 @@ final class OutputCollector: Sendable {
         }
     }
 
+    /// Appends `bytes` that came another way than a pipe read here (what a ``SocketRelay`` passed on).
+    func record(_ bytes: [UInt8]) {
+        append(bytes)
+    }
+
     /// Appends `bytes`, or marks the end of the output when nil.
     private func append(_ bytes: [UInt8]?) {
         let waiters = state.withLock { state in

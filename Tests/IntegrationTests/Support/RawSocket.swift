@@ -72,6 +72,11 @@ final class RawSocket: @unchecked Sendable {
         _ = Foundation.shutdown(descriptor, Int32(SHUT_RDWR))
     }
 
+    /// Ends what this side sends (the peer reads end of file) and goes on reading what the peer sends.
+    func shutdownWriting() {
+        _ = Foundation.shutdown(descriptor, Int32(SHUT_WR))
+    }
+
     /// Reads until `condition` holds for all bytes received, the peer closes, or `timeout` passes.
     /// - Returns: whether the condition holds.
     @discardableResult
