@@ -34,10 +34,9 @@ say "building $version for $arch (release, static Swift standard library; notify
 source packaging/linker/flags.sh
 packaged_build_flags "$scratch"
 bin=$(swift build "${daemon_build[@]}" --show-bin-path)
-cli_bin=$(swift build "${cli_build[@]}" --show-bin-path)
 # SwiftPM does not know that the linker reads the order files: link again every time (seconds), so that a new order
 # is used.
-rm -f "$bin/notifyd" "$bin/notifyd-http" "$bin/notifyd-fleet" "$cli_bin/notify"
+rm -f "$bin/notifyd" "$bin/notifyd-http" "$bin/notifyd-fleet" "$bin/notify" "$bin/notify-static"
 began=$SECONDS
 swift build "${daemon_build[@]}" --product notifyd >&2
 say "notifyd built in $((SECONDS - began)) s"; began=$SECONDS
@@ -47,20 +46,25 @@ say "notifyd-http built in $((SECONDS - began)) s"; began=$SECONDS
 # The fleet service, likewise: the only binary of the package with NATS and TLS in it.
 swift build "${daemon_build[@]}" --product notifyd-fleet >&2
 say "notifyd-fleet built in $((SECONDS - began)) s"; began=$SECONDS
-mkdir -p "$scratch-cli"
-if ! swift build "${cli_build[@]}" --product notify >"$scratch-cli/build.log" 2>&1; then
-  cat "$scratch-cli/build.log" >&2
+# notify: its modules beside the daemon's, then linked fully static (flags.sh says why this way).
+swift build "${cli_build[@]}" --product notify >&2
+if ! link_static_notify "$bin" "$bin/notify-static" >"$scratch/notify-link.log" 2>&1; then
+  cat "$scratch/notify-link.log" >&2
   exit 1
 fi
 say "notify built in $((SECONDS - began)) s"
 # glibc's linker notes about NSS functions and mktemp in static binaries are expected; show the rest.
-grep -v "statically linked applications requires at runtime\|use of .mktemp. is dangerous" "$scratch-cli/build.log" >&2 || true
+grep -v "statically linked applications requires at runtime\|use of .mktemp. is dangerous" "$scratch/notify-link.log" >&2 || true
+if ldd "$bin/notify-static" >/dev/null 2>&1; then
+  say "error: $bin/notify-static is not fully static"
+  exit 1
+fi
 
 # How much of each start-up order the code still has: an order goes stale as functions are renamed, and costs
 # start-up memory (never correctness) until packaging/linker/order-startup.sh writes it again.
 for name in notifyd notifyd-http notify; do
   binary=$bin/$name
-  [ "$name" = notify ] && binary=$cli_bin/notify
+  [ "$name" = notify ] && binary=$bin/notify-static
   order=packaging/linker/$name.order
   found=$(nm --defined-only "$binary" | awk '{ print $NF }' | sort -u | comm -12 - <(sort -u "$order") | wc -l)
   say "$name: $found of the $(wc -l <"$order") functions in $order are in the build"
@@ -68,7 +72,7 @@ done
 
 rm -rf "$stage" && mkdir -p "$stage"
 install -D -m 0755 "$bin/notifyd" "$stage/usr/sbin/notifyd"
-install -D -m 0755 "$cli_bin/notify" "$stage/usr/bin/notify"
+install -D -m 0755 "$bin/notify-static" "$stage/usr/bin/notify"
 install -D -m 0755 "$bin/notifyd-http" "$stage/usr/sbin/notifyd-http"
 install -D -m 0755 "$bin/notifyd-fleet" "$stage/usr/sbin/notifyd-fleet"
 strip --strip-unneeded "$stage/usr/sbin/notifyd" "$stage/usr/bin/notify" "$stage/usr/sbin/notifyd-http" "$stage/usr/sbin/notifyd-fleet"

@@ -1,8 +1,8 @@
 # Sourced by packaging/build-deb.sh and packaging/linker/order-startup.sh: how the packaged binaries are built, in
 # one place. `packaged_build_flags SCRATCH [ORDERS]` sets daemon_build, gateway_build and cli_build, the `swift
-# build` arguments of notifyd (and notifyd-fleet; scratch SCRATCH), notifyd-http (the same scratch, its own order)
-# and notify (scratch SCRATCH-cli), laid out by the order files in ORDERS (by default packaging/linker, where they
-# are kept). Run from the repository's root.
+# build` arguments of notifyd (and notifyd-fleet), notifyd-http (its own order) and notify's modules, all in the one
+# scratch SCRATCH, laid out by the order files in ORDERS (by default packaging/linker, where they are kept);
+# `link_static_notify` then links notify. Run from the repository's root.
 #
 # Both are linked so that start-up touches as few of their pages as it can (docs/performance.md: idle RSS
 # and `notify send` peak RSS):
@@ -24,7 +24,10 @@
 # traps there. Not in Package.swift: unsafe flags there would stop other packages from depending on NotifyBus.
 # notify is linked fully static (glibc too): without a dynamic loader resolving libstdc++ against its thousands of
 # exported symbols, each `notify send` is faster (docs/service.md has the measured figures). It needs
-# nothing from NSS. notifyd links libsystemd, so it stays dynamic for the C libraries.
+# nothing from NSS. notifyd links libsystemd, so it stays dynamic for the C libraries. notify's modules are compiled
+# in the daemon's scratch with the daemon's flags, and `link_static_notify` links them fully static itself: given to
+# SwiftPM, `-static-executable` goes into every compile command too (it passes -Xswiftc flags to all of them), which
+# meant a second release build of NIO and everything else notify uses, a minute of every packaging.
 packaged_build_flags() {
   local scratch=$1 orders=${2:-$PWD/packaging/linker} linker=$PWD/packaging/linker
   local cxx=$PWD/$scratch/static-libstdc++ cxx_archive="" compiler
@@ -40,16 +43,29 @@ packaged_build_flags() {
   fi
   mkdir -p "$cxx"
   echo "INPUT($cxx_archive)" >"$cxx/libstdc++.so"
-  local common=(-c release --static-swift-stdlib
+  local common=(-c release --static-swift-stdlib --scratch-path "$scratch"
     -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections
     -Xswiftc -use-ld=lld -Xlinker --no-warn-symbol-ordering
-    -Xswiftc -enforce-exclusivity=unchecked)
+    -Xswiftc -enforce-exclusivity=unchecked -Xswiftc -L"$cxx")
   local server=(-Xlinker -z -Xlinker pack-relative-relocs
-    -Xlinker --version-script="$linker/export-nothing.map" -Xswiftc -L"$cxx")
-  daemon_build=("${common[@]}" --scratch-path "$scratch"
-    -Xlinker --symbol-ordering-file="$orders/notifyd.order" "${server[@]}")
-  gateway_build=("${common[@]}" --scratch-path "$scratch"
-    -Xlinker --symbol-ordering-file="$orders/notifyd-http.order" "${server[@]}")
-  cli_build=("${common[@]}" --scratch-path "$scratch-cli" -Xswiftc -static-executable
-    -Xlinker --symbol-ordering-file="$orders/notify.order")
+    -Xlinker --version-script="$linker/export-nothing.map")
+  daemon_build=("${common[@]}" -Xlinker --symbol-ordering-file="$orders/notifyd.order" "${server[@]}")
+  gateway_build=("${common[@]}" -Xlinker --symbol-ordering-file="$orders/notifyd-http.order" "${server[@]}")
+  # notify's modules, compiled as the daemon's are (SwiftPM links a dynamic notify too, which is not shipped).
+  cli_build=("${common[@]}")
+  notify_order=$orders/notify.order
+}
+
+# `link_static_notify BIN OUT [LINK FLAGS…]`: links notify fully static into OUT from the objects `swift build
+# "${cli_build[@]}" --product notify` compiled into BIN (SwiftPM's list of them, and its own link command but for
+# -static-executable), laid out in the order of $notify_order.
+link_static_notify() {
+  local bin=$1 out=$2
+  shift 2
+  local objects=$bin/notify.product/Objects.LinkFileList
+  [ -f "$objects" ] || { echo "packaging: no $objects (build notify with cli_build first)" >&2; return 1; }
+  swiftc -o "$out" -module-name notify -emit-executable -static-stdlib -static-executable \
+    -target "$(basename "$(dirname "$bin")")" -use-ld=lld \
+    -Xlinker --gc-sections -Xlinker --defsym -Xlinker main=notify_cli_main "@$objects" -lm \
+    -Xlinker --no-warn-symbol-ordering -Xlinker --symbol-ordering-file="$notify_order" "$@"
 }

@@ -48,13 +48,23 @@ for name in notifyd notifyd-http notify; do
 done
 remake() { case " $orders " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 packaged_build_flags .build-order "$work"
-daemon=$(swift build "${daemon_build[@]}" --show-bin-path)/notifyd
-gateway=$(swift build "${gateway_build[@]}" --show-bin-path)/notifyd-http
-cli=$(swift build "${cli_build[@]}" --show-bin-path)/notify
-say "building notifyd and notify as packaged, in .build-order (the first round builds everything)"
-swift build "${daemon_build[@]}" -Xlinker -Map="$work/notifyd.map" --product notifyd >/dev/null
-swift build "${gateway_build[@]}" -Xlinker -Map="$work/notifyd-http.map" --product notifyd-http >/dev/null
-swift build "${cli_build[@]}" -Xlinker -Map="$work/notify.map" --product notify >/dev/null
+bin=$(swift build "${daemon_build[@]}" --show-bin-path)
+daemon=$bin/notifyd
+gateway=$bin/notifyd-http
+cli=$bin/notify-static
+# Links NAME again, as packaged, with its order and a map of where each function went.
+link() {
+  case $1 in
+    notifyd) swift build "${daemon_build[@]}" -Xlinker -Map="$work/notifyd.map" --product notifyd >/dev/null ;;
+    notifyd-http) swift build "${gateway_build[@]}" -Xlinker -Map="$work/notifyd-http.map" --product notifyd-http >/dev/null ;;
+    notify)
+      swift build "${cli_build[@]}" --product notify >/dev/null
+      link_static_notify "$bin" "$cli" -Xlinker -Map="$work/notify.map" >/dev/null 2>&1
+      ;;
+  esac
+}
+say "building notifyd, notifyd-http and notify as packaged, in .build-order (the first round builds everything)"
+for name in notifyd notifyd-http notify; do link "$name"; done
 
 # The file holding the disk's read-ahead, for the disk the binaries are on (a partition's is its disk's).
 device=$(stat -c '%Hd:%Ld' "$daemon")
@@ -190,11 +200,10 @@ PY
 # Links NAME again with its order and a map, runs its scenario cold, until no new function shows up, or only a few
 # three rounds in a row (what a burst runs varies a little from run to run).
 converge() {
-  local name=$1 binary=$2 build_reference="$3[@]" quiet=0
-  local build=("${!build_reference}")
+  local name=$1 binary=$2 quiet=0
   for round in $(seq 1 40); do
     rm -f "$binary"
-    swift build "${build[@]}" -Xlinker -Map="$work/$name.map" --product "$name" >/dev/null
+    link "$name"
     cold "$binary" "scenario_${name//-/_}"
     collect "$name" "$binary" >"$work/counts"
     read -r new kept <"$work/counts"
@@ -210,14 +219,14 @@ converge() {
   say "$name: still finding functions after 40 rounds; the order is written as it is"
 }
 
-remake notifyd && converge notifyd "$daemon" daemon_build
-remake notifyd-http && converge notifyd-http "$gateway" gateway_build
+remake notifyd && converge notifyd "$daemon"
+remake notifyd-http && converge notifyd-http "$gateway"
 if remake notify; then
   mkdir -p "$work/run-notify"
   "$daemon" --socket "$work/run-notify/n.sock" --state-dir "$work/run-notify/state" --config /dev/null 2>/dev/null &
   daemon_pid=$!
   wait_for_socket "$work/run-notify/n.sock"
-  converge notify "$cli" cli_build
+  converge notify "$cli"
   kill -TERM "$daemon_pid"
   wait "$daemon_pid" || true
   daemon_pid=""
