@@ -139,13 +139,8 @@ public final class Broker {
     /// Where the log's `fsync` runs under `sync = always`; nil: on this thread, before the batch's replies leave.
     /// Set before the first connection.
     public var stateSyncer: (any StateLogSyncer)?
-    /// How many syncs were handed to ``stateSyncer``, and the number of the one under way.
-    @exclusivity(unchecked) var syncsStarted: UInt64 = 0
-    @exclusivity(unchecked) var syncUnderWay: UInt64?
-    /// Sessions whose acknowledgements wait for a sync (``Session/awaitedSync``).
-    @exclusivity(unchecked) var syncWaiters: [Session] = []
-    /// Whether records were written after the sync under way began: another follows it.
-    @exclusivity(unchecked) var writtenSinceSync = false
+    /// Which acknowledgements wait for which sync of the log, and whether another must follow the one under way.
+    @exclusivity(unchecked) var groupCommit = GroupCommit()
     /// Topics whose buffered message changed in this batch. Only their final state is logged, at the batch's end:
     /// a topic published to a thousand times in one read batch costs one record, not a thousand.
     @exclusivity(unchecked) var unsavedTopics: [TopicState] = []
