@@ -10,12 +10,22 @@ public import NotifyProtocol
 /// none needs a lock: that is what keeps the per-message path short. The same holds for every part below.
 ///
 /// ## Where things are
-/// This file holds the broker's state and the dispatch of requests; each concern is an extension of its own:
-/// - `Broker+Publish.swift`: a publish, from its checks to the fan-out and the buffered message.
-/// - `Broker+Subscriptions.swift`: `SUB` and `UNSUB`, and the replay of `SUB … latest`.
-/// - `Broker+Topics.swift`: `LATEST`, `CLEAR` and `TOPICS`. `Broker+Access.swift`: denials and `EXPLAIN`.
-/// - `Broker+Output.swift`: replies and deliveries to connections, their queues, and ``flush()``.
-/// - `Broker+Connections.swift`: connections and per-user accounts. `Broker+Persistence.swift`: the state log.
+/// This file holds the broker's state and the dispatch of requests. What the broker does is in one extension per
+/// concern, each in the folder of the values it works on (the values are the broker's own, one job each):
+/// - Core: `Broker+Publish.swift` (a publish, from its checks to the fan-out and the buffered message),
+///   `Broker+Subscriptions.swift` (`SUB`, `UNSUB`, the replay of `SUB … latest`), `Broker+Connections.swift`
+///   (sessions and per-user ``UserAccount``s); ``BrokerConfiguration``, ``BrokerStatistics``, ``BrokerEvent``.
+/// - TopicTable: `Broker+Topics.swift` (`LATEST`, `CLEAR`, `TOPICS`) on the ``TopicTable`` of ``TopicState``s.
+/// - History: `Broker+History.swift` (what a topic keeps, its limits, resumes with `since`) on each topic's ``TopicHistory``, the
+///   ``HistoryLedger`` of who pays for what, and the batch's `PendingHistory`.
+/// - Output: `Broker+Output.swift` (replies and deliveries, ``flush()``) through the ``DeliveryBatch`` and each slow
+///   connection's ``OutboundQueue``.
+/// - Access: `Broker+Access.swift` (denials, `EXPLAIN`) by the ``AccessPolicy``.
+/// - Persistence: `Broker+Persistence.swift` (the ``StateLog``: records, rewrites, recovery) and `Broker+Sync.swift`
+///   (acknowledgements after an `fsync`, by the `GroupCommit`).
+/// - Fleet: `Broker+Fleet.swift` (the fleet service's `FOLLOW`, `IMPORT`, `MISSED`, `FLEETSTATS` and what goes out as
+///   `EXP`) and `Broker+Imports.swift` (another host's messages taken in, checked by the `ImportFilter`), with the
+///   `FleetLink`.
 ///
 /// A publish goes one way through them: ``handle(_:from:)`` → `publish` (Broker+Publish) → its topic in the
 /// ``TopicTable`` → its frame encoded once into the ``DeliveryBatch`` → each subscriber's span of the batch, or its
