@@ -15,12 +15,12 @@ extension NATSBridge {
         let size = encoder.prepare(message)
         let recordSize = sequencing ? size + 64 + settings.prefix.utf8.count + topic.name.utf8.count : size
         guard recordSize <= serverMaxPayload else {
-            tooLarge += 1
-            if tooLarge == 1 || tooLarge % 1_000 == 0 {
+            counts.tooLarge += 1
+            if counts.tooLarge == 1 || counts.tooLarge % 1_000 == 0 {
                 logger.log(
                     .natsOutboxOverflow,
                     .error,
-                    "a message of \(topic) is not sent to other hosts: with its headers it is \(size) bytes, over the NATS server's max_payload (\(serverMaxPayload)); \(tooLarge) so far",
+                    "a message of \(topic) is not sent to other hosts: with its headers it is \(size) bytes, over the NATS server's max_payload (\(serverMaxPayload)); \(counts.tooLarge) so far",
                     ["topic": "\(topic)"]
                 )
             }
@@ -35,7 +35,7 @@ extension NATSBridge {
         guard outbox.append(uid: uid, tag: number, countsRefusal: !mayWait, encode: { encoder.writeLive(message, into: &$0) }) else {
             if mayWait {
                 waitingExport = message
-                exportsWaitedForRoom += 1
+                counts.exportsWaitedForRoom += 1
                 link.pauseReading()
                 return
             }

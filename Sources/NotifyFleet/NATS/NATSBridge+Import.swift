@@ -43,7 +43,7 @@ extension NATSBridge {
             if let topic { forward(message, topic: topic, provenance: provenance, replayed: false, fromStream: false) }
             schedulePositionSync()
         case .repeated:
-            repeats += 1
+            counts.repeats += 1
         case .held(let readFrom):
             if let readFrom { startRead(of: host, after: readFrom) }
         }
@@ -60,7 +60,7 @@ extension NATSBridge {
     func forward(_ message: NATSMessage, topic: Topic, provenance: Provenance, replayed: Bool, fromStream: Bool) {
         switch forwarder.request(for: message, provenance: provenance, topic: topic, replayed: replayed, limits: link.limits) {
         case .forward(let imported):
-            if link.sendImport(imported, unitField: forwarder.unitField(of: imported.delivery.publisher)) { forwarded += 1 }
+            if link.sendImport(imported, unitField: forwarder.unitField(of: imported.delivery.publisher)) { counts.forwarded += 1 }
         case .ownName:
             // Read back from a stream, it is this host's own; live (NATS sends this connection nothing of its
             // own), it is another host's that goes by this one's name.
@@ -106,12 +106,12 @@ extension NATSBridge {
     }
 
     func noteRefused(_ topic: Topic, _ why: String) {
-        importMalformed += 1
-        if importMalformed == 1 || importMalformed % 1_000 == 0 {
+        counts.importMalformed += 1
+        if counts.importMalformed == 1 || counts.importMalformed % 1_000 == 0 {
             logger.log(
                 .natsProblem,
                 .warning,
-                "a message from NATS for \(topic) was not taken in: \(why) (\(importMalformed) so far)",
+                "a message from NATS for \(topic) was not taken in: \(why) (\(counts.importMalformed) so far)",
                 ["topic": "\(topic)"]
             )
         }
@@ -181,7 +181,7 @@ extension NATSBridge {
                     bridge.logger.log(
                         .natsConnected,
                         .info,
-                        "read the latest messages of other hosts from NATS stream \(stream.streamName): \(bridge.forwarded) messages handed to the daemon since start"
+                        "read the latest messages of other hosts from NATS stream \(stream.streamName): \(bridge.counts.forwarded) messages handed to the daemon since start"
                     )
                 }
             } catch {

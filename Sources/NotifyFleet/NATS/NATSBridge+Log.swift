@@ -72,7 +72,7 @@ extension NATSBridge {
         guard reply.headers?.status == nil, !json.contains(#""error""#), let sequence = JSONScan.integer("seq", in: json), sequence > 0,
             JSONScan.string("stream", in: json) == JetStreamLog.streamName(prefix: settings.prefix, suffix: "_log")
         else {
-            logRefusals += 1
+            counts.logRefusals += 1
             logger.log(
                 .natsProblem,
                 .warning,
@@ -145,7 +145,7 @@ extension NATSBridge {
             start = 0
         }
         catchUpTarget = bounds.last
-        catchUpStartedWith = forwarded
+        catchUpStartedWith = counts.forwarded
         let read = LogRead(host: nil, next: start + 1)
         reads[read.key] = read
         request(read, over: connection, generation: generation)
@@ -155,7 +155,7 @@ extension NATSBridge {
     /// Starts reading `host`'s part of the log after stream sequence `sequence`: a live message of its waits.
     func startRead(of host: String, after sequence: UInt64) {
         guard let connection, reads[host] == nil else { return }
-        repairs += 1
+        counts.repairs += 1
         let read = LogRead(host: host, next: sequence + 1)
         reads[host] = read
         request(read, over: connection, generation: generation)
@@ -205,7 +205,7 @@ extension NATSBridge {
             return
         }
         read.next = record.sequence + 1
-        recordsRead += 1
+        counts.recordsRead += 1
         if host != settings.hostName, FleetImport.isValidHostName(host), read.host == nil || read.host == host {
             take(record: record.sequence, of: host, payload: record.payload, read: read)
         }
@@ -227,15 +227,15 @@ extension NATSBridge {
             // A record holds its origin's messages only: one claiming another host is no export of it.
             entries.append((message, provenance.host == host ? provenance.export : nil))
         }
-        if !parsed { recordsMalformed += 1 }
+        if !parsed { counts.recordsMalformed += 1 }
         let applied = sequencer.apply(record: sequence, of: host, entries: entries)
         if applied.missed > 0 { noteMissed(applied.missed, of: host) }
         guard !applied.take.isEmpty else { return }
         read.idleSince = .now()
         read.pollDelay = Self.firstPollDelay
-        let before = forwarded
+        let before = counts.forwarded
         for message in applied.take { receive(message, subjectPrefix: subjectPrefix, replayed: false, fromStream: true) }
-        if read.host == nil { caughtUp += forwarded - before } else { repaired += forwarded - before }
+        if read.host == nil { counts.caughtUp += counts.forwarded - before } else { counts.repaired += counts.forwarded - before }
         schedulePositionSync()
     }
 
@@ -253,7 +253,7 @@ extension NATSBridge {
             logger.log(
                 .natsConnected,
                 .notice,
-                "caught up with NATS stream \(JetStreamLog(settings: settings).streamName): \(forwarded - catchUpStartedWith) messages of other hosts handed to the daemon"
+                "caught up with NATS stream \(JetStreamLog(settings: settings).streamName): \(counts.forwarded - catchUpStartedWith) messages of other hosts handed to the daemon"
             )
             checkHeads(over: connection, generation: generation)
             return
@@ -294,9 +294,9 @@ extension NATSBridge {
         let (released, missed) = sequencer.giveUpCounting(host)
         if missed > 0 { noteMissed(missed, of: host) }
         noteUnconfirmed(Int(sequencer.unconfirmed - waiting), of: host)
-        let before = forwarded
+        let before = counts.forwarded
         for message in released { receive(message, subjectPrefix: settings.prefix + ".", replayed: false, fromStream: true) }
-        repaired += forwarded - before
+        counts.repaired += counts.forwarded - before
         schedulePositionSync()
     }
 
@@ -412,8 +412,8 @@ extension NATSBridge {
     /// Messages of `host`'s the log no longer holds that this host never took in: its subscribers are told (a
     /// `DROP`), the journal says so, and `nats_catch_up_missed` counts them.
     func noteMissed(_ count: UInt64, of host: String) {
-        let (sum, overflow) = catchUpMissed.addingReportingOverflow(count)
-        catchUpMissed = overflow ? .max : sum
+        let (sum, overflow) = counts.catchUpMissed.addingReportingOverflow(count)
+        counts.catchUpMissed = overflow ? .max : sum
         link.send(Request(.announceMissed(count)))
         logger.log(
             .natsProblem,

@@ -41,6 +41,8 @@ package final class NATSBridge {
     var streamIsKnown = false
     var connectedAt = NIODeadline.now()
     var sendIsScheduled = false
+    /// What the bridge counts for `STATS`.
+    var counts = BridgeCounts()
     /// The counters the daemon has, as last sent.
     var lastReported: [ServerStats.Counter]?
     /// Failed connection attempts since the last success, to log the first of a run and not every one.
@@ -49,8 +51,6 @@ package final class NATSBridge {
     /// An export the outbox had no room for while NATS was taking what it holds: it waits, and the daemon's frames
     /// after it wait unread (``DaemonLink/pauseReading()``), until an acknowledgement makes room.
     var waitingExport: FleetExport?
-    /// Exports that waited so (`nats_export_waited`).
-    var exportsWaitedForRoom: UInt64 = 0
     /// What becomes of a message read from NATS: the `IMPORT` that hands it to the daemon, which tells repeats and
     /// checks every claim.
     var forwarder: ImportForwarder
@@ -63,11 +63,7 @@ package final class NATSBridge {
 
     /// The largest message (headers and payload) the server takes, from its `INFO`; NATS's default until one is read.
     var serverMaxPayload = 1 << 20
-    /// Messages not exported because they were over `serverMaxPayload`.
-    var tooLarge: UInt64 = 0
     var sameNameMessages: UInt64 = 0
-    /// Other hosts' messages handed to the daemon (which counts what it took in: `nats_imported`).
-    var forwarded: UInt64 = 0
     /// Which live messages are taken in at once, and which wait for their origin's log (catch-up on).
     var sequencer = OriginSequencer<NATSMessage>()
     /// The reads of the log under way on this connection: catch-up (key "") and repairs (key: the origin).
@@ -98,34 +94,14 @@ package final class NATSBridge {
     let logInbox = "_INBOX.\(UInt64.random(in: 1...UInt64.max)).log"
     /// When a record was last acknowledged.
     var lastAcknowledgement = NIODeadline.now()
-    /// Records the server did not store, and times unacknowledged ones were sent again.
-    var logRefusals: UInt64 = 0
-    var resentRecords: UInt64 = 0
     var earlierStreamNoted = false
-    /// Records read from the log, and those that did not parse.
-    var recordsRead: UInt64 = 0
-    var recordsMalformed: UInt64 = 0
-    /// Reads of one origin's log started for a gap, and the messages they brought.
-    var repairs: UInt64 = 0
-    var repaired: UInt64 = 0
-    /// Live messages dropped as taken in already.
-    var repeats: UInt64 = 0
     var unconfirmedNoted: UInt64 = 0
-    /// Messages taken in from the log before it reached its end: what was missed while away.
-    var caughtUp: UInt64 = 0
-    /// Messages the log no longer kept when this host looked for them: announced to its subscribers as dropped.
-    var catchUpMissed: UInt64 = 0
     /// The replays of the latest messages under way on this connection (done ones too, until it ends): failed when it
     /// is let go of, so that none waits for ever.
     var replays: [EventLoopPromise<Void>] = []
     /// Whether catch-up is on but the server has no JetStream: imports are read live, and what is missed is missed.
     var catchUpUnavailable = false
-    /// Messages not handed to the daemon: their origin is not a host name a request can carry, or they are over the
-    /// daemon's limits.
-    var importMalformed: UInt64 = 0
-    var connects: UInt64 = 0
-    /// Logins a server refused, and the last refusal's sentence while no login has succeeded since.
-    var authFailed: UInt64 = 0
+    /// The last refusal of a login's sentence, while no login has succeeded since.
     var loginRefused: String?
 
     /// How long retained messages of one topic are coalesced into one write to the stream of latest messages.
@@ -362,7 +338,7 @@ package final class NATSBridge {
         serverMaxPayload = JSONScan.integer("max_payload", in: connection.serverInfo).map { max(1, $0) } ?? serverMaxPayload
         // A chunk is one record of the log: within max_payload, with room for the record's own line.
         outbox.largestChunk = max(1, serverMaxPayload - 256)
-        connects += 1
+        counts.connects += 1
         failedAttempts = 0
         loginRefused = nil
         catchUpUnavailable = false
@@ -410,7 +386,7 @@ package final class NATSBridge {
         eventLoop.assumeIsolated().scheduleTask(in: .seconds(1)) { [weak self] in
             guard let self, generation == self.generation, connection != nil, sequencing else { return }
             if outbox.hasUnconfirmedSent, NIODeadline.now() - lastAcknowledgement > Self.acknowledgementDeadline {
-                resentRecords += 1
+                counts.resentRecords += 1
                 lastAcknowledgement = .now()
                 outbox.resendUnconfirmed()
                 scheduleSend()
@@ -492,9 +468,9 @@ package final class NATSBridge {
     /// A server refused the login: counted, in the journal (the first of a run and every hundredth), and on `STATUS=`
     /// until a login succeeds. The bridge goes on trying, with backoff: the credentials may be fixed by a reload.
     func loginRefused(by server: BridgeSettings.Server, _ error: NATSError) {
-        authFailed += 1
+        counts.authFailed += 1
         loginRefused = "NATS LOGIN REFUSED by \(server)"
-        if authFailed == 1 || failedAttempts <= 1 || failedAttempts % 100 == 0 {
+        if counts.authFailed == 1 || failedAttempts <= 1 || failedAttempts % 100 == 0 {
             let login = settings.security.credentials.map { "\($0)" } ?? "no credentials"
             logger.log(
                 .natsAuthFailed,
@@ -544,30 +520,30 @@ package final class NATSBridge {
         [
             .init(name: "nats_connected", value: connection == nil ? 0 : 1),
             .init(name: "nats_server", value: connection == nil ? 0 : UInt64(serverIndex % settings.servers.count + 1)),
-            .init(name: "nats_connects", value: connects),
-            .init(name: "nats_auth_failed", value: authFailed),
+            .init(name: "nats_connects", value: counts.connects),
+            .init(name: "nats_auth_failed", value: counts.authFailed),
             .init(name: "nats_exported", value: outbox.confirmed),
-            .init(name: "nats_forwarded", value: forwarded),
-            .init(name: "nats_caught_up", value: caughtUp),
+            .init(name: "nats_forwarded", value: counts.forwarded),
+            .init(name: "nats_caught_up", value: counts.caughtUp),
             .init(name: "nats_catch_up_lag", value: catchUpLag),
-            .init(name: "nats_catch_up_missed", value: catchUpMissed),
-            .init(name: "nats_repairs", value: repairs),
-            .init(name: "nats_repaired", value: repaired),
-            .init(name: "nats_import_repeated", value: repeats),
+            .init(name: "nats_catch_up_missed", value: counts.catchUpMissed),
+            .init(name: "nats_repairs", value: counts.repairs),
+            .init(name: "nats_repaired", value: counts.repaired),
+            .init(name: "nats_import_repeated", value: counts.repeats),
             .init(name: "nats_import_held", value: UInt64(sequencer.heldMessages)),
             .init(name: "nats_import_unconfirmed", value: sequencer.unconfirmed + sequencer.discarded),
-            .init(name: "nats_log_records_read", value: recordsRead),
-            .init(name: "nats_log_refused", value: logRefusals + recordsMalformed + sequencer.implausible),
-            .init(name: "nats_log_resent", value: resentRecords),
+            .init(name: "nats_log_records_read", value: counts.recordsRead),
+            .init(name: "nats_log_refused", value: counts.logRefusals + counts.recordsMalformed + sequencer.implausible),
+            .init(name: "nats_log_resent", value: counts.resentRecords),
             // Added to the daemon's own count of refused imports (PROTOCOL.md, "The fleet service").
-            .init(name: "nats_import_refused", value: importMalformed),
+            .init(name: "nats_import_refused", value: counts.importMalformed),
             .init(name: "nats_import_not_sent", value: link.importsNotSent),
             .init(name: "nats_export_dropped", value: link.exportsDropped),
             .init(name: "nats_outbox_messages", value: UInt64(outbox.count)),
             .init(name: "nats_outbox_bytes", value: UInt64(outbox.bytes)),
             .init(name: "nats_outbox_dropped", value: outbox.dropped),
-            .init(name: "nats_export_waited", value: exportsWaitedForRoom),
-            .init(name: "nats_too_large", value: tooLarge),
+            .init(name: "nats_export_waited", value: counts.exportsWaitedForRoom),
+            .init(name: "nats_too_large", value: counts.tooLarge),
             .init(name: "nats_latest_coalesced", value: latest.coalesced),
         ]
     }
@@ -575,9 +551,9 @@ package final class NATSBridge {
     /// The service's `STATUS=` line.
     package var statusText: String {
         let state = !link.isLinked ? "DAEMON NOT LINKED" : connectedServer.map { "NATS \($0)" } ?? loginRefused ?? "NATS unreachable"
-        var text = "\(state): \(outbox.confirmed) out, \(forwarded) in, outbox \(outbox.count)"
+        var text = "\(state): \(outbox.confirmed) out, \(counts.forwarded) in, outbox \(outbox.count)"
         if outbox.dropped > 0 { text += ", \(outbox.dropped) NOT SENT (outbox full)" }
-        if tooLarge > 0 { text += ", \(tooLarge) NOT SENT (over NATS max_payload)" }
+        if counts.tooLarge > 0 { text += ", \(counts.tooLarge) NOT SENT (over NATS max_payload)" }
         return text
     }
 }
