@@ -17,7 +17,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 command -v lintian >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lintian >/dev/null; }
 
-deb=$(packaging/build-deb.sh)
+# The files are what a release ships; only xz's level is lower (4 s instead of 33 s, 52 MB instead of 45 MB).
+deb=$(NOTIFYD_DEB_COMPRESSION="${NOTIFYD_DEB_COMPRESSION:--Zxz -z1}" packaging/build-deb.sh)
 echo "== lintian $deb"
 lintian --fail-on error,warning "$deb"
 echo "== contents of $deb"
