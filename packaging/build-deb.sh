@@ -4,8 +4,6 @@
 # argument parser definitions, and the docs. Writes it to .build/deb/ and prints its absolute path as the last line.
 #
 #   packaging/build-deb.sh
-#   packaging/build-deb.sh --binaries-only    # builds the four binaries as packaged, nothing more (script/test runs
-#                                             # it beside the debug build)
 #
 # Needs: the Swift toolchain (with its ld.lld, and libstdc++-12-dev, which Swift's own list of Debian packages
 # has), libsystemd-dev, dpkg-dev (dpkg-shlibdeps).
@@ -57,7 +55,6 @@ fi
 say "notify built in $((SECONDS - began)) s"
 # glibc's linker notes about NSS functions and mktemp in static binaries are expected; show the rest.
 grep -v "statically linked applications requires at runtime\|use of .mktemp. is dangerous" "$scratch/notify-link.log" >&2 || true
-[ "${1:-}" = --binaries-only ] && exit 0
 if ldd "$bin/notify-static" >/dev/null 2>&1; then
   say "error: $bin/notify-static is not fully static"
   exit 1
