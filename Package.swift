@@ -43,7 +43,8 @@ let package = Package(
     ],
     targets: [
         // What both sides of the socket share: topic names and patterns, the subscription index, the wire
-        // protocol's requests and frames with their codecs, where the socket is and which release this is. No I/O.
+        // protocol's requests and frames with their codecs, where the socket is and which release this is. No I/O
+        // (SocketPath reads the environment and asks whether a path is a socket or a private directory, no more).
         .target(
             name: "NotifyProtocol",
             dependencies: [.product(name: "NIOCore", package: "swift-nio")],
