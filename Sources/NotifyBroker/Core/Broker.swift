@@ -135,15 +135,10 @@ public final class Broker {
 
     // The state log.
     @exclusivity(unchecked) var stateLog: StateLog?
-    /// Set when a write to the state log failed: a flush rewrites the log from memory, not before
-    /// `stateRetryTime` (backing off, so a full disk does not cost a full rewrite per batch).
-    @exclusivity(unchecked) var stateNeedsRewrite = false
+    /// Whether the state log can be written, and when a rewrite tries again when it cannot.
+    @exclusivity(unchecked) var stateHealth = StateLogHealth()
     /// Why the state log cannot be written, while it cannot: retained publishes are refused meanwhile.
-    @exclusivity(unchecked) public internal(set) var stateProblem: String?
-    /// Times the state log could not be written or synced since the broker started (`state_log_failures`).
-    @exclusivity(unchecked) var stateLogFailures: UInt64 = 0
-    @exclusivity(unchecked) var stateRetryTime: UInt64 = 0
-    @exclusivity(unchecked) var stateRetryDelay: UInt64 = 0
+    public var stateProblem: String? { stateHealth.problem }
     /// Sessions whose acknowledgements wait for this batch's commit (see ``Session/awaitsCommit``).
     @exclusivity(unchecked) var sessionsAwaitingCommit: [Session] = []
     /// Where the log's `fsync` runs under `sync = always`; nil: on this thread, before the batch's replies leave.
@@ -312,7 +307,7 @@ public final class Broker {
             if stateLog != nil {
                 stats.counters += [
                     .init(name: "state_log_unsaved", value: stateProblem == nil ? 0 : 1),
-                    .init(name: "state_log_failures", value: stateLogFailures),
+                    .init(name: "state_log_failures", value: stateHealth.failures),
                 ]
             }
             stats.counters += fleetCounters

@@ -53,7 +53,7 @@ extension Broker {
     private func noteUnlogged(_ state: TopicState, through sequence: UInt64) {
         // While the log cannot be written, the rewrite that mends it writes every history whole: noting each
         // message meanwhile would only pile up in memory.
-        guard stateLog != nil, !stateNeedsRewrite else { return }
+        guard stateLog != nil, !stateHealth.needsRewrite else { return }
         // The commit logs it, or the number of the last message the history skipped.
         state.persistedSequence = max(state.persistedSequence, sequence)
         if !state.historyIsUnlogged {

@@ -68,19 +68,11 @@ extension Broker {
         try compactState(stateLog)
     }
 
-    /// The pause before the first rewrite of a log that could not be written, in microseconds; each failed rewrite
-    /// doubles it, up to ``longestStateRetryPause``.
-    static let firstStateRetryPause: UInt64 = 100_000
-    /// The longest pause between two rewrites of a log that cannot be written (half a minute, in microseconds): a
-    /// full disk costs a rewrite of the whole state at most that often, and a disk given room again is used again
-    /// within it.
-    static let longestStateRetryPause: UInt64 = 30_000_000
-
     /// Rewrites the state log now if it could not be written and its pause has passed (see
     /// ``BrokerEvent/stateNotSaved(_:retryingIn:)``). Every batch tries as well; the daemon calls this when a pause
     /// ends, so that a log is saved again, and the service says so, without waiting for the next client.
     public func retrySavingState() {
-        guard stateNeedsRewrite else { return }
+        guard stateHealth.needsRewrite else { return }
         flush()
     }
 
@@ -102,12 +94,10 @@ extension Broker {
         settleHistory()
         let now = clock().microsecondsSinceEpoch
         do {
-            if stateNeedsRewrite {
-                guard now >= stateRetryTime else { return .failed }
+            if stateHealth.needsRewrite {
+                guard stateHealth.mayRewrite(now: now) else { return .failed }
                 try compactState(stateLog)
-                stateNeedsRewrite = false
-                stateProblem = nil
-                stateRetryDelay = 0
+                stateHealth.rewritten()
                 onEvent?(.stateSavedAgain)
             } else {
                 logUnsavedTopics(stateLog)
@@ -130,12 +120,8 @@ extension Broker {
 
     /// Records that the log could not be written or synced: the next batches rewrite it, backing off.
     func noteStateNotSaved(_ error: any Error, now: UInt64) {
-        stateLogFailures += 1
-        stateNeedsRewrite = true
-        stateProblem = "\(error)"
-        stateRetryDelay = min(max(2 * stateRetryDelay, Broker.firstStateRetryPause), Broker.longestStateRetryPause)
-        stateRetryTime = now + stateRetryDelay
-        onEvent?(.stateNotSaved("\(error)", retryingIn: .microseconds(Int64(stateRetryDelay))))
+        let pause = stateHealth.failed("\(error)", now: now)
+        onEvent?(.stateNotSaved("\(error)", retryingIn: .microseconds(Int64(pause))))
     }
 
     /// Lets out the acknowledgements that waited for the commit, or, when it failed, withdraws them: what waited
