@@ -330,6 +330,7 @@ let package = Package(
         .testTarget(
             name: "NotifyBusTests",
             dependencies: [
+                "NotifySystem",
                 "NotifyBus",
                 "NotifyProtocol",
                 "TestSupport",

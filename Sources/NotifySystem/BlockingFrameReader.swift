@@ -28,6 +28,9 @@ package struct BlockingFrameReader {
 
     package init() {}
 
+    /// The room the reader holds now, read or not.
+    package var capacity: Int { inbound.capacity }
+
     /// The next frame, read from `descriptor` as far as it takes.
     package mutating func next(from descriptor: CInt) throws(Failure) -> ServerFrame {
         while true {
@@ -35,6 +38,13 @@ package struct BlockingFrameReader {
                 if let frame = try decoder.decode(buffer: &inbound) { return frame }
             } catch {
                 throw .malformed(error.description)
+            }
+            // What was read is let go of before reading more: a connection that lives long (a gateway's, a
+            // service's) would otherwise grow its buffer by every reply it ever read.
+            if inbound.readableBytes == 0 {
+                inbound.clear()
+            } else if inbound.readerIndex >= 65_536 {
+                inbound.discardReadBytes()
             }
             var count = 0
             inbound.writeWithUnsafeMutableBytes(minimumWritableBytes: 65_536) { space in
