@@ -210,14 +210,14 @@ extension Broker {
             }
             owner.retainedBytes += payload.count
             topicTable.countRetained(topics: 0, payloadBytes: payload.count, frameBytes: frame.count)
-            if stateLog != nil {
-                markUnsaved(state)
+            if journal.log != nil {
+                journal.markUnsaved(state)
                 state.persistedSequence = max(state.persistedSequence, state.sequence)
             }
             // Last, with the topic whole: it settles the batch so far if the account is left empty (its own
             // messages may be on their way into histories), which may move this message into its history.
             if let previousOwner { forgetIfEmpty(previousOwner) }
-        } else if let stateLog, state.sequence > state.persistedSequence {
+        } else if let stateLog = journal.log, state.sequence > state.persistedSequence {
             state.persistedSequence = state.sequence + Broker.sequenceReserve
             stateLog.appendSequence(topic.name, state.persistedSequence)
         }

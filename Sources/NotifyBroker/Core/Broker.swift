@@ -134,11 +134,10 @@ public final class Broker {
     @exclusivity(unchecked) var counters: BrokerStatistics
 
     // The state log.
-    @exclusivity(unchecked) var stateLog: StateLog?
-    /// Whether the state log can be written, and when a rewrite tries again when it cannot.
-    @exclusivity(unchecked) var stateHealth = StateLogHealth()
+    /// The log, whether it can be written, and what this batch owes it.
+    @exclusivity(unchecked) var journal = StateJournal()
     /// Why the state log cannot be written, while it cannot: retained publishes are refused meanwhile.
-    public var stateProblem: String? { stateHealth.problem }
+    public var stateProblem: String? { journal.health.problem }
     /// Sessions whose acknowledgements wait for this batch's commit (see ``Session/awaitsCommit``).
     @exclusivity(unchecked) var sessionsAwaitingCommit: [Session] = []
     /// Where the log's `fsync` runs under `sync = always`; nil: on this thread, before the batch's replies leave.
@@ -146,12 +145,6 @@ public final class Broker {
     public var stateSyncer: (any StateLogSyncer)?
     /// Which acknowledgements wait for which sync of the log, and whether another must follow the one under way.
     @exclusivity(unchecked) var groupCommit = GroupCommit()
-    /// Topics whose buffered message changed in this batch. Only their final state is logged, at the batch's end:
-    /// a topic published to a thousand times in one read batch costs one record, not a thousand.
-    @exclusivity(unchecked) var unsavedTopics: [TopicState] = []
-    /// Topics whose history kept messages in this batch. What each history still holds at the batch's end is logged
-    /// then: a burst that runs through a history many times over costs the log one history's worth, not the burst.
-    @exclusivity(unchecked) var unloggedHistories: [TopicState] = []
 
     /// How far ahead of a topic's sequence number the state log's ceiling is written.
     public static let sequenceReserve = StateLog.sequenceReserve
@@ -304,10 +297,10 @@ public final class Broker {
         case .stats:
             var reply = allocator.buffer(capacity: 256)
             var stats = statistics.counters(now: clock())
-            if stateLog != nil {
+            if journal.log != nil {
                 stats.counters += [
                     .init(name: "state_log_unsaved", value: stateProblem == nil ? 0 : 1),
-                    .init(name: "state_log_failures", value: stateHealth.failures),
+                    .init(name: "state_log_failures", value: journal.health.failures),
                 ]
             }
             stats.counters += fleetCounters

@@ -45,21 +45,8 @@ extension Broker {
             // A line start too long for a record's header (a topic name near 64 KiB) keeps the frame whole.
             lineStart: UInt16(exactly: lineStart) ?? 0
         ))
-        noteUnlogged(state, through: sequence)
+        journal.markHistoryUnlogged(state, through: sequence)
         return index
-    }
-
-    /// Notes that `state`'s history has a message to log, numbered `sequence`.
-    private func noteUnlogged(_ state: TopicState, through sequence: UInt64) {
-        // While the log cannot be written, the rewrite that mends it writes every history whole: noting each
-        // message meanwhile would only pile up in memory.
-        guard stateLog != nil, !stateHealth.needsRewrite else { return }
-        // The commit logs it, or the number of the last message the history skipped.
-        state.persistedSequence = max(state.persistedSequence, sequence)
-        if !state.historyIsUnlogged {
-            state.historyIsUnlogged = true
-            unloggedHistories.append(state)
-        }
     }
 
     /// Takes the batch's messages noted so far into their topics' histories: those each history will still hold
@@ -127,30 +114,6 @@ extension Broker {
         guard state.history == nil else { return }
         state.history = TopicHistory()
         if sequence > 1 { state.history!.noteEvicted(through: sequence - 1, messages: sequence - 1, time: time) }
-    }
-
-    /// Appends to the log what each history kept in this batch and still holds, and the number of each topic's
-    /// last message if its history skipped it: every message a history keeps is in the log before anyone is sent
-    /// it, and after a crash the topic goes on from its last number exactly, with no gap a resuming subscriber
-    /// would be told of for nothing. What a history let go of within the batch is not logged at all.
-    func logUnloggedHistories(_ log: StateLog) {
-        for state in unloggedHistories {
-            var newest: UInt64 = 0
-            state.historyIsUnlogged = false
-            if let history = state.history {
-                newest = history.loggedThrough
-                let name = state.topic.name
-                history.forEachEntry(after: newest) { entry in
-                    // Written into the log's buffer from the ring, not put together in a copy first.
-                    log.appendHistory { history.writeFrame(of: entry, topic: name, into: &$0) }
-                    newest = entry.sequence
-                }
-                history.loggedThrough = newest
-            }
-            // A history let go of since (turned off, say) logs its topic's number all the same.
-            if newest < state.sequence { log.appendSequence(state.topic.name, state.sequence) }
-        }
-        unloggedHistories.removeAll(keepingCapacity: true)
     }
 
     /// Keeps a message in `state`'s history, charged to `owner`, within `limits` and the budgets.

@@ -47,7 +47,7 @@ extension Broker {
             // Their messages' times count too: publish times never go back, even for a topic made again.
             if forgotten.time != .distantFuture { latestPublishTime = max(latestPublishTime, forgotten.time) }
         }
-        stateLog = log
+        journal.log = log
     }
 
     /// Whether `state`'s restored history holds `frame`, numbered `sequence`, byte for byte: the same number alone
@@ -61,9 +61,9 @@ extension Broker {
 
     /// Writes the exact state to the log, compacted: on a clean shutdown, so a restart continues without gaps.
     public func saveState() throws {
-        guard let stateLog else { return }
+        guard let stateLog = journal.log else { return }
         settleHistory()
-        logUnsavedTopics(stateLog)
+        journal.appendMarked(to: stateLog)
         try stateLog.commit()
         try compactState(stateLog)
     }
@@ -72,7 +72,7 @@ extension Broker {
     /// ``BrokerEvent/stateNotSaved(_:retryingIn:)``). Every batch tries as well; the daemon calls this when a pause
     /// ends, so that a log is saved again, and the service says so, without waiting for the next client.
     public func retrySavingState() {
-        guard stateHealth.needsRewrite else { return }
+        guard journal.health.needsRewrite else { return }
         flush()
     }
 
@@ -88,19 +88,19 @@ extension Broker {
 
     /// Writes the batch's state records; runs before the batch's replies go out.
     func commitState() -> CommitOutcome {
-        guard let stateLog else { return .committed }
+        guard let stateLog = journal.log else { return .committed }
         // What a sync made in place carried out in the middle of a flush is in the batch still: into the histories
         // first, so that its buffered messages are logged as they are.
         settleHistory()
         let now = clock().microsecondsSinceEpoch
         do {
-            if stateHealth.needsRewrite {
-                guard stateHealth.mayRewrite(now: now) else { return .failed }
+            if journal.health.needsRewrite {
+                guard journal.health.mayRewrite(now: now) else { return .failed }
                 try compactState(stateLog)
-                stateHealth.rewritten()
+                journal.health.rewritten()
                 onEvent?(.stateSavedAgain)
             } else {
-                logUnsavedTopics(stateLog)
+                journal.appendMarked(to: stateLog)
                 let syncDue = try stateLog.write()
                 stateLog.setLiveSize(topicTable.retainedFrameBytes + topicTable.count * 48 + historyLedger.frameBytes)
                 // A compaction writes and syncs a whole new log: what this batch wrote is durable with it.
@@ -120,7 +120,7 @@ extension Broker {
 
     /// Records that the log could not be written or synced: the next batches rewrite it, backing off.
     func noteStateNotSaved(_ error: any Error, now: UInt64) {
-        let pause = stateHealth.failed("\(error)", now: now)
+        let pause = journal.health.failed("\(error)", now: now)
         onEvent?(.stateNotSaved("\(error)", retryingIn: .microseconds(Int64(pause))))
     }
 
@@ -168,71 +168,23 @@ extension Broker {
 
     /// Holds what is sent to `session` from now on in this batch until the batch's records are in the log.
     func awaitCommit(_ session: Session) {
-        guard stateLog != nil, !session.inCommitList else { return }
+        guard journal.log != nil, !session.inCommitList else { return }
         if !session.awaitsCommit { writeSpan(of: session) }
         session.awaitsCommit = true
         session.inCommitList = true
         sessionsAwaitingCommit.append(session)
     }
 
-    /// Appends the final state of each topic whose buffered message or history changed since the last commit.
-    func logUnsavedTopics(_ log: StateLog) {
-        logUnloggedHistories(log)
-        for state in unsavedTopics {
-            state.isUnsaved = false
-            if state.retainedInHistory != 0, let history = state.history, history.loggedThrough >= state.retainedInHistory {
-                // Its record is in the log already (``logUnloggedHistories(_:)``, above): it is only marked. (Not
-                // while the log awaits a rewrite, which logs no history record: then the message is written whole.)
-                log.appendRetainedInHistory(state.topic.name, state.retainedInHistory)
-            } else if let retained = state.retained {
-                retained.withFrame { log.appendRetained($0) }
-            } else {
-                log.appendCleared(state.topic.name)
-            }
-        }
-        unsavedTopics.removeAll(keepingCapacity: true)
-    }
-
-    /// Notes that `state`'s buffered message changed, to be logged at the end of the batch.
-    func markUnsaved(_ state: TopicState) {
-        guard stateLog != nil, !state.isUnsaved else { return }
-        state.isUnsaved = true
-        unsavedTopics.append(state)
-    }
-
+    /// Rewrites the state log as the exact state now, compacted (see ``StateJournal/compact(_:topics:)``).
     func compactState(_ log: StateLog) throws {
         settleHistory()
-        for state in unsavedTopics { state.isUnsaved = false }
-        unsavedTopics.removeAll(keepingCapacity: true)
-        for state in unloggedHistories { state.historyIsUnlogged = false }
-        unloggedHistories.removeAll(keepingCapacity: true)
-        try log.compact { snapshot in
-            for state in topicTable.all {
-                state.history?.forEach(last: nil, topic: state.topic.name) { _, frame in snapshot.appendHistory(frame) }
-                if state.retainedInHistory != 0 {
-                    snapshot.appendRetainedInHistory(state.topic.name, state.retainedInHistory)
-                } else {
-                    state.retained?.withFrame { snapshot.appendRetained($0) }
-                }
-                snapshot.appendSequence(state.topic.name, state.sequence)
-            }
-            // A topic forgotten to make room is remembered across a restart, with its number and last time.
-            let forgotten = topicTable.forgottenTopics
-            forgotten.forEachEntry { name, entry in snapshot.appendForgotten(name, entry.sequence, entry.newest) }
-            if forgotten.unremembered.messages > 0 {
-                snapshot.appendForgotten(ForgottenTopics.unrememberedName, forgotten.unremembered.messages, forgotten.unremembered.newest)
-            }
-        }
-        for state in topicTable.all {
-            state.persistedSequence = state.sequence
-            if state.history != nil { state.history!.loggedThrough = state.history!.newestSequence ?? 0 }
-        }
+        try journal.compact(log, topics: topicTable)
     }
 
     /// The `ERR storage` for a change the state log must hold, while the log cannot be written: `consequence` says
     /// what that means for the request.
     func storageRefusal(_ consequence: String, id: UInt64?) -> ProtocolError? {
-        guard stateLog != nil, let stateProblem else { return nil }
+        guard journal.log != nil, let stateProblem else { return nil }
         return ProtocolError(.storage, "the daemon cannot write its state log (\(stateProblem)), so \(consequence)", requestID: id)
     }
 }

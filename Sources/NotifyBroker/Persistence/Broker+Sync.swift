@@ -21,7 +21,7 @@ extension Broker {
 
     /// Begins a sync of what was written, unless one is under way (then another follows it).
     func startSyncIfDue() {
-        guard let number = groupCommit.begin(canSync: stateLog != nil), let stateLog else { return }
+        guard let number = groupCommit.begin(canSync: journal.log != nil), let stateLog = journal.log else { return }
         // The syncer gets a descriptor of its own, which a compaction closing the log's cannot pull from under it.
         let duplicate = fcntl(stateLog.descriptor, F_DUPFD_CLOEXEC, 0)
         guard duplicate >= 0, let stateSyncer else {
@@ -49,10 +49,10 @@ extension Broker {
     /// Settles the acknowledgements sync `number` covers: sent when it succeeded, withdrawn (and the log rewritten)
     /// when it failed.
     func settleSync(_ number: UInt64, failure: CInt?) {
-        stateLog?.noteSynced()
-        let failed = failure != nil && stateLog != nil
+        journal.log?.noteSynced()
+        let failed = failure != nil && journal.log != nil
         let covered = groupCommit.end(number, failed: failed)
-        if let failure, let stateLog {
+        if let failure, let stateLog = journal.log {
             noteStateNotSaved(stateLog.syncFailure(failure), now: clock().microsecondsSinceEpoch)
         }
         settle(covered, committed: failure == nil)
@@ -62,7 +62,7 @@ extension Broker {
 
     /// Syncs here whatever is under way or owed, at shutdown, and settles everyone who waited.
     func finishSyncs() {
-        guard let stateLog, !groupCommit.isSettled else { return }
+        guard let stateLog = journal.log, !groupCommit.isSettled else { return }
         let synced = (try? stateLog.sync()) != nil
         settle(groupCommit.endAll(), committed: synced)
     }

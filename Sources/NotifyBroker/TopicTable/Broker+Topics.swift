@@ -73,7 +73,7 @@ extension Broker {
         retained.owner.retainedBytes -= retained.payloadSize
         retained.owner.retainedTopics -= 1
         forgetIfEmpty(retained.owner)
-        markUnsaved(state)
+        journal.markUnsaved(state)
         onEvent?(.cleared(state.topic, by: session.peer))
         awaitCommit(session)
     }
