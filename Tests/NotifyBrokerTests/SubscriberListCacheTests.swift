@@ -31,7 +31,7 @@ struct SubscriberListCacheTests {
         var highest = 0
         for topic in 0..<20 {
             publisher.send("PUB t.\(topic) 2\n\(topic % 10)\(topic / 10)\n")
-            let cached = harness.broker.cachedSubscriberEntries
+            let cached = harness.broker.routing.cachedEntries
             #expect(cached == Self.entries(in: harness.broker), "the count is the lists' own")
             #expect(cached <= 10, "after the publish of t.\(topic)")
             highest = max(highest, cached)
@@ -70,7 +70,7 @@ struct SubscriberListCacheTests {
             default: client.send("PUB \(topic) 1\(Bool.random(using: &random) ? " noretain" : "")\nx\n")
             }
             _ = try client.received()
-            let cached = harness.broker.cachedSubscriberEntries
+            let cached = harness.broker.routing.cachedEntries
             #expect(cached == Self.entries(in: harness.broker), "step \(step)")
             // Four connections at most in one list, so the bound holds after every step.
             #expect(cached <= 12, "step \(step)")
@@ -89,16 +89,16 @@ struct SubscriberListCacheTests {
             client.send("SUB t.*\n")
             let publisher = harness.connect()
             for topic in ["t.a", "t.b", "t.c"] { publisher.send("PUB \(topic) 1\nx\n") }
-            #expect(harness.broker.cachedSubscriberEntries == 6)
+            #expect(harness.broker.routing.cachedEntries == 6)
             harness.broker.close(client.session)
             harness.broker.close(publisher.session)
         }
         #expect(leaving != nil, "the lists, stale since it left, still hold it")
         harness.broker.releaseIdleMemory()
         #expect(leaving == nil)
-        #expect(harness.broker.cachedSubscriberEntries == 0)
+        #expect(harness.broker.routing.cachedEntries == 0)
         harness.connect().send("PUB t.a 1\ny\n")
-        #expect(harness.broker.cachedSubscriberEntries == 1)
+        #expect(harness.broker.routing.cachedEntries == 1)
         #expect(try staying.deliveries() == ["x", "x", "x", "y"])
     }
 
@@ -109,16 +109,16 @@ struct SubscriberListCacheTests {
         for subscriber in subscribers { subscriber.send("SUB t.*\n") }
         let publisher = harness.connect()
         publisher.send("PUB t.0 1\nx\nPUB t.1 1\nx\nPUB t.2 1\nx\n")
-        #expect(harness.broker.cachedSubscriberEntries == 9)
+        #expect(harness.broker.routing.cachedEntries == 9)
         // A new wildcard subscription: every list is stale now.
         let late = harness.connect()
         late.send("SUB u.*\n")
         publisher.send("PUB u.0 1\ny\n")
-        #expect(harness.broker.cachedSubscriberEntries == 10, "within the bound: nothing let go")
+        #expect(harness.broker.routing.cachedEntries == 10, "within the bound: nothing let go")
         publisher.send("PUB u.1 1\ny\n")
-        #expect(harness.broker.cachedSubscriberEntries == 2, "the stale lists of t.0 … t.2 went")
+        #expect(harness.broker.routing.cachedEntries == 2, "the stale lists of t.0 … t.2 went")
         let u0 = try #require(harness.broker.topicTable["u.0"])
-        #expect(u0.subscribersGeneration == harness.broker.wildcardGeneration && u0.subscribers.count == 1, "u.0's stayed")
+        #expect(u0.subscribersGeneration == harness.broker.routing.wildcardGeneration && u0.subscribers.count == 1, "u.0's stayed")
         #expect(try late.deliveries() == ["y", "y"])
     }
 }

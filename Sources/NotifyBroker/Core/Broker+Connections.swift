@@ -66,7 +66,7 @@ extension Broker {
         counters.connections -= 1
         openSessions.remove(session)
         session.subscriptions.removeAll { subscription in
-            index.remove(subscription, for: subscription.pattern)
+            routing.remove(subscription)
             subscriptionsChanged(for: subscription.pattern)
             session.account.subscriptions -= 1
             session.account.wildcardTokens -= Self.wildcardTokens(of: subscription.pattern)
@@ -80,12 +80,12 @@ extension Broker {
     }
 
     /// Lets go of what the broker keeps only to go faster or because a burst made it: subscriber lists made stale by
-    /// changes to wildcard subscriptions (``releaseStaleSubscriberLists()``), and the queues of connections that fell
+    /// changes to wildcard subscriptions (``SubscriberRouting/releaseStaleLists(in:)``), and the queues of connections that fell
     /// behind and caught up since (a queue keeps the room its longest backlog took, megabytes for a subscriber that
     /// once fell 100,000 messages behind). Walks every topic and connection: the daemon calls it when it has been
     /// idle for a while, before it gives freed memory back to the system.
     public func releaseIdleMemory() {
-        releaseStaleSubscriberLists()
+        routing.releaseStaleLists(in: topicTable)
         historyLedger.shareOrder(ifAllKeptByOneOf: accounts.values)
         // What grew with a burst of connections or messages keeps its room while the daemon works; once idle, that
         // room is let go, or the few blocks it holds pin pages of the heap that the burst spread them over.

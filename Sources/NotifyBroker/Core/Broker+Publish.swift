@@ -44,10 +44,10 @@ extension Broker {
             made = topicTable.state(
                 for: topic,
                 work: &work,
-                isKept: { index.hasExactSubscribers(to: $0.topic.name) },
+                isKept: { routing.index.hasExactSubscribers(to: $0.topic.name) },
                 forgotten: {
                     // Sessions that still hold it as their last topic must not keep its subscribers alive through it.
-                    dropSubscriberList(of: $0)
+                    routing.dropList(of: $0)
                     settleHistory()
                     historyLedger.forget($0)
                     timeMovesOnAfterForgetting()
@@ -306,57 +306,23 @@ extension Broker {
         return state.retained.map { ($0.owner, $0.payloadSize) }
     }
 
-    /// The sessions that receive `state`'s messages, each once with its strictest overflow policy, recomputed only
-    /// after subscriptions changed.
+    /// The sessions that receive `state`'s messages, each once with its strictest overflow policy: its cached list,
+    /// made again only after subscriptions changed (see ``SubscriberRouting``).
+    @inline(__always)
     func subscribers(of state: TopicState) -> [SubscriberTarget] {
-        if state.subscribersGeneration == wildcardGeneration { return state.subscribers }
-        matchStamp &+= 1
-        let stamp = matchStamp
-        var list: [SubscriberTarget] = []
-        let policy = configuration.accessPolicy
-        index.forEachMatch(of: state.topic) { subscription in
-            let session = subscription.session
-            // A wildcard may match topics its connection may not read: they are never delivered to it.
-            guard policy.allows(.read, topic: state.topic, peer: session.peer) else { return }
-            if session.matchStamp != stamp {
-                session.matchStamp = stamp
-                session.matchPosition = list.count
-                list.append(SubscriberTarget(session: session, overflow: subscription.overflow))
-            } else {
-                list[session.matchPosition].overflow = .strictest(list[session.matchPosition].overflow, subscription.overflow)
-            }
-        }
-        cachedSubscriberEntries += list.count - state.subscribers.count
-        state.subscribers = list
-        state.subscribersGeneration = wildcardGeneration
-        workDone &+= list.count / 64
-        let bound = configuration.maxCachedSubscriberEntries
-        if cachedSubscriberEntries > bound {
-            // Wildcard subscribers times topics has no bound of its own. Stale lists go first; if that is not enough,
-            // every other list does. A walk of the topics once per that many entries made, and each list one walk of
-            // the index when next needed.
-            workDone &+= releaseStaleSubscriberLists()
-            if cachedSubscriberEntries > bound {
-                workDone &+= topicTable.forEach(matching: nil) { if $0 !== state { dropSubscriberList(of: $0) } }
-            }
-        }
-        return list
+        if routing.isCurrent(state) { return state.subscribers }
+        return makeSubscriberList(of: state)
     }
 
-    /// Forgets `state`'s cached subscriber list, and the sessions it holds, until its next publish makes it again.
-    func dropSubscriberList(of state: TopicState) {
-        cachedSubscriberEntries -= state.subscribers.count
-        state.invalidateSubscribers()
-    }
-
-    /// Lets go of the subscriber lists that changes to wildcard subscriptions made stale, and of the closed sessions
-    /// they hold: each would otherwise stay until its topic's next publish, which may never come. Walks every topic
-    /// (see ``releaseIdleMemory()``).
-    /// - Returns: the walk's cost as work.
-    @discardableResult
-    func releaseStaleSubscriberLists() -> Int {
-        topicTable.forEach(matching: nil) { state in
-            if state.subscribersGeneration != wildcardGeneration { dropSubscriberList(of: state) }
-        }
+    @inline(never)
+    private func makeSubscriberList(of state: TopicState) -> [SubscriberTarget] {
+        let made = routing.makeList(
+            of: state,
+            policy: configuration.accessPolicy,
+            bound: configuration.maxCachedSubscriberEntries,
+            topics: topicTable
+        )
+        workDone &+= made.work
+        return made.list
     }
 }

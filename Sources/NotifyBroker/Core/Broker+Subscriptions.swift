@@ -6,14 +6,8 @@ import NotifyProtocol
 extension Broker {
     /// Invalidates the cached subscriber lists that a change to `pattern` may have made wrong.
     func subscriptionsChanged(for pattern: TopicPattern) {
-        if pattern.isLiteral {
-            guard let state = topicTable[pattern.text] else { return }
-            dropSubscriberList(of: state)
-            // Its last subscriber by name may be gone: it may be forgotten again.
-            if !state.hasRetained { topicTable.listForgettable(state) }
-        } else {
-            wildcardGeneration &+= 1
-        }
+        // A topic named exactly may have lost its last subscriber by name: it may be forgotten again.
+        if let state = routing.patternChanged(pattern, in: topicTable), !state.hasRetained { topicTable.listForgettable(state) }
     }
 
     func subscribe(_ session: Session, to pattern: TopicPattern, options: SubscribeOptions, id: UInt64?) {
@@ -52,7 +46,7 @@ extension Broker {
             session.account.subscriptions += 1
             session.account.wildcardTokens += tokens
             session.subscriptions.insert(subscription)
-            index.insert(subscription, for: pattern)
+            routing.insert(subscription)
             subscriptionsChanged(for: pattern)
         }
         if let since = options.since {
@@ -91,7 +85,7 @@ extension Broker {
             let sentence = "this connection has no subscription to \"\(pattern.text)\"; UNSUB takes the pattern exactly as it was subscribed"
             return reply(ProtocolError(.notFound, sentence, requestID: id), to: session)
         }
-        index.remove(subscription, for: pattern)
+        routing.remove(subscription)
         subscriptionsChanged(for: pattern)
         session.account.subscriptions -= 1
         session.account.wildcardTokens -= Self.wildcardTokens(of: pattern)

@@ -81,20 +81,14 @@ public final class Broker {
 
     // Topics and subscriptions.
     @exclusivity(unchecked) var topicTable: TopicTable
-    let index = SubscriptionIndex<Subscription>()
-    /// Bumped by a change to a wildcard subscription: every topic's cached subscriber list is stale then.
-    @exclusivity(unchecked) var wildcardGeneration: UInt64 = 0
-    /// Entries in the topics' cached subscriber lists, stale ones included, bounded by
-    /// ``BrokerConfiguration/maxCachedSubscriberEntries``.
-    @exclusivity(unchecked) var cachedSubscriberEntries = 0
+    /// Which sessions each topic's messages go to.
+    @exclusivity(unchecked) var routing = SubscriberRouting()
     /// Who pays for the topics' history.
     @exclusivity(unchecked) var historyLedger = HistoryLedger()
     /// Messages of this batch on their way into their topics' histories (see ``settleHistory()``).
     @exclusivity(unchecked) var pendingHistory = PendingHistory()
     /// Bumped by every configuration applied, so that each topic looks up its history limits again.
     @exclusivity(unchecked) var configurationGeneration: UInt64 = 0
-    /// Marks the sessions already in a subscriber list being built, so each is in it once.
-    @exclusivity(unchecked) var matchStamp: UInt64 = 0
 
     // Connections and users.
     @exclusivity(unchecked) var openSessions: Set<Session> = []
@@ -168,7 +162,7 @@ public final class Broker {
     /// What the broker holds now and has done since it started.
     public var statistics: BrokerStatistics {
         var current = counters
-        current.subscriptions = index.count
+        current.subscriptions = routing.index.count
         current.topics = topicTable.count
         current.retainedTopics = topicTable.retainedTopics
         current.retainedBytes = topicTable.retainedBytes
@@ -213,7 +207,7 @@ public final class Broker {
         // the new one lets them read, no more and no less; and what waits in the queues for a topic a connection may
         // no longer read is not sent either.
         if policyChanged {
-            wildcardGeneration &+= 1
+            routing.everyListChanged()
             let policy = configuration.accessPolicy
             for session in openSessions where !session.outboxIsEmpty {
                 changingOutbox(of: session) { $0.removeDeliveries { !policy.allows(.read, topic: $0, peer: session.peer) } }

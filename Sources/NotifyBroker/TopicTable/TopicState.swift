@@ -57,7 +57,7 @@ final class TopicState {
     @exclusivity(unchecked) var subscribersGeneration: UInt64 = .max
 
     /// Forgets the subscriber list, and the sessions it holds, until the next publish recomputes it. Called through
-    /// ``Broker/dropSubscriberList(of:)``, which counts the lists' entries against their bound.
+    /// ``SubscriberRouting/dropList(of:)``, which counts the lists' entries against their bound.
     func invalidateSubscribers() {
         subscribers = []
         subscribersGeneration = .max
