@@ -50,7 +50,7 @@ extension Broker {
                     routing.dropList(of: $0)
                     settleHistory()
                     historyLedger.forget($0)
-                    timeMovesOnAfterForgetting()
+                    clock.moveOnAfterForgetting()
                 }
             )
             workDone &+= work
@@ -66,15 +66,6 @@ extension Broker {
         publish(to: state, topic, payload: payload, options: options, id: id, from: session)
     }
 
-    /// Makes the next message's time later than every time given out: a topic forgotten is numbered again from 1,
-    /// and a client tells its new messages from repeats of the old by their times (a message no newer than the last
-    /// of its topic by both number and time is one it had), so they must not share the old messages' time, as
-    /// messages of one batch otherwise do (``batchTime``).
-    private func timeMovesOnAfterForgetting() {
-        latestPublishTime = PublishTime(microsecondsSinceEpoch: latestPublishTime.microsecondsSinceEpoch.saturatingAdd(1))
-        batchTime = nil
-    }
-
     /// Why a publish that asks to be retained is refused whole: over a limit on buffered messages, or while the
     /// state log cannot be written.
     private func refusal(toRetain retain: Bool, _ topic: Topic, payloadSize: Int, id: UInt64?, by account: UserAccount) -> ProtocolError? {
@@ -88,24 +79,13 @@ extension Broker {
         )
     }
 
-    /// The time this batch's publishes (and clears) are stamped with: read from the clock once per batch, never
-    /// before an earlier one.
-    @inline(__always)
-    func batchStamp() -> PublishTime {
-        if let stamped = batchTime { return stamped }
-        let time = max(clock(), latestPublishTime)
-        latestPublishTime = time
-        batchTime = time
-        return time
-    }
-
     /// Publishes `payload` to `state`, `topic`'s state, once the publish is allowed.
     private func publish(to state: TopicState, _ topic: Topic, payload: UnsafeRawBufferPointer, options: PublishOptions, id: UInt64?, from session: Session) {
         // Another host's message may give its number, past this topic's here: the numbers between were never
         // messages here (`previous` tells a history made now).
         let previous = state.sequence
         state.sequence = max(previous + 1, session.minimumSequence)
-        let time = batchStamp()
+        let time = clock.stamp()
         state.lastPublished = time
         state.published += 1
         counters.messagesIn += 1

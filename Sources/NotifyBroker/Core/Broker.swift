@@ -110,17 +110,8 @@ public final class Broker {
     /// own (its held-back publishes; the daemon's handler flushes), which must not run inside another publish.
     @exclusivity(unchecked) var disconnecting: [(session: Session, transport: any SessionTransport)] = []
 
-    let clock: () -> PublishTime
-    /// The latest time a message was stamped with, here or (restored from the state log) before a restart: no
-    /// message is stamped earlier, so a clock set back cannot make a resume by time skip what came after.
-    @exclusivity(unchecked) var latestPublishTime = PublishTime(microsecondsSinceEpoch: 0)
-    /// The time every publish of this batch is stamped with, read from the clock at its first and cleared by
-    /// ``flush()``. Publishes read together are told apart by their sequence numbers, not their times, and a read
-    /// of the clock per message was a tenth of a small publish's cost. A batch is one turn of one connection's reads
-    /// in the daemon (a thousand small requests at most), or a read of messages from NATS with what else the event
-    /// loop handles before that read is flushed, so the stamp is about when its first message was read. A topic
-    /// forgotten and numbered again gets a later time all the same (`timeMovesOnAfterForgetting`).
-    @exclusivity(unchecked) var batchTime: PublishTime?
+    /// The time stamped on this batch's messages, and never one earlier than any before.
+    @exclusivity(unchecked) var clock: PublishClock
     /// Messages of other hosts lost before this daemon could take them in (the fleet's log no longer
     /// kept them), and when the last such loss was found: told to subscribers that resume from before it.
     var missedImports: UInt64?
@@ -177,7 +168,7 @@ public final class Broker {
     ///   - clock: the time stamped on publishes; tests pass their own.
     public init(configuration: BrokerConfiguration = .default, clock: @escaping () -> PublishTime = PublishTime.now) {
         self.configuration = configuration
-        self.clock = clock
+        self.clock = PublishClock(clock)
         self.counters = BrokerStatistics(startTime: clock())
         self.topicTable = TopicTable(maxTopics: configuration.maxTopics)
         self.greeting = Broker.greeting(for: configuration)
@@ -290,7 +281,7 @@ public final class Broker {
             queue(reply, to: session)
         case .stats:
             var reply = allocator.buffer(capacity: 256)
-            var stats = statistics.counters(now: clock())
+            var stats = statistics.counters(now: clock.now())
             if journal.log != nil {
                 stats.counters += [
                     .init(name: "state_log_unsaved", value: stateProblem == nil ? 0 : 1),

@@ -25,7 +25,7 @@ extension Broker {
         case .fleetStats(let stats):
             // The daemon's own names win: a report cannot hide or fake one of them in `STATS`. The imports the
             // fleet service refused before sending them are added to those refused here.
-            let own = Set(fleetCounters.map(\.name)).union(statistics.counters(now: clock()).counters.map(\.name))
+            let own = Set(fleetCounters.map(\.name)).union(statistics.counters(now: clock.now()).counters.map(\.name))
             fleet.refusedByFleet = stats["nats_import_refused"] ?? 0
             fleet.reported = stats.counters.filter { !own.contains($0.name) }
             replyOK(request.id, to: session)
@@ -50,7 +50,7 @@ extension Broker {
         let host = delivery.publisher.host ?? ""
         let sequence = delivery.sequence
         let time = delivery.time.microsecondsSinceEpoch
-        let now = clock().microsecondsSinceEpoch
+        let now = clock.now().microsecondsSinceEpoch
         func refused(_ why: String) {
             fleet.importRefused += 1
             reply(ProtocolError(.malformed, "IMPORT of \(topic.name) from \(host): \(why)", requestID: id), to: session)

@@ -172,7 +172,7 @@ extension Broker {
     /// A subscriber that resumes later (`since=` a time before it, or number 0) is told too, for as long as the daemon
     /// runs: the lost messages may have been of any topic, after any point it resumes from.
     public func announceMissedImports(count: UInt64) {
-        let now = clock()
+        let now = clock.now()
         missedImports = (missedImports ?? 0).saturatingAdd(count)
         missedImportsNewest = now
         for session in openSessions where !session.isImporter && session.subscriptionCount > 0 {

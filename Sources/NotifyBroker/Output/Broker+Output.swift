@@ -9,9 +9,9 @@ import NotifyProtocol
 /// ``flush()`` sends it all once per batch.
 extension Broker {
     /// Sends every frame queued since the last flush, one flush per connection, and closes the connections that
-    /// asked for it. Ends the batch: the next publish reads the clock again (``batchTime``).
+    /// asked for it. Ends the batch: the next publish reads the clock again (``PublishClock/endBatch()``).
     public func flush() {
-        defer { batchTime = nil }
+        defer { clock.endBatch() }
         // First: closing a connection carries out the publishes it held back, which belong to this batch (its
         // histories settled, its log written, its frames sent, before the batch's buffer is let go of).
         closeDisconnected()

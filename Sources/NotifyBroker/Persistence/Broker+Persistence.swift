@@ -40,12 +40,12 @@ extension Broker {
                 }
             }
             topicTable.restore(state)
-            if let time = state.lastPublished { latestPublishTime = max(latestPublishTime, time) }
+            if let time = state.lastPublished { clock.restored(time) }
         }
         for (name, forgotten) in contents.forgotten {
             topicTable.restoreForgotten(name, sequence: forgotten.sequence, time: forgotten.time)
             // Their messages' times count too: publish times never go back, even for a topic made again.
-            if forgotten.time != .distantFuture { latestPublishTime = max(latestPublishTime, forgotten.time) }
+            if forgotten.time != .distantFuture { clock.restored(forgotten.time) }
         }
         journal.log = log
     }
@@ -92,7 +92,7 @@ extension Broker {
         // What a sync made in place carried out in the middle of a flush is in the batch still: into the histories
         // first, so that its buffered messages are logged as they are.
         settleHistory()
-        let now = clock().microsecondsSinceEpoch
+        let now = clock.now().microsecondsSinceEpoch
         do {
             if journal.health.needsRewrite {
                 guard journal.health.mayRewrite(now: now) else { return .failed }

@@ -53,7 +53,7 @@ extension Broker {
         let failed = failure != nil && journal.log != nil
         let covered = groupCommit.end(number, failed: failed)
         if let failure, let stateLog = journal.log {
-            noteStateNotSaved(stateLog.syncFailure(failure), now: clock().microsecondsSinceEpoch)
+            noteStateNotSaved(stateLog.syncFailure(failure), now: clock.now().microsecondsSinceEpoch)
         }
         settle(covered, committed: failure == nil)
         // What they sent meanwhile waited: it is carried out now, and its acknowledgements go in the next sync.

@@ -59,7 +59,7 @@ extension Broker {
         if let follower = fleet.follower, !session.isImporter {
             // Other hosts clear it too, and the stream of latest messages keeps the clear instead of the message,
             // so that no host takes it back in: also when this host held nothing for the topic.
-            exportClearToFleet(topic, sequence: state?.sequence ?? 0, time: batchStamp(), by: session, to: follower)
+            exportClearToFleet(topic, sequence: state?.sequence ?? 0, time: clock.stamp(), by: session, to: follower)
         }
         replyOK(id, to: session)
     }

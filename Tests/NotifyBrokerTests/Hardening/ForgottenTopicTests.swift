@@ -98,7 +98,7 @@ struct ForgottenTopicTests {
             try harness.broker.saveState()
         }
         let harness = try HistoryPersistenceTests.start(in: directory, configuration)
-        #expect(harness.broker.latestPublishTime >= forgottenAt, "no frame keeps a time here (no history, nothing retained)")
+        #expect(harness.broker.clock.latest >= forgottenAt, "no frame keeps a time here (no history, nothing retained)")
     }
 
     @Test("past what it remembers, the count of what it no longer remembers survives a restart too; a lowered bound applies at once")
