@@ -68,12 +68,8 @@ public final class Broker {
 
     /// Called with events worth logging; the broker's thread calls it.
     @exclusivity(unchecked) public var onEvent: ((BrokerEvent) -> Void)?
-    /// The fleet service's link: its follower, its importer, what was taken in.
+    /// The fleet service's link: its follower, its importer, what was taken in and what was missed.
     let fleet = FleetLink()
-    /// The last import's host and unit, and the unit field made of them.
-    @exclusivity(unchecked) var lastImportUnit: (host: String, unit: String?, field: String)?
-    /// Why the importer's last publish was refused, for ``publishImported(_:through:)`` to say.
-    @exclusivity(unchecked) var lastImportRefusal: ProtocolError?
 
     // The state touched per message is marked `@exclusivity(unchecked)` here, in `TopicState` and in `Session`: all of
     // it is owned by the broker's one thread and never accessed overlapping, and the runtime's checks of class
@@ -112,10 +108,6 @@ public final class Broker {
 
     /// The time stamped on this batch's messages, and never one earlier than any before.
     @exclusivity(unchecked) var clock: PublishClock
-    /// Messages of other hosts lost before this daemon could take them in (the fleet's log no longer
-    /// kept them), and when the last such loss was found: told to subscribers that resume from before it.
-    var missedImports: UInt64?
-    var missedImportsNewest = PublishTime(microsecondsSinceEpoch: 0)
     @exclusivity(unchecked) var counters: BrokerStatistics
 
     // The state log.

@@ -100,22 +100,22 @@ extension Broker {
         if let refusal = message.refusal(under: configuration.protocolLimits) { return .refused(refusal) }
         let before = counters.messagesIn
         // The unit field of consecutive imports is usually the same text: made once, not per message.
-        if lastImportUnit?.host != message.host || lastImportUnit?.unit != message.publisher.unit {
-            lastImportUnit = (message.host, message.publisher.unit, message.unitField)
+        if fleet.lastImportUnit?.host != message.host || fleet.lastImportUnit?.unit != message.publisher.unit {
+            fleet.lastImportUnit = (message.host, message.publisher.unit, message.unitField)
         }
         // Set only when it changes: setting it makes the session's unit field again, which a run of one publisher's
         // messages need not pay for each.
-        let publisher = Publisher(uid: message.publisher.uid, pid: message.publisher.pid, unit: lastImportUnit!.field)
+        let publisher = Publisher(uid: message.publisher.uid, pid: message.publisher.pid, unit: fleet.lastImportUnit!.field)
         if importer.publisher != publisher { importer.publisher = publisher }
         importer.minimumSequence = message.sequence
         defer { importer.minimumSequence = 0 }
-        lastImportRefusal = nil
+        fleet.lastImportRefusal = nil
         message.payload.withUnsafeReadableBytes {
             publish(message.topic, payload: $0, options: PublishOptions(retain: message.retain), id: nil, from: importer)
         }
         // Accepted, the topic is the importer's last (``Session/lastPublishedTopic``): no second lookup.
         guard counters.messagesIn != before, let sequence = importer.lastPublishedTopic?.sequence else {
-            return .refused(lastImportRefusal ?? ProtocolError(.limitReached, "the daemon refused it"))
+            return .refused(fleet.lastImportRefusal ?? ProtocolError(.limitReached, "the daemon refused it"))
         }
         return .published(sequence: sequence)
     }
@@ -173,8 +173,8 @@ extension Broker {
     /// runs: the lost messages may have been of any topic, after any point it resumes from.
     public func announceMissedImports(count: UInt64) {
         let now = clock.now()
-        missedImports = (missedImports ?? 0).saturatingAdd(count)
-        missedImportsNewest = now
+        fleet.missedImports = (fleet.missedImports ?? 0).saturatingAdd(count)
+        fleet.missedImportsNewest = now
         for session in openSessions where !session.isImporter && session.subscriptionCount > 0 {
             noticeMissed(DropNotice(topic: DropNotice.manyTopics, count: count, firstSequence: 0, lastSequence: 0, reason: .fleet), id: nil, to: session)
         }

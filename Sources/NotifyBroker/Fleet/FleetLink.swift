@@ -27,6 +27,14 @@ final class FleetLink {
     var notExported: UInt64 = 0
     /// The fleet service's own counters, as it last reported them (`FLEETSTATS`).
     var reported: [ServerStats.Counter] = []
+    /// The last import's host and unit, and the unit field made of them: consecutive imports usually share it.
+    var lastImportUnit: (host: String, unit: String?, field: String)?
+    /// Why the importer's last publish was refused, for ``Broker/publishImported(_:through:)`` to say.
+    var lastImportRefusal: ProtocolError?
+    /// Messages of other hosts lost before this daemon could take them in (the fleet's log no longer kept them),
+    /// and when the last such loss was found: told to subscribers that resume from before it.
+    var missedImports: UInt64?
+    var missedImportsNewest = PublishTime(microsecondsSinceEpoch: 0)
 
     /// Whom exports are read as, and other hosts' messages published as: user nobody (see
     /// ``ImportedMessage/importerUID``). A topic goes out only if nobody may read it here, since every client of

@@ -298,7 +298,7 @@ extension Broker {
                 }
             }
             if othersMissed > 0 { noticeMissed(count: othersMissed, othersReason, id: id, to: target.session) }
-            if missedImportsNewest > time { noticeMissedImports(for: pattern, id: id, to: target.session) }
+            if fleet.missedImportsNewest > time { noticeMissedImports(for: pattern, id: id, to: target.session) }
         }
     }
 
@@ -306,7 +306,7 @@ extension Broker {
     /// in (``announceMissedImports(count:)``): which topics they were of it cannot tell. Never for a pattern of this
     /// host's own topics (`$…`, `user.…`), which no other host's message can be of.
     private func noticeMissedImports(for pattern: TopicPattern, id: UInt64?, to session: Session) {
-        guard let missed = missedImports, !pattern.text.hasPrefix("$"), !pattern.text.hasPrefix("user.") else { return }
+        guard let missed = fleet.missedImports, !pattern.text.hasPrefix("$"), !pattern.text.hasPrefix("user.") else { return }
         noticeMissed(count: missed, .fleet, id: id, to: session)
     }
 

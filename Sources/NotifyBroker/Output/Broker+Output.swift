@@ -363,7 +363,7 @@ extension Broker {
 
     /// Answers `error` and reports it as an event.
     func refuse(_ error: ProtocolError, subject: String?, to session: Session) {
-        if session.isImporter { lastImportRefusal = error }
+        if session.isImporter { fleet.lastImportRefusal = error }
         reply(error, to: session)
         onEvent?(.refused(error, subject: subject, by: session.peer))
     }
