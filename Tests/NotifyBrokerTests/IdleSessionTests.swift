@@ -65,11 +65,11 @@ struct IdleSessionTests {
         let clients = (0..<1_000).map { _ in harness.connect() }
         clients[0].send(String(repeating: "PUB t 1\nx\n", count: 1_000))
         for client in clients.dropFirst() { harness.broker.close(client.session) }
-        #expect(harness.broker.openSessions.count == 1)
-        #expect(harness.broker.openSessions.capacity >= 1_000, "kept while the daemon works")
+        #expect(harness.broker.connections.open.count == 1)
+        #expect(harness.broker.connections.open.capacity >= 1_000, "kept while the daemon works")
         #expect(harness.broker.pendingHistory.messages.capacity >= 1_000, "a batch of 1,000 messages made room for them")
         harness.broker.releaseIdleMemory()
-        #expect(harness.broker.openSessions.capacity < 100)
+        #expect(harness.broker.connections.open.capacity < 100)
         #expect(harness.broker.pendingHistory.messages.capacity == 0)
         clients[0].send("PUB t 1\ny\n#1 PING\n")
         #expect(try clients[0].received().contains { $0.requestID == 1 }, "and the daemon goes on")

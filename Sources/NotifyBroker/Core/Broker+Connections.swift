@@ -8,13 +8,10 @@ extension Broker {
     /// Registers a new connection and queues the greeting to it; or, past a connection limit, an `ERR limit`
     /// instead of the greeting, and the connection is closed at the next ``flush()``.
     public func open(peer: PeerCredentials, transport: any SessionTransport) -> Session {
-        let account = account(of: peer.uid)
-        let session = Session(id: nextSessionID, peer: peer, account: account, transport: transport)
-        nextSessionID += 1
+        let session = connections.register(peer: peer, transport: transport)
+        let account = session.account
         counters.connections += 1
         counters.connectionsTotal += 1
-        openSessions.insert(session)
-        account.connections += 1
         if let refusal = connectionRefusal(ofUser: account.connections, uid: peer.uid) {
             refuse(refusal, subject: nil, to: session)
             session.closesAfterFlush = true
@@ -64,7 +61,7 @@ extension Broker {
         session.markClosed()
         fleetSessionClosed(session)
         counters.connections -= 1
-        openSessions.remove(session)
+        connections.unregister(session)
         session.subscriptions.removeAll { subscription in
             routing.remove(subscription)
             subscriptionsChanged(for: subscription.pattern)
@@ -86,28 +83,19 @@ extension Broker {
     /// idle for a while, before it gives freed memory back to the system.
     public func releaseIdleMemory() {
         routing.releaseStaleLists(in: topicTable)
-        historyLedger.shareOrder(ifAllKeptByOneOf: accounts.values)
+        historyLedger.shareOrder(ifAllKeptByOneOf: connections.accounts.values)
         // What grew with a burst of connections or messages keeps its room while the daemon works; once idle, that
         // room is let go, or the few blocks it holds pin pages of the heap that the burst spread them over.
         if pendingHistory.isEmpty { pendingHistory.releaseCapacity() }
         if sessionsToFlush.isEmpty { sessionsToFlush = [] }
-        if openSessions.capacity > 2 * openSessions.count + 64 {
-            var compact = Set<Session>(minimumCapacity: openSessions.count)
-            for session in openSessions { compact.insert(session) }
-            openSessions = compact
-        }
-        for session in openSessions {
+        connections.releaseIdleCapacity()
+        for session in connections.open {
             if session.hasOutboxStorage, session.outboxIsEmpty { session.releaseOutbox() }
         }
     }
 
     /// The account of `uid`, made if it holds nothing yet.
-    func account(of uid: UInt32) -> UserAccount {
-        if let account = accounts[uid] { return account }
-        let account = UserAccount(uid: uid)
-        accounts[uid] = account
-        return account
-    }
+    func account(of uid: UInt32) -> UserAccount { connections.account(of: uid) }
 
     /// The account a restored message is charged to: its publisher's uid for one published here; for another
     /// host's, ``ImportedMessage/importerUID``, as while running (the uid it claims is that host's, and only a claim).
@@ -116,10 +104,10 @@ extension Broker {
     }
 
     func forgetIfEmpty(_ account: UserAccount) {
-        guard account.isEmpty, accounts[account.uid] === account else { return }
+        guard account.isEmpty, connections.accounts[account.uid] === account else { return }
         // Messages of this batch on their way into histories may be its own: once in, they are what it holds.
         settleHistory()
-        if account.isEmpty { accounts[account.uid] = nil }
+        connections.forgetIfEmpty(account)
     }
 
     /// Counts `bytes` read from `session` and not carried out yet (what its connection keeps of an unfinished
@@ -132,14 +120,11 @@ extension Broker {
         guard !session.isClosed else { return false }
         let closing = session.closesAfterFlush
         let kept = closing ? 0 : bytes
-        let delta = kept - session.unreadBytes
-        session.unreadBytes = kept
-        session.account.unreadBytes += delta
-        unreadBytesTotal += delta
+        let delta = connections.holdUnread(kept, for: session)
         if closing { return false }
         guard delta > 0 else { return true }
         let overUser = session.account.unreadBytes > configuration.maxUnreadBytesPerUser
-        guard overUser || unreadBytesTotal > configuration.maxUnreadBytesTotal else { return true }
+        guard overUser || connections.unreadBytesTotal > configuration.maxUnreadBytesTotal else { return true }
         let whose = overUser ? "uid \(session.peer.uid)'s connections" : "all connections"
         let limit = overUser ? configuration.maxUnreadBytesPerUser : configuration.maxUnreadBytesTotal
         end(session, with: ProtocolError(
@@ -178,7 +163,7 @@ extension Broker {
     /// closed.
     public func shutdown() {
         finishSyncs()
-        for session in openSessions {
+        for session in connections.open {
             // What is queued goes out as far as the connection takes it; the transport's close gives it a while.
             writeSpan(of: session)
             if let transport = session.transport, session.hasOutboxStorage {

@@ -87,13 +87,9 @@ public final class Broker {
     @exclusivity(unchecked) var configurationGeneration: UInt64 = 0
 
     // Connections and users.
-    @exclusivity(unchecked) var openSessions: Set<Session> = []
-    /// What each uid holds, for the limits per user; only uids that hold something are here.
-    @exclusivity(unchecked) var accounts: [UInt32: UserAccount] = [:]
-    @exclusivity(unchecked) var nextSessionID: UInt64 = 1
+    /// The sessions open and what each uid holds through them.
+    @exclusivity(unchecked) var connections = ConnectionRegistry()
     @exclusivity(unchecked) var greeting: ByteBuffer
-    /// Bytes read from all connections and not carried out yet (see ``holdUnread(_:for:)``).
-    @exclusivity(unchecked) var unreadBytesTotal = 0
 
     // Output of the current batch.
     let allocator = ByteBufferAllocator()
@@ -171,7 +167,7 @@ public final class Broker {
     /// another (an account, the order of the histories it pays for, whose topics hold their publishers' accounts;
     /// a topic, the sessions it delivers to, which hold their accounts), and those rings would outlive it.
     deinit {
-        for account in accounts.values { account.historyOrder.removeAll() }
+        for account in connections.accounts.values { account.historyOrder.removeAll() }
         for state in topicTable.all { state.invalidateSubscribers() }
     }
 
@@ -192,7 +188,7 @@ public final class Broker {
         if policyChanged {
             routing.everyListChanged()
             let policy = configuration.accessPolicy
-            for session in openSessions where !session.outboxIsEmpty {
+            for session in connections.open where !session.outboxIsEmpty {
                 changingOutbox(of: session) { $0.removeDeliveries { !policy.allows(.read, topic: $0, peer: session.peer) } }
             }
         }

@@ -175,7 +175,7 @@ extension Broker {
         let now = clock.now()
         fleet.missedImports = (fleet.missedImports ?? 0).saturatingAdd(count)
         fleet.missedImportsNewest = now
-        for session in openSessions where !session.isImporter && session.subscriptionCount > 0 {
+        for session in connections.open where !session.isImporter && session.subscriptionCount > 0 {
             noticeMissed(DropNotice(topic: DropNotice.manyTopics, count: count, firstSequence: 0, lastSequence: 0, reason: .fleet), id: nil, to: session)
         }
     }

@@ -171,7 +171,7 @@ extension Broker {
         // By uid, so that what a reload lets go does not depend on a dictionary's order: one uid's oldest run in a
         // topic may take another's older messages of that topic with it.
         historyLedger.trim(
-            forAll: accounts.values.sorted { $0.uid < $1.uid },
+            forAll: connections.accounts.values.sorted { $0.uid < $1.uid },
             maxPerUser: configuration.maxRetainedBytesPerUser,
             maxTotal: configuration.maxRetainedBytes
         )

@@ -166,8 +166,8 @@ struct ImportBoundaryTests {
             try harness.broker.saveState()
         }
         let harness = try HistoryPersistenceTests.start(in: directory, configuration)
-        #expect(harness.broker.accounts[1000] == nil, "uid 1000 holds nothing here")
-        #expect(harness.broker.accounts[ImportedMessage.importerUID]?.retainedTopics == 3)
+        #expect(harness.broker.connections.accounts[1000] == nil, "uid 1000 holds nothing here")
+        #expect(harness.broker.connections.accounts[ImportedMessage.importerUID]?.retainedTopics == 3)
         let local = harness.connect(uid: 1000)
         local.send("#1 PUB demo.mine 1 ack\nx\n")
         #expect(ResumeTests.summary(try local.received()) == ["OK#1"], "uid 1000's own buffered message is not refused")

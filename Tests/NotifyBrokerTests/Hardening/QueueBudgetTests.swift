@@ -130,7 +130,7 @@ struct ReplayBudgetTests {
         }
         for reader in readers { reader.handle("#1 SUB t.> since=1970-01-01T00:00:00Z\n") }
         harness.broker.flush()
-        let held = harness.broker.accounts[1000]!.queuedBytes
+        let held = harness.broker.connections.accounts[1000]!.queuedBytes
         // The budget, and the notices of what was dropped (replies, never dropped: one per topic and reader).
         #expect(held <= 20_000 + 4 * 50 * 60, "uid 1000 holds \(held) bytes for its four resumes (the budget is 20,000)")
         #expect(harness.broker.statistics.queuedBytes == held)
@@ -159,7 +159,7 @@ struct ReplayBudgetTests {
         let stalled = try QueueBudgetTests.stalledSubscriber(harness, uid: 1000)
         // uid 2000 publishes to t: the stalled connection's queue takes the uid's budget.
         harness.connect(uid: 2000).send(String(repeating: "PUB t 100 noretain\n\(String(repeating: "y", count: 100))\n", count: 200))
-        #expect(harness.broker.accounts[1000]!.queuedBytes >= 7_000)
+        #expect(harness.broker.connections.accounts[1000]!.queuedBytes >= 7_000)
         let reader = harness.connect(uid: 1000)
         reader.send("#1 SUB t.> since=1970-01-01T00:00:00Z\n#2 PING\n")
         var replayed = 0
@@ -183,7 +183,7 @@ struct ReplayBudgetTests {
         let reader = harness.connect(uid: 1000)
         reader.transport.writeBufferLimit = harness.broker.configuration.writeBufferBytes
         reader.send(String(repeating: "PING\n", count: 5_000))
-        #expect(harness.broker.accounts[1000]!.queuedBytes >= 10_000)
+        #expect(harness.broker.connections.accounts[1000]!.queuedBytes >= 10_000)
         reader.send((1...20).map { "#\($0) PUB t.0 2 ack\nm\($0 % 10)\n" }.joined())
         #expect(reader.session.isHoldingBack)
         reader.transport.takeBuffered()
@@ -206,7 +206,7 @@ struct ReplayBudgetTests {
         let reader = harness.connect(uid: 1000)
         reader.transport.writeBufferLimit = harness.broker.configuration.writeBufferBytes
         for _ in 0..<50 { reader.send(String(repeating: "PING\n", count: 100)) }
-        let held = harness.broker.accounts[1000]!.queuedBytes
+        let held = harness.broker.connections.accounts[1000]!.queuedBytes
         #expect(held <= 10_000 + 500, "uid 1000 holds \(held) bytes of PONGs it does not read (the budget is 10,000)")
         #expect(reader.session.isHoldingBack, "the rest wait, bounded by the unread-bytes budget")
         let answered = try reader.received().count

@@ -187,7 +187,7 @@ struct HistoryBudgetTests {
                 // Idle: the daemon's own order is let go if one uid's messages are all that is kept.
                 shared.broker.releaseIdleMemory()
                 apart.broker.releaseIdleMemory()
-                let keptByOne = uids.contains { shared.broker.accounts[$0]?.historyMessages == shared.broker.statistics.historyMessages }
+                let keptByOne = uids.contains { shared.broker.connections.accounts[$0]?.historyMessages == shared.broker.statistics.historyMessages }
                 if keptByOne {
                     #expect(shared.broker.historyLedger.ownOrderCount == 0, "seed \(seed), step \(step): one uid's order stands for the daemon's")
                     sharedWhileAlone += 1

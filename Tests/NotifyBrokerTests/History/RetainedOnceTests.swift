@@ -31,7 +31,7 @@ struct RetainedOnceTests {
         #expect(state.pendingRetained == nil)
         #expect(state.retainedBlock == nil && state.retainedInHistory == 2)
         #expect(try SharedRetainedMessageTests.latest("t", in: harness)! == ("second", 2))
-        #expect(harness.broker.accounts[1000]?.retainedBytes == 6 && harness.broker.accounts[1000]?.retainedTopics == 1)
+        #expect(harness.broker.connections.accounts[1000]?.retainedBytes == 6 && harness.broker.connections.accounts[1000]?.retainedTopics == 1)
         #expect(harness.broker.statistics.retainedBytes == 6)
     }
 
@@ -64,7 +64,7 @@ struct RetainedOnceTests {
         #expect(state.history?.oldestSequence == 3)
         #expect(state.retainedInHistory == 0 && state.retainedBlock?.sequence == 1)
         #expect(try SharedRetainedMessageTests.latest("t", in: one)! == ("keep", 1))
-        #expect(one.broker.accounts[1000]?.retainedBytes == 4 && one.broker.statistics.retainedBytes == 4)
+        #expect(one.broker.connections.accounts[1000]?.retainedBytes == 4 && one.broker.statistics.retainedBytes == 4)
     }
 
     @Test("a topic retained again and again in one batch, by several users: the counts are those of the last message")
@@ -77,8 +77,8 @@ struct RetainedOnceTests {
         first.handle("PUB t 7\nthree33\nPUB t 4\nfour\n")
         second.handle("PUB t 2\nfi\n")
         harness.broker.flush()
-        #expect(harness.broker.accounts[1002]?.retainedBytes == 2 && harness.broker.accounts[1002]?.retainedTopics == 1)
-        #expect((harness.broker.accounts[1001]?.retainedTopics ?? 0) == 0 && (harness.broker.accounts[1001]?.retainedBytes ?? 0) == 0)
+        #expect(harness.broker.connections.accounts[1002]?.retainedBytes == 2 && harness.broker.connections.accounts[1002]?.retainedTopics == 1)
+        #expect((harness.broker.connections.accounts[1001]?.retainedTopics ?? 0) == 0 && (harness.broker.connections.accounts[1001]?.retainedBytes ?? 0) == 0)
         #expect(harness.broker.statistics.retainedBytes == 2)
         #expect(harness.broker.topicTable["t"]?.retainedInHistory == 5)
         #expect(try SharedRetainedMessageTests.latest("t", in: harness)! == ("fi", 5))
@@ -96,7 +96,7 @@ struct RetainedOnceTests {
         harness.broker.flush()
         #expect(try SharedRetainedMessageTests.latest("t", in: harness)! == ("three", 3))
         #expect(try SharedRetainedMessageTests.latest("u", in: harness) == nil, "over the limit of one topic")
-        #expect(harness.broker.accounts[1000]?.retainedTopics == 1 && harness.broker.accounts[1000]?.retainedBytes == 5)
+        #expect(harness.broker.connections.accounts[1000]?.retainedTopics == 1 && harness.broker.connections.accounts[1000]?.retainedBytes == 5)
     }
 
     @Test("a log written before marks (the message as a history record and again as a buffered one) is held once after a restart")
@@ -155,7 +155,7 @@ struct RetainedOnceTests {
         let state = try #require(harness.broker.topicTable["t"])
         #expect(state.retainedBlock == nil && state.retainedInHistory == 1)
         #expect(try SharedRetainedMessageTests.latest("t", in: harness)! == ("keep", 1))
-        #expect(harness.broker.accounts[1000]?.retainedBytes == 4 && harness.broker.statistics.retainedBytes == 4)
+        #expect(harness.broker.connections.accounts[1000]?.retainedBytes == 4 && harness.broker.statistics.retainedBytes == 4)
     }
 
     @Test("restarted with history turned off, or a smaller history that no longer holds it, a buffered message the log marked on its history record is a block again")
@@ -171,7 +171,7 @@ struct RetainedOnceTests {
             let state = try #require(harness.broker.topicTable["t"])
             #expect(state.retainedInHistory == 0 && state.retainedBlock?.sequence == 1, "history of \(messages)")
             #expect(try SharedRetainedMessageTests.latest("t", in: harness)! == ("keep", 1), "history of \(messages)")
-            #expect(harness.broker.accounts[1000]?.retainedBytes == 4, "history of \(messages)")
+            #expect(harness.broker.connections.accounts[1000]?.retainedBytes == 4, "history of \(messages)")
         }
     }
 

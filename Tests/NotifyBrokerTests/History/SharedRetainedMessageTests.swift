@@ -43,7 +43,7 @@ struct SharedRetainedMessageTests {
         #expect(replayed.text == "second" && replayed.sequence == 2)
         #expect(state.info.retainedBytes == 6)
         #expect(harness.broker.statistics.retainedBytes == 6)
-        #expect(harness.broker.accounts[1000]?.retainedBytes == 6 && harness.broker.accounts[1000]?.retainedTopics == 1)
+        #expect(harness.broker.connections.accounts[1000]?.retainedBytes == 6 && harness.broker.connections.accounts[1000]?.retainedTopics == 1)
     }
 
     @Test("a message sent without retaining leaves the buffered one where it is, an older record of the history")
@@ -79,7 +79,7 @@ struct SharedRetainedMessageTests {
         #expect(state.history == nil)
         #expect(state.retainedBlock?.sequence == 4 && state.retainedInHistory == 0)
         #expect(try Self.latest("t", in: harness)! == ("again", 4))
-        #expect(harness.broker.accounts[1000]?.retainedBytes == 5)
+        #expect(harness.broker.connections.accounts[1000]?.retainedBytes == 5)
     }
 
     @Test("a publisher that leaves in the batch where another replaces its buffered message: the newer message stays buffered")
@@ -100,8 +100,8 @@ struct SharedRetainedMessageTests {
         // The first message leaves the history: the buffered message is still the second.
         second.send("PUB t 1 noretain\nx\n")
         #expect(try Self.latest("t", in: harness)! == ("second", 2))
-        #expect(harness.broker.accounts[1002]?.retainedTopics == 1 && harness.broker.accounts[1002]?.retainedBytes == 6)
-        #expect(harness.broker.accounts[1001]?.retainedTopics ?? 0 == 0)
+        #expect(harness.broker.connections.accounts[1002]?.retainedTopics == 1 && harness.broker.connections.accounts[1002]?.retainedBytes == 6)
+        #expect(harness.broker.connections.accounts[1001]?.retainedTopics ?? 0 == 0)
     }
 
     @Test("a history trimmed by its publisher's budget keeps the buffered message readable")
@@ -129,7 +129,7 @@ struct SharedRetainedMessageTests {
         #expect(!state.hasRetained)
         #expect(state.history?.count == 1)
         #expect(try Self.latest("t", in: harness) == nil)
-        #expect(harness.broker.accounts[1000]?.retainedTopics ?? 0 == 0)
+        #expect(harness.broker.connections.accounts[1000]?.retainedTopics ?? 0 == 0)
     }
 
     @Test("after a restart the buffered message and its history's newest record are one copy again")
@@ -203,8 +203,8 @@ struct SharedRetainedMessageTests {
             }
             for uid in uids {
                 let held = latest.values.filter { $0.uid == uid }
-                #expect((harness.broker.accounts[uid]?.retainedBytes ?? 0) == held.reduce(0) { $0 + $1.text.utf8.count }, "seed \(seed), step \(step)")
-                #expect((harness.broker.accounts[uid]?.retainedTopics ?? 0) == held.count, "seed \(seed), step \(step)")
+                #expect((harness.broker.connections.accounts[uid]?.retainedBytes ?? 0) == held.reduce(0) { $0 + $1.text.utf8.count }, "seed \(seed), step \(step)")
+                #expect((harness.broker.connections.accounts[uid]?.retainedTopics ?? 0) == held.count, "seed \(seed), step \(step)")
             }
             #expect(harness.broker.statistics.retainedBytes == UInt64(latest.values.reduce(0) { $0 + $1.text.utf8.count }))
         }
