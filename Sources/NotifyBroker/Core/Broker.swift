@@ -10,40 +10,41 @@ public import NotifyProtocol
 /// none needs a lock: that is what keeps the per-message path short. The same holds for every part below.
 ///
 /// ## Where things are
-/// This file holds the broker's state and the dispatch of requests. What the broker does is in one extension per
-/// concern, each in the folder of the values it works on (the values are the broker's own, one job each):
-/// - Core: `Broker+Publish.swift` (a publish, from its checks to the fan-out and the buffered message),
-///   `Broker+Subscriptions.swift` (`SUB`, `UNSUB`, the replay of `SUB … latest`), `Broker+Connections.swift`
-///   (sessions and per-user ``UserAccount``s); ``BrokerConfiguration``, ``BrokerStatistics``, ``BrokerEvent``.
-/// - TopicTable: `Broker+Topics.swift` (`LATEST`, `CLEAR`, `TOPICS`) on the ``TopicTable`` of ``TopicState``s.
-/// - History: `Broker+History.swift` (what a topic keeps, its limits, resumes with `since`) on each topic's ``TopicHistory``, the
-///   ``HistoryLedger`` of who pays for what, and the batch's `PendingHistory`.
-/// - Output: `Broker+Output.swift` (replies and deliveries, ``flush()``) through the ``DeliveryBatch`` and each slow
-///   connection's ``OutboundQueue``.
-/// - Access: `Broker+Access.swift` (denials, `EXPLAIN`) by the ``AccessPolicy``.
-/// - Persistence: `Broker+Persistence.swift` (the ``StateLog``: records, rewrites, recovery) and `Broker+Sync.swift`
-///   (acknowledgements after an `fsync`, by the `GroupCommit`).
-/// - Fleet: `Broker+Fleet.swift` (the fleet service's `FOLLOW`, `IMPORT`, `MISSED`, `FLEETSTATS` and what goes out as
-///   `EXP`) and `Broker+Imports.swift` (another host's messages taken in, checked by the `ImportFilter`), with the
-///   `FleetLink`.
+/// The broker's state is a handful of values, each with one job, that it owns and that are tested without it:
+///
+/// | value | its job | folder |
+/// | --- | --- | --- |
+/// | ``TopicTable`` of ``TopicState``s | topic name -> sequence, buffered message, counters; the limit on topics, the topics forgotten to make room | TopicTable |
+/// | `SubscriberRouting` | which sessions a topic's messages go to: the ``SubscriptionIndex`` by pattern, each topic's cached list, the bound on all lists | Sessions |
+/// | `ConnectionRegistry` | the open ``Session``s, one ``UserAccount`` per uid that holds anything, unread bytes | Sessions |
+/// | ``HistoryLedger``, `PendingHistory` | who pays for the topics' ``TopicHistory``; the batch's messages on their way into them | History |
+/// | ``DeliveryBatch`` | the batch's frames, encoded once and shared by every subscriber's span; a slow one's ``OutboundQueue`` | Output |
+/// | `PublishClock` | the time stamped on a batch's messages, never earlier than one before | Core |
+/// | `StateJournal`, `StateLogHealth`, `GroupCommit` | what the batch owes the ``StateLog``; whether it can be written; which acknowledgements wait for which `fsync` | Persistence |
+/// | ``AccessPolicy`` (in the configuration) | who may publish, read and clear what | Access |
+/// | `FleetLink` | the fleet service's follower and importer, what was taken in and missed | Fleet |
+///
+/// What the broker does with them is in one extension per concern, beside the values it works on:
+/// `Broker+Publish.swift` (a publish, from its checks to the fan-out and the buffered message),
+/// `Broker+Subscriptions.swift` (`SUB`, `UNSUB`, the replay of `SUB … latest`), `Broker+Connections.swift` (sessions
+/// coming and going, the limits per user), `Broker+Topics.swift` (`LATEST`, `CLEAR`, `TOPICS`), `Broker+History.swift`
+/// (what a topic keeps, its limits, resumes with `since`), `Broker+Output.swift` (replies and deliveries,
+/// ``flush()``), `Broker+Access.swift` (denials, `EXPLAIN`), `Broker+Persistence.swift` (the log: recovery, each
+/// batch's commit before its replies, a failed write answered) and `Broker+Sync.swift` (acknowledgements after an
+/// `fsync`), `Broker+Fleet.swift` (`FOLLOW`, `IMPORT`, `MISSED`, `FLEETSTATS`, what goes out as `EXP`) and
+/// `Broker+Imports.swift` (another host's messages taken in, checked by the `ImportFilter`). This file holds the
+/// state and the dispatch of requests; ``BrokerConfiguration``, ``BrokerStatistics`` and ``BrokerEvent`` are what it
+/// is told, counts and says.
 ///
 /// A publish goes one way through them: ``handle(_:from:)`` → `publish` (Broker+Publish) → its topic in the
-/// ``TopicTable`` → its frame encoded once into the ``DeliveryBatch`` → each subscriber's span of the batch, or its
-/// ``OutboundQueue`` (Broker+Output) → the ``SessionTransport`` at ``flush()``.
+/// ``TopicTable`` → its frame encoded once into the ``DeliveryBatch`` → the sessions `SubscriberRouting` lists → each
+/// subscriber's span of the batch, or its ``OutboundQueue`` (Broker+Output) → the ``SessionTransport`` at ``flush()``;
+/// the topic marked in the `StateJournal`, written before the batch's replies leave.
 ///
-/// ## Data structures
-/// - `topicTable`: topic name -> `TopicState` (sequence, buffered message, counters, cached subscriber list), with
-///   the totals and the limit on topics (``TopicTable``).
-/// - `index`: pattern -> subscriptions (each knows its session and overflow policy), answering which sessions a
-///   topic's messages go to.
-/// - `Session.subscriptions`: session -> subscriptions, the other direction, kept in step with `index` by
-///   `subscribe`, `unsubscribe` and `close` only.
-/// - Each topic caches the sessions its messages go to, so a publish normally costs one hash lookup plus one write
-///   per subscriber. A change to a literal subscription empties that one topic's cache at once; a change to a
-///   wildcard subscription bumps `wildcardGeneration`, and every cache is recomputed from `index` on its topic's
-///   next publish. Closed sessions drop their transport, so a stale cache never keeps a connection alive; the caches
-///   together hold about ``BrokerConfiguration/maxCachedSubscriberEntries`` entries (the last list made may go past
-///   it), and the stale ones are let go when the daemon is idle (``releaseIdleMemory()``).
+/// `Session.subscriptions` (session -> subscriptions) is the other direction of the routing's index, kept in step
+/// with it by `subscribe`, `unsubscribe` and `close` only. Closed sessions drop their transport, so a stale cached
+/// list never keeps a connection alive, and the stale lists are let go when the daemon is idle
+/// (``releaseIdleMemory()``).
 ///
 /// ## Batching and slow subscribers
 /// Frames are written to sessions as work is done and sent by ``flush()``, which the daemon calls once per batch of
