@@ -28,25 +28,21 @@ package final class NATSBridge {
     var exports: FleetTopics
     var imports: FleetTopics
     var connection: NATSConnection?
-    /// The server of ``connection``, or the one being tried.
-    var serverIndex = 0
+    /// Which server of the list is used or tried, and how long until the next attempt.
+    var rotation = ServerRotation()
     /// Bumped whenever a connection ends or the settings change, so that callbacks of an older one do nothing.
     var generation: UInt64 = 0
-    var retryDelay = NATSBridge.firstRetryDelay
     var isStopped = false
     /// Whether exports may go out on the connection: once the stream of latest messages was made (or could not be),
     /// so that the retained messages they carry find it.
     var isReady = false
     /// Whether the stream of latest messages was made or found once (on any connection of the same settings).
     var streamIsKnown = false
-    var connectedAt = NIODeadline.now()
     var sendIsScheduled = false
     /// What the bridge counts for `STATS`.
     var counts = BridgeCounts()
     /// The counters the daemon has, as last sent.
     var lastReported: [ServerStats.Counter]?
-    /// Failed connection attempts since the last success, to log the first of a run and not every one.
-    var failedAttempts = 0
     var overflowReported: UInt64 = 0
     /// An export the outbox had no room for while NATS was taking what it holds: it waits, and the daemon's frames
     /// after it wait unread (``DaemonLink/pauseReading()``), until an acknowledgement makes room.
@@ -101,17 +97,10 @@ package final class NATSBridge {
     var replays: [EventLoopPromise<Void>] = []
     /// Whether catch-up is on but the server has no JetStream: imports are read live, and what is missed is missed.
     var catchUpUnavailable = false
-    /// The last refusal of a login's sentence, while no login has succeeded since.
-    var loginRefused: String?
 
     /// How long retained messages of one topic are coalesced into one write to the stream of latest messages.
     static let latestWindow = TimeAmount.milliseconds(5)
-    static let firstRetryDelay = TimeAmount.milliseconds(100)
     static let keepAliveInterval = TimeAmount.seconds(10)
-    /// A connection that lasted less than this did not end the run of failures: the backoff goes on growing (a
-    /// server that takes connections and drops them must not be hammered).
-    static let stableConnection = TimeAmount.seconds(10)
-    static let longestRetryDelay = TimeAmount.seconds(5)
 
     /// Made on the event loop; call ``start()`` there.
     /// `stateDirectory`: where this host keeps where it stands in the fleet's log (none: in memory only, so a
@@ -223,7 +212,7 @@ package final class NATSBridge {
             link.send(Request(.follow(newer.exports)))
         }
         if reconnects {
-            serverIndex = 0
+            rotation.startOver()
             streamIsKnown = false
             forwarder.hostName = newer.hostName
             drop(connection, reason: "its settings changed")
@@ -339,10 +328,8 @@ package final class NATSBridge {
         // A chunk is one record of the log: within max_payload, with room for the record's own line.
         outbox.largestChunk = max(1, serverMaxPayload - 256)
         counts.connects += 1
-        failedAttempts = 0
-        loginRefused = nil
+        rotation.connected(at: .now())
         catchUpUnavailable = false
-        connectedAt = .now()
         // Only until the stream is known to exist: later connections need not wait for JetStream to answer, but
         // with catch-up each waits until the log is there to keep what it sends.
         isReady = streamIsKnown && settings.catchUpSeconds == 0
@@ -426,15 +413,15 @@ package final class NATSBridge {
 
     func connectFailed(_ server: BridgeSettings.Server, error: any Error, generation: UInt64) {
         guard generation == self.generation, !isStopped else { return }
-        failedAttempts += 1
+        rotation.attemptFailed()
         if let refusal = error as? NATSError, refusal.isAuthorizationFailure {
             loginRefused(by: server, refusal)
-        } else if failedAttempts == 1 || failedAttempts % 100 == 0 {
+        } else if rotation.failureIsWorthLogging {
             logger.log(
                 .natsDisconnected,
                 .warning,
                 "cannot reach NATS at \(server) (\(error)); local publish and subscribe go on, exports wait in the outbox (\(outbox.count) now), trying the servers again",
-                ["nats_server": "\(server)", "attempts": "\(failedAttempts)"]
+                ["nats_server": "\(server)", "attempts": "\(rotation.failedAttempts)"]
             )
         }
         scheduleReconnect()
@@ -448,7 +435,7 @@ package final class NATSBridge {
         self.generation += 1
         outbox.resendUnconfirmed()
         retryWaitingExport()
-        if NIODeadline.now() - connectedAt >= Self.stableConnection { retryDelay = Self.firstRetryDelay }
+        rotation.disconnected(at: .now())
         guard !isStopped else { return }
         if error.isAuthorizationFailure {
             // A user whose JWT expired or was revoked, or a password changed on the server: said as a refused login.
@@ -469,14 +456,14 @@ package final class NATSBridge {
     /// until a login succeeds. The bridge goes on trying, with backoff: the credentials may be fixed by a reload.
     func loginRefused(by server: BridgeSettings.Server, _ error: NATSError) {
         counts.authFailed += 1
-        loginRefused = "NATS LOGIN REFUSED by \(server)"
-        if counts.authFailed == 1 || failedAttempts <= 1 || failedAttempts % 100 == 0 {
+        rotation.refusedLogin(by: server)
+        if counts.authFailed == 1 || rotation.failureIsWorthLogging {
             let login = settings.security.credentials.map { "\($0)" } ?? "no credentials"
             logger.log(
                 .natsAuthFailed,
                 .error,
                 "NATS at \(server) refused the login (\(login)): \(error); local publish and subscribe go on, exports wait in the outbox (\(outbox.count) now); fix the credentials and reload (systemctl reload notifyd-fleet)",
-                ["nats_server": "\(server)", "attempts": "\(failedAttempts)"]
+                ["nats_server": "\(server)", "attempts": "\(rotation.failedAttempts)"]
             )
         }
     }
@@ -493,11 +480,9 @@ package final class NATSBridge {
         connect()
     }
 
-    /// The next server, after a delay that doubles up to ``longestRetryDelay`` while none answers.
+    /// The next server, after a delay that doubles while none answers (``ServerRotation``).
     func scheduleReconnect() {
-        serverIndex += 1
-        let delay = retryDelay
-        retryDelay = min(retryDelay * 2, Self.longestRetryDelay)
+        let delay = rotation.next()
         let generation = self.generation
         eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
             guard generation == self.generation else { return }
@@ -508,7 +493,7 @@ package final class NATSBridge {
     // MARK: Reporting
 
     /// The server of the list being used or tried now.
-    var currentServer: BridgeSettings.Server { settings.servers[serverIndex % settings.servers.count] }
+    var currentServer: BridgeSettings.Server { rotation.current(of: settings.servers) }
 
     /// Whether a server is connected now, and which.
     var connectedServer: BridgeSettings.Server? {
@@ -519,7 +504,7 @@ package final class NATSBridge {
     var counters: [ServerStats.Counter] {
         [
             .init(name: "nats_connected", value: connection == nil ? 0 : 1),
-            .init(name: "nats_server", value: connection == nil ? 0 : UInt64(serverIndex % settings.servers.count + 1)),
+            .init(name: "nats_server", value: connection == nil ? 0 : UInt64(rotation.position(among: settings.servers.count))),
             .init(name: "nats_connects", value: counts.connects),
             .init(name: "nats_auth_failed", value: counts.authFailed),
             .init(name: "nats_exported", value: outbox.confirmed),
@@ -550,7 +535,7 @@ package final class NATSBridge {
 
     /// The service's `STATUS=` line.
     package var statusText: String {
-        let state = !link.isLinked ? "DAEMON NOT LINKED" : connectedServer.map { "NATS \($0)" } ?? loginRefused ?? "NATS unreachable"
+        let state = !link.isLinked ? "DAEMON NOT LINKED" : connectedServer.map { "NATS \($0)" } ?? rotation.loginRefused ?? "NATS unreachable"
         var text = "\(state): \(outbox.confirmed) out, \(counts.forwarded) in, outbox \(outbox.count)"
         if outbox.dropped > 0 { text += ", \(outbox.dropped) NOT SENT (outbox full)" }
         if counts.tooLarge > 0 { text += ", \(counts.tooLarge) NOT SENT (over NATS max_payload)" }
