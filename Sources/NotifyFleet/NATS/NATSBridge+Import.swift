@@ -26,7 +26,7 @@ extension NATSBridge {
     /// A live message: taken in at once when it is the next of its origin (or carries no number), else it waits for
     /// the origin's log.
     func receiveLive(_ message: NATSMessage, subjectPrefix: String) {
-        let topic = importedTopic(of: message.subject, prefix: subjectPrefix)
+        let topic = subjectTopics.topic(of: message.subject, prefix: subjectPrefix)
         guard sequencing else {
             if let topic { forward(message, topic: topic, provenance: forwarder.provenance(of: message), replayed: false, fromStream: false) }
             return
@@ -53,7 +53,7 @@ extension NATSBridge {
     /// message the daemon holds already is a repeat); `fromStream`: read from a stream, where this host's own
     /// messages are too.
     func receive(_ message: NATSMessage, subjectPrefix: String, replayed: Bool, fromStream: Bool? = nil) {
-        guard let topic = importedTopic(of: message.subject, prefix: subjectPrefix) else { return }
+        guard let topic = subjectTopics.topic(of: message.subject, prefix: subjectPrefix) else { return }
         forward(message, topic: topic, provenance: forwarder.provenance(of: message), replayed: replayed, fromStream: fromStream ?? replayed)
     }
 
@@ -68,31 +68,6 @@ extension NATSBridge {
         case .refused(let why):
             noteRefused(topic, why)
         }
-    }
-
-    /// The topic a subject under `prefix` names, when it is one this host takes in; nil otherwise. Checked once per
-    /// distinct subject: a host's messages come under a few subjects again and again, and a topic made and checked
-    /// anew for each was a fifth of what taking one in cost (``subjectTopics``, bounded).
-    func importedTopic(of subject: String, prefix: String) -> Topic? {
-        // The last subject first: the decoder hands the same `String` for a run of one subject, so this compare is
-        // of two pointers, and no hash is computed.
-        if let last = lastSubjectTopic, last.subject == subject { return last.topic }
-        let topic = lookUpTopic(of: subject, prefix: prefix)
-        lastSubjectTopic = (subject, topic)
-        return topic
-    }
-
-    private func lookUpTopic(of subject: String, prefix: String) -> Topic? {
-        if let known = subjectTopics[subject] { return known }
-        var topic: Topic?
-        if subject.utf8.starts(with: prefix.utf8), let name = String(subject.utf8.dropFirst(prefix.utf8.count)),
-            let parsed = try? Topic(name), imports.contains(parsed)
-        {
-            topic = parsed
-        }
-        if subjectTopics.count >= Self.subjectTopicsLimit { subjectTopics.removeAll(keepingCapacity: true) }
-        subjectTopics[subject] = .some(topic)
-        return topic
     }
 
     func noteSameName() {
@@ -242,7 +217,7 @@ extension NATSBridge {
         )
         stopReads()
         guard wasSequencing else { return }
-        // The subscription to every export stays; importedTopic keeps what the patterns select.
+        // The subscription to every export stays; subjectTopics keeps what the patterns select.
         for message in sequencer.takeEverything() {
             receive(message, subjectPrefix: settings.prefix + ".", replayed: false)
         }

@@ -26,7 +26,6 @@ package final class NATSBridge {
     var latestIsScheduled = false
     var encoder: ExportEncoder
     var exports: FleetTopics
-    var imports: FleetTopics
     var connection: NATSConnection?
     /// Which server of the list is used or tried, and how long until the next attempt.
     var rotation = ServerRotation()
@@ -50,12 +49,8 @@ package final class NATSBridge {
     /// What becomes of a message read from NATS: the `IMPORT` that hands it to the daemon, which tells repeats and
     /// checks every claim.
     var forwarder: ImportForwarder
-    /// Subjects read from NATS and the topic each names here (nil: none this host takes in), so that a subject is
-    /// checked once; emptied when the imports or the prefix change, and when it holds ``subjectTopicsLimit``.
-    var subjectTopics: [String: Topic?] = [:]
-    /// The last subject looked up and its topic, asked before ``subjectTopics``.
-    var lastSubjectTopic: (subject: String, topic: Topic?)?
-    static let subjectTopicsLimit = 4_096
+    /// The topic each subject read from NATS names here, checked once per subject against the import patterns.
+    var subjectTopics: SubjectTopicCache
 
     /// The largest message (headers and payload) the server takes, from its `INFO`; NATS's default until one is read.
     var serverMaxPayload = 1 << 20
@@ -114,7 +109,7 @@ package final class NATSBridge {
         self.outbox = ExportOutbox(limit: settings.outboxBytes)
         self.encoder = ExportEncoder(prefix: settings.prefix, hostName: settings.hostName, numbers: settings.catchUpSeconds > 0)
         self.exports = FleetTopics(settings.exports)
-        self.imports = FleetTopics(settings.imports)
+        self.subjectTopics = SubjectTopicCache(imports: FleetTopics(settings.imports))
         self.logSubject = JetStreamLog(settings: settings).subject(of: settings.hostName)
         self.headSubject = JetStreamLog(settings: settings).headSubject(of: settings.hostName)
         self.positionsPath = stateDirectory.map { "\($0)/positions-\(settings.prefix)" }
@@ -203,9 +198,8 @@ package final class NATSBridge {
         }
         encoder.numbers = newer.catchUpSeconds > 0
         exports = FleetTopics(newer.exports)
-        imports = FleetTopics(newer.imports)
-        subjectTopics.removeAll()
-        lastSubjectTopic = nil
+        // Emptied too: a subject's topic depends on the prefix as well.
+        subjectTopics = SubjectTopicCache(imports: FleetTopics(newer.imports))
         if link.exportPatterns != newer.exports {
             // FOLLOW again with the new patterns: at once if linked, else when the link is made.
             link.exportPatterns = newer.exports
