@@ -136,7 +136,7 @@ extension NATSBridge {
         if let catchUpDone { return catchUpDone.futureResult }  // a retry of the latest messages: it runs already
         let promise = eventLoop.makePromise(of: Void.self)
         catchUpDone = promise
-        var start = sequencer.catchUpStart ?? positionStart ?? bounds.last
+        var start = sequencer.catchUpStart ?? positions.start ?? bounds.last
         if start > bounds.last {
             // The log was made anew since: everything in it is newer than where this host stood.
             logger.log(.natsProblem, .notice, "NATS stream \(log.streamName) is newer than this host's positions in it: reading all of it")
@@ -245,7 +245,7 @@ extension NATSBridge {
         guard let host = read.host else {
             reads[read.key] = nil
             catchUpLag = 0
-            positionStart = read.next - 1
+            positions.start = read.next - 1
             let (take, repairs) = sequencer.endCatchUp(through: read.next - 1)
             for message in take { receive(message, subjectPrefix: settings.prefix + ".", replayed: false, fromStream: true) }
             for (host, from) in repairs { startRead(of: host, after: from) }
@@ -331,12 +331,11 @@ extension NATSBridge {
     private func apply(heads: [(String, ExportStamp)]) {
         for (host, head) in heads {
             if sequencer.position(of: host) == nil {
-                let start = OriginPosition(epoch: head.epoch, taken: isFirstJoin ? head.number : 0, logSequence: positionStart ?? 0)
-                guard sequencer.begin(host, at: start) else { continue }
+                guard sequencer.begin(host, at: positions.firstPosition(at: head)) else { continue }
             }
             if let from = sequencer.expect(host, through: head) { startRead(of: host, after: from) }
         }
-        isFirstJoin = false
+        positions.joined()
         schedulePositionSync()
     }
 
@@ -440,41 +439,36 @@ extension NATSBridge {
     // MARK: Where this host stands
 
     /// Asks the daemon to confirm what it was handed, then keeps the positions as of now as confirmed: at most one
-    /// round every ``positionSyncInterval``.
+    /// round every ``PositionKeeper/syncInterval``.
     func schedulePositionSync() {
-        guard !positionSyncIsScheduled else { return }
-        positionSyncIsScheduled = true
-        eventLoop.assumeIsolated().scheduleTask(in: Self.positionSyncInterval) { [weak self] in
+        guard !positions.syncIsScheduled else { return }
+        positions.syncIsScheduled = true
+        eventLoop.assumeIsolated().scheduleTask(in: PositionKeeper.syncInterval) { [weak self] in
             guard let self else { return }
-            positionSyncIsScheduled = false
-            let snapshot = PositionFile(origins: sequencer.positions, start: positionStart ?? 0)
+            positions.syncIsScheduled = false
+            let snapshot = positions.snapshot(of: sequencer.positions)
             link.sync().assumeIsolated().whenSuccess { [weak self] in
                 guard let self else { return }
-                confirmedPositions = snapshot
+                positions.confirm(snapshot)
                 scheduleWritePositions()
             }
         }
     }
 
-    static let positionSyncInterval = TimeAmount.milliseconds(50)
-    static let positionWriteInterval = TimeAmount.seconds(1)
-
-    /// Writes the confirmed positions to the state file, at most once every ``positionWriteInterval``.
+    /// Writes the confirmed positions to the state file, at most once every ``PositionKeeper/writeInterval``.
     func scheduleWritePositions() {
-        guard !positionWriteIsScheduled, positionsPath != nil else { return }
-        positionWriteIsScheduled = true
-        eventLoop.assumeIsolated().scheduleTask(in: Self.positionWriteInterval) { [weak self] in
+        guard positions.mayScheduleWrite else { return }
+        positions.writeIsScheduled = true
+        eventLoop.assumeIsolated().scheduleTask(in: PositionKeeper.writeInterval) { [weak self] in
             guard let self else { return }
-            positionWriteIsScheduled = false
+            positions.writeIsScheduled = false
             writePositions()
         }
     }
 
     func writePositions() {
-        guard let positionsPath, confirmedPositions != writtenPositions else { return }
         do {
-            try confirmedPositions.write(to: positionsPath)
-            writtenPositions = confirmedPositions
+            try positions.write()
         } catch {
             logger.log(.natsProblem, .error, "where this host stands in the fleet's log cannot be kept: \(error); after a restart it would take in again what it has (the daemon drops repeats)")
         }
@@ -483,7 +477,6 @@ extension NATSBridge {
     /// The daemon's link was lost: what it was handed and did not confirm may be lost with it, so this host stands
     /// where the daemon last confirmed, and reads the log from there once linked again.
     func fallBackToConfirmedPositions() {
-        sequencer.restore(confirmedPositions.origins)
-        positionStart = confirmedPositions.start
+        sequencer.restore(positions.fallBack())
     }
 }

@@ -65,17 +65,8 @@ package final class NATSBridge {
     var catchUpTarget: UInt64 = 0
     var catchUpLag: UInt64 = 0
     var catchUpStartedWith: UInt64 = 0
-    /// Where a catch-up starts when no origin is known: where the last one ended.
-    var positionStart: UInt64?
-    /// Where this host stands, as the daemon last confirmed, and as last written to ``positionsPath``.
-    var confirmedPositions = PositionFile()
-    var writtenPositions: PositionFile?
-    /// The state file (`<state-dir>/positions-<prefix>`), if there is a state directory.
-    var positionsPath: String?
-    var positionSyncIsScheduled = false
-    /// Whether this host has never stood anywhere in this log (no state file): it starts at every origin's head.
-    var isFirstJoin = true
-    var positionWriteIsScheduled = false
+    /// Where this host stands in the log as the daemon confirmed it, and the state file that keeps it.
+    var positions: PositionKeeper
     /// Where this host's records go, and where their acknowledgements come.
     var logSubject: String
     /// Where this host's head goes, and the export number it last said.
@@ -112,29 +103,19 @@ package final class NATSBridge {
         self.subjectTopics = SubjectTopicCache(imports: FleetTopics(settings.imports))
         self.logSubject = JetStreamLog(settings: settings).subject(of: settings.hostName)
         self.headSubject = JetStreamLog(settings: settings).headSubject(of: settings.hostName)
-        self.positionsPath = stateDirectory.map { "\($0)/positions-\(settings.prefix)" }
+        self.positions = PositionKeeper(stateDirectory: stateDirectory)
         loadPositions()
     }
 
     /// Reads where this host stood (the state file of the settings' prefix); a file that does not read is said and
     /// left for the next write to replace.
     func loadPositions() {
-        confirmedPositions = PositionFile()
-        positionStart = nil
-        isFirstJoin = true
-        if let positionsPath {
-            do {
-                if let file = try PositionFile.read(positionsPath) {
-                    confirmedPositions = file
-                    positionStart = file.start
-                    isFirstJoin = false
-                }
-            } catch {
-                logger.log(.natsProblem, .error, "\(positionsPath) cannot be used (\(error)): this host starts from the end of the fleet's log, and takes in nothing it missed before")
-            }
+        do {
+            try positions.load(prefix: settings.prefix)
+        } catch {
+            logger.log(.natsProblem, .error, "\(positions.path ?? "") cannot be used (\(error)): this host starts from the end of the fleet's log, and takes in nothing it missed before")
         }
-        writtenPositions = isFirstJoin ? nil : confirmedPositions
-        sequencer.restore(confirmedPositions.origins)
+        sequencer.restore(positions.confirmed.origins)
     }
 
     /// Links to the daemon, and connects to NATS once it is linked (and again after each time it is).
@@ -193,7 +174,6 @@ package final class NATSBridge {
             logSubject = JetStreamLog(settings: newer).subject(of: newer.hostName)
             headSubject = JetStreamLog(settings: newer).headSubject(of: newer.hostName)
             headWritten = 0
-            positionsPath = positionsPath.map { String($0[..<$0.lastIndex(of: "/")!]) + "/positions-\(newer.prefix)" }
             loadPositions()
         }
         encoder.numbers = newer.catchUpSeconds > 0
@@ -217,7 +197,7 @@ package final class NATSBridge {
     /// messages were never confirmed.
     package func stop(grace: TimeAmount) -> EventLoopFuture<Int> {
         // Where this host stands, as the daemon confirms it now: a restart reads the log from there.
-        let snapshot = PositionFile(origins: sequencer.positions, start: positionStart ?? 0)
+        let snapshot = positions.snapshot(of: sequencer.positions)
         guard link.isLinked else { return stopNow(grace: grace) }
         let answered = eventLoop.makePromise(of: Bool.self)
         let isAnswered = NIOLoopBoundBox(false, eventLoop: eventLoop)
@@ -230,7 +210,7 @@ package final class NATSBridge {
         let deadline = eventLoop.assumeIsolated().scheduleTask(in: .seconds(2)) { answer(false) }
         return answered.futureResult.assumeIsolated().flatMap { [self] confirmed in
             deadline.cancel()
-            if confirmed { confirmedPositions = snapshot }
+            if confirmed { positions.confirm(snapshot) }
             return stopNow(grace: grace)
         }.nonisolated()
     }
