@@ -407,6 +407,7 @@ let package = Package(
                 "NATSClient",
                 "NATSTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
         ),

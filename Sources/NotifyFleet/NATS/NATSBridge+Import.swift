@@ -8,7 +8,7 @@ import NotifyProtocol
 extension NATSBridge {
     /// Whether live messages are numbered and checked against the log on this connection: catch-up on, and the log
     /// usable.
-    var sequencing: Bool { settings.catchUpSeconds > 0 && !catchUpUnavailable }
+    var sequencing: Bool { settings.catchUpSeconds > 0 && !logReads.catchUpUnavailable }
 
     /// Subscribes to other hosts' messages as NATS delivers them. With the log, every exported subject
     /// (`<prefix>.>`), since an origin numbers all it exports and a number not seen must be one lost; what the import
@@ -205,9 +205,9 @@ extension NATSBridge {
     /// stream, say): other hosts' messages are read live on this connection, without numbers checked, and said so
     /// once. What waited for the log is taken in as it is.
     func withoutCatchUp(over connection: NATSConnection, because reason: String = "NATS has no JetStream") {
-        guard !catchUpUnavailable else { return }
+        guard !logReads.catchUpUnavailable else { return }
         let wasSequencing = sequencing
-        catchUpUnavailable = true
+        logReads.catchUpUnavailable = true
         encoder.numbers = false
         link.redeliversLostImports = false
         logger.log(

@@ -3,26 +3,6 @@ import NATSClient
 import NIOCore
 import NotifyProtocol
 
-/// A read of the log under way on the current connection: every origin's part of it (catch-up, `host` nil) or one
-/// origin's (a repair), one record per direct get, in the stream's order.
-final class LogRead {
-    let host: String?
-    /// The stream sequence to ask for next: the first record at or after it.
-    var next: UInt64
-    /// When the read last brought something this host lacked: a repair that brings nothing for
-    /// ``NATSBridge/repairPatience`` gives up.
-    var idleSince = NIODeadline.now()
-    var pollDelay = NATSBridge.firstPollDelay
-    var failures = 0
-
-    init(host: String?, next: UInt64) {
-        self.host = host
-        self.next = next
-    }
-
-    var key: String { host ?? "" }
-}
-
 /// The log's two halves: exports appended to it (a record per outbox chunk, confirmed by its acknowledgement), and
 /// reads of it (catch-up after an absence, repair of a gap), with where this host stands kept in its state file.
 extension NATSBridge {
@@ -30,8 +10,6 @@ extension NATSBridge {
     /// record within milliseconds, or seconds while its server changes; past this, what waited is taken in as it is.
     static let repairPatience = TimeAmount.seconds(5)
     static let headPatience = TimeAmount.seconds(2)
-    static let firstPollDelay = TimeAmount.milliseconds(5)
-    static let longestPollDelay = TimeAmount.milliseconds(250)
 
     // MARK: Appending
 
@@ -133,9 +111,9 @@ extension NATSBridge {
         over connection: NATSConnection,
         generation: UInt64
     ) -> EventLoopFuture<Void> {
-        if let catchUpDone { return catchUpDone.futureResult }  // a retry of the latest messages: it runs already
+        // A retry of the latest messages: it runs already.
+        if let running = logReads.catchUpDone { return running.futureResult }
         let promise = eventLoop.makePromise(of: Void.self)
-        catchUpDone = promise
         var start = sequencer.catchUpStart ?? positions.start ?? bounds.last
         if start > bounds.last {
             // The log was made anew since: everything in it is newer than where this host stood.
@@ -144,20 +122,15 @@ extension NATSBridge {
             sequencer.beginCatchUp()
             start = 0
         }
-        catchUpTarget = bounds.last
-        catchUpStartedWith = counts.forwarded
-        let read = LogRead(host: nil, next: start + 1)
-        reads[read.key] = read
+        let read = logReads.beginCatchUp(after: start, through: bounds.last, forwarded: counts.forwarded, done: promise)
         request(read, over: connection, generation: generation)
         return promise.futureResult
     }
 
     /// Starts reading `host`'s part of the log after stream sequence `sequence`: a live message of its waits.
     func startRead(of host: String, after sequence: UInt64) {
-        guard let connection, reads[host] == nil else { return }
+        guard let connection, let read = logReads.beginRepair(of: host, after: sequence) else { return }
         counts.repairs += 1
-        let read = LogRead(host: host, next: sequence + 1)
-        reads[host] = read
         request(read, over: connection, generation: generation)
     }
 
@@ -186,7 +159,7 @@ extension NATSBridge {
         over connection: NATSConnection,
         generation: UInt64
     ) {
-        guard generation == self.generation, reads[read.key] === read else { return }
+        guard generation == self.generation, logReads.isCurrent(read) else { return }
         let record: JetStreamLog.Record
         switch result {
         case .success(let found?):
@@ -198,7 +171,7 @@ extension NATSBridge {
             failed(read, error, log: log, over: connection, generation: generation)
             return
         }
-        read.failures = 0
+        read.answered()
         // A record older than asked for, or of a subject not the log's, is not taken.
         guard record.sequence >= read.next, let host = log.host(of: record.subject) else {
             failed(read, NATSError("the log answered with a record not asked for"), log: log, over: connection, generation: generation)
@@ -210,9 +183,9 @@ extension NATSBridge {
             take(record: record.sequence, of: host, payload: record.payload, read: read)
         }
         if read.host == nil {
-            catchUpLag = catchUpTarget > record.sequence ? catchUpTarget - record.sequence : 0
+            logReads.catchUpRead(through: record.sequence)
         } else if !sequencer.needsMore(host) {
-            reads[read.key] = nil
+            logReads.end(read)
             return
         }
         request(read, over: connection, generation: generation)
@@ -231,8 +204,7 @@ extension NATSBridge {
         let applied = sequencer.apply(record: sequence, of: host, entries: entries)
         if applied.missed > 0 { noteMissed(applied.missed, of: host) }
         guard !applied.take.isEmpty else { return }
-        read.idleSince = .now()
-        read.pollDelay = Self.firstPollDelay
+        read.broughtSomething()
         let before = counts.forwarded
         for message in applied.take { receive(message, subjectPrefix: subjectPrefix, replayed: false, fromStream: true) }
         if read.host == nil { counts.caughtUp += counts.forwarded - before } else { counts.repaired += counts.forwarded - before }
@@ -243,8 +215,7 @@ extension NATSBridge {
     /// little, then takes what waited as it is.
     private func endReached(_ read: LogRead, over connection: NATSConnection, generation: UInt64) {
         guard let host = read.host else {
-            reads[read.key] = nil
-            catchUpLag = 0
+            logReads.end(read)
             positions.start = read.next - 1
             let (take, repairs) = sequencer.endCatchUp(through: read.next - 1)
             for message in take { receive(message, subjectPrefix: settings.prefix + ".", replayed: false, fromStream: true) }
@@ -253,35 +224,33 @@ extension NATSBridge {
             logger.log(
                 .natsConnected,
                 .notice,
-                "caught up with NATS stream \(JetStreamLog(settings: settings).streamName): \(counts.forwarded - catchUpStartedWith) messages of other hosts handed to the daemon"
+                "caught up with NATS stream \(JetStreamLog(settings: settings).streamName): \(counts.forwarded - logReads.forwardedBeforeCatchUp) messages of other hosts handed to the daemon"
             )
             checkHeads(over: connection, generation: generation)
             return
         }
         guard sequencer.needsMore(host) else {
-            reads[read.key] = nil
+            logReads.end(read)
             return
         }
         // A head is written once the log holds what it says, so what is missing then is gone; the short patience
         // is for a leader just elected that has not applied all it holds.
         let patience = sequencer.waitsOnlyForHead(host) ? Self.headPatience : Self.repairPatience
-        if NIODeadline.now() - read.idleSince >= patience {
+        if read.hasWaited(patience) {
             guard let gapEnd = sequencer.gapEnd(host) else {
-                reads[read.key] = nil
+                logReads.end(read)
                 settle(host)
                 return
             }
             // The log holds later records of the origin's but not the gap's: gone for good only if the origin's
             // head says its log held them; else they are on their way (its server changed, and it sends them again).
-            read.idleSince = .now()
+            read.waitAgain()
             checkGap(of: host, before: gapEnd, read: read, over: connection, generation: generation)
             return
         }
         // Its record may be on its way (appended a few milliseconds after the live message): ask again soon.
-        let delay = read.pollDelay
-        read.pollDelay = min(read.pollDelay * 2, Self.longestPollDelay)
-        eventLoop.assumeIsolated().scheduleTask(in: delay) { [weak self] in
-            guard let self, generation == self.generation, reads[read.key] === read else { return }
+        eventLoop.assumeIsolated().scheduleTask(in: read.nextPollDelay()) { [weak self] in
+            guard let self, generation == self.generation, logReads.isCurrent(read) else { return }
             request(read, over: connection, generation: generation)
         }
     }
@@ -342,13 +311,13 @@ extension NATSBridge {
     /// Succeeds the catch-up once no read of the log is under way (or at `deadline`).
     private func whenReadsEnd(before deadline: NIODeadline, generation: UInt64) {
         guard generation == self.generation else { return }
-        guard reads.isEmpty || NIODeadline.now() >= deadline else {
+        guard logReads.isEmpty || NIODeadline.now() >= deadline else {
             eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(10)) { [weak self] in
                 self?.whenReadsEnd(before: deadline, generation: generation)
             }
             return
         }
-        catchUpDone?.succeed(())
+        logReads.catchUpDone?.succeed(())
     }
 
     /// Asks `host`'s head whether the gap before `gapEnd` is final; settles it if so, else reads on.
@@ -362,10 +331,10 @@ extension NATSBridge {
             eventLoop.execute {
                 let bridge = bridge.value
                 let read = boundRead.value
-                guard generation == bridge.generation, bridge.reads[read.key] === read else { return }
+                guard generation == bridge.generation, bridge.logReads.isCurrent(read) else { return }
                 let isFinal = head.map { $0.epoch > gapEnd.epoch || ($0.epoch == gapEnd.epoch && $0.number + 1 >= gapEnd.number) } ?? false
                 if isFinal {
-                    bridge.reads[read.key] = nil
+                    bridge.logReads.end(read)
                     bridge.settle(host)
                 } else {
                     bridge.request(read, over: connection, generation: generation)
@@ -377,20 +346,20 @@ extension NATSBridge {
     /// A direct get failed (a timeout, a stream without direct gets, a server going away): tried again a little
     /// later; a catch-up that fails three times in a row goes on without the log.
     private func failed(_ read: LogRead, _ error: any Error, log: JetStreamLog, over connection: NATSConnection, generation: UInt64) {
-        read.failures += 1
+        read.failed()
         logger.log(.natsProblem, read.failures == 1 ? .warning : .debug, "reading NATS stream \(log.streamName) failed (\(error)); trying again")
-        if read.failures >= 3, read.host == nil {
+        if read.hasFailedTooOften, read.host == nil {
             withoutCatchUp(over: connection, because: "the log cannot be read: \(error)")
-            catchUpDone?.succeed(())
+            logReads.catchUpDone?.succeed(())
             return
         }
-        if read.failures >= 3, let host = read.host {
-            reads[read.key] = nil
+        if read.hasFailedTooOften, let host = read.host {
+            logReads.end(read)
             settle(host)
             return
         }
         eventLoop.assumeIsolated().scheduleTask(in: .seconds(1)) { [weak self] in
-            guard let self, generation == self.generation, reads[read.key] === read else { return }
+            guard let self, generation == self.generation, logReads.isCurrent(read) else { return }
             request(read, over: connection, generation: generation)
         }
     }
@@ -398,11 +367,8 @@ extension NATSBridge {
     /// Lets go of the reads of the log under way, of the catch-up waited for, and of the replays of the latest
     /// messages: the connection is being let go of.
     func stopReads() {
-        reads.removeAll()
-        if let catchUpDone {
-            self.catchUpDone = nil
-            catchUpDone.fail(NATSError("the connection was let go of"))
-        }
+        let catchUp = logReads.stop()
+        catchUp?.fail(NATSError("the connection was let go of"))
         let stopped = replays
         replays.removeAll()
         for replay in stopped { replay.fail(NATSError("the connection was let go of")) }

@@ -57,14 +57,8 @@ package final class NATSBridge {
     var sameNameMessages: UInt64 = 0
     /// Which live messages are taken in at once, and which wait for their origin's log (catch-up on).
     var sequencer = OriginSequencer<NATSMessage>()
-    /// The reads of the log under way on this connection: catch-up (key "") and repairs (key: the origin).
-    var reads: [String: LogRead] = [:]
-    /// Succeeds when this connection's catch-up reaches the log's end.
-    var catchUpDone: EventLoopPromise<Void>?
-    /// The log's last sequence when catch-up started, and the records left to read.
-    var catchUpTarget: UInt64 = 0
-    var catchUpLag: UInt64 = 0
-    var catchUpStartedWith: UInt64 = 0
+    /// The reads of the log under way on this connection, catch-up's and repairs, and how far catch-up is.
+    var logReads = LogReads()
     /// Where this host stands in the log as the daemon confirmed it, and the state file that keeps it.
     var positions: PositionKeeper
     /// Where this host's records go, and where their acknowledgements come.
@@ -81,8 +75,6 @@ package final class NATSBridge {
     /// The replays of the latest messages under way on this connection (done ones too, until it ends): failed when it
     /// is let go of, so that none waits for ever.
     var replays: [EventLoopPromise<Void>] = []
-    /// Whether catch-up is on but the server has no JetStream: imports are read live, and what is missed is missed.
-    var catchUpUnavailable = false
 
     /// How long retained messages of one topic are coalesced into one write to the stream of latest messages.
     static let latestWindow = TimeAmount.milliseconds(5)
@@ -303,7 +295,7 @@ package final class NATSBridge {
         outbox.largestChunk = max(1, serverMaxPayload - 256)
         counts.connects += 1
         rotation.connected(at: .now())
-        catchUpUnavailable = false
+        logReads.catchUpUnavailable = false
         // Only until the stream is known to exist: later connections need not wait for JetStream to answer, but
         // with catch-up each waits until the log is there to keep what it sends.
         isReady = streamIsKnown && settings.catchUpSeconds == 0
@@ -484,7 +476,7 @@ package final class NATSBridge {
             .init(name: "nats_exported", value: outbox.confirmed),
             .init(name: "nats_forwarded", value: counts.forwarded),
             .init(name: "nats_caught_up", value: counts.caughtUp),
-            .init(name: "nats_catch_up_lag", value: catchUpLag),
+            .init(name: "nats_catch_up_lag", value: logReads.catchUpLag),
             .init(name: "nats_catch_up_missed", value: counts.catchUpMissed),
             .init(name: "nats_repairs", value: counts.repairs),
             .init(name: "nats_repaired", value: counts.repaired),
