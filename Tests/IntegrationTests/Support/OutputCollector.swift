@@ -63,8 +63,11 @@ final class OutputCollector: Sendable {
         continuation.yield()  // check what is there already
         try await withDeadline(timeout, waitingFor: what) {
             for await _ in updates {
+                // Closed first, then the text: it may close between a look at the text and one at whether it is
+                // closed, and nothing comes after the close, so the text read after it is the last word.
+                let closed = self.isClosed
                 if condition(self.text) { return }
-                if self.isClosed { throw TestFailure("the output closed before \(what); it was:\n\(self.text)") }
+                if closed { throw TestFailure("the output closed before \(what); it was:\n\(self.text)") }
             }
         }
     }
