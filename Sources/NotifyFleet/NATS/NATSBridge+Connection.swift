@@ -61,7 +61,7 @@ extension NATSBridge {
             sequencer.beginCatchUp()
             subscribeAcknowledgements(over: connection, generation: generation)
             subscribeHeads(over: connection, generation: generation)
-            lastAcknowledgement = .now()
+            ownLog.acknowledgementWaitStarts()
             watchAcknowledgements(generation: generation)
         }
         subscribeLive(over: connection)
@@ -85,22 +85,19 @@ extension NATSBridge {
         keepAlive(generation: generation)
     }
 
-    /// Records not acknowledged within ``acknowledgementDeadline`` are sent again on the same connection: a stream
-    /// whose leader died answers nothing for them, and other hosts wait for them to fill their gaps.
+    /// Records not acknowledged within ``OwnLog/acknowledgementDeadline`` are sent again on the same connection: a
+    /// stream whose leader died answers nothing for them, and other hosts wait for them to fill their gaps.
     func watchAcknowledgements(generation: UInt64) {
         eventLoop.assumeIsolated().scheduleTask(in: .seconds(1)) { [weak self] in
             guard let self, generation == self.generation, connection != nil, sequencing else { return }
-            if outbox.hasUnconfirmedSent, NIODeadline.now() - lastAcknowledgement > Self.acknowledgementDeadline {
+            if outbox.hasUnconfirmedSent, ownLog.resendIsDue() {
                 counts.resentRecords += 1
-                lastAcknowledgement = .now()
                 outbox.resendUnconfirmed()
                 scheduleSend()
             }
             watchAcknowledgements(generation: generation)
         }
     }
-
-    static let acknowledgementDeadline = TimeAmount.seconds(2)
 
     static let keepAliveInterval = TimeAmount.seconds(10)
 
@@ -112,7 +109,7 @@ extension NATSBridge {
             guard let self, generation == self.generation, let connection = self.connection else { return }
             // Records sent and not acknowledged for as long: the stream is not storing them (its leader lost, say);
             // another connection sends them again.
-            if sequencing, outbox.hasUnconfirmedSent, NIODeadline.now() - lastAcknowledgement > Self.keepAliveInterval {
+            if sequencing, outbox.hasUnconfirmedSent, ownLog.hasWaited(longerThan: Self.keepAliveInterval) {
                 logger.log(.natsProblem, .warning, "NATS did not acknowledge this host's log records for \(Self.keepAliveInterval.nanoseconds / 1_000_000_000) s: reconnecting, and sending them again")
                 connection.closeNow()
                 return

@@ -116,7 +116,7 @@ extension NATSBridge {
         var wrote = false
         let logged = sequencing
         // The wait for an acknowledgement starts with the first record outstanding.
-        if logged, !outbox.hasUnconfirmedSent { lastAcknowledgement = .now() }
+        if logged, !outbox.hasUnconfirmedSent { ownLog.acknowledgementWaitStarts() }
         while connection.isWritable, let chunk = outbox.nextUnsent() {
             connection.write(chunk)
             if logged { writeRecord(chunk, number: outbox.lastSentNumber, over: connection) }

@@ -192,8 +192,7 @@ extension NATSBridge {
 
     /// The stream an earlier version read every export from is still there: said once per start, with what to do.
     func noteEarlierStream(_ log: JetStreamLog) {
-        guard !earlierStreamNoted else { return }
-        earlierStreamNoted = true
+        guard ownLog.earlierStreamIsWorthLogging() else { return }
         logger.log(
             .natsProblem,
             .warning,

@@ -15,7 +15,7 @@ extension NATSBridge {
 
     /// Subscribes to the acknowledgements of this connection's records.
     func subscribeAcknowledgements(over connection: NATSConnection, generation: UInt64) {
-        connection.subscribe(to: logInbox + ".*") { [weak self] reply in
+        connection.subscribe(to: ownLog.acknowledgements) { [weak self] reply in
             guard let self, generation == self.generation else { return }
             acknowledged(reply, connection: connection)
         }
@@ -24,17 +24,7 @@ extension NATSBridge {
     /// Writes the record of outbox chunk `number`: the chunk itself as one message of `<prefix>_log.<host>`, its
     /// acknowledgement asked for at `<inbox>.<number>`.
     func writeRecord(_ chunk: ByteBuffer, number: UInt64, over connection: NATSConnection) {
-        var head = ByteBuffer()
-        head.writeStaticString("PUB ")
-        head.writeString(logSubject)
-        head.writeStaticString(" ")
-        head.writeString(logInbox)
-        head.writeStaticString(".")
-        head.writeDecimal(number)
-        head.writeStaticString(" ")
-        head.writeDecimal(UInt64(chunk.readableBytes))
-        head.writeStaticString("\r\n")
-        connection.write(head)
+        connection.write(ownLog.recordLine(number: number, size: chunk.readableBytes))
         connection.write(chunk)
         connection.write(ByteBuffer(staticString: "\r\n"))
     }
@@ -43,9 +33,7 @@ extension NATSBridge {
     /// leader, no stream for the subject) means the record may not be stored: the connection is let go of, and what
     /// is unconfirmed goes again on the next.
     func acknowledged(_ reply: NATSMessage, connection: NATSConnection) {
-        guard let dot = reply.subject.utf8.lastIndex(of: UInt8(ascii: ".")),
-            let number = UInt64(Substring(reply.subject.utf8[reply.subject.utf8.index(after: dot)...]))
-        else { return }
+        guard let number = OwnLog.recordNumber(acknowledgedAt: reply.subject) else { return }
         let json = String(buffer: reply.payload)
         guard reply.headers?.status == nil, !json.contains(#""error""#), let sequence = JSONScan.integer("seq", in: json), sequence > 0,
             JSONScan.string("stream", in: json) == JetStreamLog.streamName(prefix: settings.prefix, suffix: "_log")
@@ -59,32 +47,27 @@ extension NATSBridge {
             connection.closeNow()
             return
         }
-        lastAcknowledgement = .now()
+        ownLog.acknowledgementWaitStarts()
         encoder.logSequence = max(encoder.logSequence, UInt64(sequence))
         outbox.acknowledge(number)
-        if outbox.confirmedTag > headWritten { scheduleHead() }
+        scheduleHead()
         retryWaitingExport()
     }
 
-    /// Writes this host's head (the last export number its log acknowledged) within ``headInterval``, unless a write
-    /// is due already: one stored message per interval, however many records.
+    /// Writes this host's head (the last export number its log acknowledged) within ``OwnLog/headInterval``, if it
+    /// says less and no write is due already: one stored message per interval, however many records.
     func scheduleHead() {
-        guard !headIsScheduled else { return }
-        headIsScheduled = true
-        eventLoop.assumeIsolated().scheduleTask(in: Self.headInterval) { [weak self] in
+        guard ownLog.headWriteIsDue(acknowledged: outbox.confirmedTag) else { return }
+        eventLoop.assumeIsolated().scheduleTask(in: OwnLog.headInterval) { [weak self] in
             guard let self else { return }
-            headIsScheduled = false
+            ownLog.scheduledHeadWriteRuns()
             writeHead()
         }
     }
 
-    static let headInterval = TimeAmount.milliseconds(200)
-
     func writeHead() {
-        guard let connection, sequencing, outbox.confirmedTag > headWritten else { return }
-        let head = ExportStamp(epoch: encoder.epoch, number: outbox.confirmedTag)
-        connection.sendNow([.publish(subject: headSubject, replyTo: nil, headers: nil, payload: ByteBuffer(string: head.description))])
-        headWritten = outbox.confirmedTag
+        guard let connection, sequencing, let head = ownLog.head(epoch: encoder.epoch, acknowledged: outbox.confirmedTag) else { return }
+        connection.sendNow([.publish(subject: ownLog.headSubject, replyTo: nil, headers: nil, payload: ByteBuffer(string: head.description))])
     }
 
     /// Subscribes to the other hosts' heads as they are written: a head past where this host stands is a gap the
@@ -391,9 +374,7 @@ extension NATSBridge {
     /// Live messages the log never confirmed: counted, and said now and then (a forger's numbers, or an origin
     /// whose log cannot be written).
     func noteUnconfirmed(_ count: Int, of host: String) {
-        guard count > 0 else { return }
-        unconfirmedNoted += 1
-        guard unconfirmedNoted == 1 || unconfirmedNoted % 100 == 0 else { return }
+        guard ownLog.unconfirmedAreWorthLogging(count) else { return }
         logger.log(
             .natsProblem,
             .warning,

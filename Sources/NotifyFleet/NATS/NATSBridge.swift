@@ -26,6 +26,7 @@ import NotifyProtocol
 /// Its state, in values that keep their own books and are tested without a socket (`BridgeState/`):
 /// ``ServerRotation`` (which server, how long to wait before it), ``LogReads`` and ``LogRead`` (the reads of the log
 /// under way, catch-up's progress), ``PositionKeeper`` (where this host stands, and its state file),
+/// ``OwnLog`` (where this host's records and head go, what the head said, the wait for acknowledgements),
 /// ``SubjectTopicCache`` (which topic a subject names here), ``BridgeCounts`` (what `STATS` counts). What crosses is
 /// shaped in `Crossing/`: ``ExportEncoder``, ``ExportOutbox`` and ``LatestCoalescer`` on the way out,
 /// ``ImportForwarder`` and ``OriginSequencer`` on the way in. The bridge wires them together and schedules.
@@ -83,17 +84,9 @@ package final class NATSBridge {
     var logReads = LogReads()
     /// Where this host stands in the log as the daemon confirmed it, and the state file that keeps it.
     var positions: PositionKeeper
-    /// Where this host's records go, and where their acknowledgements come.
-    var logSubject: String
-    /// Where this host's head goes, and the export number it last said.
-    var headSubject: String
-    var headWritten: UInt64 = 0
-    var headIsScheduled = false
-    let logInbox = "_INBOX.\(UInt64.random(in: 1...UInt64.max)).log"
-    /// When a record was last acknowledged.
-    var lastAcknowledgement = NIODeadline.now()
-    var earlierStreamNoted = false
-    var unconfirmedNoted: UInt64 = 0
+    /// This host's records in the log and its head: where they go, what the head last said, the wait for
+    /// acknowledgements.
+    var ownLog: OwnLog
     /// The replays of the latest messages under way on this connection (done ones too, until it ends): failed when it
     /// is let go of, so that none waits for ever.
     var replays: [EventLoopPromise<Void>] = []
@@ -114,8 +107,7 @@ package final class NATSBridge {
         self.encoder = ExportEncoder(prefix: settings.prefix, hostName: settings.hostName, numbers: settings.catchUpSeconds > 0)
         self.exports = FleetTopics(settings.exports)
         self.subjectTopics = SubjectTopicCache(imports: FleetTopics(settings.imports))
-        self.logSubject = JetStreamLog(settings: settings).subject(of: settings.hostName)
-        self.headSubject = JetStreamLog(settings: settings).headSubject(of: settings.hostName)
+        self.ownLog = OwnLog(settings: settings)
         self.positions = PositionKeeper(stateDirectory: stateDirectory)
         loadPositions()
     }
@@ -184,9 +176,7 @@ package final class NATSBridge {
             // Another log, or another origin in it: numbers start again under a new epoch.
             writePositions()
             encoder = ExportEncoder(prefix: newer.prefix, hostName: newer.hostName, numbers: newer.catchUpSeconds > 0)
-            logSubject = JetStreamLog(settings: newer).subject(of: newer.hostName)
-            headSubject = JetStreamLog(settings: newer).headSubject(of: newer.hostName)
-            headWritten = 0
+            ownLog.moved(to: newer)
             loadPositions()
         }
         encoder.numbers = newer.catchUpSeconds > 0
