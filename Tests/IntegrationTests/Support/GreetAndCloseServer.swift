@@ -32,6 +32,10 @@ final class GreetAndCloseServer: Sendable {
                 return
             }
             accepted.withLock { $0.append(.now) }
+            // A client that connects and says nothing must not hold the one thread that accepts: after 2 s without a
+            // byte the read gives up and the connection is closed like any other.
+            var patience = timeval(tv_sec: 2, tv_usec: 0)
+            _ = setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &patience, socklen_t(MemoryLayout<timeval>.size))
             let hello = Array("HELLO notifyd 5 max_payload=1048576 max_topic=255 max_line=1024\n".utf8)
             _ = hello.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
             // The first request line, answered with its id.
@@ -49,8 +53,13 @@ final class GreetAndCloseServer: Sendable {
 
     /// Waits until `count` connections came.
     func waitForConnections(_ count: Int, deadline: Duration = .seconds(30)) async throws {
-        try await withDeadline(deadline, waitingFor: "\(count) connections to the greet-and-close server") {
-            while self.connections.count < count { try await Task.sleep(for: .milliseconds(5)) }
+        do {
+            try await withDeadline(deadline, waitingFor: "\(count) connections to the greet-and-close server") {
+                while self.connections.count < count { try await Task.sleep(for: .milliseconds(5)) }
+            }
+        } catch {
+            // How far it got says whether the client stopped reconnecting or never began.
+            throw TestFailure("\(error); \(connections.count) came, at \(connections.map { $0 - connections[0] })")
         }
     }
 
