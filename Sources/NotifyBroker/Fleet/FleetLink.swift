@@ -28,9 +28,10 @@ final class FleetLink {
     /// The fleet service's own counters, as it last reported them (`FLEETSTATS`).
     var reported: [ServerStats.Counter] = []
     /// The last import's host and unit, and the unit field made of them: consecutive imports usually share it.
-    var lastImportUnit: (host: String, unit: String?, field: String)?
+    /// (Read and set per imported message: unchecked, as the broker's own per-message state is.)
+    @exclusivity(unchecked) var lastImportUnit: (host: String, unit: String?, field: String)?
     /// Why the importer's last publish was refused, for ``Broker/publishImported(_:through:)`` to say.
-    var lastImportRefusal: ProtocolError?
+    @exclusivity(unchecked) var lastImportRefusal: ProtocolError?
     /// Messages of other hosts lost before this daemon could take them in (the fleet's log no longer kept them),
     /// and when the last such loss was found: told to subscribers that resume from before it.
     var missedImports: UInt64?
