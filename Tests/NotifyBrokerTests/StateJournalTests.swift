@@ -47,7 +47,7 @@ struct StateJournalTests {
             let cleared = try Self.topic("cleared", retaining: "old", sequence: 4)
             journal.markUnsaved(kept)
             journal.markUnsaved(cleared)
-            journal.appendMarked(to: log)
+            journal.appendMarked()
             kept.retainInBlock(StateLogTests.frame("kept", 2, "second").withUnsafeReadableBytes {
                 RetainedMessage.make(frame: $0, payloadSize: 6, sequence: 2, owner: UserAccount(uid: 1))
             })
@@ -55,7 +55,7 @@ struct StateJournalTests {
             cleared.dropRetained()
             journal.markUnsaved(kept)
             journal.markUnsaved(cleared)
-            journal.appendMarked(to: log)
+            journal.appendMarked()
             #expect(journal.unsavedTopics.isEmpty && !kept.isUnsaved && !cleared.isUnsaved)
             try log.commit()
         }
@@ -88,7 +88,7 @@ struct StateJournalTests {
             let state = try Self.topic("a", retaining: "latest", sequence: 9)
             table.restore(state)
             journal.markUnsaved(state)
-            try journal.compact(log, topics: table)
+            try journal.compact(topics: table)
             #expect(journal.unsavedTopics.isEmpty && !state.isUnsaved && state.persistedSequence == 9)
         }
         let contents = try StateLog.open(directory: directory.path).1

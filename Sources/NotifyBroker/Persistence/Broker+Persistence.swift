@@ -63,9 +63,9 @@ extension Broker {
     public func saveState() throws {
         guard let stateLog = journal.log else { return }
         settleHistory()
-        journal.appendMarked(to: stateLog)
+        journal.appendMarked()
         try stateLog.commit()
-        try compactState(stateLog)
+        try compactState()
     }
 
     /// Rewrites the state log now if it could not be written and its pause has passed (see
@@ -96,16 +96,16 @@ extension Broker {
         do {
             if journal.health.needsRewrite {
                 guard journal.health.mayRewrite(now: now) else { return .failed }
-                try compactState(stateLog)
+                try compactState()
                 journal.health.rewritten()
                 onEvent?(.stateSavedAgain)
             } else {
-                journal.appendMarked(to: stateLog)
+                journal.appendMarked()
                 let syncDue = try stateLog.write()
                 stateLog.setLiveSize(topicTable.retainedFrameBytes + topicTable.count * 48 + historyLedger.frameBytes)
                 // A compaction writes and syncs a whole new log: what this batch wrote is durable with it.
                 if stateLog.wantsCompaction {
-                    try compactState(stateLog)
+                    try compactState()
                 } else if syncDue {
                     if stateSyncer != nil { return .syncing }
                     try stateLog.sync()
@@ -175,10 +175,10 @@ extension Broker {
         sessionsAwaitingCommit.append(session)
     }
 
-    /// Rewrites the state log as the exact state now, compacted (see ``StateJournal/compact(_:topics:)``).
-    func compactState(_ log: StateLog) throws {
+    /// Rewrites the state log as the exact state now, compacted (see ``StateJournal/compact(topics:)``).
+    func compactState() throws {
         settleHistory()
-        try journal.compact(log, topics: topicTable)
+        try journal.compact(topics: topicTable)
     }
 
     /// The `ERR storage` for a change the state log must hold, while the log cannot be written: `consequence` says

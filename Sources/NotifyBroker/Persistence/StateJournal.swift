@@ -40,14 +40,15 @@ struct StateJournal {
         }
     }
 
-    /// Appends to `log` the final state of each topic marked in this batch: first what each history kept and still
+    /// Appends to the log the final state of each topic marked in this batch: first what each history kept and still
     /// holds (and the number of each topic's last message if its history skipped it), then each changed buffered
     /// message, as a mark on its history's record when that record is in the log already.
     ///
     /// Every message a history keeps is in the log before anyone is sent it, and after a crash the topic goes on
     /// from its last number exactly, with no gap a resuming subscriber would be told of for nothing. What a history
     /// let go of within the batch is not logged at all. The broker settles its pending history first.
-    mutating func appendMarked(to log: StateLog) {
+    mutating func appendMarked() {
+        guard let log else { return }
         appendUnloggedHistories(to: log)
         for state in unsavedTopics {
             state.isUnsaved = false
@@ -84,9 +85,10 @@ struct StateJournal {
         unloggedHistories.removeAll(keepingCapacity: true)
     }
 
-    /// Rewrites `log` as the exact state of `topics`, compacted: what was marked is in it, so the marks are dropped.
+    /// Rewrites the log as the exact state of `topics`, compacted: what was marked is in it, so the marks are dropped.
     /// The broker settles its pending history first.
-    mutating func compact(_ log: StateLog, topics: TopicTable) throws {
+    mutating func compact(topics: TopicTable) throws {
+        guard let log else { return }
         for state in unsavedTopics { state.isUnsaved = false }
         unsavedTopics.removeAll(keepingCapacity: true)
         for state in unloggedHistories { state.historyIsUnlogged = false }
