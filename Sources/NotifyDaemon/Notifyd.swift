@@ -51,7 +51,7 @@ struct Notifyd: AsyncParsableCommand {
 
             SEVERAL HOSTS: the fleet service, notifyd-fleet, a client of this daemon, shares topics with other \
             hosts through NATS (its own unit, user and network). Only --fleet-user (fleet-user in the file; by \
-            default the system user notifyd-fleet, if there is one) may follow this host's publishes out and publish \
+            default the system user notifyd-fleet, if /etc/passwd lists it) may follow this host's publishes out and publish \
             other hosts' messages here; the daemon checks every claim of theirs, and `notify stats` shows the fleet's \
             counters. The [nats] section of this file is the fleet service's. See docs/federation.md.
 
@@ -234,7 +234,7 @@ struct Notifyd: AsyncParsableCommand {
     @Option(
         name: .customLong("fleet-user"),
         help: ArgumentHelp(
-            "The user of the fleet service (notifyd-fleet), the only one whose connections may follow this host's messages out and bring other hosts' in: a name, a uid, or none (default: the user notifyd-fleet, if there is one).",
+            "The user of the fleet service (notifyd-fleet), the only one whose connections may follow this host's messages out and bring other hosts' in: a name, a uid, or none (default: the user notifyd-fleet, if /etc/passwd lists it).",
             valueName: "user"
         )
     )

@@ -33,12 +33,19 @@ struct DaemonSettingsTests {
     func fleetUser() async throws {
         let users = ["notifyd-fleet": UInt32(998), "fleet": 1001]
         let problem = { (text: String) in ConfigurationError(path: "f", line: 3, problem: text) }
-        #expect(try DaemonSettings.fleetUID(nil, resolve: { users[$0] }, problem: problem) == 998)
-        #expect(try DaemonSettings.fleetUID(nil, resolve: { _ in nil }, problem: problem) == nil, "no such user: no fleet")
-        #expect(try DaemonSettings.fleetUID("fleet", resolve: { users[$0] }, problem: problem) == 1001)
-        #expect(try DaemonSettings.fleetUID("4242", resolve: { users[$0] }, problem: problem) == 4242)
-        #expect(try DaemonSettings.fleetUID("none", resolve: { users[$0] }, problem: problem) == nil)
-        #expect(throws: ConfigurationError.self) { try DaemonSettings.fleetUID("nosuchuser", resolve: { users[$0] }, problem: problem) }
+        let nobody: (String) -> UInt32? = { _ in nil }
+        #expect(try DaemonSettings.fleetUID(nil, resolve: nobody, resolvePackaged: { users[$0] }, problem: problem) == 998)
+        #expect(
+            try DaemonSettings.fleetUID(nil, resolve: { users[$0] }, resolvePackaged: nobody, problem: problem) == nil,
+            "not set: only the packaged user's entry counts (NSS is not asked), and without it there is no fleet"
+        )
+        #expect(try DaemonSettings.fleetUID("fleet", resolve: { users[$0] }, resolvePackaged: nobody, problem: problem) == 1001)
+        #expect(try DaemonSettings.fleetUID("notifyd-fleet", resolve: { users[$0] }, resolvePackaged: nobody, problem: problem) == 998, "named: asked of NSS")
+        #expect(try DaemonSettings.fleetUID("4242", resolve: { users[$0] }, resolvePackaged: nobody, problem: problem) == 4242)
+        #expect(try DaemonSettings.fleetUID("none", resolve: { users[$0] }, resolvePackaged: { users[$0] }, problem: problem) == nil)
+        #expect(throws: ConfigurationError.self) {
+            try DaemonSettings.fleetUID("nosuchuser", resolve: { users[$0] }, resolvePackaged: { users[$0] }, problem: problem)
+        }
         let file = File("fleet-user = 4243\n")
         #expect(try await DaemonSettings.load(overrides: Self.none, configurationFile: file.path).broker.fleetUID == 4243)
         var overrides = Self.none

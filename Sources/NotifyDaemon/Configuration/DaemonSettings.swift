@@ -285,22 +285,26 @@ struct DaemonSettings: Sendable, Equatable {
         for (pattern, entry) in file?.entries(in: "history") ?? [] {
             broker.historyRules.append(try DaemonSettings.historyRule(pattern, entry.text, path: path, line: entry.line))
         }
-        broker.fleetUID = try DaemonSettings.fleetUID(reader.string(forKey: "fleet-user"), resolve: AccessRule.NameResolver.system.uid) {
-            problem("fleet-user", $0)
-        }
+        broker.fleetUID = try DaemonSettings.fleetUID(
+            reader.string(forKey: "fleet-user"),
+            resolve: AccessRule.NameResolver.system.uid,
+            resolvePackaged: { PasswordFile.uid(of: $0) }
+        ) { problem("fleet-user", $0) }
     }
 
     /// The system user the packaged fleet service runs as: the fleet user when `fleet-user` is not set and it exists.
     static let packagedFleetUser = "notifyd-fleet"
 
-    /// The uid that `fleet-user` names (a user name or a number), or ``packagedFleetUser``'s when it is not set
-    /// and that user exists; nil for no fleet (`fleet-user = none`, or not set and no such user).
+    /// The uid that `fleet-user` names (a user name through `resolve`, or a number), or ``packagedFleetUser``'s
+    /// when it is not set and `resolvePackaged` finds that user (the daemon looks in `/etc/passwd`, where the package
+    /// makes it: ``PasswordFile``); nil for no fleet (`fleet-user = none`, or not set and no such user).
     static func fleetUID(
         _ text: String?,
         resolve: (String) -> UInt32?,
+        resolvePackaged: (String) -> UInt32?,
         problem: (String) -> ConfigurationError
     ) throws -> UInt32? {
-        guard let text else { return resolve(packagedFleetUser) }
+        guard let text else { return resolvePackaged(packagedFleetUser) }
         if text == "none" { return nil }
         if let number = UInt32(text) { return number }
         guard let uid = resolve(text) else {
