@@ -46,7 +46,8 @@ enum PasswordFile {
         guard file >= 0 else { return nil }
         defer { POSIX.close(file) }
         var contents: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        // Small: what the daemon's heap takes for it at start stays its for good.
+        var chunk = [UInt8](repeating: 0, count: 4 << 10)
         while true {
             let count = chunk.withUnsafeMutableBytes { POSIX.read(file, $0.baseAddress!, $0.count) }
             if count < 0 {
