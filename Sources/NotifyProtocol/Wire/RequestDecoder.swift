@@ -141,8 +141,9 @@ struct RequestParser {
         case emptyLine(consumed: Int)
         case request(Request, consumed: Int)
         case publish(id: UInt64?, topic: Topic, options: PublishOptions, payloadOffset: Int, size: Int, consumed: Int)
-        /// An `IMPORT`: the request, whose payload is at `payloadOffset`, `size` bytes.
-        case importMessage(id: UInt64?, FleetImport, payloadOffset: Int, size: Int, consumed: Int)
+        /// An `IMPORT`: the request, whose payload is at `payloadOffset`, `size` bytes. Boxed, so that every step
+        /// of the parser, a `PUB`'s too, is not the size of an import (see ``Command/importMessage(_:)``).
+        indirect case importMessage(id: UInt64?, FleetImport, payloadOffset: Int, size: Int, consumed: Int)
         case failure(ProtocolError, consumed: Int, payloadToSkip: Int)
     }
 
