@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# latency-pairs.sh - two builds of notifyd through the anchors harness's latency case, alternated in one run, so that
-# a change in the tail is read from runs side by side on a shared, noisy machine, never from runs of different hours.
+# latency-pairs.sh - two to four builds of notifyd through the anchors harness's latency case, alternated in one run,
+# so that a change in the tail is read from runs side by side on a shared, noisy machine, never from runs of
+# different hours.
 #
-#   A=DIR B=DIR [REPS=5] [LAT_MSGS=20000] [PLACES="same any"] [SIZES="16 1024"] Benchmarks/Anchors/latency-pairs.sh
+#   A=DIR B=DIR [C=DIR] [D=DIR] [REPS=5] [LAT_MSGS=20000] [PLACES="same any"] [SIZES="16 1024"] \
+#       Benchmarks/Anchors/latency-pairs.sh
 #   A=/tmp/old/bin B=.build/release Benchmarks/Anchors/latency-pairs.sh
 #
-# DIR holds a notifyd. Both daemons run at once, each on a socket and state directory of its own with its defaults,
-# started as harness/servers.sh starts notifyd. Each round measures, for each payload size and placement, A then B
-# (B then A in every other round): the harness's `bench latency` (stamp, publish, wait until delivered, repeat),
-# placed as phase_latency places it: `same` pins the daemon and the bench to CPU 0 (no wake-up crosses CPUs), `any`
-# pins nothing, `split` puts the daemon on CPU 1 and the bench on CPU 0. Prints the median p50 and p99 (µs) of each
-# build and their ratio B / A, with each round's figures; writes the raw RESULT lines to $RUN/pairs.txt.
+# DIR holds a notifyd (or a script that execs one: Benchmarks/Anchors/probes). The daemons run at once, each on a
+# socket and state directory of its own with its defaults, started as harness/servers.sh starts notifyd. Each round
+# measures, for each payload size and placement, every build in turn (in the reverse order in every other round):
+# the harness's `bench latency` (stamp, publish, wait until delivered, repeat), placed as phase_latency places it:
+# `same` pins the daemon and the bench to CPU 0 (no wake-up crosses CPUs), `any` pins nothing, `split` puts the
+# daemon on CPU 1 and the bench on CPU 0. Prints each build's median p50 and p99 (µs), its ratios to A's, each
+# round's p99 and the daemon's CPU time per message; writes the raw RESULT lines to $RUN/pairs.txt.
 #
 # Environment: WORK (where bench is built, default /tmp/notifyd-latency-pairs/build), RUN (sockets, logs, raw
 # results, default /tmp/notifyd-latency-pairs/run). Needs cc and make (harness/Makefile).
@@ -21,10 +24,15 @@ WORK=${WORK:-/tmp/notifyd-latency-pairs/build}
 RUN=${RUN:-/tmp/notifyd-latency-pairs/run}
 REPS=${REPS:-5}
 LAT_MSGS=${LAT_MSGS:-20000}
+# Messages sent before the recorded ones: the daemon's CPU time counts them too.
+WARMUP=1000
 PLACES=${PLACES:-"same any"}
 SIZES=${SIZES:-"16 1024"}
 
-for dir in "$A" "$B"; do [ -x "$dir/notifyd" ] || { echo "latency-pairs: no $dir/notifyd" >&2; exit 1; }; done
+declare -A DIR=([A]=$A [B]=$B)
+NAMES=(A B)
+for name in C D; do [ -n "${!name:-}" ] && { DIR[$name]=${!name}; NAMES+=("$name"); }; done
+for name in "${NAMES[@]}"; do [ -x "${DIR[$name]}/notifyd" ] || { echo "latency-pairs: no ${DIR[$name]}/notifyd" >&2; exit 1; }; done
 rm -rf "$RUN"
 mkdir -p "$RUN" "$WORK"
 make -s -C "$HERE/harness" OUT="$WORK"
@@ -42,8 +50,7 @@ start() { # start NAME DIR
 }
 stop() { for name in "${!PID[@]}"; do kill "${PID[$name]}" 2>/dev/null || true; wait "${PID[$name]}" 2>/dev/null || true; done; }
 trap stop EXIT
-start A "$A"
-start B "$B"
+for name in "${NAMES[@]}"; do start "$name" "${DIR[$name]}"; done
 all=0-$(($(nproc) - 1))
 
 measure() { # measure NAME SIZE PLACE ROUND
@@ -53,13 +60,14 @@ measure() { # measure NAME SIZE PLACE ROUND
 	same) taskset -a -p -c 0 "${PID[$name]}" >/dev/null; pin=(taskset -c 0) ;;
 	split) taskset -a -p -c 1 "${PID[$name]}" >/dev/null; pin=(taskset -c 0) ;;
 	esac
-	"${pin[@]}" "$BENCH" latency -P notifyd -a "unix:${SOCK[$name]}" -n "$LAT_MSGS" -s "$size" -p "${PID[$name]}" |
+	"${pin[@]}" "$BENCH" latency -P notifyd -a "unix:${SOCK[$name]}" -n "$LAT_MSGS" -W "$WARMUP" -s "$size" -p "${PID[$name]}" |
 		grep '^RESULT' | sed "s/^RESULT /RESULT build=$name place=$place round=$round /" >>"$RUN/pairs.txt"
 	taskset -a -p -c "$all" "${PID[$name]}" >/dev/null
 }
 
 for round in $(seq "$REPS"); do
-	if ((round % 2)); then order=(A B); else order=(B A); fi
+	order=("${NAMES[@]}")
+	((round % 2)) || order=($(printf '%s\n' "${NAMES[@]}" | tac))
 	for size in $SIZES; do
 		for place in $PLACES; do
 			for name in "${order[@]}"; do measure "$name" "$size" "$place" "$round"; done
@@ -68,22 +76,29 @@ for round in $(seq "$REPS"); do
 	echo "round $round of $REPS done" >&2
 done
 
-python3 - "$RUN/pairs.txt" "$A" "$B" <<'PY'
+python3 - "$RUN/pairs.txt" "${NAMES[@]}" <<PY
 import statistics, sys
+dirs = {$(for name in "${NAMES[@]}"; do printf '"%s": "%s", ' "$name" "${DIR[$name]}"; done)}
+names = sys.argv[2:]
 rows = {}
 for line in open(sys.argv[1]):
     fields = dict(f.split("=", 1) for f in line.split()[1:])
     key = (int(fields["payload"]), fields["place"])
-    rows.setdefault(key, {}).setdefault(fields["build"], []).append((float(fields["p50_us"]), float(fields["p99_us"])))
-print(f"A = {sys.argv[2]}\nB = {sys.argv[3]}\n")
-print("| payload B | place | A p50 / p99 µs | B p50 / p99 µs | B / A p50 | B / A p99 | A p99 by round | B p99 by round |")
-print("| ---: | --- | ---: | ---: | ---: | ---: | --- | --- |")
+    cpu_us = float(fields["srv_cpu_s"]) * 1e6 / (int(fields["msgs"]) + $WARMUP)
+    rows.setdefault(key, {}).setdefault(fields["build"], []).append((float(fields["p50_us"]), float(fields["p99_us"]), cpu_us))
+for name in names:
+    print(f"{name} = {dirs[name]}")
+print()
+print("| payload B | place | build | p50 / p99 µs | / A p50 | / A p99 | daemon CPU µs per message | p99 by round |")
+print("| ---: | --- | --- | ---: | ---: | ---: | ---: | --- |")
+med = lambda runs, i: statistics.median(r[i] for r in runs)
 for (size, place), builds in sorted(rows.items()):
-    a, b = builds.get("A", []), builds.get("B", [])
-    if not a or not b:
-        continue
-    med = lambda runs, i: statistics.median(r[i] for r in runs)
-    print(f"| {size} | {place} | {med(a, 0):.1f} / {med(a, 1):.1f} | {med(b, 0):.1f} / {med(b, 1):.1f}"
-          f" | {med(b, 0) / med(a, 0):.2f} | {med(b, 1) / med(a, 1):.2f}"
-          f" | {', '.join(f'{r[1]:.0f}' for r in a)} | {', '.join(f'{r[1]:.0f}' for r in b)} |")
+    a = builds.get("A", [])
+    for name in names:
+        runs = builds.get(name, [])
+        if not runs or not a:
+            continue
+        print(f"| {size} | {place} | {name} | {med(runs, 0):.1f} / {med(runs, 1):.1f}"
+              f" | {med(runs, 0) / med(a, 0):.2f} | {med(runs, 1) / med(a, 1):.2f} | {med(runs, 2):.1f}"
+              f" | {', '.join(f'{r[1]:.0f}' for r in runs)} |")
 PY
