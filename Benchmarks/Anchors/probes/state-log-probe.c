@@ -1,0 +1,120 @@
+/*
+ * state-log-probe.c - what the state log's write costs notifyd's latency, measured by changing only that write,
+ * in an unchanged packaged binary (LD_PRELOAD). A design probe, never something to run a daemon with: records it
+ * drops or maps this way are not where notifyd's recovery expects them.
+ *
+ *   cc -O2 -shared -fPIC -o state-log-probe.so state-log-probe.c -ldl
+ *   NOTIFYD_PROBE=drop  the log's writes are dropped (the floor: a daemon that persists nothing)
+ *   NOTIFYD_PROBE=map   the log is appended through a shared mapping of its file: each batch's records are
+ *                       copied into the page cache with no system call, the file extended (fallocate) and its next
+ *                       MiB faulted in writable (MADV_POPULATE_WRITE) whenever the copy reaches its end
+ *
+ * The state log is told apart by its descriptor's path (…/state.log); every other write goes through. probes/wrap.sh
+ * makes a directory whose notifyd runs a binary with it, for latency-pairs.sh.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+static ssize_t (*real_write)(int, const void *, size_t);
+static int (*real_close)(int);
+static signed char is_log[4096]; /* 0 not looked at, 1 the state log, 2 another file */
+static enum { PASS, DROP, MAP } mode;
+
+/* The mapping of the log being appended to: its file, where the mapping starts, the next record's offset, and how
+ * far the file is allocated and faulted in. */
+static int mapped_fd = -1, mapping_fd = -1;
+static char *mapping;
+static long mapping_start, head, prepared;
+#define SPAN (1L << 30)
+#define STEP (1L << 20)
+
+static void setup(void)
+{
+	const char *probe = getenv("NOTIFYD_PROBE");
+
+	real_write = dlsym(RTLD_NEXT, "write");
+	real_close = dlsym(RTLD_NEXT, "close");
+	mode = probe && !strcmp(probe, "drop") ? DROP : probe && !strcmp(probe, "map") ? MAP : PASS;
+}
+
+static int log_descriptor(int fd)
+{
+	char link[64], path[512];
+	ssize_t n;
+
+	if (fd < 0 || fd >= 4096)
+		return 0;
+	if (!is_log[fd]) {
+		snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+		n = readlink(link, path, sizeof path - 1);
+		path[n > 0 ? n : 0] = 0;
+		is_log[fd] = n > 9 && !strcmp(path + n - 9, "state.log") ? 1 : 2;
+	}
+	return is_log[fd] == 1;
+}
+
+/* Maps the log open as fd (opened write-only by notifyd: mapped through a second, read-write descriptor). */
+static int map_log(int fd)
+{
+	char link[64];
+
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	mapping_fd = open(link, O_RDWR | O_CLOEXEC);
+	head = lseek(fd, 0, SEEK_END);
+	mapping_start = head & ~4095L;
+	prepared = head;
+	mapping = mmap(NULL, SPAN, PROT_READ | PROT_WRITE, MAP_SHARED, mapping_fd, mapping_start);
+	if (mapping_fd < 0 || mapping == MAP_FAILED)
+		return -1;
+	mapped_fd = fd;
+	return 0;
+}
+
+ssize_t write(int fd, const void *bytes, size_t count)
+{
+	if (!real_write)
+		setup();
+	if (mode == PASS || !log_descriptor(fd))
+		return real_write(fd, bytes, count);
+	if (mode == DROP)
+		return (ssize_t)count;
+	if (mapped_fd != fd && map_log(fd) < 0)
+		abort();
+	while (head + (long)count > prepared) {
+		/* madvise takes a page-aligned start: the page holding the end so far is faulted in again, harmlessly. */
+		long page = prepared & ~4095L;
+
+		if (fallocate(mapping_fd, 0, prepared, STEP) != 0 ||
+		    madvise(mapping + (page - mapping_start), (size_t)(prepared + STEP - page), MADV_POPULATE_WRITE) != 0)
+			abort();
+		prepared += STEP;
+	}
+	memcpy(mapping + (head - mapping_start), bytes, count);
+	head += (long)count;
+	return (ssize_t)count;
+}
+
+int close(int fd)
+{
+	if (!real_close)
+		setup();
+	if (fd >= 0 && fd < 4096) {
+		if (fd == mapped_fd) {
+			munmap(mapping, SPAN);
+			real_close(mapping_fd);
+			mapped_fd = -1;
+		}
+		is_log[fd] = 0;
+	}
+	return real_close(fd);
+}
