@@ -6,7 +6,7 @@ import Testing
 /// large payload (an `IMPORT` with its provenance, the fleet's counters) is boxed. Unboxed, an `IMPORT` made every
 /// `Request`, `DecodedFrame` and parser step twice the size (113 and 144 bytes), each copied per frame on the
 /// publish path, and the daemon's 1 → 1 throughput fell to 0.7 of what it was (issue 51,
-/// Benchmarks/Results/decoded-size-2026-12-07.md).
+/// Benchmarks/Results/throughput-2026-12-07.md).
 @Suite("Decoded frames stay small")
 struct DecodedSizeTests {
     @Test("a request, a decoded frame and a parser step are at most a publish's size and a little more")
