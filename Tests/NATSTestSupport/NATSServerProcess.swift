@@ -195,10 +195,35 @@ public final class NATSServerProcess: Sendable {
 
     private func end(_ signal: Int32, keepStore: Bool) {
         if process.isRunning {
-            Glibc.kill(process.processIdentifier, signal)
-            process.waitUntilExit()
+            let pid = process.processIdentifier
+            Glibc.kill(pid, signal)
+            // Not `waitUntilExit()`: on Linux it spins the run loop until Foundation hears of the exit, and when it
+            // does not (a clean-clone CI run of 2026-12-07: a server gone, `isRunning` still true) it spun a
+            // concurrency-pool thread at 100% for good, starving every other test. Gone or a zombie counts as ended;
+            // a server that ignores SIGTERM for 10 s is killed.
+            if !NATSServerProcess.waitForExit(of: pid, within: .seconds(10)) {
+                Glibc.kill(pid, SIGKILL)
+                _ = NATSServerProcess.waitForExit(of: pid, within: .seconds(5))
+            }
         }
         if ownsStore && !keepStore { try? FileManager.default.removeItem(atPath: store) }
+    }
+
+    /// Whether process `pid` ended (no longer exists, or is a zombie left for Foundation to reap) within `limit`,
+    /// looked at every 10 ms without reaping it.
+    private static func waitForExit(of pid: Int32, within limit: Duration) -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if Glibc.kill(pid, 0) != 0 { return true }
+            if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")"),
+                stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
+            {
+                return true
+            }
+            usleep(10_000)
+        }
+        return false
     }
 
     deinit {
