@@ -288,10 +288,10 @@ struct ReconnectTests {
         let calls = Task {
             while !Task.isCancelled { _ = try? await client.publish("x", to: Topic("demo.x")); _ = try? await client.flush() }
         }
-        // Alone this takes about a second. In the whole parallel run on two cores, the client's reconnecting task waits
-        // for the concurrency pool's two threads behind every other test: a CI run of 2026-12-07 saw five connections
-        // in 38.7 s, each one come (`waitForConnections` says when), so the wait is long; a client that stops
-        // reconnecting still fails it.
+        // Alone this takes about a second. In the whole parallel run the client's reconnecting task shares the
+        // concurrency pool's two threads with every other test: a CI run of 2026-12-07 saw five connections in 38.7 s
+        // while a test helper spun one of them (NATSServerProcess's wait, since mended), so the wait is long; a client
+        // that stops reconnecting still fails it.
         try await server.waitForConnections(6, deadline: .seconds(120))
         calls.cancel()
         let times = server.connections
