@@ -58,12 +58,16 @@ let package = Package(
             dependencies: ["NotifyProtocol", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strictSettings
         ),
+        // What the state log's mapped tail needs from C: a copy that returns an error where the file system would
+        // raise SIGBUS, and `fallocate`.
+        .target(name: "CLogTail"),
         // The daemon's core, without I/O: topics and their histories, sessions, fan-out, access rules, the state
         // log. For notifyd, the fuzzers, the benchmarks and the tests; a service that imports NotifyBus compiles
         // none of it (issue 38).
         .target(
             name: "NotifyBroker",
             dependencies: [
+                "CLogTail",
                 "NotifyProtocol",
                 "NotifySystem",
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -8,6 +8,11 @@
  *   NOTIFYD_PROBE=map   the log is appended through a shared mapping of its file: each batch's records are
  *                       copied into the page cache with no system call, the file extended (fallocate) and its next
  *                       MiB faulted in writable (MADV_POPULATE_WRITE) whenever the copy reaches its end
+ *   NOTIFYD_PROBE=prealloc  the log is extended (fallocate, its size too) a MiB ahead of the records, which are
+ *                       written with pwrite at the next offset: each write overwrites allocated blocks within the
+ *                       file's size, so no write changes the size or allocates (the zero tail is the reader's)
+ *   NOTIFYD_PROBE=keepsize  blocks are allocated a MiB ahead (fallocate FALLOC_FL_KEEP_SIZE) and the records
+ *                       appended as notifyd appends them: each write still grows the size, never allocates
  *
  * The state log is told apart by its descriptor's path (…/state.log); every other write goes through. probes/wrap.sh
  * makes a directory whose notifyd runs a binary with it, for latency-pairs.sh.
@@ -28,7 +33,7 @@
 static ssize_t (*real_write)(int, const void *, size_t);
 static int (*real_close)(int);
 static signed char is_log[4096]; /* 0 not looked at, 1 the state log, 2 another file */
-static enum { PASS, DROP, MAP } mode;
+static enum { PASS, DROP, MAP, PREALLOC, KEEPSIZE } mode;
 
 /* The mapping of the log being appended to: its file, where the mapping starts, the next record's offset, and how
  * far the file is allocated and faulted in. */
@@ -44,7 +49,8 @@ static void setup(void)
 
 	real_write = dlsym(RTLD_NEXT, "write");
 	real_close = dlsym(RTLD_NEXT, "close");
-	mode = probe && !strcmp(probe, "drop") ? DROP : probe && !strcmp(probe, "map") ? MAP : PASS;
+	mode = !probe ? PASS : !strcmp(probe, "drop") ? DROP : !strcmp(probe, "map") ? MAP :
+	       !strcmp(probe, "prealloc") ? PREALLOC : !strcmp(probe, "keepsize") ? KEEPSIZE : PASS;
 }
 
 static int log_descriptor(int fd)
@@ -80,6 +86,33 @@ static int map_log(int fd)
 	return 0;
 }
 
+/* prealloc and keepsize: the log's blocks allocated ahead of its records (written through a second descriptor
+ * without O_APPEND for prealloc, where pwrite's offset must count). */
+static ssize_t allocated_write(int fd, const void *bytes, size_t count)
+{
+	char link[64];
+	ssize_t written;
+
+	if (mapped_fd != fd) {
+		snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+		mapping_fd = open(link, O_RDWR | O_CLOEXEC);
+		head = lseek(fd, 0, SEEK_END);
+		prepared = head;
+		if (mapping_fd < 0)
+			abort();
+		mapped_fd = fd;
+	}
+	while (head + (long)count > prepared) {
+		if (fallocate(mapping_fd, mode == KEEPSIZE ? FALLOC_FL_KEEP_SIZE : 0, prepared, STEP) != 0)
+			abort();
+		prepared += STEP;
+	}
+	written = mode == KEEPSIZE ? real_write(fd, bytes, count) : pwrite(mapping_fd, bytes, count, head);
+	if (written > 0)
+		head += written;
+	return written;
+}
+
 ssize_t write(int fd, const void *bytes, size_t count)
 {
 	if (!real_write)
@@ -88,6 +121,8 @@ ssize_t write(int fd, const void *bytes, size_t count)
 		return real_write(fd, bytes, count);
 	if (mode == DROP)
 		return (ssize_t)count;
+	if (mode == PREALLOC || mode == KEEPSIZE)
+		return allocated_write(fd, bytes, count);
 	if (mapped_fd != fd && map_log(fd) < 0)
 		abort();
 	while (head + (long)count > prepared) {
@@ -110,7 +145,9 @@ int close(int fd)
 		setup();
 	if (fd >= 0 && fd < 4096) {
 		if (fd == mapped_fd) {
-			munmap(mapping, SPAN);
+			if (mapping)
+				munmap(mapping, SPAN);
+			mapping = NULL;
 			real_close(mapping_fd);
 			mapped_fd = -1;
 		}

@@ -17,6 +17,9 @@ extension StateLog {
         var key: RecordKey?
         /// How many leading bytes hold the header and whole records: where appends may go on.
         var intactSize = 0
+        /// Whether only zeros follow the records: space a running daemon had prepared for its tail (``LogTail``),
+        /// left by a crash; nothing was lost in it.
+        var zeroTail = false
     }
 
     /// Applies the intact records of `bytes` to `contents`.
@@ -48,12 +51,25 @@ extension StateLog {
         }
         var decoder = ServerFrameDecoder(maxPayload: maxBody)
         var lostBytes = 0
+        // Where the zeros a daemon prepared its tail with begin, found (once) when the first record fails to read.
+        var zerosFrom: Int?
         while offset < bytes.writerIndex {
             let read = StateRecord.read(bytes, at: offset, maxBodySize: maxBody, format: format)
             if case .record(let record, let size) = read {
                 apply(record, to: &contents, decoder: &decoder, offset: offset - start)
                 offset += size
                 continue
+            }
+            if zerosFrom == nil { zerosFrom = trailingZeros(of: bytes) }
+            if case .sealed = format, let zeros = zerosFrom {
+                if zeros <= offset {
+                    loaded.zeroTail = true
+                    break
+                }
+                // A record the crash cut short while it was being copied into the prepared space: its sealed
+                // header (or a part of the header) and then zeros.
+                let headerSize = format.headerSize
+                if case .damaged(_, let extent) = read, zeros <= offset + (extent ?? headerSize) { break }
             }
             var searchFrom = offset + 1
             if case .damaged(_, let extent?) = read { searchFrom = offset + extent }
@@ -81,6 +97,15 @@ extension StateLog {
         if lostBytes > 0 { raiseSequences(in: &contents, pastRecordsLostIn: lostBytes) }
         loaded.intactSize = offset - start
         return loaded
+    }
+
+    /// Where the run of zero bytes that ends `bytes` starts (`writerIndex` when the last byte is not zero).
+    private static func trailingZeros(of bytes: ByteBuffer) -> Int {
+        bytes.withUnsafeReadableBytes { raw in
+            var index = raw.count
+            while index > 0 && raw[index - 1] == 0 { index -= 1 }
+            return bytes.readerIndex + index
+        }
     }
 
     /// Where the first intact record at or after `offset` starts, if one does.

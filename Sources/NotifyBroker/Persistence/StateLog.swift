@@ -15,8 +15,8 @@ import NotifySystem
 ///
 /// ## Durability
 /// The broker appends records as it works and writes them once per batch (``write()``), before it sends any frame:
-/// an acknowledged publish has reached the kernel (one `write`) before its `OK` leaves, so it survives the daemon
-/// being killed. Surviving power loss as well takes `fsync`, which ``SyncPolicy`` chooses: the broker's own
+/// an acknowledged publish is in the file's pages in the kernel (copied through the mapped tail, ``LogTail``, or
+/// written with `pwrite`) before its `OK` leaves, so it survives the daemon being killed. Surviving power loss as well takes `fsync`, which ``SyncPolicy`` chooses: the broker's own
 /// (``sync()``, or ``commit()`` for both), or a ``StateLogSyncer``'s on a thread of its own.
 ///
 /// ## Safety
@@ -99,12 +99,15 @@ public final class StateLog {
     /// play a directory whose `fsync` fails.
     @TaskLocal static var probe: RewriteProbe?
     /// The log's open file. A compaction replaces it, so a ``StateLogSyncer`` is handed a duplicate of its own.
-    public private(set) var descriptor: CInt
+    public var descriptor: CInt { tail.descriptor }
+    /// Where the records go: the end of ``descriptor``'s file.
+    private var tail: LogTail
     private let lockDescriptor: CInt
     /// The secret this log's records are sealed with.
     private let key: RecordKey
     private var pending = ByteBuffer()
-    private var fileSize: Int
+    /// The length of the log's records (the file is longer while its tail prepares space ahead).
+    private var fileSize: Int { tail.head }
     /// The size a freshly compacted log would have, as far as the broker reported it.
     private var liveSize: Int
     /// The first line of a log; a format 2 log follows it with its 16-byte ``RecordKey``.
@@ -176,11 +179,14 @@ public final class StateLog {
             // No log yet, or one of format 1: a new one, sealed, with the directory entry synced.
             try log.compact(contents.topics.map { ($0.key, $0.value) }, forgotten: contents.forgotten)
         } else if loaded.intactSize < (try fileLength(path)) {
-            // A record cut short at the end: cut it off so appends start on a record boundary.
+            // A record cut short at the end, or the zeros of a tail prepared ahead: cut off so that appends start on
+            // a record boundary and the file ends with its records.
             guard truncate(path, off_t(loaded.intactSize)) == 0, fsync(log.descriptor) == 0 else {
                 throw StateLogError.system("cannot truncate \(path)", errno)
             }
-            contents.problems.append("dropped an incomplete record at the end of \(path) (a write cut short by a crash)")
+            if !loaded.zeroTail {
+                contents.problems.append("dropped an incomplete record at the end of \(path) (a write cut short by a crash)")
+            }
         }
         return (log, contents)
     }
@@ -190,13 +196,14 @@ public final class StateLog {
         self.syncPolicy = syncPolicy
         self.lockDescriptor = lock
         self.key = key
-        self.fileSize = fileSize
         self.liveSize = fileSize
-        descriptor = POSIX.open(directory + "/state.log", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        let descriptor = POSIX.open(directory + "/state.log", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw StateLogError.system("cannot open \(directory)/state.log", errno) }
+        tail = LogTail(descriptor: descriptor, head: fileSize)
     }
 
     deinit {
+        tail.close()
         POSIX.close(descriptor)
         POSIX.close(lockDescriptor)
     }
@@ -248,7 +255,7 @@ public final class StateLog {
         fileSize > StateLog.minimumCompactionSize && fileSize > 2 * liveSize
     }
 
-    /// Writes what was appended since the last commit, with one `write` (and an `fsync` under
+    /// Writes what was appended since the last commit, as ``write()`` does (and an `fsync` under
     /// ``SyncPolicy/always``).
     /// - Throws: ``StateLogError``; the records of this batch are then lost from disk (the broker still has
     ///   them and will write them with its next compaction).
@@ -256,7 +263,8 @@ public final class StateLog {
         if try write() { try sync() }
     }
 
-    /// Writes what was appended since the last commit, with one `write`, and leaves its `fsync` to the caller.
+    /// Writes what was appended since the last commit into the file (its page cache: a copy into the mapped tail,
+    /// or one `pwrite`; see ``LogTail``), and leaves its `fsync` to the caller.
     /// - Returns: whether an `fsync` is due (``SyncPolicy/always``, and something was written): ``sync()`` here, or
     ///   elsewhere on ``descriptor`` followed by ``noteSynced()``.
     /// - Throws: ``StateLogError``, as ``commit()``.
@@ -264,10 +272,14 @@ public final class StateLog {
         guard pending.readableBytes > 0 else { return false }
         defer { pending.clear() }
         if let injectedWriteError { throw StateLogError.system("cannot write \(path)", injectedWriteError) }
-        try StateLog.writeAll(descriptor, pending, path: path)
-        fileSize += pending.readableBytes
+        if let code = pending.withUnsafeReadableBytes({ tail.append($0) }) {
+            throw StateLogError.system("cannot write \(path)", code)
+        }
         return syncPolicy == .always
     }
+
+    /// How many batches were copied into the mapped tail rather than written (``LogTail``).
+    var mappedWrites: Int { tail.mappedAppends }
 
     /// Makes what was written durable (`fsync`), on the caller's thread.
     public func sync() throws {
@@ -415,10 +427,14 @@ public final class StateLog {
         try StateLog.probe?.passed(.replaced)
         try StateLog.syncDirectory(directory)
         try StateLog.probe?.passed(.directorySynced)
-        POSIX.close(descriptor)
-        descriptor = POSIX.open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
-        guard descriptor >= 0 else { throw StateLogError.system("cannot reopen \(path)", errno) }
-        fileSize = snapshot.written
+        // The old file is gone from the directory (or kept aside as damaged, which must stay as it was): its tail
+        // is left as it is, prepared space and all.
+        let replaced = tail.descriptor
+        tail = LogTail(descriptor: -1, head: 0)
+        POSIX.close(replaced)
+        let reopened = POSIX.open(path, O_RDWR | O_CLOEXEC)
+        guard reopened >= 0 else { throw StateLogError.system("cannot reopen \(path)", errno) }
+        tail = LogTail(descriptor: reopened, head: snapshot.written)
         liveSize = snapshot.written
     }
 
