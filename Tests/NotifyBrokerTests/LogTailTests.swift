@@ -90,6 +90,24 @@ struct LogTailTests {
         #expect((contents.topics["kept"]?.sequence ?? 0) > 7, "raised past what the lost bytes could have numbered")
     }
 
+    @Test("a batch larger than the copied ones is written, not copied, among copied ones; all of it reads back")
+    func largeBatchIsWritten() throws {
+        let directory = Directory()
+        let large = String(repeating: "L", count: 2 * LogTail.largestCopiedBatch)
+        do {
+            let (log, _) = try StateLog.open(directory: directory.path)
+            _ = try Self.commitUntilMapped(log, topic: "small")
+            let mapped = log.mappedWrites
+            log.appendRetained(StateLogTests.frame("large", 1, large))
+            try log.commit()
+            #expect(log.mappedWrites == mapped, "the large batch went through pwrite")
+            _ = try Self.commitUntilMapped(log, topic: "small", count: 1)
+        }
+        let (_, contents) = try StateLog.open(directory: directory.path)
+        #expect(contents.problems.isEmpty, "\(contents.problems)")
+        #expect(StateLogTests.payload(contents.topics["large"]) == large)
+    }
+
     @Test("a log closed cleanly ends with its last record: the prepared space is cut off")
     func cleanCloseCutsTheTail() throws {
         let directory = Directory()
