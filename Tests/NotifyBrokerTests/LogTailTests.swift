@@ -28,6 +28,19 @@ struct LogTailTests {
         return sequence
     }
 
+    /// Writes a sealed log of one record (topic `kept`, numbered `sequence`, payload "whole"), then `tail`, then
+    /// 64 KiB of zeros, as a crash inside the prepared space leaves it; returns the length of the intact part.
+    @discardableResult
+    static func writeLog(keeping sequence: UInt64, then tail: [UInt8], in directory: Directory) throws -> Int {
+        var bytes = StateLog.fileHeader(StateLogRecoveryTests.key)
+        StateRecord.retained(frame: StateLogTests.frame("kept", sequence, "whole")).write(to: &bytes, sealedWith: StateLogRecoveryTests.key)
+        let intact = bytes.readableBytes
+        bytes.writeBytes(tail)
+        bytes.writeRepeatingByte(0, count: 64 << 10)
+        try StateLogRecoveryTests.write(bytes, to: directory)
+        return intact
+    }
+
     static func length(of path: String) throws -> Int {
         try FileManager.default.attributesOfItem(atPath: path)[.size] as! Int
     }
@@ -56,14 +69,9 @@ struct LogTailTests {
     @Test("a record cut short while it was copied (its header, part of its body, then zeros) is dropped as a torn write; the records before it stay")
     func tornRecordBeforeZeros() throws {
         let directory = Directory()
-        var bytes = StateLog.fileHeader(StateLogRecoveryTests.key)
-        StateRecord.retained(frame: StateLogTests.frame("kept", 1, "whole")).write(to: &bytes, sealedWith: StateLogRecoveryTests.key)
-        let intact = bytes.readableBytes
         var torn = ByteBuffer()
         StateRecord.retained(frame: StateLogTests.frame("torn", 2, String(repeating: "t", count: 200))).write(to: &torn, sealedWith: StateLogRecoveryTests.key)
-        bytes.writeBytes(torn.readableBytesView.prefix(torn.readableBytes / 2))
-        bytes.writeRepeatingByte(0, count: 64 << 10)
-        try StateLogRecoveryTests.write(bytes, to: directory)
+        let intact = try Self.writeLog(keeping: 1, then: Array(torn.readableBytesView.prefix(torn.readableBytes / 2)), in: directory)
 
         let (_, contents) = try StateLog.open(directory: directory.path)
         #expect(StateLogTests.payload(contents.topics["kept"]) == "whole")
@@ -76,12 +84,8 @@ struct LogTailTests {
     @Test("damage followed by zeros is still damage: reported, the file kept aside, the sequences raised")
     func damageBeforeZeros() throws {
         let directory = Directory()
-        var bytes = StateLog.fileHeader(StateLogRecoveryTests.key)
-        StateRecord.retained(frame: StateLogTests.frame("kept", 7, "whole")).write(to: &bytes, sealedWith: StateLogRecoveryTests.key)
         // Past the extent of any header: bytes no torn copy of a record leaves.
-        bytes.writeBytes([UInt8](repeating: 0x41, count: 300))
-        bytes.writeRepeatingByte(0, count: 64 << 10)
-        try StateLogRecoveryTests.write(bytes, to: directory)
+        try Self.writeLog(keeping: 7, then: [UInt8](repeating: 0x41, count: 300), in: directory)
 
         let (_, contents) = try StateLog.open(directory: directory.path)
         #expect(StateLogTests.payload(contents.topics["kept"]) == "whole")

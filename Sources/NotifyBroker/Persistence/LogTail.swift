@@ -212,7 +212,8 @@ private final class Mapping: @unchecked Sendable {
         defer { busy.store(false, ordering: .releasing) }
         let page = Mapping.pageSize
         let target = min((target + page - 1) & ~(page - 1), end)
-        let from = prepared.load(ordering: .relaxed)
+        // Pages the tail passed with `pwrite` (large batches) are not prepared again: the copy never goes back.
+        let from = max(prepared.load(ordering: .relaxed), behind)
         guard target > from else { return }
         if allocated < target {
             let upTo = min((target + LogTail.allocationStep - 1) & ~(LogTail.allocationStep - 1), end)
