@@ -323,6 +323,7 @@ let package = Package(
         .testTarget(
             name: "NotifyBrokerTests",
             dependencies: [
+                "CLogTail",
                 "NotifyBroker",
                 "NotifyProtocol",
                 "NotifyBus",
