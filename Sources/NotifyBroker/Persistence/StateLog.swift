@@ -16,8 +16,9 @@ import NotifySystem
 /// ## Durability
 /// The broker appends records as it works and writes them once per batch (``write()``), before it sends any frame:
 /// an acknowledged publish is in the file's pages in the kernel (copied through the mapped tail, ``LogTail``, or
-/// written with `pwrite`) before its `OK` leaves, so it survives the daemon being killed. Surviving power loss as well takes `fsync`, which ``SyncPolicy`` chooses: the broker's own
-/// (``sync()``, or ``commit()`` for both), or a ``StateLogSyncer``'s on a thread of its own.
+/// written with `pwrite`) before its `OK` leaves, so it survives the daemon being killed. Surviving power loss as
+/// well takes `fsync`, which ``SyncPolicy`` chooses: the broker's own (``sync()``, or ``commit()`` for both), or a
+/// ``StateLogSyncer``'s on a thread of its own.
 ///
 /// ## Safety
 /// Every record carries a length and a seal, a hash keyed with a secret drawn when the log was created and kept in
