@@ -14,6 +14,10 @@
  *   NOTIFYD_PROBE=keepsize  blocks are allocated a MiB ahead (fallocate FALLOC_FL_KEEP_SIZE) and the records
  *                       appended as notifyd appends them: each write still grows the size, never allocates
  *
+ * Since 1de1f16 notifyd writes its log with pwrite (batches over 512 bytes) and copies smaller ones into a mapping
+ * of its own, which no preload sees: on such a binary only `drop` applies, to pwrite, and only to large batches.
+ * Measure the log's cost on a build before 1de1f16 (434a376), as the results of 2026-12-07 do.
+ *
  * The state log is told apart by its descriptor's path (…/state.log); every other write goes through. probes/wrap.sh
  * makes a directory whose notifyd runs a binary with it, for latency-pairs.sh.
  */
@@ -137,6 +141,25 @@ ssize_t write(int fd, const void *bytes, size_t count)
 	memcpy(mapping + (head - mapping_start), bytes, count);
 	head += (long)count;
 	return (ssize_t)count;
+}
+
+/* The log of a daemon from 1de1f16 on: its large batches, dropped in `drop` mode; every other mode passes them. */
+ssize_t pwrite64(int fd, const void *bytes, size_t count, off_t offset)
+{
+	static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
+
+	if (!real_write)
+		setup();
+	if (!real_pwrite)
+		real_pwrite = dlsym(RTLD_NEXT, "pwrite64");
+	if (mode == DROP && log_descriptor(fd))
+		return (ssize_t)count;
+	return real_pwrite(fd, bytes, count, offset);
+}
+
+ssize_t pwrite(int fd, const void *bytes, size_t count, off_t offset)
+{
+	return pwrite64(fd, bytes, count, offset);
 }
 
 int close(int fd)
