@@ -8,6 +8,7 @@
  *
  *   cc -O2 -o /tmp/page-cost Benchmarks/Anchors/probes/page-cost.c && /tmp/page-cost /tmp/some-dir-on-the-disk
  */
+#define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
