@@ -1,6 +1,7 @@
 import CLogTail
 import Dispatch
 import NIOCore
+import NotifySystem
 import Synchronization
 
 #if canImport(Glibc)
@@ -89,14 +90,12 @@ final class LogTail {
             retireMapping()
             mappingRetired = true
         }
-        var offset = 0
-        while offset < bytes.count {
-            let written = pwrite(descriptor, bytes.baseAddress! + offset, bytes.count - offset, off_t(head + offset))
-            if written < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            offset += written
+        // Positioned: the file may run ahead of the records (prepared space), so `O_APPEND` would land past it.
+        let start = head
+        if let failure = POSIX.writeAll(descriptor, bytes, { file, from, count in
+            pwrite(file, from, count, off_t(start + (from - bytes.baseAddress!)))
+        }) {
+            return failure
         }
         head = end
         if small { prepareAhead() }

@@ -67,10 +67,6 @@ extension StateLog {
         return aside
     }
 
-    static func writeAll(_ file: CInt, _ buffer: ByteBuffer, path: String) throws {
-        if let code = POSIX.writeAll(file, buffer) { throw StateLogError.system("cannot write \(path)", code) }
-    }
-
     /// Syncs a directory, so that the names created and replaced in it survive a power loss.
     static func syncDirectory(_ directory: String) throws {
         let file = POSIX.open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
