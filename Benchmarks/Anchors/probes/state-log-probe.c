@@ -13,6 +13,9 @@
  *                       file's size, so no write changes the size or allocates (the zero tail is the reader's)
  *   NOTIFYD_PROBE=keepsize  blocks are allocated a MiB ahead (fallocate FALLOC_FL_KEEP_SIZE) and the records
  *                       appended as notifyd appends them: each write still grows the size, never allocates
+ *   NOTIFYD_PROBE=ring  the log's pwrite batches are copied into a mapped file (state.log.ring, 2 MiB of resident
+ *                       pages) and written to the log once NOTIFYD_PROBE_CHUNK bytes (default 256 KiB) gathered, on
+ *                       the broker's thread: what batching the log's writes would cost (no recovery: a probe)
  *
  * Since 1de1f16 notifyd writes its log with pwrite (batches over 512 bytes) and copies smaller ones into a mapping
  * of its own, which no preload sees: on such a binary only `drop` applies, to pwrite, and only to large batches.
@@ -37,7 +40,7 @@
 static ssize_t (*real_write)(int, const void *, size_t);
 static int (*real_close)(int);
 static signed char is_log[4096]; /* 0 not looked at, 1 the state log, 2 another file */
-static enum { PASS, DROP, MAP, PREALLOC, KEEPSIZE } mode;
+static enum { PASS, DROP, MAP, PREALLOC, KEEPSIZE, RING } mode;
 
 /* The mapping of the log being appended to: its file, where the mapping starts, the next record's offset, and how
  * far the file is allocated and faulted in. */
@@ -54,7 +57,7 @@ static void setup(void)
 	real_write = dlsym(RTLD_NEXT, "write");
 	real_close = dlsym(RTLD_NEXT, "close");
 	mode = !probe ? PASS : !strcmp(probe, "drop") ? DROP : !strcmp(probe, "map") ? MAP :
-	       !strcmp(probe, "prealloc") ? PREALLOC : !strcmp(probe, "keepsize") ? KEEPSIZE : PASS;
+	       !strcmp(probe, "prealloc") ? PREALLOC : !strcmp(probe, "keepsize") ? KEEPSIZE : !strcmp(probe, "ring") ? RING : PASS;
 }
 
 static int log_descriptor(int fd)
@@ -154,6 +157,41 @@ ssize_t pwrite64(int fd, const void *bytes, size_t count, off_t offset)
 		real_pwrite = dlsym(RTLD_NEXT, "pwrite64");
 	if (mode == DROP && log_descriptor(fd))
 		return (ssize_t)count;
+	if (mode == RING && log_descriptor(fd)) {
+		static char *ring;
+		static long staged, chunk;
+		static off_t first;
+		if (!ring) {
+			char path[600], link[64];
+			ssize_t n;
+			int ring_fd;
+
+			snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+			n = readlink(link, path, 500);
+			path[n > 0 ? n : 0] = 0;
+			strcat(path, ".ring");
+			ring_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+			if (ring_fd < 0 || fallocate(ring_fd, 0, 0, 2L << 20) != 0)
+				abort();
+			ring = mmap(NULL, 2L << 20, PROT_READ | PROT_WRITE, MAP_SHARED, ring_fd, 0);
+			if (ring == MAP_FAILED || madvise(ring, 2L << 20, MADV_POPULATE_WRITE) != 0)
+				abort();
+			chunk = getenv("NOTIFYD_PROBE_CHUNK") ? atol(getenv("NOTIFYD_PROBE_CHUNK")) : 256L << 10;
+		}
+		if (staged && (first + staged != offset || staged + (long)count > (2L << 20))) {
+			real_pwrite(fd, ring, staged, first);
+			staged = 0;
+		}
+		if (!staged)
+			first = offset;
+		memcpy(ring + staged, bytes, count);
+		staged += (long)count;
+		if (staged >= chunk) {
+			real_pwrite(fd, ring, staged, first);
+			staged = 0;
+		}
+		return (ssize_t)count;
+	}
 	return real_pwrite(fd, bytes, count, offset);
 }
 

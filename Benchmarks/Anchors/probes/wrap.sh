@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # wrap.sh OUT BINARY PROBE [STATE_PARENT] - makes OUT/notifyd, which runs BINARY (a packaged notifyd) with
-# state-log-probe.so preloaded and NOTIFYD_PROBE=PROBE (drop, map, prealloc, keepsize, or pass for none), for latency-pairs.sh:
+# state-log-probe.so preloaded and NOTIFYD_PROBE=PROBE (drop, map, prealloc, keepsize, ring, or pass for none), for latency-pairs.sh:
 #
 #   Benchmarks/Anchors/probes/wrap.sh /tmp/probe/drop $PWD/.build-pkg/…/release/notifyd drop
 #   A=/tmp/probe/pass B=/tmp/probe/drop C=/tmp/probe/map Benchmarks/Anchors/latency-pairs.sh
