@@ -74,6 +74,28 @@ struct TopicHistoryTests {
         #expect(history.payloadBytes == ["m7", "m8", "m9", "m10"].map(\.utf8.count).reduce(0, +))
     }
 
+    @Test("a history that never lost a message has nothing evicted and stays in malloc's 64-byte class; the first eviction is remembered")
+    func sizeClassAndFirstEviction() {
+        var history = TopicHistory()
+        let limits = HistoryLimits(messages: 2, bytes: 1 << 20)
+        #expect(Self.append(1, "one", to: &history, limits) == 0)
+        #expect(history.lastEvicted == nil && history.evictedMessages == 0)
+        // 56 bytes of object (64 with malloc's header); debug builds count relocations in 8 more (the 80-byte class).
+        #if DEBUG
+        let most = 72
+        #else
+        let most = 56
+        #endif
+        #expect(malloc_usable_size(Unmanaged.passUnretained(history).toOpaque()) <= most)
+        #expect(Self.append(2, "two", to: &history, limits) == 0)
+        #expect(Self.append(3, "three", to: &history, limits) == "one".utf8.count)
+        #expect(history.lastEvicted?.sequence == 1 && history.lastEvicted?.time == PublishTime(microsecondsSinceEpoch: 1_000))
+        #expect(history.evictedMessages == 1)
+        history.countEvicted(0)
+        history.noteEvicted(through: 0, messages: 0, time: PublishTime(microsecondsSinceEpoch: 0))
+        #expect(history.evictedMessages == 1 && history.lastEvicted?.sequence == 1, "nothing counted, nothing moved back")
+    }
+
     @Test("keeps at most its bytes of frames, reusing its buffer as old frames leave")
     func byteLimit() {
         var history = TopicHistory()
@@ -308,3 +330,7 @@ extension TopicHistory {
         return total
     }
 }
+
+/// Glibc's, which its Swift module does not export (malloc.h): the bytes a block can hold, i.e. its size class.
+@_silgen_name("malloc_usable_size")
+private func malloc_usable_size(_ block: UnsafeMutableRawPointer?) -> Int
