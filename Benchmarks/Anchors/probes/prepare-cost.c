@@ -1,8 +1,8 @@
 /*
  * prepare-cost.c - what making a file's pages writable ahead costs per page, in the pattern of LogTail's preparer:
- * `fallocate` ASTEP bytes at a time, `MADV_POPULATE_WRITE` CHUNK pages a call, the pages then written, optionally
- * `MADV_DONTNEED` behind (DONTNEED=1) and a busy second thread (THREADS=1, for TLB shootdowns); TRUNC=1 in the
- * environment extends with ftruncate instead of fallocate. 64 MiB on the file system of DIR. A design probe for issue
+ * `fallocate` ASTEP bytes at a time, `MADV_POPULATE_WRITE` CHUNK pages a call, the pages then written; with
+ * DONTNEED 1, the pages 256 KiB behind given back (`MADV_DONTNEED`); with THREADS 1, a second thread busy meanwhile
+ * (for TLB shootdowns); TRUNC=1 in the environment extends with ftruncate instead of fallocate. 64 MiB on the file system of DIR. A design probe for issue
  * 51 (results: Benchmarks/Results/state-log-latency-2026-12-07.md, "Night"); not part of the package.
  *
  *   cc -O2 -o /tmp/prepare-cost Benchmarks/Anchors/probes/prepare-cost.c -lpthread
@@ -23,6 +23,7 @@ static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);retu
 volatile int spin=1;
 static void*spinner(void*a){while(spin){} return 0;}
 int main(int argc,char**argv){
+  if(argc!=6){fprintf(stderr,"usage: %s DIR CHUNK DONTNEED THREADS ASTEP\n",argv[0]);return 2;}
   const char*dir=argv[1]; int chunk=atoi(argv[2]); int dontneed=atoi(argv[3]); int threads=atoi(argv[4]); long astep=atol(argv[5]);
   pthread_t th; if(threads) pthread_create(&th,0,spinner,0);
   char path[512]; snprintf(path,sizeof path,"%s/pp",dir); int fd=open(path,O_RDWR|O_CREAT|O_TRUNC,0600);

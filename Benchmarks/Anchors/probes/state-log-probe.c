@@ -18,7 +18,7 @@
  *                       the broker's thread: what batching the log's writes would cost (no recovery: a probe)
  *
  * Since 1de1f16 notifyd writes its log with pwrite (batches over 512 bytes) and copies smaller ones into a mapping
- * of its own, which no preload sees: on such a binary only `drop` applies, to pwrite, and only to large batches.
+ * of its own, which no preload sees: on such a binary only `drop` and `ring` apply, to pwrite, so to large batches.
  * Measure the log's cost on a build before 1de1f16 (434a376), as the results of 2026-12-07 do.
  *
  * The state log is told apart by its descriptor's path (…/state.log); every other write goes through. probes/wrap.sh
@@ -146,7 +146,8 @@ ssize_t write(int fd, const void *bytes, size_t count)
 	return (ssize_t)count;
 }
 
-/* The log of a daemon from 1de1f16 on: its large batches, dropped in `drop` mode; every other mode passes them. */
+/* The log of a daemon from 1de1f16 on: its large batches, dropped in `drop` mode, staged in `ring` mode (but one
+ * larger than the ring, written as it comes); every other mode passes them. */
 ssize_t pwrite64(int fd, const void *bytes, size_t count, off_t offset)
 {
 	static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
@@ -157,7 +158,7 @@ ssize_t pwrite64(int fd, const void *bytes, size_t count, off_t offset)
 		real_pwrite = dlsym(RTLD_NEXT, "pwrite64");
 	if (mode == DROP && log_descriptor(fd))
 		return (ssize_t)count;
-	if (mode == RING && log_descriptor(fd)) {
+	if (mode == RING && log_descriptor(fd) && count <= (2L << 20)) {
 		static char *ring;
 		static long staged, chunk;
 		static off_t first;

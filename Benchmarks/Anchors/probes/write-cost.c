@@ -15,6 +15,7 @@
 #include <unistd.h>
 static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec*1e6+t.tv_nsec/1e3;}
 int main(int argc,char**argv){
+  if(argc!=2){fprintf(stderr,"usage: %s DIR\n",argv[0]);return 2;}
   static char buf[1<<20]; memset(buf,'x',sizeof buf); char path[256]; snprintf(path,256,"%s/wc",argv[1]);
   int sizes[]={1100,4400,17600,70400,281600};
   for(int r=0;r<2;r++) for(int i=0;i<5;i++){
