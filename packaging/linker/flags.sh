@@ -9,7 +9,10 @@
 # - by lld, each function in its own section, in the order of packaging/linker/notifyd.order and notify.order: the
 #   functions a start (and a first client, or one `notify send`) runs, in the order they first run, written by
 #   order-startup.sh. Without it they are spread over the whole text, and the kernel maps 64 KiB around each page
-#   touched. A name the order no longer matches is skipped: a stale order costs memory, never correctness.
+#   touched. A name the order no longer matches is skipped: a stale order costs memory, never correctness. The
+#   functions a start runs that have no symbol for the order to name (LLVM's private ones: closure contexts'
+#   destroy functions, key path accessors) are placed by NAME.ld, a linker script naming their object and section,
+#   in an output section just before .text; a section it names that is gone matches nothing.
 # notifyd and notifyd-http also:
 # - with relative relocations packed (DT_RELR, glibc 2.36): the loader reads 11 KiB of them instead of the
 #   1.3 MiB of RELA entries it otherwise reads at every start;
@@ -49,11 +52,14 @@ packaged_build_flags() {
     -Xswiftc -enforce-exclusivity=unchecked -Xswiftc -L"$cxx")
   local server=(-Xlinker -z -Xlinker pack-relative-relocs
     -Xlinker --version-script="$linker/export-nothing.map")
-  daemon_build=("${common[@]}" -Xlinker --symbol-ordering-file="$orders/notifyd.order" "${server[@]}")
-  gateway_build=("${common[@]}" -Xlinker --symbol-ordering-file="$orders/notifyd-http.order" "${server[@]}")
+  daemon_build=("${common[@]}" -Xlinker --symbol-ordering-file="$orders/notifyd.order"
+    -Xlinker --script="$orders/notifyd.ld" "${server[@]}")
+  gateway_build=("${common[@]}" -Xlinker --symbol-ordering-file="$orders/notifyd-http.order"
+    -Xlinker --script="$orders/notifyd-http.ld" "${server[@]}")
   # notify's modules, compiled as the daemon's are (SwiftPM links a dynamic notify too, which is not shipped).
   cli_build=("${common[@]}")
   notify_order=$orders/notify.order
+  notify_script=$orders/notify.ld
 }
 
 # `link_static_notify BIN OUT [LINK FLAGS…]`: links notify fully static into OUT from the objects `swift build
@@ -67,5 +73,6 @@ link_static_notify() {
   swiftc -o "$out" -module-name notify -emit-executable -static-stdlib -static-executable \
     -target "$(basename "$(dirname "$bin")")" -use-ld=lld \
     -Xlinker --gc-sections -Xlinker --defsym -Xlinker main=notify_cli_main "@$objects" -lm \
-    -Xlinker --no-warn-symbol-ordering -Xlinker --symbol-ordering-file="$notify_order" "$@"
+    -Xlinker --no-warn-symbol-ordering -Xlinker --symbol-ordering-file="$notify_order" \
+    -Xlinker --script="$notify_script" "$@"
 }
