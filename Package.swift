@@ -138,6 +138,7 @@ let package = Package(
             name: "NotifyFleet",
             dependencies: [
                 "NotifyProtocol",
+                "NotifySystem",
                 "NATSClient",
                 "ConfigurationFiles",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -165,12 +166,6 @@ let package = Package(
             path: "Sources/notifyd-fleet",
             swiftSettings: strictSettings
         ),
-        .systemLibrary(
-            name: "CSystemd",
-            path: "Sources/CSystemd",
-            pkgConfig: "libsystemd",
-            providers: [.apt(["libsystemd-dev"])]
-        ),
         // The daemon (issue 50): the server on the broker's core, its settings, systemd and the journal. A library,
         // so the tests drive it without a process; `notifyd` is a thin shell over it. A peer of the client library,
         // not a user of it: both stand on NotifyProtocol.
@@ -181,7 +176,6 @@ let package = Package(
                 "NotifyProtocol",
                 "NotifySystem",
                 "ConfigurationFiles",
-                "CSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -395,6 +389,7 @@ let package = Package(
             dependencies: [
                 "NotifyBroker",
                 "NotifyDaemon",
+                "NotifySystem",
                 "NotifyBus",
                 "ConfigurationFiles",
                 .product(name: "Logging", package: "swift-log"),

@@ -6,7 +6,7 @@
 #   packaging/build-deb.sh
 #
 # Needs: the Swift toolchain (with its ld.lld, and libstdc++-12-dev, which Swift's own list of Debian packages
-# has), libsystemd-dev, dpkg-dev (dpkg-shlibdeps).
+# has), dpkg-dev (dpkg-shlibdeps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +18,6 @@ stage=$out/notifyd_${version}_${arch}
 deb=$out/notifyd_${version}_${arch}.deb
 say() { printf 'build-deb: %s\n' "$*" >&2; }
 
-script/bootstrap  # libsystemd-dev, which notifyd links
 command -v dpkg-shlibdeps >/dev/null || {
   say "installing dpkg-dev (dpkg-shlibdeps)"
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo

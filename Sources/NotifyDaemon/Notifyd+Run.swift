@@ -24,7 +24,7 @@ extension Notifyd {
             return
         }
         let levelSetting = LogLevelSetting(logLevel ?? .info)
-        let toJournal = JournalLogHandler.standardErrorIsJournal()
+        let toJournal = JournalSocket.standardErrorIsJournal()
         LoggingSystem.bootstrap { _ -> any LogHandler in
             toJournal
                 ? JournalLogHandler(identifier: "notifyd", levelSetting: levelSetting)

@@ -235,7 +235,7 @@ struct NotifydFleet: AsyncParsableCommand {
             print("# \(settings.path)\n\(settings.bridge.summary)")
             return
         }
-        let toJournal = FleetLogHandler.standardErrorIsJournal()
+        let toJournal = JournalSocket.standardErrorIsJournal()
         LoggingSystem.bootstrap { _ in FleetLogHandler(level: level, toJournal: toJournal) }
         let logger = Logger(label: "notifyd-fleet")
         let socketPath = SocketPath.resolveForClient(explicit: socket)
@@ -261,8 +261,8 @@ struct NotifydFleet: AsyncParsableCommand {
             .notice,
             "notifyd-fleet started as host \(settings.bridge.hostName): daemon \(socketPath), NATS \(settings.bridge.servers.map(\.description).joined(separator: " ")), positions \(stateDirectory ?? "in memory only (no --state-dir)")"
         )
-        let status = ServiceStatus()
-        status.ready()
+        let status = ServiceNotifier()
+        status.send("READY=1")
         let statusTimer = eventLoop.scheduleRepeatedTask(initialDelay: .seconds(2), delay: .seconds(2)) { _ in
             status.send("STATUS=\(bridge.value.statusText)")
         }
@@ -276,7 +276,7 @@ struct NotifydFleet: AsyncParsableCommand {
                 } catch {
                     logger.log(.reloadFailed, .error, "configuration not reloaded, the previous one stays in force: \(error)")
                 }
-                status.ready()
+                status.send("READY=1")
                 continue
             }
             break

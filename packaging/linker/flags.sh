@@ -17,7 +17,7 @@
 # - with relative relocations packed (DT_RELR, glibc 2.36): the loader reads 11 KiB of them instead of the
 #   1.3 MiB of RELA entries it otherwise reads at every start;
 # - exporting no symbols: the Swift runtime's static link exports every symbol (-export-dynamic), 1.4 MiB of
-#   tables that the loader searches whenever libc or libsystemd resolves a name, and nothing needs them;
+#   tables that the loader searches whenever libc resolves a name, and nothing needs them;
 # - with libstdc++ linked in (its archive, through a linker script that stands in for libstdc++.so): only the parts
 #   the Swift runtime uses, without the shared library's 1 MiB of pages touched by its own start-up.
 # Both are also built without the runtime's dynamic exclusivity checks (-enforce-exclusivity=unchecked), for every
@@ -27,7 +27,8 @@
 # traps there. Not in Package.swift: unsafe flags there would stop other packages from depending on NotifyBus.
 # notify is linked fully static (glibc too): without a dynamic loader resolving libstdc++ against its thousands of
 # exported symbols, each `notify send` is faster (docs/service.md has the measured figures). It needs
-# nothing from NSS. notifyd links libsystemd, so it stays dynamic for the C libraries. notify's modules are compiled
+# nothing from NSS. notifyd and notifyd-http stay dynamic for the C libraries (glibc's NSS, for the names of users in
+# settings and access rules). notify's modules are compiled
 # in the daemon's scratch with the daemon's flags, and `link_static_notify` links them fully static itself: given to
 # SwiftPM, `-static-executable` goes into every compile command too (it passes -Xswiftc flags to all of them), which
 # meant a second release build of NIO and everything else notify uses, a minute of every packaging.

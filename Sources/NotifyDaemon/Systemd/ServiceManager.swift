@@ -1,4 +1,3 @@
-import CSystemd
 import NotifyProtocol
 import NotifySystem
 
@@ -8,24 +7,33 @@ import Glibc
 import Musl
 #endif
 
-/// Talks to systemd (or anything else that set `$NOTIFY_SOCKET`) through `sd_notify`: readiness, status text,
+/// Talks to systemd (or anything else that set `$NOTIFY_SOCKET`) as `sd_notify` does: readiness, status text,
 /// reloading, stopping, watchdog pings. Without `$NOTIFY_SOCKET` every call does nothing, so the daemon runs the
 /// same from a terminal.
 struct ServiceManager: Sendable {
-    /// Whether a service manager listens.
-    let isPresent: Bool
+    private let notifier: ServiceNotifier
     /// How often systemd expects a watchdog ping, if it does (`WatchdogSec=`).
     let watchdogInterval: Duration?
 
     init() {
-        isPresent = POSIX.environmentValue("NOTIFY_SOCKET") != nil
-        var microseconds: UInt64 = 0
-        if sd_watchdog_enabled(0, &microseconds) > 0 && microseconds > 0 {
-            // WATCHDOG_USEC is the environment's, so any number: a day is already far longer than a unit waits.
-            watchdogInterval = .microseconds(Int64(min(microseconds, 86_400_000_000)))
-        } else {
-            watchdogInterval = nil
-        }
+        notifier = ServiceNotifier()
+        watchdogInterval = ServiceManager.watchdogInterval(
+            microseconds: POSIX.environmentValue("WATCHDOG_USEC"),
+            pid: POSIX.environmentValue("WATCHDOG_PID"),
+            ownPID: getpid()
+        )
+    }
+
+    /// Whether a service manager listens.
+    var isPresent: Bool { notifier.isPresent }
+
+    /// The watchdog's interval from `WATCHDOG_USEC`, as sd_watchdog_enabled(3) reads it: none when it is not set, not
+    /// a positive number, or meant for another process (`WATCHDOG_PID`).
+    static func watchdogInterval(microseconds: String?, pid: String?, ownPID: Int32) -> Duration? {
+        guard let microseconds, let value = UInt64(microseconds), value > 0 else { return nil }
+        if let pid, Int32(pid) != ownPID { return nil }
+        // The environment's, so any number: a day is already far longer than a unit waits.
+        return .microseconds(Int64(min(value, 86_400_000_000)))
     }
 
     /// The service is up: the socket listens and saved state is loaded.
@@ -57,7 +65,6 @@ struct ServiceManager: Sendable {
     }
 
     private func send(_ state: String) {
-        guard isPresent else { return }
-        _ = sd_notify(0, state)
+        notifier.send(state)
     }
 }

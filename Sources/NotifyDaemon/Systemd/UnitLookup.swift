@@ -1,4 +1,3 @@
-import CSystemd
 import NIOCore
 
 #if canImport(Glibc)
@@ -7,14 +6,15 @@ import Glibc
 import Musl
 #endif
 
-/// The systemd unit a process runs in (`sd_pid_get_unit`): who published, as the kernel's cgroups say.
+/// The systemd unit a process runs in (``CgroupUnit``, as `sd_pid_get_unit` reads it): who published, as the
+/// kernel's cgroups say.
 ///
 /// The kernel names a connection's peer by pid, and a pid is looked up after the fact: by then the peer may have
 /// exited and its pid been given to a process of another unit, which would lend that unit to the connection. So
 /// the lookup is checked against the peer itself: with a pidfd of it (`SO_PEERPIDFD`, Linux 6.5), the unit counts
 /// only if the peer was still running after the lookup (a pid is not reused while its process runs); without one,
 /// only if the process at that pid runs as the peer's uid. A pid of 0 (a peer in a PID namespace the daemon cannot
-/// see into) is never looked up: `sd_pid_get_unit(0)` names the daemon's own unit.
+/// see into) is never looked up: it would name the daemon's own unit.
 enum UnitLookup {
     /// The unit of the peer of `channel`, whose kernel credentials are `pid` and `uid`; nil when it runs in none, or
     /// when that cannot be told for sure.
@@ -53,11 +53,7 @@ enum UnitLookup {
 
     /// The unit of `pid`, or nil when it runs in none (a login session, a container) or is already gone.
     static func unit(of pid: Int32) -> String? {
-        guard pid > 0 else { return nil }
-        var unit: UnsafeMutablePointer<CChar>?
-        guard sd_pid_get_unit(pid, &unit) >= 0, let unit else { return nil }
-        defer { free(unit) }
-        return String(cString: unit)
+        CgroupUnit.unit(ofProcess: pid)
     }
 
     /// A pidfd of the connection's peer (`SO_PEERPIDFD`), or nil where the kernel has none.
