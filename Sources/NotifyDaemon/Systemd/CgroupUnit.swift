@@ -106,20 +106,24 @@ enum CgroupUnit {
         return allowInstance && at != name.startIndex && name.index(after: at) < dot
     }
 
-    /// The contents of a small file of `/proc`, at most 64 KiB (a group's path is at most 4 KiB per hierarchy).
+    /// The contents of a small file of `/proc`, read a page at a time (a connection's lookup reads two files of some
+    /// dozens of bytes); nil past 64 KiB, which no list of groups reaches (a path is at most 4 KiB per hierarchy),
+    /// rather than a path cut short.
     private static func read(_ path: String) -> String? {
         let descriptor = POSIX.open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { POSIX.close(descriptor) }
-        var bytes = [UInt8](repeating: 0, count: 65536)
-        var count = 0
-        while count < bytes.count {
-            let read = bytes.withUnsafeMutableBytes { POSIX.read(descriptor, $0.baseAddress! + count, $0.count - count) }
-            if read < 0 && errno == EINTR { continue }
-            guard read >= 0 else { return nil }
-            if read == 0 { break }
-            count += read
+        var contents: [UInt8] = []
+        let complete = withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 1) { page -> Bool in
+            while contents.count <= 65536 {
+                let count = POSIX.read(descriptor, page.baseAddress!, page.count)
+                if count < 0 && errno == EINTR { continue }
+                guard count >= 0 else { return false }
+                if count == 0 { return true }
+                contents += UnsafeRawBufferPointer(rebasing: page[..<count])
+            }
+            return false
         }
-        return String(decoding: bytes[..<count], as: UTF8.self)
+        return complete ? String(decoding: contents, as: UTF8.self) : nil
     }
 }
