@@ -9,9 +9,9 @@ import Musl
 #endif
 
 /// Writes log records to the systemd journal natively (``JournalSocket``, as `sd_journal_sendv` does), with the
-/// metadata as fields of their
-/// own: `journalctl -u notifyd TOPIC=backup.status` finds the records about that topic, `PEER_UID=1000` those
-/// about that user's connections, and `MESSAGE_ID=` those of one kind of event (see ``DaemonEvent``).
+/// metadata as fields of their own: `journalctl -u notifyd TOPIC=backup.status` finds the records about that topic,
+/// `PEER_UID=1000` those about that user's connections, and `MESSAGE_ID=` those of one kind of event (see
+/// ``DaemonEvent``).
 struct JournalLogHandler: SharedLevelLogHandler {
     let identifier: String
     let levelSetting: LogLevelSetting
@@ -72,7 +72,4 @@ struct JournalLogHandler: SharedLevelLogHandler {
         case .critical: return 2
         }
     }
-
-
-
 }

@@ -14,7 +14,7 @@ import Musl
 /// the lookup is checked against the peer itself: with a pidfd of it (`SO_PEERPIDFD`, Linux 6.5), the unit counts
 /// only if the peer was still running after the lookup (a pid is not reused while its process runs); without one,
 /// only if the process at that pid runs as the peer's uid. A pid of 0 (a peer in a PID namespace the daemon cannot
-/// see into) is never looked up: it would name the daemon's own unit.
+/// see into) is never looked up.
 enum UnitLookup {
     /// The unit of the peer of `channel`, whose kernel credentials are `pid` and `uid`; nil when it runs in none, or
     /// when that cannot be told for sure.

@@ -10,7 +10,8 @@ import Musl
 #endif
 
 /// The fleet service's log: records with their fields (`MESSAGE_ID` among them) sent to the journal's own socket
-/// when standard error is the journal (``JournalSocket``); readable lines on standard error otherwise (`2026-12-06T09:30:00Z notifyd-fleet notice: …`).
+/// when standard error is the journal (``JournalSocket``); readable lines on standard error otherwise
+/// (`2026-12-06T09:30:00Z notifyd-fleet notice: …`).
 package struct FleetLogHandler: LogHandler {
     package var logLevel: Logger.Level
     package var metadata: Logger.Metadata = [:]
