@@ -74,6 +74,20 @@ package enum POSIX {
         #endif
     }
 
+    /// A new Unix datagram socket that is closed on exec: what systemd's notification and journal sockets take.
+    /// - Returns: the descriptor, or -1 with `errno` set.
+    package static func unixDatagramSocket() -> CInt {
+        #if canImport(Darwin)
+        let descriptor = Darwin.socket(AF_UNIX, SOCK_DGRAM, 0)
+        if descriptor >= 0 { _ = Darwin.fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        return descriptor
+        #elseif canImport(Musl)
+        return Musl.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)
+        #else
+        return Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        #endif
+    }
+
     /// The process at the other end of a connected Unix socket, as the kernel recorded it at connect time
     /// (`SO_PEERCRED`), or nil where that cannot be read.
     package static func peerCredentials(of descriptor: CInt) -> KernelCredentials? {

@@ -27,8 +27,8 @@
 # traps there. Not in Package.swift: unsafe flags there would stop other packages from depending on NotifyBus.
 # notify is linked fully static (glibc too): without a dynamic loader resolving libstdc++ against its thousands of
 # exported symbols, each `notify send` is faster (docs/service.md has the measured figures). It needs
-# nothing from NSS. notifyd and notifyd-http stay dynamic for the C libraries (glibc's NSS, for the names of users in
-# settings and access rules). notify's modules are compiled
+# nothing from NSS. notifyd and notifyd-http stay dynamic for the C libraries: the daemon looks up the users its
+# settings and access rules name through glibc's NSS, which a static glibc cannot load. notify's modules are compiled
 # in the daemon's scratch with the daemon's flags, and `link_static_notify` links them fully static itself: given to
 # SwiftPM, `-static-executable` goes into every compile command too (it passes -Xswiftc flags to all of them), which
 # meant a second release build of NIO and everything else notify uses, a minute of every packaging.

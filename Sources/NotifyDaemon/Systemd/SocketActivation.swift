@@ -23,14 +23,13 @@ enum SocketActivation {
         // Unset LISTEN_* so nothing this process starts believes the sockets are meant for it.
         for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] { unsetenv(name) }
         if count == 0 { return nil }
-        for descriptor in firstDescriptor..<firstDescriptor + CInt(count) {
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        }
+        // Checked before anything is done per descriptor: the count is the environment's, any number up to 2^31.
         guard count == 1, isListeningUnixStreamSocket(firstDescriptor) else {
             throw SocketFileError(
                 description: "systemd passed \(count) socket(s); notifyd needs exactly one listening Unix stream socket (ListenStream= with a path)"
             )
         }
+        _ = fcntl(firstDescriptor, F_SETFD, FD_CLOEXEC)
         return firstDescriptor
     }
 

@@ -1,4 +1,6 @@
 #if os(Linux)
+import NIOCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -17,16 +19,13 @@ package final class JournalSocket: Sendable {
     package static let shared = JournalSocket(path: "/run/systemd/journal/socket")
 
     private let descriptor: CInt
-    private let path: String
+    /// Where the journal listens; nil for a path too long to be a socket address (then nothing is sent).
+    private let address: SocketAddress?
 
     /// A socket that sends to the journal listening at `path` (tests give one of their own).
     package init(path: String) {
-        self.path = path
-        #if canImport(Glibc)
-        descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        #else
-        descriptor = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)
-        #endif
+        address = try? SocketAddress(unixDomainSocketPath: path)
+        descriptor = address == nil ? -1 : POSIX.unixDatagramSocket()
     }
 
     deinit {
@@ -36,16 +35,16 @@ package final class JournalSocket: Sendable {
     /// Sends one record of `fields` (each a name and its value; names as ``fieldName(_:)`` makes them).
     /// - Returns: whether the journal took it; when not, the caller writes the record elsewhere (standard error).
     package func send(_ fields: [(name: String, value: String)]) -> Bool {
-        guard descriptor >= 0 else { return false }
+        guard descriptor >= 0, let address else { return false }
         let record = JournalSocket.record(of: fields)
         let sent = record.withUnsafeBytes { bytes in
-            withAddress { sendto(descriptor, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL), $0, $1) }
+            address.withSockAddr { sendto(descriptor, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL), $0, socklen_t($1)) }
         }
         if sent == record.count { return true }
         // Too large for a datagram (journald's socket allows some 200 KiB): the record in a memfd, sealed so that
         // journald may map it without fearing it changes.
         guard sent < 0, errno == EMSGSIZE else { return false }
-        return sendSealedCopy(of: record)
+        return sendSealedCopy(of: record, to: address)
     }
 
     /// The bytes of a record: `NAME=value\n` for each field, or, for a value with a line break in it,
@@ -92,22 +91,13 @@ package final class JournalSocket: Sendable {
         return UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
     }
 
-    private func sendSealedCopy(of record: [UInt8]) -> Bool {
+    private func sendSealedCopy(of record: [UInt8], to address: SocketAddress) -> Bool {
         guard let memfdCreate = JournalSocket.memfdCreate else { return false }
         let memory = memfdCreate("journal-record", JournalSocket.memfdFlags)
         guard memory >= 0 else { return false }
         defer { close(memory) }
-        let written = record.withUnsafeBytes { bytes -> Bool in
-            var offset = 0
-            while offset < bytes.count {
-                let count = write(memory, bytes.baseAddress! + offset, bytes.count - offset)
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { return false }
-                offset += count
-            }
-            return true
-        }
-        guard written, fcntl(memory, JournalSocket.addSeals, JournalSocket.allSeals) == 0 else {
+        let failure = record.withUnsafeBytes { POSIX.writeAll(memory, $0) }
+        guard failure == nil, fcntl(memory, JournalSocket.addSeals, JournalSocket.allSeals) == 0 else {
             return false
         }
         // An empty datagram that carries the descriptor (SCM_RIGHTS).
@@ -120,10 +110,10 @@ package final class JournalSocket: Sendable {
         header.pointee.cmsg_level = SOL_SOCKET
         header.pointee.cmsg_type = CInt(SCM_RIGHTS)
         (control + MemoryLayout<cmsghdr>.stride).storeBytes(of: memory, as: CInt.self)
-        return withAddress { address, length in
+        return address.withSockAddr { name, length in
             var message = msghdr()
-            message.msg_name = UnsafeMutableRawPointer(mutating: address)
-            message.msg_namelen = length
+            message.msg_name = UnsafeMutableRawPointer(mutating: name)
+            message.msg_namelen = socklen_t(length)
             message.msg_control = control
             message.msg_controllen = controlSize
             return sendmsg(descriptor, &message, CInt(MSG_NOSIGNAL))
@@ -142,16 +132,5 @@ package final class JournalSocket: Sendable {
         return unsafeBitCast(symbol, to: (@convention(c) (UnsafePointer<CChar>, CUnsignedInt) -> CInt).self)
     }()
 
-    private func withAddress<Result>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> Result) -> Result {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8.prefix(MemoryLayout.size(ofValue: address.sun_path) - 1))
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in bytes.enumerated() { raw[index] = byte }
-        }
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-    }
 }
 #endif

@@ -21,11 +21,7 @@ package final class ServiceNotifier: Sendable {
         let fits = bytes.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path)
         let isUsable = !bytes.isEmpty && fits && (bytes[0] == UInt8(ascii: "/") || bytes[0] == 0)
         path = isUsable ? bytes : nil
-        #if canImport(Glibc)
-        descriptor = isUsable ? socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) : -1
-        #else
-        descriptor = isUsable ? socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0) : -1
-        #endif
+        descriptor = isUsable ? POSIX.unixDatagramSocket() : -1
     }
 
     deinit {
